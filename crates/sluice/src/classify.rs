@@ -1,0 +1,1 @@
+//! classify (being written)

@@ -1,0 +1,1 @@
+//! stats (being written)
