@@ -1,1 +1,39 @@
-//! backend (being written)
+//! Backend side of the request path: servers, their connection pools, and the
+//! connections themselves (login, TLS, simple commands Sluice issues on its own).
+
+mod conn;
+mod pool;
+
+pub use conn::{BackendConn, ConnParams};
+pub use pool::{probe, PoolKey, PooledConn, Pools, ServerPool};
+
+use crate::config::{ServerConfig, TlsMode};
+use std::sync::Arc;
+
+/// A backend server as the pools see it.
+pub struct Server {
+    pub name: String,
+    pub address: String,
+    pub tls: TlsMode,
+    pub tls_config: Option<Arc<rustls::ClientConfig>>,
+    pub max_connections: u32,
+}
+
+impl Server {
+    pub fn from_config(c: &ServerConfig, default_max: u32) -> anyhow::Result<Server> {
+        let tls_config = match c.tls {
+            TlsMode::Disabled => None,
+            _ => Some(crate::tls::client_config(
+                c.tls_ca.as_deref(),
+                c.tls_verify.unwrap_or(c.tls_ca.is_some()),
+            )?),
+        };
+        Ok(Server {
+            name: c.display_name(),
+            address: c.address.clone(),
+            tls: c.tls,
+            tls_config,
+            max_connections: c.max_connections.unwrap_or(default_max),
+        })
+    }
+}

@@ -1,1 +1,555 @@
-//! config (being written)
+//! Configuration: one serde tree read from TOML, command-line overrides, and a
+//! `validate()` that reports every problem at once. Each subsystem gets its own section.
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub log: LogConfig,
+    #[serde(default)]
+    pub listeners: Vec<ListenerConfig>,
+    #[serde(default)]
+    pub users: Vec<UserConfig>,
+    #[serde(default)]
+    pub servers: Vec<ServerConfig>,
+    #[serde(default)]
+    pub pool: PoolConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    #[serde(default)]
+    pub protocol: ProtocolConfig,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines (default).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogConfig {
+    /// "text" (default) or "json".
+    #[serde(default)]
+    pub format: LogFormat,
+    /// A tracing filter such as "info" or "sluice=debug". Default "info".
+    #[serde(default = "default_log_level")]
+    pub level: String,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            format: LogFormat::Text,
+            level: default_log_level(),
+        }
+    }
+}
+
+fn default_log_level() -> String {
+    "info".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerConfig {
+    /// Address clients connect to, e.g. "127.0.0.1:6033".
+    pub address: String,
+    /// PEM certificate chain; with `tls_key`, clients may upgrade to TLS.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// Refuse clients that do not upgrade to TLS. Default false.
+    #[serde(default)]
+    pub require_tls: bool,
+    /// Plugin named in the initial handshake. Default "mysql_native_password".
+    #[serde(default = "default_plugin")]
+    pub default_auth_plugin: AuthPlugin,
+    /// PEM RSA private key for `caching_sha2_password` full authentication without TLS.
+    /// Default: a key generated at start.
+    pub rsa_key: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub enum AuthPlugin {
+    #[serde(rename = "mysql_native_password")]
+    Native,
+    #[serde(rename = "caching_sha2_password")]
+    CachingSha2,
+}
+
+impl AuthPlugin {
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthPlugin::Native => sluice_wire::auth::NATIVE_PASSWORD,
+            AuthPlugin::CachingSha2 => sluice_wire::auth::CACHING_SHA2_PASSWORD,
+        }
+    }
+}
+
+fn default_plugin() -> AuthPlugin {
+    AuthPlugin::Native
+}
+
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserConfig {
+    pub name: String,
+    /// Plain password. Either this or `password_hash`.
+    pub password: Option<Secret>,
+    /// `mysql_native_password` stored form: "*" and 40 hex digits, as in `mysql.user`.
+    pub password_hash: Option<String>,
+    /// Plugin this user authenticates with. Default "mysql_native_password".
+    #[serde(default = "default_plugin")]
+    pub auth_plugin: AuthPlugin,
+    /// Account Sluice logs in as on the backends. Default: `name`.
+    pub backend_user: Option<String>,
+    /// Password for `backend_user`. Default: `password`.
+    pub backend_password: Option<Secret>,
+}
+
+impl std::fmt::Debug for UserConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserConfig")
+            .field("name", &self.name)
+            .field("auth_plugin", &self.auth_plugin)
+            .field("backend_user", &self.backend_user)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A password: never printed, never logged.
+#[derive(Clone, Deserialize, PartialEq, Eq, Hash)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TlsMode {
+    /// Plain TCP to the server (default).
+    #[default]
+    Disabled,
+    /// TLS when the server offers it.
+    Preferred,
+    /// TLS or no connection.
+    Required,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Name used in logs and errors. Default: the address.
+    pub name: Option<String>,
+    /// "host:port" of a MySQL or MariaDB server.
+    pub address: String,
+    /// Most backend connections to this server. Default: `pool.max_connections`.
+    pub max_connections: Option<u32>,
+    #[serde(default)]
+    pub tls: TlsMode,
+    /// PEM CA bundle to verify the server's certificate.
+    pub tls_ca: Option<PathBuf>,
+    /// Verify the server certificate (needs `tls_ca`). Default: true when `tls_ca` is set.
+    pub tls_verify: Option<bool>,
+}
+
+impl ServerConfig {
+    pub fn display_name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.address.clone())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolConfig {
+    /// Most backend connections per server. Default 100.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: u32,
+    /// Idle connections kept open per server and user. Default 0.
+    #[serde(default)]
+    pub min_idle: u32,
+    /// Idle connections older than this are closed. Default "10m".
+    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Limit for TCP connect plus backend handshake. Default "5s".
+    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// How long a client waits for a backend connection when the pool is full. Default "10s".
+    #[serde(default = "default_acquire_timeout", with = "humantime_serde")]
+    pub acquire_timeout: Duration,
+    /// How often idle connections are checked. Default "5s".
+    #[serde(default = "default_check_interval", with = "humantime_serde")]
+    pub check_interval: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            max_connections: default_max_connections(),
+            min_idle: 0,
+            idle_timeout: default_idle_timeout(),
+            connect_timeout: default_connect_timeout(),
+            acquire_timeout: default_acquire_timeout(),
+            check_interval: default_check_interval(),
+        }
+    }
+}
+
+fn default_max_connections() -> u32 {
+    100
+}
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(600)
+}
+fn default_connect_timeout() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_acquire_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_check_interval() -> Duration {
+    Duration::from_secs(5)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Most client connections at once; more get error 1040. Default 10000.
+    #[serde(default = "default_max_clients")]
+    pub max_client_connections: u32,
+    /// Time a client has to complete its login. Default "10s".
+    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
+    pub handshake_timeout: Duration,
+    /// On SIGTERM/SIGINT, how long running statements may finish. Default "30s".
+    #[serde(default = "default_shutdown_grace", with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+    /// Largest packet Sluice itself decodes from a client (handshake, COM_CHANGE_USER).
+    /// Forwarded statements are streamed and limited only by the server. Default 16 MiB.
+    #[serde(default = "default_max_decoded_packet")]
+    pub max_decoded_packet: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_client_connections: default_max_clients(),
+            handshake_timeout: default_handshake_timeout(),
+            shutdown_grace: default_shutdown_grace(),
+            max_decoded_packet: default_max_decoded_packet(),
+        }
+    }
+}
+
+fn default_max_clients() -> u32 {
+    10_000
+}
+fn default_handshake_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_shutdown_grace() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_max_decoded_packet() -> usize {
+    16 << 20
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ProtocolConfig {
+    /// Allow LOAD DATA LOCAL INFILE (the client sends a file). Default false.
+    #[serde(default)]
+    pub local_infile: bool,
+    /// Version string announced to clients. Default: the first backend's own version.
+    pub server_version: Option<String>,
+}
+
+/// Settings given on the command line, which win over the file's.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub listen: Vec<String>,
+    pub backends: Vec<String>,
+    /// "name:password" pairs.
+    pub users: Vec<String>,
+    pub log_format: Option<LogFormat>,
+    pub log_level: Option<String>,
+}
+
+impl Config {
+    /// Reads and parses a TOML file (no validation).
+    pub fn load(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        Config::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> anyhow::Result<Config> {
+        Ok(toml::from_str(text)?)
+    }
+
+    /// Applies command-line settings: each kind given replaces the file's list.
+    pub fn apply(&mut self, o: &Overrides) -> Result<(), Vec<String>> {
+        let mut problems = Vec::new();
+        if !o.listen.is_empty() {
+            let template = self.listeners.first().cloned();
+            self.listeners = o
+                .listen
+                .iter()
+                .map(|a| ListenerConfig {
+                    address: a.clone(),
+                    ..template.clone().unwrap_or_else(|| ListenerConfig {
+                        address: String::new(),
+                        tls_cert: None,
+                        tls_key: None,
+                        require_tls: false,
+                        default_auth_plugin: AuthPlugin::Native,
+                        rsa_key: None,
+                    })
+                })
+                .collect();
+        }
+        if !o.backends.is_empty() {
+            self.servers = o
+                .backends
+                .iter()
+                .map(|a| ServerConfig {
+                    name: None,
+                    address: a.clone(),
+                    max_connections: None,
+                    tls: TlsMode::Disabled,
+                    tls_ca: None,
+                    tls_verify: None,
+                })
+                .collect();
+        }
+        if !o.users.is_empty() {
+            self.users.clear();
+            for u in &o.users {
+                match u.split_once(':') {
+                    Some((name, pw)) if !name.is_empty() => self.users.push(UserConfig {
+                        name: name.into(),
+                        password: Some(Secret(pw.into())),
+                        password_hash: None,
+                        auth_plugin: AuthPlugin::Native,
+                        backend_user: None,
+                        backend_password: None,
+                    }),
+                    _ => problems.push(format!(
+                        "--user must be NAME:PASSWORD, got {:?}",
+                        u.split(':').next().unwrap_or_default()
+                    )),
+                }
+            }
+        }
+        if let Some(f) = o.log_format {
+            self.log.format = f;
+        }
+        if let Some(l) = &o.log_level {
+            self.log.level = l.clone();
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(problems)
+        }
+    }
+
+    /// Every problem in the configuration, each naming where it is.
+    pub fn validate(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.listeners.is_empty() {
+            p.push("no [[listeners]]: give at least one address to accept clients on".into());
+        }
+        for (i, l) in self.listeners.iter().enumerate() {
+            let at = format!("listeners[{i}]");
+            if l.address.parse::<SocketAddr>().is_err() {
+                p.push(format!("{at}.address: {:?} is not an IP:port address", l.address));
+            }
+            match (&l.tls_cert, &l.tls_key) {
+                (Some(c), Some(k)) => {
+                    for f in [c, k] {
+                        if !f.is_file() {
+                            p.push(format!("{at}: TLS file {} does not exist", f.display()));
+                        }
+                    }
+                }
+                (None, None) => {
+                    if l.require_tls {
+                        p.push(format!("{at}.require_tls needs tls_cert and tls_key"));
+                    }
+                }
+                _ => p.push(format!("{at}: tls_cert and tls_key go together")),
+            }
+            if let Some(k) = &l.rsa_key {
+                if !k.is_file() {
+                    p.push(format!("{at}.rsa_key: {} does not exist", k.display()));
+                }
+            }
+        }
+        if self.users.is_empty() {
+            p.push("no [[users]]: clients could not log in".into());
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, u) in self.users.iter().enumerate() {
+            let at = format!("users[{i}] ({:?})", u.name);
+            if u.name.is_empty() {
+                p.push(format!("users[{i}].name is empty"));
+            }
+            if !names.insert(u.name.as_str()) {
+                p.push(format!("{at}: user defined twice"));
+            }
+            match (&u.password, &u.password_hash) {
+                (None, None) => p.push(format!("{at}: needs password or password_hash")),
+                (Some(_), Some(_)) => p.push(format!("{at}: give password or password_hash, not both")),
+                (None, Some(h)) => {
+                    if crate::auth::parse_native_hash(h).is_none() {
+                        p.push(format!(
+                            "{at}.password_hash: expected \"*\" and 40 hex digits (mysql_native_password)"
+                        ));
+                    }
+                    if u.backend_password.is_none() {
+                        p.push(format!(
+                            "{at}: with password_hash, backend_password is needed to log in to the servers"
+                        ));
+                    }
+                }
+                (Some(_), None) => {}
+            }
+        }
+        if self.servers.is_empty() {
+            p.push("no [[servers]]: give at least one backend address".into());
+        }
+        for (i, s) in self.servers.iter().enumerate() {
+            let at = format!("servers[{i}] ({})", s.display_name());
+            if !valid_host_port(&s.address) {
+                p.push(format!("{at}.address: {:?} is not host:port", s.address));
+            }
+            if s.max_connections == Some(0) {
+                p.push(format!("{at}.max_connections must be at least 1"));
+            }
+            if let Some(ca) = &s.tls_ca {
+                if !ca.is_file() {
+                    p.push(format!("{at}.tls_ca: {} does not exist", ca.display()));
+                }
+            }
+            if s.tls_verify == Some(true) && s.tls_ca.is_none() {
+                p.push(format!("{at}: tls_verify needs tls_ca"));
+            }
+        }
+        if self.pool.max_connections == 0 {
+            p.push("pool.max_connections must be at least 1".into());
+        }
+        if self.pool.min_idle > self.pool.max_connections {
+            p.push("pool.min_idle is larger than pool.max_connections".into());
+        }
+        if self.limits.max_client_connections == 0 {
+            p.push("limits.max_client_connections must be at least 1".into());
+        }
+        if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
+            p.push(format!("log.level: {:?} is not a valid filter", self.log.level));
+        }
+        p
+    }
+}
+
+fn valid_host_port(s: &str) -> bool {
+    match s.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_example_parses_and_validates() {
+        let c = Config::parse(
+            r#"
+            [log]
+            format = "json"
+            [[listeners]]
+            address = "127.0.0.1:6033"
+            [[users]]
+            name = "app"
+            password = "secret"
+            auth_plugin = "caching_sha2_password"
+            [[servers]]
+            name = "db1"
+            address = "127.0.0.1:3306"
+            tls = "preferred"
+            [pool]
+            idle_timeout = "90s"
+            [limits]
+            shutdown_grace = "2s"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(c.pool.idle_timeout, Duration::from_secs(90));
+        assert_eq!(c.users[0].auth_plugin, AuthPlugin::CachingSha2);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        assert!(Config::parse("[pool]\nmax_conections = 3\n").is_err());
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let c = Config::parse(
+            r#"
+            [[listeners]]
+            address = "nowhere"
+            [[users]]
+            name = "a"
+            [[users]]
+            name = "b"
+            password_hash = "abc"
+            [[servers]]
+            address = "db"
+            "#,
+        )
+        .unwrap();
+        let p = c.validate();
+        assert!(p.len() >= 5, "{p:#?}");
+        assert!(p.iter().any(|x| x.contains("listeners[0].address")));
+        assert!(p.iter().any(|x| x.contains("needs password")));
+        assert!(p.iter().any(|x| x.contains("password_hash")));
+        assert!(p.iter().any(|x| x.contains("servers[0]")));
+    }
+
+    #[test]
+    fn overrides_replace_lists() {
+        let mut c = Config::default();
+        c.apply(&Overrides {
+            listen: vec!["127.0.0.1:1".into()],
+            backends: vec!["127.0.0.1:2".into()],
+            users: vec!["app:se:cret".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(c.users[0].password, Some(Secret("se:cret".into())));
+        assert!(c
+            .apply(&Overrides {
+                users: vec!["nopassword".into()],
+                ..Default::default()
+            })
+            .is_err());
+    }
+}

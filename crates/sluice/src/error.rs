@@ -1,1 +1,149 @@
-//! error (being written)
+//! Errors at the proxy's boundaries. Each knows which side failed, whether a retry is
+//! safe (nothing reached the client yet), and the MySQL error the client receives.
+
+use sluice_wire::response::ErrPacket;
+use sluice_wire::ProtocolError;
+use std::time::Duration;
+
+/// MySQL error codes Sluice produces itself.
+pub mod code {
+    pub const ER_CON_COUNT_ERROR: u16 = 1040;
+    pub const ER_ACCESS_DENIED_ERROR: u16 = 1045;
+    pub const ER_UNKNOWN_COM_ERROR: u16 = 1047;
+    pub const ER_HANDSHAKE_ERROR: u16 = 1043;
+    pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
+    pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
+    pub const ER_NO_SUCH_THREAD: u16 = 1094;
+    pub const ER_SERVER_SHUTDOWN: u16 = 1053;
+    pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+    pub const CR_CONN_HOST_ERROR: u16 = 2003;
+    pub const CR_SERVER_LOST: u16 = 2013;
+    pub const CR_SSL_CONNECTION_ERROR: u16 = 2026;
+    pub const CR_MALFORMED_PACKET: u16 = 2027;
+    /// Same code ProxySQL uses for "no backend connection within the wait limit".
+    pub const POOL_TIMEOUT: u16 = 9001;
+}
+
+/// Which side of the proxy a failure came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Backend,
+    Internal,
+}
+
+/// A failure talking to a backend server.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("cannot connect to server '{server}' at {address}: {source}")]
+    Connect {
+        server: String,
+        address: String,
+        source: std::io::Error,
+    },
+    #[error("connecting to server '{server}' at {address} timed out after {after:?}")]
+    ConnectTimeout {
+        server: String,
+        address: String,
+        after: Duration,
+    },
+    #[error("server '{server}' refused the login: {err}")]
+    Rejected { server: String, err: ErrPacket },
+    #[error("server '{server}' broke the protocol: {source}")]
+    Protocol {
+        server: String,
+        source: ProtocolError,
+    },
+    #[error("lost connection to server '{server}': {source}")]
+    Io {
+        server: String,
+        source: std::io::Error,
+    },
+    #[error("TLS with server '{server}' failed: {reason}")]
+    Tls { server: String, reason: String },
+    #[error("no connection to server '{server}' became free within {waited:?} (max {max})")]
+    PoolTimeout {
+        server: String,
+        waited: Duration,
+        max: u32,
+    },
+    #[error("server '{server}' does not support {what}")]
+    Unsupported { server: String, what: String },
+}
+
+impl BackendError {
+    /// Whether nothing of the client's request can have reached the server, so that the
+    /// request may be sent elsewhere.
+    pub fn retry_safe(&self) -> bool {
+        matches!(
+            self,
+            BackendError::Connect { .. } | BackendError::ConnectTimeout { .. } | BackendError::PoolTimeout { .. }
+        )
+    }
+
+    /// The error packet the client sees.
+    pub fn to_err_packet(&self) -> ErrPacket {
+        match self {
+            // The server's own refusal is passed through untouched.
+            BackendError::Rejected { err, .. } => err.clone(),
+            BackendError::Connect { server, address, source } => ErrPacket::new(
+                code::CR_CONN_HOST_ERROR,
+                "HY000",
+                format!(
+                    "Can't connect to server '{server}' on '{address}' ({})",
+                    source.raw_os_error().map_or_else(|| source.to_string(), |e| format!("{e} \"{source}\""))
+                ),
+            ),
+            BackendError::ConnectTimeout { server, address, .. } => ErrPacket::new(
+                code::CR_CONN_HOST_ERROR,
+                "HY000",
+                format!("Can't connect to server '{server}' on '{address}' (timed out)"),
+            ),
+            BackendError::Io { server, .. } => ErrPacket::new(
+                code::CR_SERVER_LOST,
+                "HY000",
+                format!("Lost connection to server '{server}' during query"),
+            ),
+            BackendError::Protocol { server, .. } => ErrPacket::new(
+                code::CR_MALFORMED_PACKET,
+                "HY000",
+                format!("Malformed packet from server '{server}'"),
+            ),
+            BackendError::Tls { server, reason } => ErrPacket::new(
+                code::CR_SSL_CONNECTION_ERROR,
+                "HY000",
+                format!("SSL connection error with server '{server}': {reason}"),
+            ),
+            e @ BackendError::PoolTimeout { .. } => {
+                ErrPacket::new(code::POOL_TIMEOUT, "HY000", format!("Sluice: {e}"))
+            }
+            e @ BackendError::Unsupported { .. } => {
+                ErrPacket::new(code::CR_CONN_HOST_ERROR, "HY000", format!("Sluice: {e}"))
+            }
+        }
+    }
+}
+
+/// Why a client session ended abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("client connection: {0}")]
+    ClientIo(#[from] std::io::Error),
+    #[error("client protocol: {0}")]
+    ClientProtocol(#[from] ProtocolError),
+    #[error("client TLS: {0}")]
+    ClientTls(String),
+    #[error("client took longer than {0:?} to log in")]
+    HandshakeTimeout(Duration),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+}
+
+impl SessionError {
+    pub fn side(&self) -> Side {
+        match self {
+            SessionError::Backend(_) => Side::Backend,
+            _ => Side::Client,
+        }
+    }
+}

@@ -1,1 +1,145 @@
-//! frontend (being written)
+//! Client side of the request path: the login exchange ([`login`]), then the command
+//! loop ([`session`]) that classifies each command and relays it to the session's
+//! backend connection, streaming the response back packet by packet.
+
+mod client;
+mod login;
+mod session;
+
+pub use client::ClientConn;
+pub use session::run;
+
+use crate::auth::{RsaKey, Users};
+use crate::backend::Pools;
+use crate::config::{LimitsConfig, ListenerConfig, ProtocolConfig};
+use crate::stats::Stats;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use sluice_wire::CapabilityFlags;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Capabilities Sluice can honour towards clients. Wire-format bits are further limited
+/// to what the backends support, since responses are forwarded as the server wrote them.
+pub const SUPPORTED_CAPS: u32 = CapabilityFlags::LONG_PASSWORD
+    | CapabilityFlags::FOUND_ROWS
+    | CapabilityFlags::LONG_FLAG
+    | CapabilityFlags::CONNECT_WITH_DB
+    | CapabilityFlags::IGNORE_SPACE
+    | CapabilityFlags::PROTOCOL_41
+    | CapabilityFlags::INTERACTIVE
+    | CapabilityFlags::TRANSACTIONS
+    | CapabilityFlags::SECURE_CONNECTION
+    | CapabilityFlags::MULTI_STATEMENTS
+    | CapabilityFlags::MULTI_RESULTS
+    | CapabilityFlags::PS_MULTI_RESULTS
+    | CapabilityFlags::PLUGIN_AUTH
+    | CapabilityFlags::CONNECT_ATTRS
+    | CapabilityFlags::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | CapabilityFlags::SESSION_TRACK
+    | CapabilityFlags::DEPRECATE_EOF;
+
+/// What clients are told about "the server": learnt from the first backend.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub version: String,
+    pub caps: CapabilityFlags,
+    pub charset: u8,
+}
+
+impl Default for Identity {
+    fn default() -> Self {
+        Identity {
+            version: "5.5.5-10.11.0-MariaDB-sluice".into(),
+            caps: CapabilityFlags(SUPPORTED_CAPS),
+            charset: 45,
+        }
+    }
+}
+
+/// Where a session's backend work currently runs, for translating `KILL`.
+#[derive(Clone, Debug)]
+pub struct SessionEntry {
+    pub server: String,
+    pub thread_id: u32,
+}
+
+/// State every session shares. Reloadable parts are swapped whole.
+pub struct Frontend {
+    pub users: ArcSwap<Users>,
+    pub pools: ArcSwap<Pools>,
+    pub identity: ArcSwap<Identity>,
+    pub limits: LimitsConfig,
+    pub protocol: ProtocolConfig,
+    pub stats: Arc<Stats>,
+    rsa: OnceLock<Option<Arc<RsaKey>>>,
+    rsa_path: Option<std::path::PathBuf>,
+    pub sessions: Mutex<HashMap<u32, SessionEntry>>,
+    next_id: AtomicU32,
+}
+
+impl Frontend {
+    pub fn new(
+        users: Users,
+        pools: Pools,
+        limits: LimitsConfig,
+        protocol: ProtocolConfig,
+        stats: Arc<Stats>,
+        rsa_path: Option<std::path::PathBuf>,
+    ) -> Frontend {
+        Frontend {
+            users: ArcSwap::from_pointee(users),
+            pools: ArcSwap::from_pointee(pools),
+            identity: ArcSwap::from_pointee(Identity::default()),
+            limits,
+            protocol,
+            stats,
+            rsa: OnceLock::new(),
+            rsa_path,
+            sessions: Mutex::new(HashMap::new()),
+            next_id: AtomicU32::new(1),
+        }
+    }
+
+    pub fn next_connection_id(&self) -> u32 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The RSA key for `caching_sha2_password` without TLS: loaded or generated once.
+    pub async fn rsa_key(self: &Arc<Self>) -> Option<Arc<RsaKey>> {
+        if let Some(k) = self.rsa.get() {
+            return k.clone();
+        }
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || {
+            me.rsa
+                .get_or_init(|| {
+                    let key = match &me.rsa_path {
+                        Some(p) => RsaKey::load(p),
+                        None => RsaKey::generate(),
+                    };
+                    key.map_err(|e| tracing::error!(error = %e, "no RSA key for caching_sha2_password"))
+                        .ok()
+                        .map(Arc::new)
+                })
+                .clone()
+        })
+        .await
+        .ok()
+        .flatten()
+    }
+
+    /// Capabilities offered to clients of a listener.
+    pub fn advertised_caps(&self, listener: &ListenerConfig) -> CapabilityFlags {
+        let backend = self.identity.load().caps.0;
+        let mut caps = SUPPORTED_CAPS & (backend | !CapabilityFlags::WIRE_FORMAT);
+        if self.protocol.local_infile && backend & CapabilityFlags::LOCAL_FILES != 0 {
+            caps |= CapabilityFlags::LOCAL_FILES;
+        }
+        if listener.tls_cert.is_some() {
+            caps |= CapabilityFlags::SSL;
+        }
+        CapabilityFlags(caps)
+    }
+}

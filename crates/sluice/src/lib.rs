@@ -19,4 +19,5 @@ pub mod sandbox;
 pub mod server;
 pub mod shutdown;
 pub mod stats;
+pub mod stream;
 pub mod tls;

@@ -1,1 +1,143 @@
-fn main(){}
+//! The `sluice` command: `serve`, `check-config` and `bench`.
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use sluice::config::{Config, LogFormat, Overrides};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Sluice: a transparent traffic manager for MySQL and MariaDB.
+///
+/// Point your application at Sluice instead of the database: it speaks the MySQL
+/// protocol on both sides and needs no change to the application or the server.
+#[derive(Parser)]
+#[command(version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy.
+    ///
+    /// With --config, settings come from the TOML file; --listen, --backend and --user
+    /// replace the file's lists when given. Without a file, the flags alone are enough:
+    ///   sluice serve --listen 127.0.0.1:6033 --backend 127.0.0.1:3306 --user app:secret
+    /// SIGTERM/SIGINT stop accepting clients and let running statements finish (up to
+    /// limits.shutdown_grace); SIGHUP reloads users and servers from the file.
+    Serve(ServeArgs),
+    /// Validate a configuration file and report every problem at once.
+    CheckConfig {
+        /// The TOML configuration file.
+        file: PathBuf,
+    },
+    /// Benchmark: sysbench direct vs through Sluice, with ratios.
+    Bench(sluice::bench::BenchArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// TOML configuration file (see docs/CONFIGURATION.md).
+    #[arg(short, long, env = "SLUICE_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to accept clients on, e.g. 127.0.0.1:6033 (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    listen: Vec<String>,
+    /// Backend server host:port (repeatable).
+    #[arg(long, value_name = "ADDR")]
+    backend: Vec<String>,
+    /// A user as NAME:PASSWORD, used both to log in to Sluice and to the backend (repeatable).
+    #[arg(long, value_name = "NAME:PASSWORD")]
+    user: Vec<String>,
+    /// Log format.
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+    /// Log filter, e.g. "info" or "sluice=debug".
+    #[arg(long)]
+    log_level: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::CheckConfig { file } => check_config(&file),
+        Command::Serve(args) => match serve(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Bench(args) => match sluice::bench::run(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice bench: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+fn check_config(file: &std::path::Path) -> ExitCode {
+    let config = match Config::load(file) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let problems = config.validate();
+    if problems.is_empty() {
+        println!("{}: OK", file.display());
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("{}: {} problem(s):", file.display(), problems.len());
+        for p in problems {
+            eprintln!("  - {p}");
+        }
+        ExitCode::FAILURE
+    }
+}
+
+fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(path)?,
+        None => Config::default(),
+    };
+    let overrides = Overrides {
+        listen: args.listen,
+        backends: args.backend,
+        users: args.user,
+        log_format: args.log_format,
+        log_level: args.log_level,
+    };
+    let mut problems = config.apply(&overrides).err().unwrap_or_default();
+    problems.extend(config.validate());
+    if !problems.is_empty() {
+        anyhow::bail!("invalid configuration:\n  - {}", problems.join("\n  - "));
+    }
+    init_logging(&config);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    runtime.block_on(sluice::server::run(config, args.config, overrides))?;
+    // Sessions still running past the grace period are dropped with the runtime.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    Ok(())
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log.level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
+    match config.log.format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}

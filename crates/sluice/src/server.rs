@@ -1,1 +1,217 @@
-//! server (being written)
+//! The accept side: listeners, the client-connection limit, one task per client, and
+//! the process lifecycle (signals, reload of users and servers, graceful shutdown).
+
+use crate::auth::Users;
+use crate::backend::{probe, Pools, Server, ServerPool};
+use crate::config::{Config, ListenerConfig, Overrides};
+use crate::error::code;
+use crate::frontend::{self, ClientConn, Frontend, Identity};
+use crate::shutdown::{self, Drain, Shutdown};
+use crate::stats::Stats;
+use crate::stream::Stream;
+use anyhow::Context;
+use sluice_wire::response::ErrPacket;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Semaphore;
+
+/// Builds the pools for `config`, reusing the pool of any server whose settings did not
+/// change so that its idle connections survive a reload.
+fn build_pools(config: &Config, stats: &Arc<Stats>, previous: Option<&Pools>) -> anyhow::Result<Pools> {
+    let mut servers = Vec::new();
+    for s in &config.servers {
+        let server = Server::from_config(s, config.pool.max_connections)
+            .with_context(|| format!("server {}", s.display_name()))?;
+        let reused = previous.and_then(|p| {
+            p.servers
+                .iter()
+                .find(|old| {
+                    old.server.name == server.name
+                        && old.server.address == server.address
+                        && old.server.tls == server.tls
+                        && old.server.max_connections == server.max_connections
+                        && s.tls_ca.is_none()
+                })
+                .cloned()
+        });
+        servers.push(reused.unwrap_or_else(|| ServerPool::new(Arc::new(server), config.pool.clone(), stats.clone())));
+    }
+    Ok(Pools::new(servers))
+}
+
+/// Learns the version and capabilities clients should see from the first server that
+/// answers, retrying in the background until one does.
+async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
+    loop {
+        let pools = fe.pools.load_full();
+        for pool in &pools.servers {
+            if let Some(hs) = probe(&pool.server, Duration::from_secs(2)).await {
+                let identity = Identity {
+                    version: announced.clone().unwrap_or_else(|| String::from_utf8_lossy(&hs.server_version).into_owned()),
+                    caps: hs.capabilities,
+                    charset: hs.charset,
+                };
+                tracing::info!(server = %pool.server.name, version = %identity.version, "learnt backend identity");
+                fe.identity.store(Arc::new(identity));
+                return;
+            }
+        }
+        tracing::warn!("no backend answered yet; retrying in 2s");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Runs Sluice until SIGTERM or SIGINT, then drains.
+pub async fn run(config: Config, config_path: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
+    let stats = Arc::new(Stats::default());
+    let pools = build_pools(&config, &stats, None)?;
+    let rsa_path = config.listeners.iter().find_map(|l| l.rsa_key.clone());
+    let fe = Arc::new(Frontend::new(
+        Users::from_config(&config.users),
+        pools,
+        config.limits.clone(),
+        config.protocol.clone(),
+        stats.clone(),
+        rsa_path,
+    ));
+    let announced = config.protocol.server_version.clone();
+    let identity = tokio::spawn(learn_identity(fe.clone(), announced));
+    // Give the first probe a moment so the first clients see the real server version.
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while !identity.is_finished() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+
+    let (trigger, shutdown) = shutdown::channel();
+    let drain = Drain::new();
+    let limit = Arc::new(Semaphore::new(config.limits.max_client_connections as usize));
+    let mut accept_tasks = Vec::new();
+    for l in &config.listeners {
+        let listener = TcpListener::bind(&l.address)
+            .await
+            .with_context(|| format!("cannot listen on {}", l.address))?;
+        let tls = match (&l.tls_cert, &l.tls_key) {
+            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(c, k)?)),
+            _ => None,
+        };
+        tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "listening");
+        accept_tasks.push(tokio::spawn(accept_loop(
+            listener,
+            Arc::new(l.clone()),
+            tls,
+            fe.clone(),
+            limit.clone(),
+            shutdown.clone(),
+            drain.guard(),
+        )));
+    }
+
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            _ = hup.recv() => reload(&fe, &stats, config_path.as_deref(), &overrides),
+        }
+    }
+    tracing::info!(grace = ?config.limits.shutdown_grace, "shutting down: no new clients, running statements may finish");
+    trigger.trigger();
+    for t in accept_tasks {
+        let _ = t.await;
+    }
+    if tokio::time::timeout(config.limits.shutdown_grace, drain.wait()).await.is_err() {
+        tracing::warn!("shutdown grace period over; closing remaining sessions");
+    }
+    for (name, _, value) in stats.snapshot() {
+        tracing::info!(metric = name, value, "final count");
+    }
+    Ok(())
+}
+
+/// SIGHUP: reads the configuration again and swaps users and servers. Listener,
+/// limit and logging changes need a restart.
+fn reload(fe: &Arc<Frontend>, stats: &Arc<Stats>, path: Option<&std::path::Path>, overrides: &Overrides) {
+    let Some(path) = path else {
+        tracing::info!("SIGHUP: no configuration file to reload");
+        return;
+    };
+    let mut config = match Config::load(path) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "reload failed; keeping the running configuration");
+            return;
+        }
+    };
+    let mut problems = config.apply(overrides).err().unwrap_or_default();
+    problems.extend(config.validate());
+    if !problems.is_empty() {
+        for p in &problems {
+            tracing::error!(problem = %p, "reload refused");
+        }
+        return;
+    }
+    let previous = fe.pools.load_full();
+    match build_pools(&config, stats, Some(&previous)) {
+        Ok(pools) => fe.pools.store(Arc::new(pools)),
+        Err(e) => {
+            tracing::error!(error = %e, "reload failed; keeping the running configuration");
+            return;
+        }
+    }
+    fe.users.store(Arc::new(Users::from_config(&config.users)));
+    tracing::info!(users = config.users.len(), servers = config.servers.len(), "configuration reloaded");
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    config: Arc<ListenerConfig>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    fe: Arc<Frontend>,
+    limit: Arc<Semaphore>,
+    mut shutdown: Shutdown,
+    drain: shutdown::DrainGuard,
+) {
+    loop {
+        let (tcp, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.stopping() => return,
+        };
+        let _ = tcp.set_nodelay(true);
+        Stats::incr(&fe.stats.client_connections);
+        let client = ClientConn::new(Stream::Plain(tcp), peer);
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            Stats::incr(&fe.stats.client_connections_refused);
+            tokio::spawn(refuse(client));
+            continue;
+        };
+        let (fe, config, tls, shutdown, guard) = (fe.clone(), config.clone(), tls.clone(), shutdown.clone(), drain.clone());
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _guard = guard;
+            Stats::incr(&fe.stats.client_connections_active);
+            frontend::run(fe.clone(), client, config, tls, shutdown).await;
+            Stats::decr(&fe.stats.client_connections_active);
+        });
+    }
+}
+
+/// Over the client limit: answer as MySQL does, with error 1040 instead of a handshake.
+async fn refuse(mut client: ClientConn) {
+    let err = ErrPacket::new(code::ER_CON_COUNT_ERROR, "08004", "Too many connections");
+    let _ = client.write_err(0, &err).await;
+}

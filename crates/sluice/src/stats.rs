@@ -1,1 +1,49 @@
-//! stats (being written)
+//! Process-wide counters. Names are the metric names they will be exported under
+//! (unit suffixes included); handles are plain atomics, cheap on the hot path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($field:ident => $name:literal : $help:literal,)*) => {
+        /// Counters of the whole process.
+        #[derive(Default, Debug)]
+        pub struct Stats { $(pub $field: AtomicU64,)* }
+
+        impl Stats {
+            /// (metric name, help, value) for every counter.
+            pub fn snapshot(&self) -> Vec<(&'static str, &'static str, u64)> {
+                vec![$(($name, $help, self.$field.load(Ordering::Relaxed)),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    client_connections => "sluice_client_connections_total": "client connections accepted",
+    client_connections_active => "sluice_client_connections_active": "client connections open now",
+    client_connections_refused => "sluice_client_connections_refused_total": "clients refused by the connection limit",
+    auth_failures => "sluice_auth_failures_total": "client logins refused",
+    client_protocol_errors => "sluice_client_protocol_errors_total": "malformed, oversized or out-of-order client packets",
+    client_aborts => "sluice_client_aborts_total": "clients that vanished mid-statement",
+    commands => "sluice_commands_total": "client commands handled",
+    commands_refused => "sluice_commands_refused_total": "commands answered with an error by Sluice itself",
+    backend_connects => "sluice_backend_connects_total": "backend connections opened",
+    backend_connect_errors => "sluice_backend_connect_errors_total": "failed backend connection attempts",
+    backend_errors => "sluice_backend_errors_total": "backend connections lost or broken mid-statement",
+    backend_resets => "sluice_backend_resets_total": "backend connections cleaned for reuse",
+    pool_timeouts => "sluice_pool_timeouts_total": "clients that waited too long for a backend connection",
+    bytes_from_backends => "sluice_backend_received_bytes_total": "bytes read from backends",
+    bytes_from_clients => "sluice_client_received_bytes_total": "bytes read from clients",
+}
+
+impl Stats {
+    pub fn incr(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+    pub fn decr(counter: &AtomicU64) {
+        counter.fetch_sub(1, Ordering::Relaxed);
+    }
+}

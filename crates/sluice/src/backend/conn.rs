@@ -1,0 +1,425 @@
+//! One connection to a backend server: login (TLS, auth plugins, auth switch), the read
+//! buffer the relay streams from, and the few commands Sluice sends on its own.
+
+use super::Server;
+use crate::auth::BackendCredentials;
+use crate::config::TlsMode;
+use crate::error::BackendError;
+use crate::stream::Stream;
+use bytes::{Buf, Bytes, BytesMut};
+use sluice_wire::auth as wauth;
+use sluice_wire::command::Command;
+use sluice_wire::handshake::{HandshakeResponse, InitialHandshake};
+use sluice_wire::lenenc::Reader;
+use sluice_wire::packet::{take_packet, write_packet, Packet};
+use sluice_wire::response::{ErrPacket, OkPacket, ERR_HEADER, OK_HEADER};
+use sluice_wire::tracker::{ResponseKind, ResponseTracker, Step, HEAD_NEEDED};
+use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Largest packet Sluice decodes itself during login or its own commands.
+const MAX_DECODED: usize = 1 << 20;
+
+/// Capabilities Sluice always uses with backends, whatever the client negotiated:
+/// they only affect the login exchange, not the layout of later packets.
+const LOGIN_CAPS: u32 = CapabilityFlags::LONG_PASSWORD
+    | CapabilityFlags::PROTOCOL_41
+    | CapabilityFlags::SECURE_CONNECTION
+    | CapabilityFlags::PLUGIN_AUTH
+    | CapabilityFlags::PLUGIN_AUTH_LENENC_CLIENT_DATA
+    | CapabilityFlags::CONNECT_ATTRS;
+
+/// What a backend connection must look like to serve a given client.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConnParams {
+    /// The client's wire-format capability bits (`CapabilityFlags::WIRE_FORMAT`).
+    pub wire_caps: u32,
+    pub charset: u8,
+}
+
+pub struct BackendConn {
+    pub(crate) stream: Stream,
+    /// Bytes read from the server and not yet forwarded or consumed.
+    pub(crate) rbuf: BytesMut,
+    pub server: Arc<Server>,
+    /// The server's id for this connection (what `CONNECTION_ID()` returns).
+    pub thread_id: u32,
+    pub server_version: String,
+    pub caps: CapabilityFlags,
+    pub status: StatusFlags,
+    /// The default schema, when known.
+    pub schema: Option<Vec<u8>>,
+    pub last_used: Instant,
+}
+
+impl std::fmt::Debug for BackendConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendConn")
+            .field("server", &self.server.name)
+            .field("thread_id", &self.thread_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BackendConn {
+    /// Opens and logs in a connection. The caller bounds it with the connect timeout.
+    pub async fn connect(
+        server: Arc<Server>,
+        creds: &BackendCredentials,
+        params: &ConnParams,
+        database: Option<&[u8]>,
+    ) -> Result<BackendConn, BackendError> {
+        let tcp = TcpStream::connect(&server.address)
+            .await
+            .map_err(|source| BackendError::Connect {
+                server: server.name.clone(),
+                address: server.address.clone(),
+                source,
+            })?;
+        let _ = tcp.set_nodelay(true);
+        let mut conn = BackendConn {
+            stream: Stream::Plain(tcp),
+            rbuf: BytesMut::with_capacity(64 * 1024),
+            server,
+            thread_id: 0,
+            server_version: String::new(),
+            caps: CapabilityFlags(0),
+            status: StatusFlags(0),
+            schema: database.map(<[u8]>::to_vec),
+            last_used: Instant::now(),
+        };
+        conn.login(creds, params, database).await?;
+        Ok(conn)
+    }
+
+    fn io_err(&self, source: std::io::Error) -> BackendError {
+        BackendError::Io {
+            server: self.server.name.clone(),
+            source,
+        }
+    }
+
+    fn proto_err(&self, source: ProtocolError) -> BackendError {
+        BackendError::Protocol {
+            server: self.server.name.clone(),
+            source,
+        }
+    }
+
+    /// Reads more bytes from the server into the read buffer. Zero means it closed.
+    pub async fn read_more(&mut self) -> Result<usize, BackendError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 8 * 1024 {
+            self.rbuf.reserve(64 * 1024);
+        }
+        match self.stream.read_buf(&mut self.rbuf).await {
+            Ok(0) => Err(self.io_err(std::io::ErrorKind::UnexpectedEof.into())),
+            Ok(n) => Ok(n),
+            Err(e) => Err(self.io_err(e)),
+        }
+    }
+
+    async fn read_packet(&mut self) -> Result<Packet, BackendError> {
+        loop {
+            match take_packet(&mut self.rbuf, MAX_DECODED) {
+                Ok(Some(p)) => return Ok(p),
+                Ok(None) => {
+                    self.read_more().await?;
+                }
+                Err(e) => return Err(self.proto_err(e)),
+            }
+        }
+    }
+
+    pub async fn write_all(&mut self, bytes: &[u8]) -> Result<(), BackendError> {
+        match self.stream.write_all(bytes).await {
+            Ok(()) => Ok(()),
+            Err(e) => Err(self.io_err(e)),
+        }
+    }
+
+    async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> Result<(), BackendError> {
+        let mut out = BytesMut::with_capacity(payload.len() + 4);
+        write_packet(&mut out, seq, payload);
+        self.write_all(&out).await
+    }
+
+    async fn login(
+        &mut self,
+        creds: &BackendCredentials,
+        params: &ConnParams,
+        database: Option<&[u8]>,
+    ) -> Result<(), BackendError> {
+        let first = self.read_packet().await?;
+        if first.payload.first() == Some(&ERR_HEADER) {
+            // "Too many connections", "Host is blocked"... before any login.
+            let err = ErrPacket::parse(&first.payload).map_err(|e| self.proto_err(e))?;
+            return Err(BackendError::Rejected {
+                server: self.server.name.clone(),
+                err,
+            });
+        }
+        let hs = InitialHandshake::parse(&first.payload).map_err(|e| self.proto_err(e))?;
+        self.thread_id = hs.connection_id;
+        self.server_version = String::from_utf8_lossy(&hs.server_version).into_owned();
+        self.status = hs.status;
+
+        let mut want = LOGIN_CAPS | params.wire_caps;
+        if database.is_some() {
+            want |= CapabilityFlags::CONNECT_WITH_DB;
+        }
+        let use_tls = match self.server.tls {
+            TlsMode::Disabled => false,
+            TlsMode::Preferred => hs.capabilities.contains(CapabilityFlags::SSL),
+            TlsMode::Required => {
+                if !hs.capabilities.contains(CapabilityFlags::SSL) {
+                    return Err(BackendError::Tls {
+                        server: self.server.name.clone(),
+                        reason: "the server does not offer TLS and tls = \"required\"".into(),
+                    });
+                }
+                true
+            }
+        };
+        if use_tls {
+            want |= CapabilityFlags::SSL;
+        }
+        let caps = CapabilityFlags(want & (hs.capabilities.0 | CapabilityFlags::LONG_PASSWORD));
+        self.caps = caps;
+
+        let plugin = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
+        let mut nonce = hs.scramble.clone();
+        let mut response = HandshakeResponse {
+            capabilities: caps,
+            max_packet: 1 << 30,
+            charset: params.charset,
+            username: creds.user.as_bytes().to_vec(),
+            auth_response: Vec::new(),
+            database: database.map(<[u8]>::to_vec),
+            auth_plugin: None,
+            attributes: vec![(b"_client_name".to_vec(), b"sluice".to_vec())],
+        };
+        let mut seq = first.last_seq.wrapping_add(1);
+        if use_tls {
+            self.write_packet(seq, &response.ssl_request_payload()).await?;
+            seq = seq.wrapping_add(1);
+            self.start_tls().await?;
+        }
+        let (plugin, auth) = self.auth_data(&plugin, creds, &nonce);
+        response.auth_response = auth;
+        response.auth_plugin = Some(plugin.as_bytes().to_vec());
+        let mut plugin = plugin;
+        self.write_packet(seq, &response.payload()).await?;
+
+        // The auth exchange: a bounded number of rounds of switch / more-data packets.
+        for _ in 0..6 {
+            let p = self.read_packet().await?;
+            let next = p.last_seq.wrapping_add(1);
+            match p.payload.first().copied() {
+                Some(OK_HEADER) => {
+                    let ok = OkPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?;
+                    self.status = ok.status;
+                    return Ok(());
+                }
+                Some(ERR_HEADER) => {
+                    let err = ErrPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?;
+                    return Err(BackendError::Rejected {
+                        server: self.server.name.clone(),
+                        err,
+                    });
+                }
+                Some(wauth::AUTH_SWITCH) => {
+                    let (new_plugin, new_nonce) = wauth::parse_auth_switch(&p.payload)
+                        .ok_or_else(|| self.proto_err(ProtocolError::Malformed("auth switch request")))?;
+                    nonce = new_nonce;
+                    let (chosen, data) = self.auth_data(&new_plugin, creds, &nonce);
+                    if chosen != new_plugin {
+                        return Err(BackendError::Unsupported {
+                            server: self.server.name.clone(),
+                            what: format!("a login with auth plugin {new_plugin}"),
+                        });
+                    }
+                    plugin = chosen;
+                    self.write_packet(next, &data).await?;
+                }
+                Some(wauth::AUTH_MORE_DATA) if plugin == wauth::CACHING_SHA2_PASSWORD => {
+                    match p.payload.get(1).copied() {
+                        Some(wauth::SHA2_FAST_AUTH_OK) => {}
+                        Some(wauth::SHA2_PERFORM_FULL_AUTH) => {
+                            self.sha2_full_auth(creds, &nonce, next).await?;
+                        }
+                        _ => return Err(self.proto_err(ProtocolError::Malformed("caching_sha2_password data"))),
+                    }
+                }
+                _ => return Err(self.proto_err(ProtocolError::Malformed("login response"))),
+            }
+        }
+        Err(self.proto_err(ProtocolError::Malformed("login did not finish")))
+    }
+
+    /// The plugin we answer with and its data. Unknown plugins are answered with
+    /// `mysql_native_password`, which a server then switches away from or refuses.
+    fn auth_data(&self, plugin: &str, creds: &BackendCredentials, nonce: &[u8]) -> (String, Vec<u8>) {
+        let pw = creds.password.0.as_bytes();
+        match plugin {
+            wauth::CACHING_SHA2_PASSWORD => (plugin.into(), wauth::sha2_scramble(pw, nonce)),
+            wauth::CLEAR_PASSWORD if self.stream.is_tls() => {
+                let mut p = pw.to_vec();
+                p.push(0);
+                (plugin.into(), p)
+            }
+            _ => (
+                wauth::NATIVE_PASSWORD.into(),
+                wauth::native_scramble(pw, &nonce[..nonce.len().min(20)]),
+            ),
+        }
+    }
+
+    /// `caching_sha2_password` full authentication: the password in clear over TLS, or
+    /// RSA-encrypted with the server's public key.
+    async fn sha2_full_auth(&mut self, creds: &BackendCredentials, nonce: &[u8], seq: u8) -> Result<(), BackendError> {
+        let pw = creds.password.0.as_bytes();
+        if self.stream.is_tls() {
+            let mut p = pw.to_vec();
+            p.push(0);
+            return self.write_packet(seq, &p).await;
+        }
+        self.write_packet(seq, &[wauth::SHA2_REQUEST_PUBLIC_KEY]).await?;
+        let key = self.read_packet().await?;
+        if key.payload.first() != Some(&wauth::AUTH_MORE_DATA) {
+            return Err(self.proto_err(ProtocolError::Malformed("public key response")));
+        }
+        let encrypted = crate::auth::rsa_encrypt_password(&key.payload[1..], pw, nonce).map_err(|e| {
+            BackendError::Tls {
+                server: self.server.name.clone(),
+                reason: format!("RSA public key of the server: {e}"),
+            }
+        })?;
+        self.write_packet(key.last_seq.wrapping_add(1), &encrypted).await
+    }
+
+    async fn start_tls(&mut self) -> Result<(), BackendError> {
+        let tls_err = |reason: String| BackendError::Tls {
+            server: self.server.name.clone(),
+            reason,
+        };
+        let config = self.server.tls_config.clone().ok_or_else(|| tls_err("no TLS configuration".into()))?;
+        let name = crate::tls::server_name(&self.server.address).map_err(|e| tls_err(e.to_string()))?;
+        let tcp = self.stream.take_plain().ok_or_else(|| tls_err("already encrypted".into()))?;
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| tls_err(e.to_string()))?;
+        self.stream = Stream::Connected(Box::new(tls));
+        Ok(())
+    }
+
+    /// Sends a one-packet command Sluice issues itself and returns the single-packet
+    /// response (OK or ERR), updating the status flags.
+    pub async fn simple_command(&mut self, payload: &[u8]) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+        self.write_packet(0, payload).await?;
+        let p = self.read_packet().await?;
+        match p.payload.first() {
+            Some(&ERR_HEADER) => Ok(Err(ErrPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?)),
+            _ => {
+                let ok = OkPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?;
+                self.status = ok.status;
+                Ok(Ok(ok))
+            }
+        }
+    }
+
+    /// COM_RESET_CONNECTION: rolls back, drops temporary tables and locks, resets session
+    /// variables and prepared statements, keeping the login.
+    pub async fn reset(&mut self) -> Result<bool, BackendError> {
+        Ok(self.simple_command(&[Command::ResetConnection as u8]).await?.is_ok())
+    }
+
+    /// COM_INIT_DB; the server's error (unknown database...) is returned as is.
+    pub async fn init_db(&mut self, db: &[u8]) -> Result<Result<(), ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(db.len() + 1);
+        payload.push(Command::InitDb as u8);
+        payload.extend_from_slice(db);
+        let r = self.simple_command(&payload).await?.map(|_| ());
+        if r.is_ok() {
+            self.schema = Some(db.to_vec());
+        }
+        Ok(r)
+    }
+
+    /// Runs a query Sluice issues itself and returns the first column of the first row
+    /// of its result (`None` for SQL NULL or no rows).
+    pub async fn query_scalar(&mut self, sql: &str) -> Result<Result<Option<Vec<u8>>, ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(Command::Query as u8);
+        payload.extend_from_slice(sql.as_bytes());
+        self.write_packet(0, &payload).await?;
+        let mut tracker = ResponseTracker::new(ResponseKind::Query, self.caps);
+        let mut packets = Vec::new();
+        loop {
+            let p = self.read_packet().await?;
+            let head = &p.payload[..p.payload.len().min(HEAD_NEEDED)];
+            let step = tracker.feed(head, p.payload.len()).map_err(|e| self.proto_err(e))?;
+            packets.push(p.payload);
+            match step {
+                Step::Continue => {}
+                Step::Done(status) => {
+                    if let Some(s) = status {
+                        self.status = s;
+                    }
+                    break;
+                }
+                Step::LocalInfile => {
+                    return Err(self.proto_err(ProtocolError::Malformed("unexpected LOCAL INFILE request")))
+                }
+            }
+        }
+        first_value(&packets, self.caps).map_err(|e| self.proto_err(e))
+    }
+
+    /// Whether this idle connection is still usable: nothing to read and not closed.
+    pub fn looks_healthy(&self) -> bool {
+        self.rbuf.is_empty() && !self.stream.peer_gone_or_talking()
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.status.in_transaction()
+    }
+
+    /// Drops bytes the relay has forwarded.
+    pub fn consume(&mut self, n: usize) -> Bytes {
+        let b = self.rbuf.split_to(n).freeze();
+        self.rbuf.reserve(0);
+        b
+    }
+
+    pub fn advance(&mut self, n: usize) {
+        self.rbuf.advance(n);
+    }
+}
+
+/// The first value of the first row of a text result, or the server's error.
+fn first_value(packets: &[Bytes], caps: CapabilityFlags) -> Result<Result<Option<Vec<u8>>, ErrPacket>, ProtocolError> {
+    let Some(first) = packets.first() else {
+        return Err(ProtocolError::Malformed("empty response"));
+    };
+    match first.first() {
+        Some(&ERR_HEADER) => return Ok(Err(ErrPacket::parse(first)?)),
+        Some(&OK_HEADER) => return Ok(Ok(None)),
+        _ => {}
+    }
+    let columns = Reader::new(first).lenenc_int("column count")? as usize;
+    let eof = usize::from(!caps.contains(CapabilityFlags::DEPRECATE_EOF));
+    let Some(row) = packets.get(1 + columns + eof) else {
+        return Ok(Ok(None));
+    };
+    if row.first() == Some(&0xfb) {
+        return Ok(Ok(None));
+    }
+    if row.first() == Some(&0xfe) && row.len() < 0xff_ffff {
+        return Ok(Ok(None));
+    }
+    Ok(Ok(Some(Reader::new(row).lenenc_bytes("value")?.to_vec())))
+}

@@ -1,0 +1,96 @@
+//! The client's socket: a read buffer the relay streams from and helpers to send the
+//! packets Sluice writes itself (handshake, OK, ERR).
+
+use crate::error::SessionError;
+use crate::stream::Stream;
+use bytes::{Buf, BytesMut};
+use sluice_wire::packet::{take_packet, write_packet, Header, Packet};
+use sluice_wire::response::{ok_payload, ErrPacket, OkPacket, OK_HEADER};
+use sluice_wire::CapabilityFlags;
+use std::net::SocketAddr;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub struct ClientConn {
+    pub stream: Stream,
+    pub rbuf: BytesMut,
+    pub peer: SocketAddr,
+    /// Capabilities negotiated with this client.
+    pub caps: CapabilityFlags,
+}
+
+impl ClientConn {
+    pub fn new(stream: Stream, peer: SocketAddr) -> ClientConn {
+        ClientConn {
+            stream,
+            rbuf: BytesMut::with_capacity(16 * 1024),
+            peer,
+            caps: CapabilityFlags(0),
+        }
+    }
+
+    /// Reads more bytes; a closed connection is an `UnexpectedEof` error.
+    pub async fn read_more(&mut self) -> Result<usize, SessionError> {
+        if self.rbuf.capacity() - self.rbuf.len() < 4 * 1024 {
+            self.rbuf.reserve(64 * 1024);
+        }
+        match self.stream.read_buf(&mut self.rbuf).await? {
+            0 => Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof).into()),
+            n => Ok(n),
+        }
+    }
+
+    /// Waits until the buffer holds a chunk header and the first `want` payload bytes
+    /// (fewer if the chunk is shorter). Returns the header.
+    pub async fn peek_header(&mut self, want: usize) -> Result<Header, SessionError> {
+        loop {
+            if let Some(h) = Header::parse(&self.rbuf) {
+                if self.rbuf.len() >= 4 + h.len.min(want) {
+                    return Ok(h);
+                }
+            }
+            self.read_more().await?;
+        }
+    }
+
+    /// Reads one whole logical packet of at most `limit` bytes.
+    pub async fn read_packet(&mut self, limit: usize) -> Result<Packet, SessionError> {
+        loop {
+            if let Some(p) = take_packet(&mut self.rbuf, limit)? {
+                return Ok(p);
+            }
+            self.read_more().await?;
+        }
+    }
+
+    /// Skips one logical packet without keeping it (for refused commands of any size).
+    pub async fn skip_packet(&mut self) -> Result<u8, SessionError> {
+        let mut span = sluice_wire::tracker::RequestSpan::new(Header::parse(&self.rbuf).map_or(0, |h| h.seq));
+        loop {
+            let (n, done) = span.scan(&self.rbuf)?;
+            self.rbuf.advance(n);
+            if done {
+                return Ok(span.next_seq());
+            }
+            self.read_more().await?;
+        }
+    }
+
+    pub async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await?;
+        self.stream.flush().await
+    }
+
+    pub async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> std::io::Result<()> {
+        let mut out = BytesMut::with_capacity(payload.len() + 4);
+        write_packet(&mut out, seq, payload);
+        self.write_all(&out).await
+    }
+
+    pub async fn write_err(&mut self, seq: u8, err: &ErrPacket) -> std::io::Result<()> {
+        self.write_packet(seq, &err.payload()).await
+    }
+
+    pub async fn write_ok(&mut self, seq: u8, ok: &OkPacket) -> std::io::Result<()> {
+        self.write_packet(seq, &ok_payload(ok, self.caps, OK_HEADER)).await
+    }
+}

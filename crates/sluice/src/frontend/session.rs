@@ -1,0 +1,497 @@
+//! One client session: log in, lease a backend connection, then loop over commands —
+//! classify, forward, and stream the response back as it arrives. Bad input gets a
+//! MySQL error or a clean close and never touches another session.
+
+use super::login::{self, AuthOutcome, LoggedIn};
+use super::{ClientConn, Frontend, SessionEntry};
+use crate::auth::User;
+use crate::backend::{ConnParams, PoolKey, PooledConn};
+use crate::classify::{classify, Action};
+use crate::config::ListenerConfig;
+use crate::error::{code, BackendError, SessionError};
+use crate::shutdown::Shutdown;
+use crate::stats::Stats;
+use bytes::Buf;
+use sluice_wire::handshake::ChangeUser;
+use sluice_wire::packet::Header;
+use sluice_wire::response::{ErrPacket, OkPacket};
+use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
+use sluice_wire::{CapabilityFlags, ProtocolError};
+use std::sync::Arc;
+
+/// Bytes of a command's payload looked at to classify it.
+const CLASSIFY_HEAD: usize = 64;
+
+struct Session {
+    fe: Arc<Frontend>,
+    id: u32,
+    client: ClientConn,
+    user: Arc<User>,
+    charset: u8,
+    backend: Option<PooledConn>,
+}
+
+/// Serves one accepted client until it quits, fails, or shutdown stops it between
+/// statements.
+pub async fn run(
+    fe: Arc<Frontend>,
+    mut client: ClientConn,
+    listener: Arc<ListenerConfig>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    mut shutdown: Shutdown,
+) {
+    let id = fe.next_connection_id();
+    let span = tracing::info_span!("session", id, client = %client.peer);
+    let _enter = span.enter();
+    drop(_enter);
+    let login = tokio::time::timeout(
+        fe.limits.handshake_timeout,
+        login::login(&fe, &mut client, &listener, tls.as_ref(), id),
+    );
+    let logged_in = tokio::select! {
+        r = login => match r {
+            Ok(Ok(Some(l))) => l,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => {
+                count_client_error(&fe, &e);
+                tracing::debug!(parent: &span, error = %e, "login failed");
+                answer_protocol_error(&mut client, &e, 2).await;
+                return;
+            }
+            Err(_) => {
+                tracing::debug!(parent: &span, "login timed out");
+                return;
+            }
+        },
+        _ = shutdown.stopping() => return,
+    };
+    let user = logged_in.user.clone();
+    let mut session = Session {
+        fe: fe.clone(),
+        id,
+        client,
+        user,
+        charset: logged_in.charset,
+        backend: None,
+    };
+    if !session.finish_login(logged_in).await {
+        return;
+    }
+    tracing::debug!(parent: &span, user = %session.user.name, "logged in");
+    let result = session.command_loop(&mut shutdown).await;
+    if let Err(e) = result {
+        count_client_error(&fe, &e);
+        tracing::debug!(parent: &span, error = %e, "session ended with an error");
+    }
+    fe.sessions.lock().remove(&id);
+}
+
+fn count_client_error(fe: &Frontend, e: &SessionError) {
+    match e {
+        SessionError::ClientProtocol(_) => Stats::incr(&fe.stats.client_protocol_errors),
+        SessionError::Backend(_) => Stats::incr(&fe.stats.backend_errors),
+        _ => {}
+    }
+}
+
+/// Tells the client why its connection is being closed when its input was malformed.
+async fn answer_protocol_error(client: &mut ClientConn, e: &SessionError, seq: u8) {
+    let err = match e {
+        SessionError::ClientProtocol(ProtocolError::Sequence { .. }) => {
+            ErrPacket::new(code::ER_NET_PACKETS_OUT_OF_ORDER, "08S01", "Got packets out of order")
+        }
+        SessionError::ClientProtocol(ProtocolError::TooLarge { .. }) => ErrPacket::new(
+            code::ER_NET_PACKET_TOO_LARGE,
+            "08S01",
+            "Got a packet bigger than 'max_allowed_packet' bytes",
+        ),
+        SessionError::ClientProtocol(p) => {
+            ErrPacket::new(code::ER_HANDSHAKE_ERROR, "08S01", format!("Bad handshake ({p})"))
+        }
+        _ => return,
+    };
+    let _ = client.write_err(seq, &err).await;
+}
+
+impl Session {
+    fn key(&self, user: &User) -> PoolKey {
+        PoolKey {
+            creds: user.backend.clone(),
+            params: ConnParams {
+                wire_caps: self.client.caps.0 & CapabilityFlags::WIRE_FORMAT,
+                charset: self.charset,
+            },
+        }
+    }
+
+    /// Leases the backend connection and answers the login with OK, or with the error
+    /// that prevented it. Returns whether the session goes on.
+    async fn finish_login(&mut self, l: LoggedIn) -> bool {
+        match self.attach(self.user.clone(), l.database.as_deref()).await {
+            Ok(Ok(())) => {
+                let status = self.backend.as_ref().map(|b| b.status).unwrap_or_default();
+                let ok = OkPacket {
+                    status,
+                    ..Default::default()
+                };
+                self.client.write_ok(l.next_seq, &ok).await.is_ok()
+            }
+            Ok(Err(err)) => {
+                let _ = self.client.write_err(l.next_seq, &err).await;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no backend connection for a client");
+                let _ = self.client.write_err(l.next_seq, &e.to_err_packet()).await;
+                false
+            }
+        }
+    }
+
+    /// Leases a backend connection for `user` on `schema`. The inner error is the
+    /// server's answer to selecting the schema (unknown database...).
+    async fn attach(&mut self, user: Arc<User>, schema: Option<&[u8]>) -> Result<Result<(), ErrPacket>, BackendError> {
+        self.backend = None;
+        let key = self.key(&user);
+        let pools = self.fe.pools.load_full();
+        let mut conn = match pools.lease(&key, schema).await {
+            Ok(c) => c,
+            Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
+            Err(e) => return Err(e),
+        };
+        if let Some(db) = schema {
+            if conn.schema.as_deref() != Some(db) {
+                if let Err(err) = conn.init_db(db).await? {
+                    return Ok(Err(err));
+                }
+            }
+        }
+        self.fe.sessions.lock().insert(
+            self.id,
+            SessionEntry {
+                server: conn.server.name.clone(),
+                thread_id: conn.thread_id,
+            },
+        );
+        self.user = user;
+        self.backend = Some(conn);
+        Ok(Ok(()))
+    }
+
+    async fn command_loop(&mut self, shutdown: &mut Shutdown) -> Result<(), SessionError> {
+        loop {
+            if shutdown.is_stopping() {
+                return Ok(());
+            }
+            let header = tokio::select! {
+                h = self.client.peek_header(CLASSIFY_HEAD) => h?,
+                _ = shutdown.stopping() => return Ok(()),
+            };
+            if header.seq != 0 {
+                let e = SessionError::ClientProtocol(ProtocolError::Sequence {
+                    got: header.seq,
+                    expected: 0,
+                });
+                answer_protocol_error(&mut self.client, &e, header.seq.wrapping_add(1)).await;
+                return Err(e);
+            }
+            Stats::incr(&self.fe.stats.commands);
+            let head_len = header.len.min(CLASSIFY_HEAD);
+            let action = classify(&self.client.rbuf[4..4 + head_len]);
+            match action {
+                Action::Quit => return Ok(()),
+                Action::Refuse(err) => {
+                    Stats::incr(&self.fe.stats.commands_refused);
+                    let seq = self.client.skip_packet().await?;
+                    self.client.write_err(seq, &err).await?;
+                }
+                Action::Forward(kind) => {
+                    if !self.relay(kind).await? {
+                        return Ok(());
+                    }
+                }
+                Action::ChangeUser => {
+                    if !self.change_user().await? {
+                        return Ok(());
+                    }
+                }
+                Action::Kill { id, query_only } => {
+                    if !self.kill(id, query_only, header).await? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Forwards the command at the front of the client buffer and streams its response.
+    /// Returns false when the session must end (the backend was lost).
+    async fn relay(&mut self, kind: ResponseKind) -> Result<bool, SessionError> {
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(false);
+        };
+        let client = &mut self.client;
+
+        // The command itself: forwarded as it arrives, however large.
+        let mut span = RequestSpan::new(0);
+        loop {
+            let (n, done) = span.scan(&client.rbuf)?;
+            if n > 0 {
+                if let Err(e) = backend.write_all(&client.rbuf[..n]).await {
+                    backend.mark_broken();
+                    return lost_backend(client, e, span.next_seq()).await;
+                }
+                client.rbuf.advance(n);
+            }
+            if done {
+                break;
+            }
+            if let Err(e) = client.read_more().await {
+                // The server holds half a command: that connection can't be reused.
+                backend.mark_broken();
+                Stats::incr(&self.fe.stats.client_aborts);
+                return Err(e);
+            }
+        }
+        if kind == ResponseKind::None {
+            return Ok(true);
+        }
+
+        let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), span.next_seq());
+        loop {
+            let (n, event) = match scanner.scan(&backend.rbuf) {
+                Ok(r) => r,
+                Err(e) => {
+                    backend.mark_broken();
+                    let err = BackendError::Protocol {
+                        server: backend.server.name.clone(),
+                        source: e,
+                    };
+                    tracing::warn!(error = %err, "closing session");
+                    return Err(err.into());
+                }
+            };
+            if n > 0 {
+                if let Err(e) = client.stream_write(&backend.rbuf[..n]).await {
+                    backend.mark_broken();
+                    Stats::incr(&self.fe.stats.client_aborts);
+                    return Err(e.into());
+                }
+                Stats::add(&self.fe.stats.bytes_from_backends, n as u64);
+                backend.advance(n);
+            }
+            match event {
+                Some(Event::Done(status)) => {
+                    client.flush().await?;
+                    if let Some(s) = status {
+                        backend.status = s;
+                    }
+                    if !backend.rbuf.is_empty() {
+                        backend.mark_broken();
+                        return Err(BackendError::Protocol {
+                            server: backend.server.name.clone(),
+                            source: ProtocolError::Malformed("data after the end of a response"),
+                        }
+                        .into());
+                    }
+                    return Ok(true);
+                }
+                Some(Event::LocalInfile) => {
+                    client.flush().await?;
+                    let next = relay_local_infile(client, backend, scanner.next_seq(), &self.fe).await?;
+                    scanner.resume(next);
+                }
+                None => {
+                    if n == 0 || backend.rbuf.len() < 4 + sluice_wire::tracker::HEAD_NEEDED {
+                        client.flush().await?;
+                    }
+                    if let Err(e) = backend.read_more().await {
+                        backend.mark_broken();
+                        Stats::incr(&self.fe.stats.backend_errors);
+                        return lost_backend(client, e, scanner.next_seq()).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// COM_CHANGE_USER: authenticate the new user here, then give the session a clean
+    /// backend connection for that user and schema.
+    async fn change_user(&mut self) -> Result<bool, SessionError> {
+        let packet = self.client.read_packet(self.fe.limits.max_decoded_packet).await?;
+        let request = match ChangeUser::parse(&packet.payload, self.client.caps) {
+            Ok(r) => r,
+            Err(e) => {
+                self.client
+                    .write_err(
+                        packet.last_seq.wrapping_add(1),
+                        &ErrPacket::new(code::ER_HANDSHAKE_ERROR, "08S01", format!("Bad handshake ({e})")),
+                    )
+                    .await?;
+                return Ok(false);
+            }
+        };
+        let plugin = request
+            .auth_plugin
+            .as_deref()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_else(|| sluice_wire::auth::NATIVE_PASSWORD.into());
+        // Clients scramble with the nonce of the initial handshake, which the session
+        // does not keep: an auth switch with a fresh nonce makes them answer again.
+        let outcome = login::authenticate(
+            &self.fe,
+            &mut self.client,
+            &request.username,
+            &plugin,
+            request.auth_response.clone(),
+            &[],
+            packet.last_seq.wrapping_add(1),
+            true,
+        )
+        .await?;
+        match outcome {
+            AuthOutcome::Accepted { user, next_seq } => {
+                if let Some(cs) = request.charset {
+                    self.charset = cs as u8;
+                }
+                match self.attach(user, request.database.as_deref()).await {
+                    Ok(Ok(())) => {
+                        let status = self.backend.as_ref().map(|b| b.status).unwrap_or_default();
+                        let ok = OkPacket {
+                            status,
+                            ..Default::default()
+                        };
+                        self.client.write_ok(next_seq, &ok).await?;
+                        Ok(true)
+                    }
+                    Ok(Err(err)) => {
+                        self.client.write_err(next_seq, &err).await?;
+                        Ok(false)
+                    }
+                    Err(e) => {
+                        self.client.write_err(next_seq, &e.to_err_packet()).await?;
+                        Ok(false)
+                    }
+                }
+            }
+            AuthOutcome::Refused { err, next_seq } => {
+                Stats::incr(&self.fe.stats.auth_failures);
+                self.client.write_err(next_seq, &err).await?;
+                Ok(false)
+            }
+        }
+    }
+
+    /// `KILL [QUERY] id` with a Sluice connection id: sent to the backend as the same
+    /// statement naming that session's backend thread.
+    async fn kill(&mut self, id: u32, query_only: bool, header: Header) -> Result<bool, SessionError> {
+        let target = self.fe.sessions.lock().get(&id).cloned();
+        let _ = header;
+        let seq = self.client.skip_packet().await?;
+        let Some(target) = target else {
+            let err = ErrPacket::new(code::ER_NO_SUCH_THREAD, "HY000", format!("Unknown thread id: {id}"));
+            self.client.write_err(seq, &err).await?;
+            return Ok(true);
+        };
+        let sql = format!(
+            "KILL {}{}",
+            if query_only { "QUERY " } else { "" },
+            target.thread_id
+        );
+        let pools = self.fe.pools.load_full();
+        let Some(own) = self.backend.as_ref() else {
+            return Ok(false);
+        };
+        let same_server = own.server.name == target.server;
+        let result = if same_server {
+            self.backend.as_mut().expect("checked above").query_scalar(&sql).await
+        } else {
+            let Some(pool) = pools.servers.iter().find(|p| p.server.name == target.server) else {
+                let err = ErrPacket::new(code::ER_NO_SUCH_THREAD, "HY000", format!("Unknown thread id: {id}"));
+                self.client.write_err(seq, &err).await?;
+                return Ok(true);
+            };
+            let key = self.key(&self.user);
+            match pool.lease(&key, None).await {
+                Ok(mut c) => c.query_scalar(&sql).await,
+                Err(e) => Err(e),
+            }
+        };
+        match result {
+            Ok(Ok(_)) => self.client.write_ok(seq, &OkPacket::default()).await?,
+            Ok(Err(err)) => {
+                // The server names its own thread id; the client knows ours.
+                let err = if err.code == code::ER_NO_SUCH_THREAD {
+                    ErrPacket::new(code::ER_NO_SUCH_THREAD, "HY000", format!("Unknown thread id: {id}"))
+                } else {
+                    err
+                };
+                self.client.write_err(seq, &err).await?
+            }
+            Err(e) => {
+                self.client.write_err(seq, &e.to_err_packet()).await?;
+                if same_server {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// LOAD DATA LOCAL INFILE: the client streams the file in packets ending with an empty
+/// one, which go to the server untouched. Returns the sequence id of the server's reply.
+async fn relay_local_infile(
+    client: &mut ClientConn,
+    backend: &mut PooledConn,
+    first_seq: u8,
+    fe: &Frontend,
+) -> Result<u8, SessionError> {
+    let mut seq = first_seq;
+    loop {
+        let mut span = RequestSpan::new(seq);
+        loop {
+            let (n, done) = span.scan(&client.rbuf)?;
+            if n > 0 {
+                if let Err(e) = backend.write_all(&client.rbuf[..n]).await {
+                    backend.mark_broken();
+                    return Err(e.into());
+                }
+                Stats::add(&fe.stats.bytes_from_clients, n as u64);
+                client.rbuf.advance(n);
+            }
+            if done {
+                break;
+            }
+            if let Err(e) = client.read_more().await {
+                backend.mark_broken();
+                return Err(e);
+            }
+        }
+        seq = span.next_seq();
+        if span.first_len == 0 {
+            return Ok(seq);
+        }
+    }
+}
+
+/// The backend went away mid-statement: tell the client (if at a packet boundary the
+/// error is well-formed for it) and end the session.
+async fn lost_backend(client: &mut ClientConn, e: BackendError, seq: u8) -> Result<bool, SessionError> {
+    tracing::warn!(error = %e, "backend lost during a statement");
+    let _ = client.write_err(seq, &e.to_err_packet()).await;
+    Ok(false)
+}
+
+impl ClientConn {
+    /// Writes without flushing: the relay flushes when it waits or finishes.
+    async fn stream_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.stream.write_all(bytes).await
+    }
+
+    async fn flush(&mut self) -> std::io::Result<()> {
+        use tokio::io::AsyncWriteExt;
+        self.stream.flush().await
+    }
+}
