@@ -62,7 +62,9 @@ fn unknown_command(what: &str) -> ErrPacket {
 /// Recognises `KILL [CONNECTION|QUERY] <id>` (case-insensitive, optional trailing `;`).
 /// Connection ids clients see are Sluice's, so these must be translated, never forwarded.
 fn parse_kill(sql: &[u8]) -> Option<(u32, bool)> {
-    if sql.len() > 64 {
+    // Cheap rejection first: this runs for every query.
+    let first = sql.iter().find(|b| !b.is_ascii_whitespace())?;
+    if sql.len() > 64 || !first.eq_ignore_ascii_case(&b'k') {
         return None;
     }
     let text = std::str::from_utf8(sql).ok()?.trim().trim_end_matches(';').trim_end();

@@ -40,11 +40,16 @@ pub const SUPPORTED_CAPS: u32 = CapabilityFlags::LONG_PASSWORD
     | CapabilityFlags::SESSION_TRACK
     | CapabilityFlags::DEPRECATE_EOF;
 
+/// MariaDB extended capabilities Sluice can honour: content-only changes.
+pub const MARIADB_SUPPORTED_CAPS: u32 = sluice_wire::flags::mariadb::EXTENDED_TYPE_INFO;
+
 /// What clients are told about "the server": learnt from the first backend.
 #[derive(Clone, Debug)]
 pub struct Identity {
     pub version: String,
     pub caps: CapabilityFlags,
+    /// The backend's MariaDB extended capabilities (zero for MySQL).
+    pub mariadb_caps: u32,
     pub charset: u8,
 }
 
@@ -53,6 +58,7 @@ impl Default for Identity {
         Identity {
             version: "5.5.5-10.11.0-MariaDB-sluice".into(),
             caps: CapabilityFlags(SUPPORTED_CAPS),
+            mariadb_caps: 0,
             charset: 45,
         }
     }
@@ -130,16 +136,26 @@ impl Frontend {
         .flatten()
     }
 
-    /// Capabilities offered to clients of a listener.
-    pub fn advertised_caps(&self, listener: &ListenerConfig) -> CapabilityFlags {
-        let backend = self.identity.load().caps.0;
+    /// Capabilities offered to clients of a listener, with the MariaDB extended ones.
+    /// Behind MariaDB, Sluice presents itself as MariaDB does (no `CLIENT_LONG_PASSWORD`)
+    /// so that MariaDB clients negotiate the extended type information they would get
+    /// directly; extensions that change framing (progress reports, cached metadata,
+    /// bulk execute) are never offered.
+    pub fn advertised_caps(&self, listener: &ListenerConfig) -> (CapabilityFlags, u32) {
+        let identity = self.identity.load();
+        let backend = identity.caps.0;
         let mut caps = SUPPORTED_CAPS & (backend | !CapabilityFlags::WIRE_FORMAT);
+        let mut mariadb_caps = 0;
+        if backend & CapabilityFlags::LONG_PASSWORD == 0 {
+            caps &= !CapabilityFlags::LONG_PASSWORD;
+            mariadb_caps = identity.mariadb_caps & MARIADB_SUPPORTED_CAPS;
+        }
         if self.protocol.local_infile && backend & CapabilityFlags::LOCAL_FILES != 0 {
             caps |= CapabilityFlags::LOCAL_FILES;
         }
         if listener.tls_cert.is_some() {
             caps |= CapabilityFlags::SSL;
         }
-        CapabilityFlags(caps)
+        (CapabilityFlags(caps), mariadb_caps)
     }
 }

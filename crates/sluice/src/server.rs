@@ -52,6 +52,7 @@ async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
                 let identity = Identity {
                     version: announced.clone().unwrap_or_else(|| String::from_utf8_lossy(&hs.server_version).into_owned()),
                     caps: hs.capabilities,
+                    mariadb_caps: hs.mariadb_caps,
                     charset: hs.charset,
                 };
                 tracing::info!(server = %pool.server.name, version = %identity.version, "learnt backend identity");

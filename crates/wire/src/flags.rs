@@ -60,6 +60,20 @@ impl CapabilityFlags {
     }
 }
 
+/// MariaDB's extended capabilities: a second 32-bit word exchanged in the handshake's
+/// reserved bytes when neither side sets `CLIENT_LONG_PASSWORD` (MariaDB's
+/// "not MySQL" marker).
+pub mod mariadb {
+    /// Progress reports as 0xff packets mid-statement: changes framing, never offered.
+    pub const PROGRESS: u32 = 1 << 0;
+    pub const COM_MULTI: u32 = 1 << 1;
+    pub const STMT_BULK_OPERATIONS: u32 = 1 << 2;
+    /// Extra type names ("json", "uuid"...) inside column definitions: content only.
+    pub const EXTENDED_TYPE_INFO: u32 = 1 << 3;
+    /// Metadata may be left out of execute responses: changes framing, never offered.
+    pub const CACHE_METADATA: u32 = 1 << 4;
+}
+
 impl std::fmt::Debug for CapabilityFlags {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "CapabilityFlags({:#010x})", self.0)

@@ -16,6 +16,8 @@ pub struct InitialHandshake {
     pub charset: u8,
     pub status: StatusFlags,
     pub auth_plugin: Vec<u8>,
+    /// MariaDB extended capabilities (see [`crate::flags::mariadb`]); zero from MySQL.
+    pub mariadb_caps: u32,
 }
 
 impl InitialHandshake {
@@ -34,12 +36,16 @@ impl InitialHandshake {
         let mut charset = 0;
         let mut status = StatusFlags(0);
         let mut auth_plugin = Vec::new();
+        let mut mariadb_caps = 0;
         if !r.is_empty() {
             charset = r.u8("charset")?;
             status = StatusFlags(r.u16("status")?);
             caps |= (r.u16("capabilities")? as u32) << 16;
             let data_len = r.u8("auth data length")? as usize;
-            r.take(10, "reserved")?;
+            let reserved = r.take(10, "reserved")?;
+            if caps & CapabilityFlags::LONG_PASSWORD == 0 {
+                mariadb_caps = u32::from_le_bytes([reserved[6], reserved[7], reserved[8], reserved[9]]);
+            }
             if caps & CapabilityFlags::SECURE_CONNECTION != 0 {
                 let n = data_len.saturating_sub(8).max(13);
                 let part2 = r.take(n.min(r.remaining()), "scramble part 2")?;
@@ -61,6 +67,7 @@ impl InitialHandshake {
             charset,
             status,
             auth_plugin,
+            mariadb_caps,
         })
     }
 
@@ -77,7 +84,8 @@ impl InitialHandshake {
         b.put_u16_le(self.status.0);
         b.put_u16_le((self.capabilities.0 >> 16) as u16);
         b.put_u8(self.scramble.len() as u8 + 1);
-        b.put_slice(&[0; 10]);
+        b.put_slice(&[0; 6]);
+        b.put_u32_le(self.mariadb_caps);
         b.put_slice(&self.scramble[8..]);
         b.put_u8(0);
         b.put_slice(&self.auth_plugin);
@@ -94,6 +102,8 @@ pub const SSL_REQUEST_LEN: usize = 32;
 #[derive(Clone, PartialEq, Eq)]
 pub struct HandshakeResponse {
     pub capabilities: CapabilityFlags,
+    /// MariaDB extended capabilities, sent when `CLIENT_LONG_PASSWORD` is clear.
+    pub mariadb_caps: u32,
     pub max_packet: u32,
     pub charset: u8,
     pub username: Vec<u8>,
@@ -124,8 +134,9 @@ impl std::fmt::Debug for HandshakeResponse {
 }
 
 impl HandshakeResponse {
-    /// Parses the fixed prefix shared by the SSL request and the full response.
-    pub fn parse_prefix(payload: &[u8]) -> Result<(CapabilityFlags, u32, u8), ProtocolError> {
+    /// Parses the fixed prefix shared by the SSL request and the full response:
+    /// capabilities, MariaDB extended capabilities, max packet size, character set.
+    pub fn parse_prefix(payload: &[u8]) -> Result<(CapabilityFlags, u32, u32, u8), ProtocolError> {
         let mut r = Reader::new(payload);
         let caps = CapabilityFlags(r.u32("capabilities")?);
         if !caps.contains(CapabilityFlags::PROTOCOL_41) {
@@ -135,12 +146,17 @@ impl HandshakeResponse {
         }
         let max_packet = r.u32("max packet")?;
         let charset = r.u8("charset")?;
-        r.take(23, "reserved")?;
-        Ok((caps, max_packet, charset))
+        let reserved = r.take(23, "reserved")?;
+        let mariadb_caps = if caps.contains(CapabilityFlags::LONG_PASSWORD) {
+            0
+        } else {
+            u32::from_le_bytes([reserved[19], reserved[20], reserved[21], reserved[22]])
+        };
+        Ok((caps, mariadb_caps, max_packet, charset))
     }
 
     pub fn parse(payload: &[u8]) -> Result<HandshakeResponse, ProtocolError> {
-        let (capabilities, max_packet, charset) = Self::parse_prefix(payload)?;
+        let (capabilities, mariadb_caps, max_packet, charset) = Self::parse_prefix(payload)?;
         let mut r = Reader::new(&payload[SSL_REQUEST_LEN..]);
         let username = r.null_terminated("username")?.to_vec();
         let auth_response =
@@ -169,6 +185,7 @@ impl HandshakeResponse {
         };
         Ok(HandshakeResponse {
             capabilities,
+            mariadb_caps,
             max_packet,
             charset,
             username,
@@ -224,7 +241,8 @@ impl HandshakeResponse {
         b.put_u32_le(self.capabilities.0);
         b.put_u32_le(self.max_packet);
         b.put_u8(self.charset);
-        b.put_slice(&[0; 23]);
+        b.put_slice(&[0; 19]);
+        b.put_u32_le(self.mariadb_caps);
     }
 }
 
@@ -324,14 +342,22 @@ mod tests {
             charset: 45,
             status: StatusFlags(StatusFlags::AUTOCOMMIT),
             auth_plugin: b"mysql_native_password".to_vec(),
+            mariadb_caps: 0,
         };
         assert_eq!(InitialHandshake::parse(&h.payload()).unwrap(), h);
+        let mariadb = InitialHandshake {
+            capabilities: CapabilityFlags(caps().0 & !CapabilityFlags::LONG_PASSWORD),
+            mariadb_caps: crate::flags::mariadb::EXTENDED_TYPE_INFO,
+            ..h
+        };
+        assert_eq!(InitialHandshake::parse(&mariadb.payload()).unwrap(), mariadb);
     }
 
     #[test]
     fn response_round_trip() {
         let r = HandshakeResponse {
             capabilities: caps(),
+            mariadb_caps: 0,
             max_packet: 1 << 24,
             charset: 33,
             username: b"app".to_vec(),
@@ -342,6 +368,12 @@ mod tests {
         };
         assert_eq!(HandshakeResponse::parse(&r.payload()).unwrap(), r);
         assert_eq!(r.ssl_request_payload().len(), SSL_REQUEST_LEN);
+        let mariadb = HandshakeResponse {
+            capabilities: CapabilityFlags(caps().0 & !CapabilityFlags::LONG_PASSWORD),
+            mariadb_caps: crate::flags::mariadb::EXTENDED_TYPE_INFO,
+            ..r
+        };
+        assert_eq!(HandshakeResponse::parse(&mariadb.payload()).unwrap(), mariadb);
     }
 
     #[test]

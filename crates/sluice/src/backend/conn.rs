@@ -37,6 +37,8 @@ const LOGIN_CAPS: u32 = CapabilityFlags::LONG_PASSWORD
 pub struct ConnParams {
     /// The client's wire-format capability bits (`CapabilityFlags::WIRE_FORMAT`).
     pub wire_caps: u32,
+    /// The client's MariaDB extended capabilities (content-only ones).
+    pub mariadb_caps: u32,
     pub charset: u8,
 }
 
@@ -186,13 +188,20 @@ impl BackendConn {
         if use_tls {
             want |= CapabilityFlags::SSL;
         }
-        let caps = CapabilityFlags(want & (hs.capabilities.0 | CapabilityFlags::LONG_PASSWORD));
+        let mut caps = want & (hs.capabilities.0 | CapabilityFlags::LONG_PASSWORD);
+        let mariadb_caps = params.mariadb_caps & hs.mariadb_caps;
+        if hs.capabilities.0 & CapabilityFlags::LONG_PASSWORD == 0 && mariadb_caps != 0 {
+            // MariaDB reads the extended word only from clients that clear this bit.
+            caps &= !CapabilityFlags::LONG_PASSWORD;
+        }
+        let caps = CapabilityFlags(caps);
         self.caps = caps;
 
         let plugin = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
         let mut nonce = hs.scramble.clone();
         let mut response = HandshakeResponse {
             capabilities: caps,
+            mariadb_caps,
             max_packet: 1 << 30,
             charset: params.charset,
             username: creds.user.as_bytes().to_vec(),

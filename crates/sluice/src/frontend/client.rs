@@ -16,6 +16,8 @@ pub struct ClientConn {
     pub peer: SocketAddr,
     /// Capabilities negotiated with this client.
     pub caps: CapabilityFlags,
+    /// MariaDB extended capabilities negotiated with this client.
+    pub mariadb_caps: u32,
 }
 
 impl ClientConn {
@@ -25,6 +27,7 @@ impl ClientConn {
             rbuf: BytesMut::with_capacity(16 * 1024),
             peer,
             caps: CapabilityFlags(0),
+            mariadb_caps: 0,
         }
     }
 

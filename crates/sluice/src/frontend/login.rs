@@ -53,7 +53,7 @@ pub async fn login(
     connection_id: u32,
 ) -> Result<Option<LoggedIn>, SessionError> {
     let identity = fe.identity.load_full();
-    let advertised = fe.advertised_caps(listener);
+    let (advertised, advertised_mariadb) = fe.advertised_caps(listener);
     let nonce = wauth::new_scramble();
     let hello = InitialHandshake {
         server_version: identity.version.as_bytes().to_vec(),
@@ -63,6 +63,7 @@ pub async fn login(
         charset: identity.charset,
         status: StatusFlags(StatusFlags::AUTOCOMMIT),
         auth_plugin: listener.default_auth_plugin.name().as_bytes().to_vec(),
+        mariadb_caps: advertised_mariadb,
     };
     client.write_packet(0, &hello.payload()).await?;
 
@@ -71,7 +72,7 @@ pub async fn login(
     if packet.seq != 1 {
         return Err(ProtocolError::Sequence { got: packet.seq, expected: 1 }.into());
     }
-    let (prefix_caps, _, _) = HandshakeResponse::parse_prefix(&packet.payload)?;
+    let (prefix_caps, _, _, _) = HandshakeResponse::parse_prefix(&packet.payload)?;
     if packet.payload.len() == SSL_REQUEST_LEN && prefix_caps.contains(CapabilityFlags::SSL) {
         let Some(acceptor) = tls else {
             return Err(ProtocolError::Malformed("TLS requested but not offered").into());
@@ -95,6 +96,7 @@ pub async fn login(
     }
     let response = HandshakeResponse::parse(&packet.payload)?;
     client.caps = CapabilityFlags(response.capabilities.0 & advertised.0);
+    client.mariadb_caps = response.mariadb_caps & advertised_mariadb;
     let mut seq = packet.last_seq.wrapping_add(1);
 
     if listener.require_tls && !client.stream.is_tls() {

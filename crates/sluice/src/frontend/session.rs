@@ -12,6 +12,7 @@ use crate::error::{code, BackendError, SessionError};
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use bytes::Buf;
+use sluice_wire::command::Command;
 use sluice_wire::handshake::ChangeUser;
 use sluice_wire::packet::Header;
 use sluice_wire::response::{ErrPacket, OkPacket};
@@ -119,6 +120,7 @@ impl Session {
             creds: user.backend.clone(),
             params: ConnParams {
                 wire_caps: self.client.caps.0 & CapabilityFlags::WIRE_FORMAT,
+                mariadb_caps: self.client.mariadb_caps,
                 charset: self.charset,
             },
         }
@@ -206,8 +208,16 @@ impl Session {
                     self.client.write_err(seq, &err).await?;
                 }
                 Action::Forward(kind) => {
+                    let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
                     if !self.relay(kind).await? {
                         return Ok(());
+                    }
+                    if set_option {
+                        // COM_RESET_CONNECTION does not restore the multi-statement
+                        // option, so this connection no longer matches its pool key.
+                        if let Some(b) = self.backend.as_mut() {
+                            b.mark_broken();
+                        }
                     }
                 }
                 Action::ChangeUser => {
