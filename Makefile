@@ -1,0 +1,52 @@
+# Thin glue around cargo and the test dependencies. See docs/TESTING.md.
+
+CARGO ?= cargo
+# Arguments for cargo itself, e.g. CARGO_TEST_ARGS='-p sluice --test integration'.
+CARGO_TEST_ARGS ?=
+# Arguments for the test binaries (after `--`), e.g. TEST_ARGS='--test-threads=1 handshake'.
+TEST_ARGS ?= --test-threads=4
+
+# Every recipe line runs in its own shell, so the limit is raised where it is needed.
+# Integration tests and benchmarks open many sockets (clients, proxy, several servers).
+RAISE_NOFILE = ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true
+
+.PHONY: all deps build test lint fmt fmt-check clippy demo clean distclean
+
+all: build
+
+## deps: install MariaDB, sysbench, the Python venv and the Node modules (idempotent)
+deps:
+	@bash scripts/deps.sh
+
+## build: release build of the sluice binary
+build:
+	$(CARGO) build --release
+
+## test: everything CI runs
+test: deps fmt-check clippy
+	$(RAISE_NOFILE); $(CARGO) test --workspace $(CARGO_TEST_ARGS) -- $(TEST_ARGS)
+
+## lint: formatting and clippy, no changes made
+lint: fmt-check clippy
+
+fmt-check:
+	$(CARGO) fmt --all --check
+
+clippy:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+## fmt: format the code in place
+fmt:
+	$(CARGO) fmt --all
+
+## demo: start servers and Sluice, run the benchmark demo
+demo: deps build
+	$(RAISE_NOFILE); ./target/release/sluice bench --demo
+
+## clean: remove build output
+clean:
+	$(CARGO) clean
+
+## distclean: also remove the Python venv and Node modules made by `deps`
+distclean: clean
+	rm -rf .venv tests/clients/node/node_modules
