@@ -5,6 +5,9 @@ use crate::lenenc::{put_lenenc_bytes, put_lenenc_int, Reader};
 use crate::{CapabilityFlags, ProtocolError, StatusFlags};
 use bytes::{BufMut, BytesMut};
 
+/// Connection attributes as (key, value) pairs, in the order the client sent them.
+pub type Attributes = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// The server's first packet (`Protocol::HandshakeV10`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InitialHandshake {
@@ -44,7 +47,8 @@ impl InitialHandshake {
             let data_len = r.u8("auth data length")? as usize;
             let reserved = r.take(10, "reserved")?;
             if caps & CapabilityFlags::LONG_PASSWORD == 0 {
-                mariadb_caps = u32::from_le_bytes([reserved[6], reserved[7], reserved[8], reserved[9]]);
+                mariadb_caps =
+                    u32::from_le_bytes([reserved[6], reserved[7], reserved[8], reserved[9]]);
             }
             if caps & CapabilityFlags::SECURE_CONNECTION != 0 {
                 let n = data_len.saturating_sub(8).max(13);
@@ -110,8 +114,7 @@ pub struct HandshakeResponse {
     pub auth_response: Vec<u8>,
     pub database: Option<Vec<u8>>,
     pub auth_plugin: Option<Vec<u8>>,
-    /// Connection attributes as (key, value) pairs.
-    pub attributes: Vec<(Vec<u8>, Vec<u8>)>,
+    pub attributes: Attributes,
 }
 
 impl std::fmt::Debug for HandshakeResponse {
@@ -246,7 +249,7 @@ impl HandshakeResponse {
     }
 }
 
-fn parse_attributes(r: &mut Reader<'_>) -> Result<Vec<(Vec<u8>, Vec<u8>)>, ProtocolError> {
+fn parse_attributes(r: &mut Reader<'_>) -> Result<Attributes, ProtocolError> {
     let blob = r.lenenc_bytes("connect attributes")?;
     let mut a = Reader::new(blob);
     let mut out = Vec::new();
@@ -266,7 +269,7 @@ pub struct ChangeUser {
     pub database: Option<Vec<u8>>,
     pub charset: Option<u16>,
     pub auth_plugin: Option<Vec<u8>>,
-    pub attributes: Vec<(Vec<u8>, Vec<u8>)>,
+    pub attributes: Attributes,
 }
 
 impl std::fmt::Debug for ChangeUser {
@@ -350,7 +353,10 @@ mod tests {
             mariadb_caps: crate::flags::mariadb::EXTENDED_TYPE_INFO,
             ..h
         };
-        assert_eq!(InitialHandshake::parse(&mariadb.payload()).unwrap(), mariadb);
+        assert_eq!(
+            InitialHandshake::parse(&mariadb.payload()).unwrap(),
+            mariadb
+        );
     }
 
     #[test]
@@ -373,7 +379,10 @@ mod tests {
             mariadb_caps: crate::flags::mariadb::EXTENDED_TYPE_INFO,
             ..r
         };
-        assert_eq!(HandshakeResponse::parse(&mariadb.payload()).unwrap(), mariadb);
+        assert_eq!(
+            HandshakeResponse::parse(&mariadb.payload()).unwrap(),
+            mariadb
+        );
     }
 
     #[test]
