@@ -10,7 +10,7 @@ TEST_ARGS ?= --test-threads=4
 # Integration tests and benchmarks open many sockets (clients, proxy, several servers).
 RAISE_NOFILE = ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true
 
-.PHONY: all deps build test lint fmt fmt-check clippy demo clean distclean
+.PHONY: all deps build test lint fmt fmt-check clippy demo fuzz clean distclean
 
 all: build
 
@@ -42,6 +42,13 @@ fmt:
 ## demo: start servers and Sluice, run the benchmark demo
 demo: deps build
 	$(RAISE_NOFILE); ./target/release/sluice bench --demo
+
+## fuzz: run each wire-protocol fuzz target for FUZZ_SECONDS (needs nightly and cargo-fuzz)
+FUZZ_SECONDS ?= 60
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && for t in handshake scanner packet; do \
+	  $(CARGO) +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
 ## clean: remove build output
 clean:

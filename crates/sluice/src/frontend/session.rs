@@ -19,6 +19,7 @@ use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, ProtocolError};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
@@ -36,15 +37,39 @@ struct Session {
 /// statements.
 pub async fn run(
     fe: Arc<Frontend>,
+    client: ClientConn,
+    listener: Arc<ListenerConfig>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    shutdown: Shutdown,
+) {
+    let id = fe.next_connection_id();
+    let span = tracing::info_span!("session", id, client = %client.peer);
+    let _registered = Registered { fe: fe.clone(), id };
+    serve(fe, id, client, listener, tls, shutdown)
+        .instrument(span)
+        .await;
+}
+
+/// Removes the session from the KILL registry however it ends.
+struct Registered {
+    fe: Arc<Frontend>,
+    id: u32,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.fe.sessions.lock().remove(&self.id);
+    }
+}
+
+async fn serve(
+    fe: Arc<Frontend>,
+    id: u32,
     mut client: ClientConn,
     listener: Arc<ListenerConfig>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: Shutdown,
 ) {
-    let id = fe.next_connection_id();
-    let span = tracing::info_span!("session", id, client = %client.peer);
-    let _enter = span.enter();
-    drop(_enter);
     let login = tokio::time::timeout(
         fe.limits.handshake_timeout,
         login::login(&fe, &mut client, &listener, tls.as_ref(), id),
@@ -55,36 +80,36 @@ pub async fn run(
             Ok(Ok(None)) => return,
             Ok(Err(e)) => {
                 count_client_error(&fe, &e);
-                tracing::debug!(parent: &span, error = %e, "login failed");
+                tracing::debug!(error = %e, "login failed");
                 answer_protocol_error(&mut client, &e, 2).await;
                 return;
             }
             Err(_) => {
-                tracing::debug!(parent: &span, "login timed out");
+                tracing::debug!("login timed out");
                 return;
             }
         },
         _ = shutdown.stopping() => return,
     };
-    let user = logged_in.user.clone();
     let mut session = Session {
         fe: fe.clone(),
         id,
         client,
-        user,
+        user: logged_in.user.clone(),
         charset: logged_in.charset,
         backend: None,
     };
     if !session.finish_login(logged_in).await {
         return;
     }
-    tracing::debug!(parent: &span, user = %session.user.name, "logged in");
-    let result = session.command_loop(&mut shutdown).await;
-    if let Err(e) = result {
-        count_client_error(&fe, &e);
-        tracing::debug!(parent: &span, error = %e, "session ended with an error");
+    tracing::debug!(user = %session.user.name, "logged in");
+    match session.command_loop(&mut shutdown).await {
+        Ok(()) => tracing::debug!("session ended"),
+        Err(e) => {
+            count_client_error(&fe, &e);
+            tracing::debug!(error = %e, "session ended with an error");
+        }
     }
-    fe.sessions.lock().remove(&id);
 }
 
 fn count_client_error(fe: &Frontend, e: &SessionError) {
@@ -98,17 +123,21 @@ fn count_client_error(fe: &Frontend, e: &SessionError) {
 /// Tells the client why its connection is being closed when its input was malformed.
 async fn answer_protocol_error(client: &mut ClientConn, e: &SessionError, seq: u8) {
     let err = match e {
-        SessionError::ClientProtocol(ProtocolError::Sequence { .. }) => {
-            ErrPacket::new(code::ER_NET_PACKETS_OUT_OF_ORDER, "08S01", "Got packets out of order")
-        }
+        SessionError::ClientProtocol(ProtocolError::Sequence { .. }) => ErrPacket::new(
+            code::ER_NET_PACKETS_OUT_OF_ORDER,
+            "08S01",
+            "Got packets out of order",
+        ),
         SessionError::ClientProtocol(ProtocolError::TooLarge { .. }) => ErrPacket::new(
             code::ER_NET_PACKET_TOO_LARGE,
             "08S01",
             "Got a packet bigger than 'max_allowed_packet' bytes",
         ),
-        SessionError::ClientProtocol(p) => {
-            ErrPacket::new(code::ER_HANDSHAKE_ERROR, "08S01", format!("Bad handshake ({p})"))
-        }
+        SessionError::ClientProtocol(p) => ErrPacket::new(
+            code::ER_HANDSHAKE_ERROR,
+            "08S01",
+            format!("Bad handshake ({p})"),
+        ),
         _ => return,
     };
     let _ = client.write_err(seq, &err).await;
@@ -152,7 +181,11 @@ impl Session {
 
     /// Leases a backend connection for `user` on `schema`. The inner error is the
     /// server's answer to selecting the schema (unknown database...).
-    async fn attach(&mut self, user: Arc<User>, schema: Option<&[u8]>) -> Result<Result<(), ErrPacket>, BackendError> {
+    async fn attach(
+        &mut self,
+        user: Arc<User>,
+        schema: Option<&[u8]>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
         self.backend = None;
         let key = self.key(&user);
         let pools = self.fe.pools.load_full();
@@ -308,7 +341,8 @@ impl Session {
                 }
                 Some(Event::LocalInfile) => {
                     client.flush().await?;
-                    let next = relay_local_infile(client, backend, scanner.next_seq(), &self.fe).await?;
+                    let next =
+                        relay_local_infile(client, backend, scanner.next_seq(), &self.fe).await?;
                     scanner.resume(next);
                 }
                 None => {
@@ -328,14 +362,21 @@ impl Session {
     /// COM_CHANGE_USER: authenticate the new user here, then give the session a clean
     /// backend connection for that user and schema.
     async fn change_user(&mut self) -> Result<bool, SessionError> {
-        let packet = self.client.read_packet(self.fe.limits.max_decoded_packet).await?;
+        let packet = self
+            .client
+            .read_packet(self.fe.limits.max_decoded_packet)
+            .await?;
         let request = match ChangeUser::parse(&packet.payload, self.client.caps) {
             Ok(r) => r,
             Err(e) => {
                 self.client
                     .write_err(
                         packet.last_seq.wrapping_add(1),
-                        &ErrPacket::new(code::ER_HANDSHAKE_ERROR, "08S01", format!("Bad handshake ({e})")),
+                        &ErrPacket::new(
+                            code::ER_HANDSHAKE_ERROR,
+                            "08S01",
+                            format!("Bad handshake ({e})"),
+                        ),
                     )
                     .await?;
                 return Ok(false);
@@ -394,12 +435,21 @@ impl Session {
 
     /// `KILL [QUERY] id` with a Sluice connection id: sent to the backend as the same
     /// statement naming that session's backend thread.
-    async fn kill(&mut self, id: u32, query_only: bool, header: Header) -> Result<bool, SessionError> {
+    async fn kill(
+        &mut self,
+        id: u32,
+        query_only: bool,
+        header: Header,
+    ) -> Result<bool, SessionError> {
         let target = self.fe.sessions.lock().get(&id).cloned();
         let _ = header;
         let seq = self.client.skip_packet().await?;
         let Some(target) = target else {
-            let err = ErrPacket::new(code::ER_NO_SUCH_THREAD, "HY000", format!("Unknown thread id: {id}"));
+            let err = ErrPacket::new(
+                code::ER_NO_SUCH_THREAD,
+                "HY000",
+                format!("Unknown thread id: {id}"),
+            );
             self.client.write_err(seq, &err).await?;
             return Ok(true);
         };
@@ -414,10 +464,22 @@ impl Session {
         };
         let same_server = own.server.name == target.server;
         let result = if same_server {
-            self.backend.as_mut().expect("checked above").query_scalar(&sql).await
+            self.backend
+                .as_mut()
+                .expect("checked above")
+                .query_scalar(&sql)
+                .await
         } else {
-            let Some(pool) = pools.servers.iter().find(|p| p.server.name == target.server) else {
-                let err = ErrPacket::new(code::ER_NO_SUCH_THREAD, "HY000", format!("Unknown thread id: {id}"));
+            let Some(pool) = pools
+                .servers
+                .iter()
+                .find(|p| p.server.name == target.server)
+            else {
+                let err = ErrPacket::new(
+                    code::ER_NO_SUCH_THREAD,
+                    "HY000",
+                    format!("Unknown thread id: {id}"),
+                );
                 self.client.write_err(seq, &err).await?;
                 return Ok(true);
             };
@@ -432,7 +494,11 @@ impl Session {
             Ok(Err(err)) => {
                 // The server names its own thread id; the client knows ours.
                 let err = if err.code == code::ER_NO_SUCH_THREAD {
-                    ErrPacket::new(code::ER_NO_SUCH_THREAD, "HY000", format!("Unknown thread id: {id}"))
+                    ErrPacket::new(
+                        code::ER_NO_SUCH_THREAD,
+                        "HY000",
+                        format!("Unknown thread id: {id}"),
+                    )
                 } else {
                     err
                 };
@@ -487,7 +553,11 @@ async fn relay_local_infile(
 
 /// The backend went away mid-statement: tell the client (if at a packet boundary the
 /// error is well-formed for it) and end the session.
-async fn lost_backend(client: &mut ClientConn, e: BackendError, seq: u8) -> Result<bool, SessionError> {
+async fn lost_backend(
+    client: &mut ClientConn,
+    e: BackendError,
+    seq: u8,
+) -> Result<bool, SessionError> {
     tracing::warn!(error = %e, "backend lost during a statement");
     let _ = client.write_err(seq, &e.to_err_packet()).await;
     Ok(false)
