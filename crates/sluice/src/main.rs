@@ -33,7 +33,7 @@ enum Command {
         file: PathBuf,
     },
     /// Benchmark: sysbench direct vs through Sluice, with ratios.
-    Bench(sluice::bench::BenchArgs),
+    Bench(Box<sluice::bench::BenchArgs>),
 }
 
 #[derive(clap::Args)]
@@ -69,7 +69,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Bench(args) => match sluice::bench::run(args) {
+        Command::Bench(args) => match sluice::bench::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice bench: {e:#}");
