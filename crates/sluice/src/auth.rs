@@ -177,7 +177,11 @@ impl RsaKey {
 }
 
 /// Encrypts a password for a server's `caching_sha2_password` full authentication.
-pub fn rsa_encrypt_password(public_pem: &[u8], password: &[u8], nonce: &[u8]) -> anyhow::Result<Vec<u8>> {
+pub fn rsa_encrypt_password(
+    public_pem: &[u8],
+    password: &[u8],
+    nonce: &[u8],
+) -> anyhow::Result<Vec<u8>> {
     use rsa::pkcs8::DecodePublicKey;
     let pem = std::str::from_utf8(public_pem)?.trim_end_matches('\0');
     let key = RsaPublicKey::from_public_key_pem(pem).or_else(|_| {
@@ -208,11 +212,20 @@ mod tests {
         let u = user(None, Some("*14E65567ABDB5135D0CFD9A70B3032C179A49EE7"));
         let nonce = wire::new_scramble();
         assert!(u.verify_native(&nonce, &wire::native_scramble(b"secret", &nonce)));
-        assert_eq!(u.verify_sha2_fast(&nonce, &wire::sha2_scramble(b"secret", &nonce)), None);
+        assert_eq!(
+            u.verify_sha2_fast(&nonce, &wire::sha2_scramble(b"secret", &nonce)),
+            None
+        );
         assert!(!u.verify_cleartext(b"wrong"));
         assert!(u.verify_cleartext(b"secret"));
-        assert_eq!(u.verify_sha2_fast(&nonce, &wire::sha2_scramble(b"secret", &nonce)), Some(true));
-        assert_eq!(u.verify_sha2_fast(&nonce, &wire::sha2_scramble(b"nope", &nonce)), Some(false));
+        assert_eq!(
+            u.verify_sha2_fast(&nonce, &wire::sha2_scramble(b"secret", &nonce)),
+            Some(true)
+        );
+        assert_eq!(
+            u.verify_sha2_fast(&nonce, &wire::sha2_scramble(b"nope", &nonce)),
+            Some(false)
+        );
     }
 
     #[test]

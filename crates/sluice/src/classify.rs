@@ -36,18 +36,17 @@ pub fn classify(head: &[u8]) -> Action {
             Some((id, query_only)) => Action::Kill { id, query_only },
             None => Action::Forward(ResponseKind::Query),
         },
-        InitDb | FieldList | Statistics | Ping | SetOption | ResetConnection | StmtPrepare | StmtExecute
-        | StmtFetch | StmtClose | StmtReset | StmtSendLongData | Refresh | Debug => {
+        InitDb | FieldList | Statistics | Ping | SetOption | ResetConnection | StmtPrepare
+        | StmtExecute | StmtFetch | StmtClose | StmtReset | StmtSendLongData | Refresh | Debug => {
             Action::Forward(ResponseKind::of(command, head))
         }
         // Thread ids are the backend's, not ours: answered via KILL interception instead.
         ProcessKill => Action::Refuse(unknown_command(command.name())),
         // Replication, long-removed commands, shutdown of the server behind the proxy, and
         // MariaDB's bulk execute (not advertised) are not for a proxied session.
-        Sleep | CreateDb | DropDb | Shutdown | ProcessInfo | Connect | Time | DelayedInsert | BinlogDump
-        | TableDump | ConnectOut | RegisterSlave | Daemon | BinlogDumpGtid | StmtBulkExecute => {
-            Action::Refuse(unknown_command(command.name()))
-        }
+        Sleep | CreateDb | DropDb | Shutdown | ProcessInfo | Connect | Time | DelayedInsert
+        | BinlogDump | TableDump | ConnectOut | RegisterSlave | Daemon | BinlogDumpGtid
+        | StmtBulkExecute => Action::Refuse(unknown_command(command.name())),
     }
 }
 
@@ -67,7 +66,11 @@ fn parse_kill(sql: &[u8]) -> Option<(u32, bool)> {
     if sql.len() > 64 || !first.eq_ignore_ascii_case(&b'k') {
         return None;
     }
-    let text = std::str::from_utf8(sql).ok()?.trim().trim_end_matches(';').trim_end();
+    let text = std::str::from_utf8(sql)
+        .ok()?
+        .trim()
+        .trim_end_matches(';')
+        .trim_end();
     let mut words = text.split_ascii_whitespace();
     if !words.next()?.eq_ignore_ascii_case("kill") {
         return None;
@@ -90,10 +93,16 @@ mod tests {
 
     #[test]
     fn commands_map_to_actions() {
-        assert_eq!(classify(&[0x03, b'S']), Action::Forward(ResponseKind::Query));
+        assert_eq!(
+            classify(&[0x03, b'S']),
+            Action::Forward(ResponseKind::Query)
+        );
         assert_eq!(classify(&[0x01]), Action::Quit);
         assert_eq!(classify(&[0x11]), Action::ChangeUser);
-        assert_eq!(classify(&[0x19, 1, 0, 0, 0]), Action::Forward(ResponseKind::None));
+        assert_eq!(
+            classify(&[0x19, 1, 0, 0, 0]),
+            Action::Forward(ResponseKind::None)
+        );
         assert_eq!(
             classify(&[0x17, 1, 0, 0, 0, 1, 1, 0, 0, 0]),
             Action::Forward(ResponseKind::Execute { cursor: true })

@@ -376,7 +376,10 @@ impl Config {
         for (i, l) in self.listeners.iter().enumerate() {
             let at = format!("listeners[{i}]");
             if l.address.parse::<SocketAddr>().is_err() {
-                p.push(format!("{at}.address: {:?} is not an IP:port address", l.address));
+                p.push(format!(
+                    "{at}.address: {:?} is not an IP:port address",
+                    l.address
+                ));
             }
             match (&l.tls_cert, &l.tls_key) {
                 (Some(c), Some(k)) => {
@@ -413,7 +416,9 @@ impl Config {
             }
             match (&u.password, &u.password_hash) {
                 (None, None) => p.push(format!("{at}: needs password or password_hash")),
-                (Some(_), Some(_)) => p.push(format!("{at}: give password or password_hash, not both")),
+                (Some(_), Some(_)) => {
+                    p.push(format!("{at}: give password or password_hash, not both"))
+                }
                 (None, Some(h)) => {
                     if crate::auth::parse_native_hash(h).is_none() {
                         p.push(format!(
@@ -459,7 +464,10 @@ impl Config {
             p.push("limits.max_client_connections must be at least 1".into());
         }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
-            p.push(format!("log.level: {:?} is not a valid filter", self.log.level));
+            p.push(format!(
+                "log.level: {:?} is not a valid filter",
+                self.log.level
+            ));
         }
         p
     }

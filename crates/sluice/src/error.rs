@@ -16,10 +16,11 @@ pub mod code {
     pub const ER_NO_SUCH_THREAD: u16 = 1094;
     pub const ER_SERVER_SHUTDOWN: u16 = 1053;
     pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
-    pub const CR_CONN_HOST_ERROR: u16 = 2003;
-    pub const CR_SERVER_LOST: u16 = 2013;
-    pub const CR_SSL_CONNECTION_ERROR: u16 = 2026;
-    pub const CR_MALFORMED_PACKET: u16 = 2027;
+    /// Client libraries turn any 2000-2999 code a server sends into "malformed packet",
+    /// so failures towards backends use server-range codes.
+    pub const ER_CONNECT_TO_FOREIGN_DATA_SOURCE: u16 = 1429;
+    pub const ER_NET_READ_ERROR: u16 = 1158;
+    pub const ER_MALFORMED_PACKET: u16 = 1835;
     /// Same code ProxySQL uses for "no backend connection within the wait limit".
     pub const POOL_TIMEOUT: u16 = 9001;
 }
@@ -77,7 +78,9 @@ impl BackendError {
     pub fn retry_safe(&self) -> bool {
         matches!(
             self,
-            BackendError::Connect { .. } | BackendError::ConnectTimeout { .. } | BackendError::PoolTimeout { .. }
+            BackendError::Connect { .. }
+                | BackendError::ConnectTimeout { .. }
+                | BackendError::PoolTimeout { .. }
         )
     }
 
@@ -86,40 +89,50 @@ impl BackendError {
         match self {
             // The server's own refusal is passed through untouched.
             BackendError::Rejected { err, .. } => err.clone(),
-            BackendError::Connect { server, address, source } => ErrPacket::new(
-                code::CR_CONN_HOST_ERROR,
+            BackendError::Connect {
+                server,
+                address,
+                source,
+            } => ErrPacket::new(
+                code::ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
                 "HY000",
                 format!(
                     "Can't connect to server '{server}' on '{address}' ({})",
-                    source.raw_os_error().map_or_else(|| source.to_string(), |e| format!("{e} \"{source}\""))
+                    source
+                        .raw_os_error()
+                        .map_or_else(|| source.to_string(), |e| format!("{e} \"{source}\""))
                 ),
             ),
-            BackendError::ConnectTimeout { server, address, .. } => ErrPacket::new(
-                code::CR_CONN_HOST_ERROR,
+            BackendError::ConnectTimeout {
+                server, address, ..
+            } => ErrPacket::new(
+                code::ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
                 "HY000",
                 format!("Can't connect to server '{server}' on '{address}' (timed out)"),
             ),
             BackendError::Io { server, .. } => ErrPacket::new(
-                code::CR_SERVER_LOST,
-                "HY000",
+                code::ER_NET_READ_ERROR,
+                "08S01",
                 format!("Lost connection to server '{server}' during query"),
             ),
             BackendError::Protocol { server, .. } => ErrPacket::new(
-                code::CR_MALFORMED_PACKET,
+                code::ER_MALFORMED_PACKET,
                 "HY000",
                 format!("Malformed packet from server '{server}'"),
             ),
             BackendError::Tls { server, reason } => ErrPacket::new(
-                code::CR_SSL_CONNECTION_ERROR,
+                code::ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
                 "HY000",
                 format!("SSL connection error with server '{server}': {reason}"),
             ),
             e @ BackendError::PoolTimeout { .. } => {
                 ErrPacket::new(code::POOL_TIMEOUT, "HY000", format!("Sluice: {e}"))
             }
-            e @ BackendError::Unsupported { .. } => {
-                ErrPacket::new(code::CR_CONN_HOST_ERROR, "HY000", format!("Sluice: {e}"))
-            }
+            e @ BackendError::Unsupported { .. } => ErrPacket::new(
+                code::ER_CONNECT_TO_FOREIGN_DATA_SOURCE,
+                "HY000",
+                format!("Sluice: {e}"),
+            ),
         }
     }
 }

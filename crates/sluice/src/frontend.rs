@@ -125,9 +125,11 @@ impl Frontend {
                         Some(p) => RsaKey::load(p),
                         None => RsaKey::generate(),
                     };
-                    key.map_err(|e| tracing::error!(error = %e, "no RSA key for caching_sha2_password"))
-                        .ok()
-                        .map(Arc::new)
+                    key.map_err(
+                        |e| tracing::error!(error = %e, "no RSA key for caching_sha2_password"),
+                    )
+                    .ok()
+                    .map(Arc::new)
                 })
                 .clone()
         })

@@ -20,7 +20,11 @@ use tokio::sync::Semaphore;
 
 /// Builds the pools for `config`, reusing the pool of any server whose settings did not
 /// change so that its idle connections survive a reload.
-fn build_pools(config: &Config, stats: &Arc<Stats>, previous: Option<&Pools>) -> anyhow::Result<Pools> {
+fn build_pools(
+    config: &Config,
+    stats: &Arc<Stats>,
+    previous: Option<&Pools>,
+) -> anyhow::Result<Pools> {
     let mut servers = Vec::new();
     for s in &config.servers {
         let server = Server::from_config(s, config.pool.max_connections)
@@ -37,7 +41,9 @@ fn build_pools(config: &Config, stats: &Arc<Stats>, previous: Option<&Pools>) ->
                 })
                 .cloned()
         });
-        servers.push(reused.unwrap_or_else(|| ServerPool::new(Arc::new(server), config.pool.clone(), stats.clone())));
+        servers.push(reused.unwrap_or_else(|| {
+            ServerPool::new(Arc::new(server), config.pool.clone(), stats.clone())
+        }));
     }
     Ok(Pools::new(servers))
 }
@@ -50,7 +56,9 @@ async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
         for pool in &pools.servers {
             if let Some(hs) = probe(&pool.server, Duration::from_secs(2)).await {
                 let identity = Identity {
-                    version: announced.clone().unwrap_or_else(|| String::from_utf8_lossy(&hs.server_version).into_owned()),
+                    version: announced.clone().unwrap_or_else(|| {
+                        String::from_utf8_lossy(&hs.server_version).into_owned()
+                    }),
                     caps: hs.capabilities,
                     mariadb_caps: hs.mariadb_caps,
                     charset: hs.charset,
@@ -66,7 +74,11 @@ async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
 }
 
 /// Runs Sluice until SIGTERM or SIGINT, then drains.
-pub async fn run(config: Config, config_path: Option<PathBuf>, overrides: Overrides) -> anyhow::Result<()> {
+pub async fn run(
+    config: Config,
+    config_path: Option<PathBuf>,
+    overrides: Overrides,
+) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
     let pools = build_pools(&config, &stats, None)?;
     let rsa_path = config.listeners.iter().find_map(|l| l.rsa_key.clone());
@@ -90,14 +102,18 @@ pub async fn run(config: Config, config_path: Option<PathBuf>, overrides: Overri
 
     let (trigger, shutdown) = shutdown::channel();
     let drain = Drain::new();
-    let limit = Arc::new(Semaphore::new(config.limits.max_client_connections as usize));
+    let limit = Arc::new(Semaphore::new(
+        config.limits.max_client_connections as usize,
+    ));
     let mut accept_tasks = Vec::new();
     for l in &config.listeners {
         let listener = TcpListener::bind(&l.address)
             .await
             .with_context(|| format!("cannot listen on {}", l.address))?;
         let tls = match (&l.tls_cert, &l.tls_key) {
-            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(c, k)?)),
+            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
+                c, k,
+            )?)),
             _ => None,
         };
         tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "listening");
@@ -127,7 +143,10 @@ pub async fn run(config: Config, config_path: Option<PathBuf>, overrides: Overri
     for t in accept_tasks {
         let _ = t.await;
     }
-    if tokio::time::timeout(config.limits.shutdown_grace, drain.wait()).await.is_err() {
+    if tokio::time::timeout(config.limits.shutdown_grace, drain.wait())
+        .await
+        .is_err()
+    {
         tracing::warn!("shutdown grace period over; closing remaining sessions");
     }
     for (name, _, value) in stats.snapshot() {
@@ -138,7 +157,12 @@ pub async fn run(config: Config, config_path: Option<PathBuf>, overrides: Overri
 
 /// SIGHUP: reads the configuration again and swaps users and servers. Listener,
 /// limit and logging changes need a restart.
-fn reload(fe: &Arc<Frontend>, stats: &Arc<Stats>, path: Option<&std::path::Path>, overrides: &Overrides) {
+fn reload(
+    fe: &Arc<Frontend>,
+    stats: &Arc<Stats>,
+    path: Option<&std::path::Path>,
+    overrides: &Overrides,
+) {
     let Some(path) = path else {
         tracing::info!("SIGHUP: no configuration file to reload");
         return;
@@ -167,7 +191,11 @@ fn reload(fe: &Arc<Frontend>, stats: &Arc<Stats>, path: Option<&std::path::Path>
         }
     }
     fe.users.store(Arc::new(Users::from_config(&config.users)));
-    tracing::info!(users = config.users.len(), servers = config.servers.len(), "configuration reloaded");
+    tracing::info!(
+        users = config.users.len(),
+        servers = config.servers.len(),
+        "configuration reloaded"
+    );
 }
 
 async fn accept_loop(
@@ -200,7 +228,13 @@ async fn accept_loop(
             tokio::spawn(refuse(client));
             continue;
         };
-        let (fe, config, tls, shutdown, guard) = (fe.clone(), config.clone(), tls.clone(), shutdown.clone(), drain.clone());
+        let (fe, config, tls, shutdown, guard) = (
+            fe.clone(),
+            config.clone(),
+            tls.clone(),
+            shutdown.clone(),
+            drain.clone(),
+        );
         tokio::spawn(async move {
             let _permit = permit;
             let _guard = guard;

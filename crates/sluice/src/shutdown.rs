@@ -54,7 +54,10 @@ impl Drain {
 
     pub fn guard(&self) -> DrainGuard {
         DrainGuard {
-            _tx: self.tx.clone().expect("guards are handed out before waiting"),
+            _tx: self
+                .tx
+                .clone()
+                .expect("guards are handed out before waiting"),
         }
     }
 

@@ -39,7 +39,8 @@ pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::Serv
 /// The connector for a backend: verify against `ca` when `verify`, otherwise accept any
 /// certificate (encryption without authentication, as `--ssl` without verification does).
 pub fn client_config(ca: Option<&Path>, verify: bool) -> anyhow::Result<Arc<rustls::ClientConfig>> {
-    let builder = rustls::ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions()?;
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()?;
     let config = if verify {
         let mut roots = rustls::RootCertStore::empty();
         let ca = ca.context("tls_verify needs tls_ca")?;
@@ -84,7 +85,12 @@ impl ServerCertVerifier for AcceptAnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -93,7 +99,12 @@ impl ServerCertVerifier for AcceptAnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

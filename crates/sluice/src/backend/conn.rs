@@ -212,7 +212,8 @@ impl BackendConn {
         };
         let mut seq = first.last_seq.wrapping_add(1);
         if use_tls {
-            self.write_packet(seq, &response.ssl_request_payload()).await?;
+            self.write_packet(seq, &response.ssl_request_payload())
+                .await?;
             seq = seq.wrapping_add(1);
             self.start_tls().await?;
         }
@@ -240,8 +241,10 @@ impl BackendConn {
                     });
                 }
                 Some(wauth::AUTH_SWITCH) => {
-                    let (new_plugin, new_nonce) = wauth::parse_auth_switch(&p.payload)
-                        .ok_or_else(|| self.proto_err(ProtocolError::Malformed("auth switch request")))?;
+                    let (new_plugin, new_nonce) =
+                        wauth::parse_auth_switch(&p.payload).ok_or_else(|| {
+                            self.proto_err(ProtocolError::Malformed("auth switch request"))
+                        })?;
                     nonce = new_nonce;
                     let (chosen, data) = self.auth_data(&new_plugin, creds, &nonce);
                     if chosen != new_plugin {
@@ -259,7 +262,10 @@ impl BackendConn {
                         Some(wauth::SHA2_PERFORM_FULL_AUTH) => {
                             self.sha2_full_auth(creds, &nonce, next).await?;
                         }
-                        _ => return Err(self.proto_err(ProtocolError::Malformed("caching_sha2_password data"))),
+                        _ => {
+                            return Err(self
+                                .proto_err(ProtocolError::Malformed("caching_sha2_password data")))
+                        }
                     }
                 }
                 _ => return Err(self.proto_err(ProtocolError::Malformed("login response"))),
@@ -270,7 +276,12 @@ impl BackendConn {
 
     /// The plugin we answer with and its data. Unknown plugins are answered with
     /// `mysql_native_password`, which a server then switches away from or refuses.
-    fn auth_data(&self, plugin: &str, creds: &BackendCredentials, nonce: &[u8]) -> (String, Vec<u8>) {
+    fn auth_data(
+        &self,
+        plugin: &str,
+        creds: &BackendCredentials,
+        nonce: &[u8],
+    ) -> (String, Vec<u8>) {
         let pw = creds.password.0.as_bytes();
         match plugin {
             wauth::CACHING_SHA2_PASSWORD => (plugin.into(), wauth::sha2_scramble(pw, nonce)),
@@ -288,25 +299,33 @@ impl BackendConn {
 
     /// `caching_sha2_password` full authentication: the password in clear over TLS, or
     /// RSA-encrypted with the server's public key.
-    async fn sha2_full_auth(&mut self, creds: &BackendCredentials, nonce: &[u8], seq: u8) -> Result<(), BackendError> {
+    async fn sha2_full_auth(
+        &mut self,
+        creds: &BackendCredentials,
+        nonce: &[u8],
+        seq: u8,
+    ) -> Result<(), BackendError> {
         let pw = creds.password.0.as_bytes();
         if self.stream.is_tls() {
             let mut p = pw.to_vec();
             p.push(0);
             return self.write_packet(seq, &p).await;
         }
-        self.write_packet(seq, &[wauth::SHA2_REQUEST_PUBLIC_KEY]).await?;
+        self.write_packet(seq, &[wauth::SHA2_REQUEST_PUBLIC_KEY])
+            .await?;
         let key = self.read_packet().await?;
         if key.payload.first() != Some(&wauth::AUTH_MORE_DATA) {
             return Err(self.proto_err(ProtocolError::Malformed("public key response")));
         }
-        let encrypted = crate::auth::rsa_encrypt_password(&key.payload[1..], pw, nonce).map_err(|e| {
-            BackendError::Tls {
-                server: self.server.name.clone(),
-                reason: format!("RSA public key of the server: {e}"),
-            }
-        })?;
-        self.write_packet(key.last_seq.wrapping_add(1), &encrypted).await
+        let encrypted =
+            crate::auth::rsa_encrypt_password(&key.payload[1..], pw, nonce).map_err(|e| {
+                BackendError::Tls {
+                    server: self.server.name.clone(),
+                    reason: format!("RSA public key of the server: {e}"),
+                }
+            })?;
+        self.write_packet(key.last_seq.wrapping_add(1), &encrypted)
+            .await
     }
 
     async fn start_tls(&mut self) -> Result<(), BackendError> {
@@ -314,9 +333,17 @@ impl BackendConn {
             server: self.server.name.clone(),
             reason,
         };
-        let config = self.server.tls_config.clone().ok_or_else(|| tls_err("no TLS configuration".into()))?;
-        let name = crate::tls::server_name(&self.server.address).map_err(|e| tls_err(e.to_string()))?;
-        let tcp = self.stream.take_plain().ok_or_else(|| tls_err("already encrypted".into()))?;
+        let config = self
+            .server
+            .tls_config
+            .clone()
+            .ok_or_else(|| tls_err("no TLS configuration".into()))?;
+        let name =
+            crate::tls::server_name(&self.server.address).map_err(|e| tls_err(e.to_string()))?;
+        let tcp = self
+            .stream
+            .take_plain()
+            .ok_or_else(|| tls_err("already encrypted".into()))?;
         let tls = tokio_rustls::TlsConnector::from(config)
             .connect(name, tcp)
             .await
@@ -327,11 +354,16 @@ impl BackendConn {
 
     /// Sends a one-packet command Sluice issues itself and returns the single-packet
     /// response (OK or ERR), updating the status flags.
-    pub async fn simple_command(&mut self, payload: &[u8]) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+    pub async fn simple_command(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
         self.write_packet(0, payload).await?;
         let p = self.read_packet().await?;
         match p.payload.first() {
-            Some(&ERR_HEADER) => Ok(Err(ErrPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?)),
+            Some(&ERR_HEADER) => Ok(Err(
+                ErrPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?
+            )),
             _ => {
                 let ok = OkPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?;
                 self.status = ok.status;
@@ -343,7 +375,10 @@ impl BackendConn {
     /// COM_RESET_CONNECTION: rolls back, drops temporary tables and locks, resets session
     /// variables and prepared statements, keeping the login.
     pub async fn reset(&mut self) -> Result<bool, BackendError> {
-        Ok(self.simple_command(&[Command::ResetConnection as u8]).await?.is_ok())
+        Ok(self
+            .simple_command(&[Command::ResetConnection as u8])
+            .await?
+            .is_ok())
     }
 
     /// COM_INIT_DB; the server's error (unknown database...) is returned as is.
@@ -360,7 +395,10 @@ impl BackendConn {
 
     /// Runs a query Sluice issues itself and returns the first column of the first row
     /// of its result (`None` for SQL NULL or no rows).
-    pub async fn query_scalar(&mut self, sql: &str) -> Result<Result<Option<Vec<u8>>, ErrPacket>, BackendError> {
+    pub async fn query_scalar(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Option<Vec<u8>>, ErrPacket>, BackendError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(sql.as_bytes());
@@ -370,7 +408,9 @@ impl BackendConn {
         loop {
             let p = self.read_packet().await?;
             let head = &p.payload[..p.payload.len().min(HEAD_NEEDED)];
-            let step = tracker.feed(head, p.payload.len()).map_err(|e| self.proto_err(e))?;
+            let step = tracker
+                .feed(head, p.payload.len())
+                .map_err(|e| self.proto_err(e))?;
             packets.push(p.payload);
             match step {
                 Step::Continue => {}
@@ -381,7 +421,9 @@ impl BackendConn {
                     break;
                 }
                 Step::LocalInfile => {
-                    return Err(self.proto_err(ProtocolError::Malformed("unexpected LOCAL INFILE request")))
+                    return Err(
+                        self.proto_err(ProtocolError::Malformed("unexpected LOCAL INFILE request"))
+                    )
                 }
             }
         }
@@ -410,7 +452,10 @@ impl BackendConn {
 }
 
 /// The first value of the first row of a text result, or the server's error.
-fn first_value(packets: &[Bytes], caps: CapabilityFlags) -> Result<Result<Option<Vec<u8>>, ErrPacket>, ProtocolError> {
+fn first_value(
+    packets: &[Bytes],
+    caps: CapabilityFlags,
+) -> Result<Result<Option<Vec<u8>>, ErrPacket>, ProtocolError> {
     let Some(first) = packets.first() else {
         return Err(ProtocolError::Malformed("empty response"));
     };

@@ -117,8 +117,14 @@ impl ServerPool {
 
     /// Leases a connection for `key` whose default schema is `schema`: an idle one if a
     /// healthy one exists, else a new one, waiting up to the acquire timeout for room.
-    pub async fn lease(self: &Arc<Self>, key: &PoolKey, schema: Option<&[u8]>) -> Result<PooledConn, BackendError> {
-        self.warm.lock().insert(key.clone(), schema.map(<[u8]>::to_vec));
+    pub async fn lease(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<PooledConn, BackendError> {
+        self.warm
+            .lock()
+            .insert(key.clone(), schema.map(<[u8]>::to_vec));
         let deadline = Instant::now() + self.cfg.acquire_timeout;
         loop {
             if let Some(idle) = self.take_idle(key, schema) {
@@ -129,7 +135,9 @@ impl ServerPool {
                 Err(_) => {
                     // Full: an idle connection of another kind gives its place up.
                     self.evict_one_idle();
-                    let wait = deadline.saturating_duration_since(Instant::now()).min(Duration::from_millis(50));
+                    let wait = deadline
+                        .saturating_duration_since(Instant::now())
+                        .min(Duration::from_millis(50));
                     tokio::time::timeout(wait, self.permits.clone().acquire_owned())
                         .await
                         .ok()
@@ -151,7 +159,12 @@ impl ServerPool {
         }
     }
 
-    fn wrap(self: &Arc<Self>, key: &PoolKey, conn: BackendConn, permit: OwnedSemaphorePermit) -> PooledConn {
+    fn wrap(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        conn: BackendConn,
+        permit: OwnedSemaphorePermit,
+    ) -> PooledConn {
         PooledConn {
             conn: Some(conn),
             permit: Some(permit),
@@ -161,7 +174,11 @@ impl ServerPool {
         }
     }
 
-    async fn open(&self, key: &PoolKey, schema: Option<&[u8]>) -> Result<BackendConn, BackendError> {
+    async fn open(
+        &self,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<BackendConn, BackendError> {
         let connect = BackendConn::connect(self.server.clone(), &key.creds, &key.params, schema);
         let result = match tokio::time::timeout(self.cfg.connect_timeout, connect).await {
             Ok(r) => r,
@@ -212,7 +229,12 @@ impl ServerPool {
     }
 
     /// Cleans a returned connection and keeps it idle, or closes it when cleaning fails.
-    async fn give_back(self: Arc<Self>, key: PoolKey, mut conn: BackendConn, permit: OwnedSemaphorePermit) {
+    async fn give_back(
+        self: Arc<Self>,
+        key: PoolKey,
+        mut conn: BackendConn,
+        permit: OwnedSemaphorePermit,
+    ) {
         let clean = async {
             if !conn.reset().await? {
                 return Ok::<bool, BackendError>(false);
@@ -249,7 +271,9 @@ impl ServerPool {
             for list in idle.values_mut() {
                 let mut i = 0;
                 while i < list.len() {
-                    if list[i].since.elapsed() > self.cfg.idle_timeout || !list[i].conn.looks_healthy() {
+                    if list[i].since.elapsed() > self.cfg.idle_timeout
+                        || !list[i].conn.looks_healthy()
+                    {
                         out.push(list.swap_remove(i));
                     } else {
                         i += 1;
@@ -262,7 +286,12 @@ impl ServerPool {
         if self.cfg.min_idle == 0 {
             return;
         }
-        let warm: Vec<(PoolKey, Option<Vec<u8>>)> = self.warm.lock().iter().map(|(k, s)| (k.clone(), s.clone())).collect();
+        let warm: Vec<(PoolKey, Option<Vec<u8>>)> = self
+            .warm
+            .lock()
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
         for (key, schema) in warm {
             let have = self.idle.lock().get(&key).map_or(0, Vec::len);
             for _ in have..self.cfg.min_idle as usize {
@@ -311,7 +340,11 @@ impl Pools {
 
     /// Leases from the next server in turn; on an error that proves nothing was sent
     /// (connect failure, pool timeout), tries the others before giving up.
-    pub async fn lease(&self, key: &PoolKey, schema: Option<&[u8]>) -> Result<PooledConn, BackendError> {
+    pub async fn lease(
+        &self,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<PooledConn, BackendError> {
         let n = self.servers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;

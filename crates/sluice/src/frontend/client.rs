@@ -67,7 +67,8 @@ impl ClientConn {
 
     /// Skips one logical packet without keeping it (for refused commands of any size).
     pub async fn skip_packet(&mut self) -> Result<u8, SessionError> {
-        let mut span = sluice_wire::tracker::RequestSpan::new(Header::parse(&self.rbuf).map_or(0, |h| h.seq));
+        let mut span =
+            sluice_wire::tracker::RequestSpan::new(Header::parse(&self.rbuf).map_or(0, |h| h.seq));
         loop {
             let (n, done) = span.scan(&self.rbuf)?;
             self.rbuf.advance(n);
@@ -94,6 +95,7 @@ impl ClientConn {
     }
 
     pub async fn write_ok(&mut self, seq: u8, ok: &OkPacket) -> std::io::Result<()> {
-        self.write_packet(seq, &ok_payload(ok, self.caps, OK_HEADER)).await
+        self.write_packet(seq, &ok_payload(ok, self.caps, OK_HEADER))
+            .await
     }
 }

@@ -26,9 +26,15 @@ pub struct LoggedIn {
 
 /// How an authentication exchange ended.
 pub enum AuthOutcome {
-    Accepted { user: Arc<User>, next_seq: u8 },
+    Accepted {
+        user: Arc<User>,
+        next_seq: u8,
+    },
     /// Refused; the error has been prepared but not sent.
-    Refused { err: ErrPacket, next_seq: u8 },
+    Refused {
+        err: ErrPacket,
+        next_seq: u8,
+    },
 }
 
 pub fn access_denied(user: &[u8], client: &ClientConn, used_password: bool) -> ErrPacket {
@@ -70,7 +76,11 @@ pub async fn login(
     let limit = fe.limits.max_decoded_packet;
     let mut packet = client.read_packet(limit).await?;
     if packet.seq != 1 {
-        return Err(ProtocolError::Sequence { got: packet.seq, expected: 1 }.into());
+        return Err(ProtocolError::Sequence {
+            got: packet.seq,
+            expected: 1,
+        }
+        .into());
     }
     let (prefix_caps, _, _, _) = HandshakeResponse::parse_prefix(&packet.payload)?;
     if packet.payload.len() == SSL_REQUEST_LEN && prefix_caps.contains(CapabilityFlags::SSL) {
@@ -80,18 +90,30 @@ pub async fn login(
         let Some(tcp) = client.stream.take_plain() else {
             return Err(ProtocolError::Malformed("TLS requested twice").into());
         };
-        if !client.rbuf.is_empty() {
-            // Bytes after the SSL request would be TLS records we already swallowed.
-            return Err(ProtocolError::Malformed("data after SSL request").into());
-        }
+        // Clients send their TLS ClientHello right behind the SSL request without waiting,
+        // so part of it may already sit in our buffer: hand it to rustls first.
+        let early = client.rbuf.split();
         let stream = acceptor
-            .accept(tcp)
+            .accept_with(tcp, |tls| {
+                let mut rest = &early[..];
+                while !rest.is_empty() {
+                    if tls.read_tls(&mut rest).is_err() {
+                        break;
+                    }
+                    // A bad record fails the handshake that follows; nothing to do here.
+                    let _ = tls.process_new_packets();
+                }
+            })
             .await
             .map_err(|e| SessionError::ClientTls(e.to_string()))?;
         client.stream = Stream::Accepted(Box::new(stream));
         packet = client.read_packet(limit).await?;
         if packet.seq != 2 {
-            return Err(ProtocolError::Sequence { got: packet.seq, expected: 2 }.into());
+            return Err(ProtocolError::Sequence {
+                got: packet.seq,
+                expected: 2,
+            }
+            .into());
         }
     }
     let response = HandshakeResponse::parse(&packet.payload)?;
@@ -161,7 +183,9 @@ pub async fn authenticate(
     force_switch: bool,
 ) -> Result<AuthOutcome, SessionError> {
     let limit = fe.limits.max_decoded_packet;
-    let user = std::str::from_utf8(username).ok().and_then(|n| fe.users.load().get(n));
+    let user = std::str::from_utf8(username)
+        .ok()
+        .and_then(|n| fe.users.load().get(n));
     let Some(user) = user else {
         return Ok(AuthOutcome::Refused {
             err: access_denied(username, client, !data.is_empty()),
@@ -169,8 +193,12 @@ pub async fn authenticate(
         });
     };
     let mut nonce = nonce.to_vec();
-    if force_switch || client_plugin != user.plugin.name() || !client.caps.contains(CapabilityFlags::PLUGIN_AUTH) {
-        if !client.caps.contains(CapabilityFlags::PLUGIN_AUTH) && user.plugin != AuthPlugin::Native {
+    if force_switch
+        || client_plugin != user.plugin.name()
+        || !client.caps.contains(CapabilityFlags::PLUGIN_AUTH)
+    {
+        if !client.caps.contains(CapabilityFlags::PLUGIN_AUTH) && user.plugin != AuthPlugin::Native
+        {
             return Ok(AuthOutcome::Refused {
                 err: access_denied(username, client, !data.is_empty()),
                 next_seq: seq,
@@ -207,7 +235,10 @@ pub async fn authenticate(
         },
     };
     if accepted {
-        Ok(AuthOutcome::Accepted { user, next_seq: seq })
+        Ok(AuthOutcome::Accepted {
+            user,
+            next_seq: seq,
+        })
     } else {
         Ok(AuthOutcome::Refused {
             err: access_denied(username, client, used_password),

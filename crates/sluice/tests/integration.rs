@@ -1,0 +1,37 @@
+//! End-to-end tests: real `mariadbd` servers, the real `sluice` binary, and real clients
+//! (the `mariadb` CLI, sysbench, PyMySQL, mysql2, and a raw protocol socket). Wherever a
+//! result can be compared, the same thing is run directly against MariaDB and through
+//! Sluice, and the two must match.
+//!
+//! One binary with a shared harness ([`support`]); one module per topic.
+
+mod support;
+
+#[path = "integration/auth.rs"]
+mod auth;
+#[path = "integration/bad_input.rs"]
+mod bad_input;
+#[path = "integration/check_config.rs"]
+mod check_config;
+#[path = "integration/commands.rs"]
+mod commands;
+#[path = "integration/compat.rs"]
+mod compat;
+#[path = "integration/drivers.rs"]
+mod drivers;
+#[path = "integration/errors.rs"]
+mod errors;
+#[path = "integration/failures.rs"]
+mod failures;
+#[path = "integration/harness.rs"]
+mod harness;
+#[path = "integration/large_packets.rs"]
+mod large_packets;
+#[path = "integration/lifecycle.rs"]
+mod lifecycle;
+#[path = "integration/proxy_paths.rs"]
+mod proxy_paths;
+#[path = "integration/sysbench.rs"]
+mod sysbench;
+#[path = "integration/tls.rs"]
+mod tls;

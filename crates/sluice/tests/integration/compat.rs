@@ -1,0 +1,61 @@
+//! The `mariadb` CLI running the compatibility batch (tests/sql/compat.sql) prints the
+//! same thing, byte for byte, directly and through Sluice.
+
+use std::time::Duration;
+
+use crate::support::{
+    first_difference, fresh_database, repo_root, shared_server, Client, Config, Sluice,
+};
+
+const DATABASE: &str = "sluice_compat";
+
+#[test]
+fn compat_sql_batch_matches_direct() {
+    let path = repo_root().join("tests/sql/compat.sql");
+    let script = std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (the compatibility batch belongs there)",
+            path.display()
+        )
+    });
+    let server = shared_server();
+    let sluice = Sluice::start(&Config::for_server(server));
+
+    // Sequentially, each into a freshly created database of the same name, so that the
+    // two runs see identical starting states.
+    let run = |port: u16| {
+        fresh_database(server, DATABASE);
+        Client::native(port)
+            .database(DATABASE)
+            .args(["--batch", "--force", "--show-warnings"])
+            .stdin(script.clone())
+            .timeout(Duration::from_secs(120))
+            .run()
+    };
+    let direct = run(server.port());
+    let proxied = run(sluice.port());
+
+    // Guard against a vacuous pass: the batch must have produced output and its
+    // deliberate errors.
+    assert!(
+        direct.stdout.lines().count() > 20,
+        "direct run printed little:\n{direct:?}"
+    );
+    assert!(
+        direct.stderr.contains("ERROR"),
+        "direct run reported no errors:\n{direct:?}"
+    );
+    assert_eq!(
+        direct.stderr,
+        proxied.stderr,
+        "stderr differs: {}",
+        first_difference(&direct.stderr, &proxied.stderr)
+    );
+    assert_eq!(
+        direct.stdout,
+        proxied.stdout,
+        "stdout differs: {}",
+        first_difference(&direct.stdout, &proxied.stdout)
+    );
+    assert_eq!(direct.code, proxied.code);
+}

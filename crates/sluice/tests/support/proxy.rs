@@ -1,0 +1,462 @@
+//! The `sluice` binary under test: its TOML configuration and a process handle.
+//!
+//! The process runs next to a small watchdog (a shell reading a pipe from us) that sends
+//! it SIGTERM, then SIGKILL, and deletes its temporary directory when the test process
+//! exits or dies, so no proxy outlives the tests however they end.
+
+use std::ffi::OsString;
+use std::fs;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sluice::sandbox::{self, free_port, MariaDb};
+
+/// The binary built from this package.
+pub const SLUICE_BIN: &str = env!("CARGO_BIN_EXE_sluice");
+
+/// How long Sluice may take to accept TCP connections after it starts.
+const LISTEN_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Sluice's configuration file, as the tests write it. Optional fields left `None` are
+/// omitted, so Sluice's own defaults apply.
+#[derive(Debug, Clone, Serialize)]
+pub struct Config {
+    pub log: Log,
+    pub listeners: Vec<Listener>,
+    pub users: Vec<User>,
+    pub servers: Vec<Server>,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub pool: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub limits: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub protocol: toml::Table,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Log {
+    pub format: String,
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Listener {
+    pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub require_tls: Option<bool>,
+    /// Plugin named in the greeting ("mysql_native_password" or "caching_sha2_password").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_auth_plugin: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct User {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth_plugin: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend_password: Option<String>,
+}
+
+impl User {
+    /// A user whose name and password are the backend's too.
+    pub fn native(name: &str, password: &str) -> User {
+        User {
+            name: name.to_owned(),
+            password: Some(password.to_owned()),
+            password_hash: None,
+            auth_plugin: Some("mysql_native_password".to_owned()),
+            backend_user: None,
+            backend_password: None,
+        }
+    }
+
+    /// A caching_sha2_password user of Sluice that logs in to the backend as
+    /// [`super::NATIVE_USER`].
+    pub fn sha2(name: &str, password: &str) -> User {
+        User {
+            auth_plugin: Some("caching_sha2_password".to_owned()),
+            backend_user: Some(super::NATIVE_USER.to_owned()),
+            backend_password: Some(super::NATIVE_PASSWORD.to_owned()),
+            ..User::native(name, password)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Server {
+    pub name: String,
+    pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ca: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_verify: Option<bool>,
+}
+
+impl Config {
+    /// One plain listener on a free port, the backend `backend` as server "db1", and the
+    /// users [`super::NATIVE_USER`] and [`super::OTHER_USER`] passed through as they are.
+    pub fn new(backend: SocketAddr) -> Config {
+        Config {
+            log: Log {
+                format: "text".to_owned(),
+                level: "info".to_owned(),
+            },
+            listeners: vec![Listener {
+                address: format!("127.0.0.1:{}", free_port()),
+                tls_cert: None,
+                tls_key: None,
+                require_tls: None,
+                default_auth_plugin: None,
+            }],
+            users: vec![
+                User::native(super::NATIVE_USER, super::NATIVE_PASSWORD),
+                User::native(super::OTHER_USER, super::OTHER_PASSWORD),
+            ],
+            servers: vec![Server {
+                name: "db1".to_owned(),
+                address: backend.to_string(),
+                max_connections: None,
+                tls: None,
+                tls_ca: None,
+                tls_verify: None,
+            }],
+            pool: toml::Table::new(),
+            limits: toml::Table::new(),
+            protocol: toml::Table::new(),
+        }
+    }
+
+    /// [`Config::new`] in front of a sandbox server.
+    pub fn for_server(backend: &MariaDb) -> Config {
+        Config::new(backend.addr())
+    }
+
+    pub fn user(mut self, user: User) -> Config {
+        self.users.push(user);
+        self
+    }
+
+    /// Serve TLS to clients with these files.
+    pub fn listener_tls(mut self, tls: &sandbox::TlsFiles, require: bool) -> Config {
+        let listener = &mut self.listeners[0];
+        listener.tls_cert = Some(tls.server_cert.clone());
+        listener.tls_key = Some(tls.server_key.clone());
+        listener.require_tls = Some(require);
+        self
+    }
+
+    /// Set `[limits] key = value` ("3s"-style durations are strings).
+    pub fn limit(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.limits.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Set `[pool] key = value`.
+    pub fn pool(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.pool.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// The listener's port.
+    pub fn port(&self) -> u16 {
+        self.listeners[0]
+            .address
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .expect("the first listener has a port")
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("the config serializes")
+    }
+
+    /// Write the configuration to `path`.
+    pub fn write(&self, path: &Path) {
+        fs::write(path, self.to_toml())
+            .unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    }
+}
+
+/// A running `sluice` process. Dropping it stops it (SIGTERM, then SIGKILL after 5 s).
+pub struct Sluice {
+    child: Child,
+    /// Our end of the watchdog's pipe: a "forget" line means the process has exited and
+    /// been waited for; closing it otherwise means "kill it".
+    watchdog_stdin: Option<ChildStdin>,
+    watchdog: Child,
+    port: u16,
+    dir: tempfile::TempDir,
+    status: Option<ExitStatus>,
+}
+
+impl Sluice {
+    /// `sluice serve --config FILE` with `config` written to a temporary file; returns
+    /// once its listener accepts TCP connections.
+    #[track_caller]
+    pub fn start(config: &Config) -> Sluice {
+        let mut config = config.clone();
+        // The listener's free port can be taken by another process before Sluice binds
+        // it; a new port is then tried, while the log of the failure is kept for
+        // debugging if every attempt fails.
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            let dir = tempfile::Builder::new()
+                .prefix("sluice-test-")
+                .tempdir()
+                .expect("creating a temp dir");
+            let path = dir.path().join("sluice.toml");
+            config.write(&path);
+            let args = vec![OsString::from("serve"), "--config".into(), path.into()];
+            match Sluice::spawn_in(dir, args, config.port()) {
+                Ok(sluice) => return sluice,
+                Err((log, port_taken)) => {
+                    failures.push(log);
+                    if !port_taken {
+                        break;
+                    }
+                    config.listeners[0].address = format!("127.0.0.1:{}", free_port());
+                }
+            }
+        }
+        panic!(
+            "sluice did not start listening:\n{}\nconfig:\n{}",
+            failures.join("\n---\n"),
+            config.to_toml()
+        );
+    }
+
+    /// `sluice` with arbitrary arguments (for example `serve --listen ...`) that should
+    /// make it listen on 127.0.0.1:`port`.
+    #[track_caller]
+    pub fn start_with_args(args: &[&str], port: u16) -> Sluice {
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-test-")
+            .tempdir()
+            .expect("creating a temp dir");
+        let os_args = args.iter().map(OsString::from).collect();
+        match Sluice::spawn_in(dir, os_args, port) {
+            Ok(sluice) => sluice,
+            Err((log, _)) => panic!("sluice {args:?} did not start listening:\n{log}"),
+        }
+    }
+
+    /// Spawn and wait for the listener; on failure, the log and whether the port was
+    /// taken.
+    fn spawn_in(
+        dir: tempfile::TempDir,
+        args: Vec<OsString>,
+        port: u16,
+    ) -> Result<Sluice, (String, bool)> {
+        let log_path = dir.path().join("sluice.log");
+        let log = fs::File::create(&log_path).expect("creating the log file");
+        let child = Command::new(SLUICE_BIN)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("cloning a file handle"))
+            .stderr(log)
+            // Own process group: signals sent to the test runner's terminal are not for it.
+            .process_group(0)
+            .spawn()
+            .expect("starting sluice");
+        let watchdog = Command::new("bash")
+            .args([
+                "-c",
+                r#"read -r line || true
+                   [ "$line" = forget ] && exit 0
+                   kill -TERM "$1" 2>/dev/null
+                   for ((i = 0; i < 50; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+                   kill -KILL "$1" 2>/dev/null
+                   rm -rf -- "$2""#,
+                "sluice-test-watchdog",
+                &child.id().to_string(),
+            ])
+            .arg(dir.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("starting the watchdog");
+        let mut sluice = Sluice {
+            child,
+            watchdog_stdin: None,
+            watchdog,
+            port,
+            dir,
+            status: None,
+        };
+        sluice.watchdog_stdin = sluice.watchdog.stdin.take();
+
+        let deadline = Instant::now() + LISTEN_TIMEOUT;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        loop {
+            if let Some(status) = sluice.try_status() {
+                let log = format!(
+                    "sluice exited with {status} before listening:\n{}",
+                    sluice.log()
+                );
+                let port_taken = log.contains("in use");
+                return Err((log, port_taken));
+            }
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return Ok(sluice);
+            }
+            if Instant::now() >= deadline {
+                let log = format!(
+                    "sluice not listening on {addr} after {LISTEN_TIMEOUT:?}:\n{}",
+                    sluice.log()
+                );
+                return Err((log, false));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The directory holding the config file and the log.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The config file given with `--config`, for rewriting before a SIGHUP.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("sluice.toml")
+    }
+
+    /// Everything Sluice has printed so far (stdout and stderr).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("sluice.log")).unwrap_or_default()
+    }
+
+    /// Send a signal by name ("TERM", "HUP", "KILL", ...).
+    #[track_caller]
+    pub fn signal(&self, signal: &str) {
+        assert!(
+            self.status.is_none(),
+            "sluice already exited; cannot send SIG{signal}"
+        );
+        sandbox::send_signal(self.pid(), signal).expect("sending a signal to sluice");
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.try_status().is_none()
+    }
+
+    /// Panic with the log unless the process is still running.
+    #[track_caller]
+    pub fn assert_running(&mut self) {
+        if let Some(status) = self.try_status() {
+            panic!(
+                "sluice exited unexpectedly with {status}; log:\n{}",
+                self.log()
+            );
+        }
+    }
+
+    fn try_status(&mut self) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status = self.child.try_wait().expect("polling sluice");
+            if self.status.is_some() {
+                self.forget_watchdog();
+            }
+        }
+        self.status
+    }
+
+    /// Wait for the process to exit by itself, at most `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.status.is_none() {
+            self.status =
+                sandbox::wait_child(&mut self.child, timeout).expect("waiting for sluice");
+            if self.status.is_some() {
+                self.forget_watchdog();
+            }
+        }
+        self.status
+    }
+
+    /// SIGTERM, then wait up to 30 s (SIGKILL after that); the exit status.
+    pub fn stop(&mut self) -> ExitStatus {
+        if self.try_status().is_none() {
+            let _ = sandbox::send_signal(self.pid(), "TERM");
+            if self.wait_exit(Duration::from_secs(30)).is_none() {
+                let _ = self.child.kill();
+                self.status = Some(self.child.wait().expect("waiting for sluice"));
+                self.forget_watchdog();
+            }
+        }
+        self.status.expect("sluice has exited")
+    }
+
+    /// The process has been waited for, so its pid may be reused: the watchdog must not
+    /// signal it any more.
+    fn forget_watchdog(&mut self) {
+        if let Some(mut stdin) = self.watchdog_stdin.take() {
+            let _ = stdin.write_all(b"forget\n");
+        }
+        let _ = self.watchdog.wait();
+    }
+}
+
+impl Drop for Sluice {
+    fn drop(&mut self) {
+        if self.try_status().is_none() {
+            let _ = sandbox::send_signal(self.pid(), "TERM");
+            if self.wait_exit(Duration::from_secs(5)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                self.forget_watchdog();
+            }
+        }
+    }
+}
+
+/// `sluice ARGS...` run to completion (at most 30 s): exit code, stdout, stderr.
+#[track_caller]
+pub fn run_sluice(args: &[&str]) -> super::CliOutput {
+    let child = Command::new(SLUICE_BIN)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting sluice");
+    super::cli::finish(
+        child,
+        Vec::new(),
+        Duration::from_secs(30),
+        &format!("sluice {args:?}"),
+    )
+}
