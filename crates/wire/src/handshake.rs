@@ -193,8 +193,9 @@ impl HandshakeResponse {
             charset,
             username,
             auth_response,
+            // Empty means "not given" for both, as servers read them.
             database: database.filter(|d| !d.is_empty()),
-            auth_plugin,
+            auth_plugin: auth_plugin.filter(|p| !p.is_empty()),
             attributes,
         })
     }
@@ -209,9 +210,16 @@ impl HandshakeResponse {
             .contains(CapabilityFlags::PLUGIN_AUTH_LENENC_CLIENT_DATA)
         {
             put_lenenc_bytes(&mut b, &self.auth_response);
-        } else {
+        } else if self
+            .capabilities
+            .contains(CapabilityFlags::SECURE_CONNECTION)
+        {
             b.put_u8(self.auth_response.len() as u8);
             b.put_slice(&self.auth_response);
+        } else {
+            // Old clients: NUL-terminated (found by the handshake fuzz target).
+            b.put_slice(&self.auth_response);
+            b.put_u8(0);
         }
         if self.capabilities.contains(CapabilityFlags::CONNECT_WITH_DB) {
             b.put_slice(self.database.as_deref().unwrap_or_default());
@@ -383,6 +391,24 @@ mod tests {
             HandshakeResponse::parse(&mariadb.payload()).unwrap(),
             mariadb
         );
+    }
+
+    #[test]
+    fn response_without_secure_connection_round_trips() {
+        let r = HandshakeResponse {
+            capabilities: CapabilityFlags(
+                CapabilityFlags::PROTOCOL_41 | CapabilityFlags::LONG_PASSWORD,
+            ),
+            mariadb_caps: 0,
+            max_packet: 0,
+            charset: 0,
+            username: vec![1, 2],
+            auth_response: b"pw".to_vec(),
+            database: None,
+            auth_plugin: None,
+            attributes: Vec::new(),
+        };
+        assert_eq!(HandshakeResponse::parse(&r.payload()).unwrap(), r);
     }
 
     #[test]
