@@ -29,6 +29,8 @@ mod harness;
 mod large_packets;
 #[path = "integration/lifecycle.rs"]
 mod lifecycle;
+#[path = "integration/pool.rs"]
+mod pool;
 #[path = "integration/proxy_paths.rs"]
 mod proxy_paths;
 #[path = "integration/sysbench.rs"]
