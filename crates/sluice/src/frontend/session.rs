@@ -445,11 +445,7 @@ impl Session {
         let _ = header;
         let seq = self.client.skip_packet().await?;
         let Some(target) = target else {
-            let err = ErrPacket::new(
-                code::ER_NO_SUCH_THREAD,
-                "HY000",
-                format!("Unknown thread id: {id}"),
-            );
+            let err = unknown_thread(id);
             self.client.write_err(seq, &err).await?;
             return Ok(true);
         };
@@ -475,11 +471,7 @@ impl Session {
                 .iter()
                 .find(|p| p.server.name == target.server)
             else {
-                let err = ErrPacket::new(
-                    code::ER_NO_SUCH_THREAD,
-                    "HY000",
-                    format!("Unknown thread id: {id}"),
-                );
+                let err = unknown_thread(id);
                 self.client.write_err(seq, &err).await?;
                 return Ok(true);
             };
@@ -494,11 +486,7 @@ impl Session {
             Ok(Err(err)) => {
                 // The server names its own thread id; the client knows ours.
                 let err = if err.code == code::ER_NO_SUCH_THREAD {
-                    ErrPacket::new(
-                        code::ER_NO_SUCH_THREAD,
-                        "HY000",
-                        format!("Unknown thread id: {id}"),
-                    )
+                    unknown_thread(id)
                 } else {
                     err
                 };
@@ -574,4 +562,13 @@ impl ClientConn {
         use tokio::io::AsyncWriteExt;
         self.stream.flush().await
     }
+}
+
+/// MySQL's answer to KILL of a connection id it does not know.
+fn unknown_thread(id: u32) -> ErrPacket {
+    ErrPacket::new(
+        code::ER_NO_SUCH_THREAD,
+        "HY000",
+        format!("Unknown thread id: {id}"),
+    )
 }
