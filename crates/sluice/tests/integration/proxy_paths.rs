@@ -307,3 +307,36 @@ fn load_data_local_infile_follows_configuration() {
         "same refusal as a client without local infile"
     );
 }
+
+/// mysqlslap's generated mixed load (it creates, fills, queries and drops its own
+/// schema) runs through Sluice without an error.
+#[test]
+fn mysqlslap_mixed_load_runs_through_sluice() {
+    let sluice = Sluice::start(&Config::for_server(shared_server()));
+    let out = Command::new("mysqlslap")
+        .args([
+            "--no-defaults",
+            "-h127.0.0.1",
+            &format!("-P{}", sluice.port()),
+            &format!("-u{NATIVE_USER}"),
+            &format!("-p{NATIVE_PASSWORD}"),
+            "--create-schema=slap_through_sluice",
+            "--auto-generate-sql",
+            "--auto-generate-sql-load-type=mixed",
+            "--concurrency=8",
+            "--number-of-queries=800",
+            "--iterations=2",
+        ])
+        .output()
+        .expect("running mysqlslap");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "mysqlslap failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Number of clients running queries: 8"),
+        "{stdout}"
+    );
+}
