@@ -689,6 +689,10 @@ impl MariaDb {
         let port = free_port();
         let error_log = datadir.join("error.log");
         let out = root.path().join("mariadbd.out");
+        // A private tmpdir: servers sharing the machine's /tmp have lost their internal
+        // temporary-table files to whatever else cleans it.
+        let tmpdir = root.path().join("tmp");
+        std::fs::create_dir_all(&tmpdir)?;
 
         let mut args: Vec<OsString> = vec!["--no-defaults".into()];
         args.extend(user_args());
@@ -697,6 +701,7 @@ impl MariaDb {
                 format!("--datadir={}", datadir.display()),
                 format!("--socket={}", socket.display()),
                 format!("--pid-file={}", root.path().join("mariadbd.pid").display()),
+                format!("--tmpdir={}", tmpdir.display()),
                 format!("--port={port}"),
                 "--bind-address=127.0.0.1".into(),
                 "--skip-name-resolve".into(),
