@@ -162,30 +162,13 @@ impl HandshakeResponse {
         let (capabilities, mariadb_caps, max_packet, charset) = Self::parse_prefix(payload)?;
         let mut r = Reader::new(&payload[SSL_REQUEST_LEN..]);
         let username = r.null_terminated("username")?.to_vec();
-        let auth_response =
-            if capabilities.contains(CapabilityFlags::PLUGIN_AUTH_LENENC_CLIENT_DATA) {
-                r.lenenc_bytes("auth response")?.to_vec()
-            } else if capabilities.contains(CapabilityFlags::SECURE_CONNECTION) {
-                let n = r.u8("auth response length")? as usize;
-                r.take(n, "auth response")?.to_vec()
-            } else {
-                r.null_terminated("auth response")?.to_vec()
-            };
+        let auth_response = parse_auth_response(&mut r, capabilities)?;
         let database = if capabilities.contains(CapabilityFlags::CONNECT_WITH_DB) && !r.is_empty() {
             Some(r.null_terminated("database")?.to_vec())
         } else {
             None
         };
-        let auth_plugin = if capabilities.contains(CapabilityFlags::PLUGIN_AUTH) && !r.is_empty() {
-            Some(r.null_terminated("auth plugin")?.to_vec())
-        } else {
-            None
-        };
-        let attributes = if capabilities.contains(CapabilityFlags::CONNECT_ATTRS) && !r.is_empty() {
-            parse_attributes(&mut r)?
-        } else {
-            Vec::new()
-        };
+        let (auth_plugin, attributes) = parse_plugin_and_attributes(&mut r, capabilities)?;
         Ok(HandshakeResponse {
             capabilities,
             mariadb_caps,
@@ -193,9 +176,9 @@ impl HandshakeResponse {
             charset,
             username,
             auth_response,
-            // Empty means "not given" for both, as servers read them.
+            // Empty means "not given", as servers read it.
             database: database.filter(|d| !d.is_empty()),
-            auth_plugin: auth_plugin.filter(|p| !p.is_empty()),
+            auth_plugin,
             attributes,
         })
     }
@@ -257,6 +240,43 @@ impl HandshakeResponse {
     }
 }
 
+/// The client's auth data: length-encoded, after one length byte, or NUL-terminated,
+/// depending on what was negotiated.
+fn parse_auth_response(
+    r: &mut Reader<'_>,
+    caps: CapabilityFlags,
+) -> Result<Vec<u8>, ProtocolError> {
+    Ok(
+        if caps.contains(CapabilityFlags::PLUGIN_AUTH_LENENC_CLIENT_DATA) {
+            r.lenenc_bytes("auth response")?.to_vec()
+        } else if caps.contains(CapabilityFlags::SECURE_CONNECTION) {
+            let n = r.u8("auth response length")? as usize;
+            r.take(n, "auth response")?.to_vec()
+        } else {
+            r.null_terminated("auth response")?.to_vec()
+        },
+    )
+}
+
+/// The optional tail shared by the handshake response and COM_CHANGE_USER: plugin name
+/// (an empty one means none) and connection attributes.
+fn parse_plugin_and_attributes(
+    r: &mut Reader<'_>,
+    caps: CapabilityFlags,
+) -> Result<(Option<Vec<u8>>, Attributes), ProtocolError> {
+    let plugin = if caps.contains(CapabilityFlags::PLUGIN_AUTH) && !r.is_empty() {
+        Some(r.null_terminated("auth plugin")?.to_vec()).filter(|p| !p.is_empty())
+    } else {
+        None
+    };
+    let attributes = if caps.contains(CapabilityFlags::CONNECT_ATTRS) && !r.is_empty() {
+        parse_attributes(r)?
+    } else {
+        Vec::new()
+    };
+    Ok((plugin, attributes))
+}
+
 fn parse_attributes(r: &mut Reader<'_>) -> Result<Attributes, ProtocolError> {
     let blob = r.lenenc_bytes("connect attributes")?;
     let mut a = Reader::new(blob);
@@ -294,28 +314,16 @@ impl ChangeUser {
         let mut r = Reader::new(payload);
         r.u8("command")?;
         let username = r.null_terminated("username")?.to_vec();
-        let auth_response = if caps.contains(CapabilityFlags::SECURE_CONNECTION) {
-            let n = r.u8("auth response length")? as usize;
-            r.take(n, "auth response")?.to_vec()
-        } else {
-            r.null_terminated("auth response")?.to_vec()
-        };
+        // COM_CHANGE_USER never uses the length-encoded form.
+        let lengths = CapabilityFlags(caps.0 & !CapabilityFlags::PLUGIN_AUTH_LENENC_CLIENT_DATA);
+        let auth_response = parse_auth_response(&mut r, lengths)?;
         let database = Some(r.null_terminated("database")?.to_vec()).filter(|d| !d.is_empty());
         let charset = if r.remaining() >= 2 {
             Some(r.u16("charset")?)
         } else {
             None
         };
-        let auth_plugin = if caps.contains(CapabilityFlags::PLUGIN_AUTH) && !r.is_empty() {
-            Some(r.null_terminated("auth plugin")?.to_vec())
-        } else {
-            None
-        };
-        let attributes = if caps.contains(CapabilityFlags::CONNECT_ATTRS) && !r.is_empty() {
-            parse_attributes(&mut r)?
-        } else {
-            Vec::new()
-        };
+        let (auth_plugin, attributes) = parse_plugin_and_attributes(&mut r, caps)?;
         Ok(ChangeUser {
             username,
             auth_response,

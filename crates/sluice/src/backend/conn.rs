@@ -16,7 +16,6 @@ use sluice_wire::response::{ErrPacket, OkPacket, ERR_HEADER, OK_HEADER};
 use sluice_wire::tracker::{ResponseKind, ResponseTracker, Step, HEAD_NEEDED};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
-use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -54,7 +53,6 @@ pub struct BackendConn {
     pub status: StatusFlags,
     /// The default schema, when known.
     pub schema: Option<Vec<u8>>,
-    pub last_used: Instant,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -91,7 +89,6 @@ impl BackendConn {
             caps: CapabilityFlags(0),
             status: StatusFlags(0),
             schema: database.map(<[u8]>::to_vec),
-            last_used: Instant::now(),
         };
         conn.login(creds, params, database).await?;
         Ok(conn)
@@ -435,17 +432,7 @@ impl BackendConn {
         self.rbuf.is_empty() && !self.stream.peer_gone_or_talking()
     }
 
-    pub fn in_transaction(&self) -> bool {
-        self.status.in_transaction()
-    }
-
     /// Drops bytes the relay has forwarded.
-    pub fn consume(&mut self, n: usize) -> Bytes {
-        let b = self.rbuf.split_to(n).freeze();
-        self.rbuf.reserve(0);
-        b
-    }
-
     pub fn advance(&mut self, n: usize) {
         self.rbuf.advance(n);
     }

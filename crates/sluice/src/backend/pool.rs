@@ -107,14 +107,6 @@ impl ServerPool {
         pool
     }
 
-    pub fn idle_count(&self) -> usize {
-        self.idle.lock().values().map(Vec::len).sum()
-    }
-
-    pub fn open_count(&self) -> usize {
-        self.server.max_connections as usize - self.permits.available_permits()
-    }
-
     /// Leases a connection for `key` whose default schema is `schema`: an idle one if a
     /// healthy one exists, else a new one, waiting up to the acquire timeout for room.
     pub async fn lease(
@@ -198,32 +190,39 @@ impl ServerPool {
         result
     }
 
-    /// An idle connection for `key`, preferring one already on `schema`; with no schema
-    /// wanted, only a connection without one will do (a schema can't be unselected).
+    /// An idle connection for `key`, preferring one already on `schema`; with a schema
+    /// wanted any will do (the caller selects it), with none wanted only a connection
+    /// without one (a schema can't be unselected). Health is checked outside the lock.
     fn take_idle(&self, key: &PoolKey, schema: Option<&[u8]>) -> Option<Idle> {
-        let mut idle = self.idle.lock();
-        let list = idle.get_mut(key)?;
-        while let Some(i) = list
-            .iter()
-            .rposition(|c| c.conn.schema.as_deref() == schema)
-            .or_else(|| schema.and_then(|_| list.iter().rposition(|_| true)))
-        {
-            let c = list.swap_remove(i);
-            if c.conn.looks_healthy() {
-                return Some(c);
+        loop {
+            let candidate = {
+                let mut idle = self.idle.lock();
+                let list = idle.get_mut(key)?;
+                let i = list
+                    .iter()
+                    .rposition(|c| c.conn.schema.as_deref() == schema)
+                    .or_else(|| schema.and(list.len().checked_sub(1)))?;
+                list.swap_remove(i)
+            };
+            if candidate.conn.looks_healthy() {
+                return Some(candidate);
             }
             tracing::debug!(server = %self.server.name, "dropping idle connection closed by the server");
         }
-        None
     }
 
+    /// Closes the longest-idle connection of any kind, giving its place to a new one.
     fn evict_one_idle(&self) {
         let victim = {
             let mut idle = self.idle.lock();
-            idle.values_mut()
-                .filter(|l| !l.is_empty())
-                .min_by_key(|l| l.iter().map(|c| c.since).max())
-                .and_then(|l| (!l.is_empty()).then(|| l.remove(0)))
+            let oldest = idle
+                .iter()
+                .flat_map(|(key, list)| {
+                    list.iter().enumerate().map(move |(i, c)| (c.since, key, i))
+                })
+                .min_by_key(|(since, _, _)| *since)
+                .map(|(_, key, i)| (key.clone(), i));
+            oldest.and_then(|(key, i)| idle.get_mut(&key).map(|list| list.swap_remove(i)))
         };
         drop(victim);
     }
@@ -249,7 +248,6 @@ impl ServerPool {
         match tokio::time::timeout(self.cfg.connect_timeout, clean).await {
             Ok(Ok(true)) => {
                 Stats::incr(&self.stats.backend_resets);
-                conn.last_used = Instant::now();
                 self.idle.lock().entry(key).or_default().push(Idle {
                     conn,
                     permit,

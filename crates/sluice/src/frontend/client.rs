@@ -79,6 +79,15 @@ impl ClientConn {
         }
     }
 
+    /// Writes without flushing: the relay flushes when it waits or finishes.
+    pub async fn stream_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes).await
+    }
+
+    pub async fn flush(&mut self) -> std::io::Result<()> {
+        self.stream.flush().await
+    }
+
     pub async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.stream.write_all(bytes).await?;
         self.stream.flush().await

@@ -14,7 +14,6 @@ use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::Command;
 use sluice_wire::handshake::ChangeUser;
-use sluice_wire::packet::Header;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, ProtocolError};
@@ -107,7 +106,7 @@ async fn serve(
         Ok(()) => tracing::debug!("session ended"),
         Err(e) => {
             count_client_error(&fe, &e);
-            tracing::debug!(error = %e, "session ended with an error");
+            tracing::debug!(error = %e, side = ?e.side(), "session ended with an error");
         }
     }
 }
@@ -259,7 +258,7 @@ impl Session {
                     }
                 }
                 Action::Kill { id, query_only } => {
-                    if !self.kill(id, query_only, header).await? {
+                    if !self.kill(id, query_only).await? {
                         return Ok(());
                     }
                 }
@@ -277,21 +276,10 @@ impl Session {
 
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);
-        loop {
-            let (n, done) = span.scan(&client.rbuf)?;
-            if n > 0 {
-                if let Err(e) = backend.write_all(&client.rbuf[..n]).await {
-                    backend.mark_broken();
-                    return lost_backend(client, e, span.next_seq()).await;
-                }
-                client.rbuf.advance(n);
-            }
-            if done {
-                break;
-            }
-            if let Err(e) = client.read_more().await {
-                // The server holds half a command: that connection can't be reused.
-                backend.mark_broken();
+        match forward_packet(client, backend, &mut span, &self.fe).await {
+            Ok(()) => {}
+            Err(Forward::Backend(e)) => return lost_backend(client, e, span.next_seq()).await,
+            Err(Forward::Client(e)) => {
                 Stats::incr(&self.fe.stats.client_aborts);
                 return Err(e);
             }
@@ -346,9 +334,8 @@ impl Session {
                     scanner.resume(next);
                 }
                 None => {
-                    if n == 0 || backend.rbuf.len() < 4 + sluice_wire::tracker::HEAD_NEEDED {
-                        client.flush().await?;
-                    }
+                    // What was written must reach the client before we wait (TLS buffers).
+                    client.flush().await?;
                     if let Err(e) = backend.read_more().await {
                         backend.mark_broken();
                         Stats::incr(&self.fe.stats.backend_errors);
@@ -435,14 +422,8 @@ impl Session {
 
     /// `KILL [QUERY] id` with a Sluice connection id: sent to the backend as the same
     /// statement naming that session's backend thread.
-    async fn kill(
-        &mut self,
-        id: u32,
-        query_only: bool,
-        header: Header,
-    ) -> Result<bool, SessionError> {
+    async fn kill(&mut self, id: u32, query_only: bool) -> Result<bool, SessionError> {
         let target = self.fe.sessions.lock().get(&id).cloned();
-        let _ = header;
         let seq = self.client.skip_packet().await?;
         let Some(target) = target else {
             let err = unknown_thread(id);
@@ -503,6 +484,43 @@ impl Session {
     }
 }
 
+/// Why a client packet could not be forwarded.
+enum Forward {
+    Backend(BackendError),
+    Client(SessionError),
+}
+
+/// Streams the client packet at the front of the buffer to the backend as it arrives,
+/// whatever its size. On failure the backend connection is marked broken: the server
+/// may hold part of a packet.
+async fn forward_packet(
+    client: &mut ClientConn,
+    backend: &mut PooledConn,
+    span: &mut RequestSpan,
+    fe: &Frontend,
+) -> Result<(), Forward> {
+    loop {
+        let (n, done) = span
+            .scan(&client.rbuf)
+            .map_err(|e| Forward::Client(e.into()))?;
+        if n > 0 {
+            if let Err(e) = backend.write_all(&client.rbuf[..n]).await {
+                backend.mark_broken();
+                return Err(Forward::Backend(e));
+            }
+            Stats::add(&fe.stats.bytes_from_clients, n as u64);
+            client.rbuf.advance(n);
+        }
+        if done {
+            return Ok(());
+        }
+        if let Err(e) = client.read_more().await {
+            backend.mark_broken();
+            return Err(Forward::Client(e));
+        }
+    }
+}
+
 /// LOAD DATA LOCAL INFILE: the client streams the file in packets ending with an empty
 /// one, which go to the server untouched. Returns the sequence id of the server's reply.
 async fn relay_local_infile(
@@ -514,23 +532,10 @@ async fn relay_local_infile(
     let mut seq = first_seq;
     loop {
         let mut span = RequestSpan::new(seq);
-        loop {
-            let (n, done) = span.scan(&client.rbuf)?;
-            if n > 0 {
-                if let Err(e) = backend.write_all(&client.rbuf[..n]).await {
-                    backend.mark_broken();
-                    return Err(e.into());
-                }
-                Stats::add(&fe.stats.bytes_from_clients, n as u64);
-                client.rbuf.advance(n);
-            }
-            if done {
-                break;
-            }
-            if let Err(e) = client.read_more().await {
-                backend.mark_broken();
-                return Err(e);
-            }
+        match forward_packet(client, backend, &mut span, fe).await {
+            Ok(()) => {}
+            Err(Forward::Backend(e)) => return Err(e.into()),
+            Err(Forward::Client(e)) => return Err(e),
         }
         seq = span.next_seq();
         if span.first_len == 0 {
@@ -549,19 +554,6 @@ async fn lost_backend(
     tracing::warn!(error = %e, "backend lost during a statement");
     let _ = client.write_err(seq, &e.to_err_packet()).await;
     Ok(false)
-}
-
-impl ClientConn {
-    /// Writes without flushing: the relay flushes when it waits or finishes.
-    async fn stream_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        use tokio::io::AsyncWriteExt;
-        self.stream.write_all(bytes).await
-    }
-
-    async fn flush(&mut self) -> std::io::Result<()> {
-        use tokio::io::AsyncWriteExt;
-        self.stream.flush().await
-    }
 }
 
 /// MySQL's answer to KILL of a connection id it does not know.

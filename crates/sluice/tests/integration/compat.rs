@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::{
-    first_difference, fresh_database, repo_root, shared_server, Client, Config, Sluice,
-};
+use crate::support::{fresh_database, repo_root, shared_server, Client, Config, Sluice};
 
 const DATABASE: &str = "sluice_compat";
 
@@ -45,17 +43,6 @@ fn compat_sql_batch_matches_direct() {
         direct.stderr.contains("ERROR"),
         "direct run reported no errors:\n{direct:?}"
     );
-    assert_eq!(
-        direct.stderr,
-        proxied.stderr,
-        "stderr differs: {}",
-        first_difference(&direct.stderr, &proxied.stderr)
-    );
-    assert_eq!(
-        direct.stdout,
-        proxied.stdout,
-        "stdout differs: {}",
-        first_difference(&direct.stdout, &proxied.stdout)
-    );
+    proxied.assert_same_as(&direct);
     assert_eq!(direct.code, proxied.code);
 }

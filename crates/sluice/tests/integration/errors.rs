@@ -1,7 +1,7 @@
 //! Errors and warnings from the server reach the client unchanged: code, SQL state and
 //! message, as the `mariadb` CLI prints them, identical directly and through Sluice.
 
-use crate::support::{first_difference, fresh_database, shared_server, Client, Config, Sluice};
+use crate::support::{fresh_database, shared_server, Client, Config, Sluice};
 
 const DATABASE: &str = "sluice_errors";
 
@@ -58,17 +58,6 @@ fn server_errors_pass_through_unchanged() {
         "{}",
         direct.stdout
     );
-    assert_eq!(
-        direct.stderr,
-        proxied.stderr,
-        "{}",
-        first_difference(&direct.stderr, &proxied.stderr)
-    );
-    assert_eq!(
-        direct.stdout,
-        proxied.stdout,
-        "{}",
-        first_difference(&direct.stdout, &proxied.stdout)
-    );
+    proxied.assert_same_as(&direct);
     sluice.assert_running();
 }

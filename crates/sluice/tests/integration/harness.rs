@@ -1,8 +1,6 @@
 //! The harness itself, checked against MariaDB directly: if these fail, no other test
 //! result means anything.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::support::wire::RawConn;
@@ -167,24 +165,10 @@ fn orphan_helper() {
 
 #[test]
 fn servers_do_not_outlive_a_killed_test_process() {
-    let mut helper = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "harness::orphan_helper",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("SLUICE_ORPHAN_HELPER", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(helper.stdout.take().unwrap()).lines();
-    let line = lines
-        .find_map(|line| line.ok().filter(|l| l.starts_with("SERVER ")))
-        .expect("the helper reports its server");
-    let mut fields = line.split(' ').skip(1);
+    let (mut helper, line) =
+        crate::support::spawn_orphan_helper("harness::orphan_helper", "SERVER ");
+    let line = line.expect("the helper reports its server");
+    let mut fields = line.split(' ');
     let pid: u32 = fields.next().unwrap().parse().unwrap();
     let datadir = std::path::PathBuf::from(fields.next().unwrap());
     assert!(sandbox::process_alive(pid));

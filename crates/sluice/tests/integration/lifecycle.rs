@@ -2,8 +2,6 @@
 //! period; SIGHUP reloads the configuration file without a restart; and no Sluice
 //! outlives the test process that started it.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -110,27 +108,12 @@ fn orphan_sluice_helper() {
 
 #[test]
 fn sluice_does_not_outlive_a_killed_test_process() {
-    let mut helper = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "lifecycle::orphan_sluice_helper",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("SLUICE_ORPHAN_HELPER", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = BufReader::new(helper.stdout.take().unwrap())
-        .lines()
-        .find_map(|line| line.ok().filter(|l| l.starts_with("PIDS ")));
+    let (mut helper, line) =
+        crate::support::spawn_orphan_helper("lifecycle::orphan_sluice_helper", "PIDS ");
     let Some(line) = line else {
-        let _ = helper.kill();
         panic!("the helper did not start sluice");
     };
-    let fields: Vec<&str> = line.split(' ').skip(1).collect();
+    let fields: Vec<&str> = line.split(' ').collect();
     let pids: Vec<u32> = fields[..2].iter().map(|p| p.parse().unwrap()).collect();
     let dir = std::path::PathBuf::from(fields[2]);
     assert!(pids.iter().all(|&pid| sandbox::process_alive(pid)));

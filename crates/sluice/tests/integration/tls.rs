@@ -4,7 +4,8 @@
 //! so the client side is checked with the CLI's own `status` report instead.
 
 use crate::support::{
-    dedicated_server, sandbox, shared_server, Client, Config, MariaDbOptions, Sluice, TlsFiles,
+    dedicated_server, sandbox, shared_server, CliOutput, Client, Config, MariaDbOptions, Sluice,
+    TlsFiles,
 };
 
 fn tls_args(tls: &TlsFiles) -> Vec<String> {
@@ -115,6 +116,15 @@ fn backend_connections_use_tls_when_required() {
     assert_eq!(out, "Ssl_version\t\n");
 }
 
+/// Starts a Sluice with `config` and runs `SELECT 1` through it with a plain client.
+fn select_through(config: &Config) -> (Sluice, CliOutput) {
+    let sluice = Sluice::start(config);
+    let out = Client::native(sluice.port())
+        .arg("--skip-ssl")
+        .query("SELECT 1");
+    (sluice, out)
+}
+
 #[test]
 fn backend_tls_verification_failures_reach_the_client() {
     let backend = dedicated_server(MariaDbOptions {
@@ -127,10 +137,7 @@ fn backend_tls_verification_failures_reach_the_client() {
     config.servers[0].tls = Some("required".to_owned());
     config.servers[0].tls_ca = Some(other.ca_cert.clone());
     config.servers[0].tls_verify = Some(true);
-    let mut sluice = Sluice::start(&config);
-    let out = Client::native(sluice.port())
-        .arg("--skip-ssl")
-        .query("SELECT 1");
+    let (mut sluice, out) = select_through(&config);
     assert_ne!(
         out.code,
         Some(0),
@@ -142,10 +149,7 @@ fn backend_tls_verification_failures_reach_the_client() {
     // "required" against a server without TLS must fail too, not fall back to plain.
     let mut config = Config::for_server(shared_server());
     config.servers[0].tls = Some("required".to_owned());
-    let mut sluice = Sluice::start(&config);
-    let out = Client::native(sluice.port())
-        .arg("--skip-ssl")
-        .query("SELECT 1");
+    let (mut sluice, out) = select_through(&config);
     assert_ne!(
         out.code,
         Some(0),

@@ -19,6 +19,23 @@ pub struct CliOutput {
 }
 
 impl CliOutput {
+    /// Asserts that this run (through Sluice) printed exactly what `direct` printed.
+    #[track_caller]
+    pub fn assert_same_as(&self, direct: &CliOutput) {
+        assert_eq!(
+            direct.stderr,
+            self.stderr,
+            "stderr differs: {}",
+            super::first_difference(&direct.stderr, &self.stderr)
+        );
+        assert_eq!(
+            direct.stdout,
+            self.stdout,
+            "stdout differs: {}",
+            super::first_difference(&direct.stdout, &self.stdout)
+        );
+    }
+
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }

@@ -108,6 +108,32 @@ pub fn running_statements(server: &MariaDb, sql: &str) -> usize {
         .unwrap_or_else(|| panic!("unexpected process list output: {out}"))
 }
 
+/// Runs the ignored test `name` of this binary in a child process (it starts
+/// something, prints a line beginning with `marker`, then sleeps) and returns the child
+/// with the rest of that line. A child that printed no such line is killed.
+pub fn spawn_orphan_helper(name: &str, marker: &str) -> (std::process::Child, Option<String>) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut helper = Command::new(std::env::current_exe().expect("the test binary's path"))
+        .args(["--exact", name, "--ignored", "--nocapture"])
+        .env("SLUICE_ORPHAN_HELPER", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting the helper test process");
+    let stdout = helper.stdout.take().expect("piped stdout");
+    let line = BufReader::new(stdout).lines().find_map(|line| {
+        line.ok()
+            .and_then(|l| l.strip_prefix(marker).map(str::to_owned))
+    });
+    if line.is_none() {
+        let _ = helper.kill();
+        let _ = helper.wait();
+    }
+    (helper, line)
+}
+
 /// A readable first difference between two texts, for assertion messages.
 pub fn first_difference(left: &str, right: &str) -> String {
     for (number, (l, r)) in left.lines().zip(right.lines()).enumerate() {
