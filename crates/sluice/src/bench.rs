@@ -1,16 +1,23 @@
-//! `sluice bench`: the end-to-end performance benchmark. sysbench drives the same workload
-//! straight at MariaDB (direct) and through Sluice (passthrough), alternating the two at
-//! every step of a thread ramp, and the report sets throughput, latency and the proxy's
-//! CPU cost per query side by side. Not on the request path: it exercises it from outside.
+//! `sluice bench`: the end-to-end benchmark of the published caching-proxy reports. The
+//! same workload runs straight at MariaDB (direct), through Sluice with no cache rules
+//! (passthrough) and through Sluice caching every read (cached), the scenarios taking
+//! turns at every step of a thread ramp; then the mysqlslap insert series, direct and
+//! through Sluice. The report sets throughput, total reads, latency and the proxy's CPU
+//! cost side by side. Not on the request path: it exercises it from outside.
 //!
-//! [`topology`] starts or finds the servers, [`sysbench`] runs and parses the load
-//! generator, [`report`] keeps every run and renders Markdown, CSV and JSON.
+//! [`topology`] starts or finds the servers, [`sysbench`] and [`mysqlslap`] run and parse
+//! the load generators, [`report`] keeps every run and its summary, [`render`] and
+//! [`chart`] turn them into tables, charts, Markdown and HTML.
 
+mod chart;
+mod mysqlslap;
+mod render;
 mod report;
 mod sysbench;
 mod topology;
 
 use std::fmt;
+use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -19,42 +26,53 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use report::{Commands, Machine, Outcome, Report, RunRecord, Settings, Status};
-use sysbench::{DataSet, Endpoint, PsMode, RunSpec, SysbenchCommand, Workload};
-use topology::{Credentials, EmbeddedOptions, Target, Topology};
+use mysqlslap::{InsertSpec, SlapCommand};
+use report::{
+    Commands, InsertRecord, InsertSettings, InsertStats, Machine, Outcome, Report, RunRecord,
+    Settings, Status, Unavailable,
+};
+use sysbench::{DataSet, Endpoint, Interval, PsMode, RunSpec, SysbenchCommand, Workload};
+use topology::{Credentials, EmbeddedOptions, SluiceTarget, Target, Topology};
 
 /// Flags of `sluice bench`.
 ///
-/// By default the benchmark starts its own MariaDB (a sandbox) and Sluice (this binary,
-/// `serve`), creates the data with `sysbench prepare`, runs the thread ramp and removes
-/// everything. With --mysql-host/--mysql-port and/or --sluice-host/--sluice-port it
-/// targets servers that already run instead, and starts nothing.
+/// By default the benchmark starts its own MariaDB (a sandbox) and two Sluice processes
+/// (this binary, `serve`: one pass-through, one caching), creates the data with
+/// `sysbench prepare`, runs every workload's thread ramp and the insert series, and
+/// removes everything. With --mysql-*, --sluice-* or --cached-* host/port flags it targets
+/// servers that already run instead, and starts nothing.
 #[derive(clap::Args, Debug, Clone)]
 pub struct BenchArgs {
-    /// A short run (under 3 minutes on 2 cores): embedded servers, both workloads,
-    /// prepared statements only, threads 1,4,16, 5 s per step, 4 tables x 10,000 rows.
-    /// Flags given explicitly still apply.
-    #[arg(long, conflicts_with_all = ["mysql_host", "mysql_port", "sluice_host", "sluice_port"])]
+    /// A short run (under 3 minutes on 2 cores): embedded servers, all three scenarios,
+    /// oltp_read_only and oltp_point_select, threads 1,4,16, 5 s per step, 4 tables x
+    /// 10,000 rows. Flags given explicitly still apply.
+    #[arg(long, conflicts_with_all = [
+        "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port"
+    ])]
     pub demo: bool,
 
-    /// Scenarios to run, in this order at every step [default: direct,passthrough;
-    /// with existing servers, those given]. `cached` is not available yet and is skipped.
+    /// Scenarios to run, in this order at every step [default: direct,passthrough,cached;
+    /// with existing servers, those given]. `cached` needs a Sluice with a query cache;
+    /// without one it is reported as not available.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenarios: Option<Vec<Scenario>>,
 
-    /// sysbench workloads [default: oltp_point_select,oltp_read_only].
+    /// Workloads, in order [default: oltp_read_only,oltp_point_select,
+    /// oltp_read_write_split,insert; demo: oltp_read_only,oltp_point_select].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub workloads: Option<Vec<Workload>>,
 
-    /// sysbench --db-ps-mode values [default: auto,disable; demo: auto].
+    /// sysbench --db-ps-mode values: auto (prepared statements) and/or disable (text
+    /// protocol) [default: auto].
     #[arg(long, value_enum, value_delimiter = ',')]
     pub ps_modes: Option<Vec<PsMode>>,
 
-    /// Thread ramp, comma-separated [default: 1,16,64; demo: 1,4,16].
+    /// Thread ramp, comma-separated, up to 2048 or more [default:
+    /// 1,4,8,16,32,64,128,256; demo: 1,4,16].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub threads: Option<Vec<u32>>,
 
-    /// Duration of each sysbench run, whole seconds ("20s", "10m") [default: 20s; demo: 5s].
+    /// Duration of each sysbench run, whole seconds ("30s", "10m") [default: 30s; demo: 5s].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub duration: Option<Duration>,
 
@@ -62,7 +80,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
 
-    /// Number of sysbench tables [default: 8; demo: 4].
+    /// Number of sysbench tables [default: 64; demo: 4].
     #[arg(long)]
     pub tables: Option<u32>,
 
@@ -70,12 +88,29 @@ pub struct BenchArgs {
     #[arg(long)]
     pub table_size: Option<u64>,
 
+    /// Transaction lengths of the insert series (inserts per COMMIT).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "1,10,100,1000"
+    )]
+    pub insert_trx: Vec<u32>,
+
+    /// Rows each insert run writes, over all clients (the published run: 1000000).
+    #[arg(long, default_value_t = 100_000)]
+    pub insert_rows: u64,
+
+    /// Concurrent mysqlslap clients of the insert series.
+    #[arg(long, default_value_t = 16)]
+    pub insert_clients: u32,
+
     /// Output directory [default: bench-results/<UTC timestamp>].
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
-    /// Host of an existing database server for the direct scenario. This or any of the
-    /// next three flags targets existing servers instead of starting any [default:
+    /// Host of an existing database server for the direct scenario. This or any other
+    /// host/port flag targets existing servers instead of starting any [default:
     /// 127.0.0.1].
     #[arg(long, value_name = "HOST")]
     pub mysql_host: Option<String>,
@@ -84,7 +119,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PORT")]
     pub mysql_port: Option<u16>,
 
-    /// Host of an existing Sluice for the passthrough scenario [default: 127.0.0.1].
+    /// Host of an existing Sluice with no cache rules, for the passthrough scenario
+    /// [default: 127.0.0.1].
     #[arg(long, value_name = "HOST")]
     pub sluice_host: Option<String>,
 
@@ -92,11 +128,24 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PORT")]
     pub sluice_port: Option<u16>,
 
-    /// Process id of the existing Sluice, to measure its CPU time per query (same machine).
+    /// Process id of that Sluice, to measure its CPU time per query (same machine).
     #[arg(long, value_name = "PID")]
     pub sluice_pid: Option<u32>,
 
-    /// User sysbench connects as (created on the embedded server).
+    /// Host of an existing Sluice that caches every read, for the cached scenario
+    /// [default: 127.0.0.1].
+    #[arg(long, value_name = "HOST")]
+    pub cached_host: Option<String>,
+
+    /// Port of that Sluice [default: 3306].
+    #[arg(long, value_name = "PORT")]
+    pub cached_port: Option<u16>,
+
+    /// Process id of the caching Sluice, to measure its CPU time per query.
+    #[arg(long, value_name = "PID")]
+    pub cached_pid: Option<u32>,
+
+    /// User the load generators connect as (created on the embedded server).
     #[arg(long, default_value = "sbtest")]
     pub mysql_user: String,
 
@@ -113,9 +162,17 @@ pub struct BenchArgs {
     #[arg(long, default_value = "sbtest")]
     pub mysql_db: String,
 
+    /// Schema the insert series creates, fills and drops: never one that holds data.
+    #[arg(long, default_value = "sluice_slap")]
+    pub insert_schema: String,
+
     /// The sysbench program.
     #[arg(long, default_value = "sysbench", value_name = "PATH")]
     pub sysbench: PathBuf,
+
+    /// The mysqlslap program.
+    #[arg(long, default_value = "mysqlslap", value_name = "PATH")]
+    pub mysqlslap: PathBuf,
 
     /// The Sluice binary the embedded run starts [default: this program].
     #[arg(long, value_name = "PATH")]
@@ -140,11 +197,11 @@ pub struct BenchArgs {
 #[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[serde(rename_all = "lowercase")]
 pub enum Scenario {
-    /// sysbench straight to the database.
+    /// Straight to the database.
     Direct,
-    /// sysbench through Sluice, no caching.
+    /// Through Sluice, no caching.
     Passthrough,
-    /// sysbench through Sluice with every read cached (not available yet).
+    /// Through Sluice with every read cached.
     Cached,
 }
 
@@ -161,17 +218,22 @@ impl fmt::Display for Scenario {
 /// The flags resolved into what will run.
 #[derive(Debug, Clone)]
 struct Plan {
+    /// Every scenario asked for, in order.
     scenarios: Vec<Scenario>,
+    /// Asked for but impossible here (no query cache): reported, never run.
+    unavailable: Vec<Unavailable>,
     workloads: Vec<Workload>,
     ps_modes: Vec<PsMode>,
     threads: Vec<u32>,
     duration_secs: u64,
     repeat: u32,
     data: DataSet,
+    insert: Option<InsertSettings>,
     out_dir: PathBuf,
-    /// External targets; both `None` for the embedded topology.
+    /// External targets; all `None` for the embedded topology.
     direct: Option<Target>,
-    passthrough: Option<Target>,
+    passthrough: Option<SluiceTarget>,
+    cached: Option<SluiceTarget>,
     max_connections: u32,
     notes: Vec<String>,
 }
@@ -186,55 +248,76 @@ impl Plan {
             })
         };
         let direct = target(&args.mysql_host, args.mysql_port);
-        let passthrough = target(&args.sluice_host, args.sluice_port);
-        let external = direct.is_some() || passthrough.is_some();
-        if !external && args.sluice_pid.is_some() {
+        let sluice =
+            |t: Option<Target>, pid: Option<u32>| t.map(|target| SluiceTarget { target, pid });
+        let passthrough = sluice(target(&args.sluice_host, args.sluice_port), args.sluice_pid);
+        let cached = sluice(target(&args.cached_host, args.cached_port), args.cached_pid);
+        let external = direct.is_some() || passthrough.is_some() || cached.is_some();
+        if args.sluice_pid.is_some() && passthrough.is_none() {
             bail!("--sluice-pid is for an existing Sluice (--sluice-host/--sluice-port)");
         }
-
-        let mut scenarios = match &args.scenarios {
-            Some(list) => dedup(list),
-            None if external => {
-                let mut s = Vec::new();
-                if direct.is_some() {
-                    s.push(Scenario::Direct);
-                }
-                if passthrough.is_some() {
-                    s.push(Scenario::Passthrough);
-                }
-                s
-            }
-            None => vec![Scenario::Direct, Scenario::Passthrough],
-        };
-        if scenarios.contains(&Scenario::Cached) {
-            scenarios.retain(|s| *s != Scenario::Cached);
-            notes.push("caching is not available yet: the cached scenario was skipped".to_string());
+        if args.cached_pid.is_some() && cached.is_none() {
+            bail!("--cached-pid is for an existing caching Sluice (--cached-host/--cached-port)");
         }
+
+        let scenarios = match &args.scenarios {
+            Some(list) => dedup(list),
+            None if external => [
+                (Scenario::Direct, direct.is_some()),
+                (Scenario::Passthrough, passthrough.is_some()),
+                (Scenario::Cached, cached.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(s, given)| given.then_some(s))
+            .collect(),
+            None => vec![Scenario::Direct, Scenario::Passthrough, Scenario::Cached],
+        };
         if scenarios.is_empty() {
-            bail!("no scenario left to run (caching is not available yet)");
+            bail!("--scenarios needs at least one scenario");
         }
         if external {
-            if scenarios.contains(&Scenario::Direct) && direct.is_none() {
-                bail!("the direct scenario needs --mysql-host/--mysql-port when targeting existing servers");
-            }
-            if scenarios.contains(&Scenario::Passthrough) && passthrough.is_none() {
-                bail!("the passthrough scenario needs --sluice-host/--sluice-port when targeting existing servers");
+            let needs = [
+                (
+                    Scenario::Direct,
+                    direct.is_some(),
+                    "--mysql-host/--mysql-port",
+                ),
+                (
+                    Scenario::Passthrough,
+                    passthrough.is_some(),
+                    "--sluice-host/--sluice-port",
+                ),
+                (
+                    Scenario::Cached,
+                    cached.is_some(),
+                    "--cached-host/--cached-port",
+                ),
+            ];
+            for (scenario, given, flags) in needs {
+                if scenarios.contains(&scenario) && !given {
+                    bail!("the {scenario} scenario needs {flags} when targeting existing servers");
+                }
             }
         }
 
         let demo = args.demo;
-        let workloads = dedup(
-            args.workloads
-                .as_deref()
-                .unwrap_or(&[Workload::OltpPointSelect, Workload::OltpReadOnly]),
-        );
-        let default_ps: &[PsMode] = if demo {
-            &[PsMode::Auto]
+        let default_workloads: &[Workload] = if demo {
+            &[Workload::OltpReadOnly, Workload::OltpPointSelect]
         } else {
-            &[PsMode::Auto, PsMode::Disable]
+            &[
+                Workload::OltpReadOnly,
+                Workload::OltpPointSelect,
+                Workload::OltpReadWriteSplit,
+                Workload::Insert,
+            ]
         };
-        let ps_modes = dedup(args.ps_modes.as_deref().unwrap_or(default_ps));
-        let default_threads: &[u32] = if demo { &[1, 4, 16] } else { &[1, 16, 64] };
+        let workloads = dedup(args.workloads.as_deref().unwrap_or(default_workloads));
+        let ps_modes = dedup(args.ps_modes.as_deref().unwrap_or(&[PsMode::Auto]));
+        let default_threads: &[u32] = if demo {
+            &[1, 4, 16]
+        } else {
+            &[1, 4, 8, 16, 32, 64, 128, 256]
+        };
         let threads = dedup(args.threads.as_deref().unwrap_or(default_threads));
         if threads.is_empty() || threads.contains(&0) {
             bail!("--threads needs one or more thread counts of at least 1");
@@ -244,7 +327,7 @@ impl Plan {
         }
         let duration = args
             .duration
-            .unwrap_or(Duration::from_secs(if demo { 5 } else { 20 }));
+            .unwrap_or(Duration::from_secs(if demo { 5 } else { 30 }));
         if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
             bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
         }
@@ -252,53 +335,130 @@ impl Plan {
             bail!("--repeat must be at least 1");
         }
         let data = DataSet {
-            tables: args.tables.unwrap_or(if demo { 4 } else { 8 }),
+            tables: args.tables.unwrap_or(if demo { 4 } else { 64 }),
             table_size: args.table_size.unwrap_or(10_000),
         };
         if data.tables == 0 || data.table_size == 0 {
             bail!("--tables and --table-size must be at least 1");
         }
+        let insert = if workloads.contains(&Workload::Insert) {
+            let per_trx = dedup(&args.insert_trx);
+            if per_trx.is_empty() || per_trx.contains(&0) {
+                bail!("--insert-trx needs one or more transaction lengths of at least 1");
+            }
+            if args.insert_clients == 0 || args.insert_rows < u64::from(args.insert_clients) {
+                bail!("--insert-clients must be at least 1 and --insert-rows at least that many");
+            }
+            if !scenarios
+                .iter()
+                .any(|s| matches!(s, Scenario::Direct | Scenario::Passthrough))
+            {
+                bail!("the insert workload runs direct and passthrough: ask for either scenario");
+            }
+            if args.insert_schema == args.mysql_db {
+                bail!("--insert-schema must differ from --mysql-db: mysqlslap drops its schema");
+            }
+            Some(InsertSettings {
+                clients: args.insert_clients,
+                rows: args.insert_rows,
+                per_trx,
+            })
+        } else {
+            None
+        };
         let max_threads = *threads.iter().max().expect("not empty");
-        // Room for sysbench's connections, Sluice's backend connections (which may
-        // outlive a step in its pool) and the admin.
-        let max_connections = args
-            .max_connections
-            .unwrap_or_else(|| max_threads.saturating_mul(4).saturating_add(100).max(500));
+        let max_connections = args.max_connections.unwrap_or_else(|| {
+            // Room for sysbench's connections, each Sluice's backend connections (which
+            // may outlive a step in its pool) and the admin.
+            max_threads.saturating_mul(4).saturating_add(100).max(500)
+        });
+        if let Some(note) = descriptor_shortage(max_threads, hard_nofile_limit()) {
+            notes.push(note);
+        }
+        if external && scenarios.contains(&Scenario::Direct) {
+            notes.push(format!(
+                "the existing database needs max_connections of at least {} for the top of \
+                 the ramp, plus what each Sluice in front of it keeps open (not checked)",
+                max_threads + 10
+            ));
+        }
         let out_dir = args
             .out
             .clone()
             .unwrap_or_else(|| Path::new("bench-results").join(compact_timestamp(now)));
         Ok(Plan {
             scenarios,
+            unavailable: Vec::new(),
             workloads,
             ps_modes,
             threads,
             duration_secs: duration.as_secs(),
             repeat: args.repeat,
             data,
+            insert,
             out_dir,
             direct,
             passthrough,
+            cached,
             max_connections,
             notes,
         })
     }
 
     fn embedded(&self) -> bool {
-        self.direct.is_none() && self.passthrough.is_none()
+        self.direct.is_none() && self.passthrough.is_none() && self.cached.is_none()
     }
 
-    /// Every sysbench run, in the order they run: for each workload, ps-mode and thread
-    /// count, the scenarios take turns, `repeat` times, so drift of the machine over time
-    /// hits them alike.
+    fn runnable(&self, scenario: Scenario) -> bool {
+        self.scenarios.contains(&scenario)
+            && !self.unavailable.iter().any(|u| u.scenario == scenario)
+    }
+
+    fn has_sysbench(&self) -> bool {
+        self.workloads.iter().any(|w| w.is_sysbench())
+    }
+
+    /// Backend connections each embedded Sluice may open: one per sysbench thread (a
+    /// session keeps its connection), a margin for connections still closing, and never
+    /// fewer than the configuration default.
+    fn pool_max(&self) -> u32 {
+        let top = self.threads.iter().copied().max().unwrap_or(1);
+        let clients = self.insert.as_ref().map_or(0, |i| i.clients);
+        top.max(clients).saturating_add(16).max(100)
+    }
+
+    /// Every run, in the order they run. For each workload, ps-mode and thread count
+    /// (or transaction length), the runnable scenarios take turns, `repeat` times, so
+    /// drift of the machine over time hits them alike.
     fn steps(&self) -> Vec<Step> {
         let mut steps = Vec::new();
+        let scenarios: Vec<Scenario> = self
+            .scenarios
+            .iter()
+            .copied()
+            .filter(|s| self.runnable(*s))
+            .collect();
         for &workload in &self.workloads {
+            if workload == Workload::Insert {
+                let Some(insert) = &self.insert else { continue };
+                for &per_trx in &insert.per_trx {
+                    for repetition in 1..=self.repeat {
+                        for &scenario in scenarios.iter().filter(|s| **s != Scenario::Cached) {
+                            steps.push(Step::Insert {
+                                per_trx,
+                                repetition,
+                                scenario,
+                            });
+                        }
+                    }
+                }
+                continue;
+            }
             for &ps_mode in &self.ps_modes {
                 for &threads in &self.threads {
                     for repetition in 1..=self.repeat {
-                        for &scenario in &self.scenarios {
-                            steps.push(Step {
+                        for &scenario in &scenarios {
+                            steps.push(Step::Sysbench {
                                 workload,
                                 ps_mode,
                                 threads,
@@ -314,22 +474,65 @@ impl Plan {
     }
 }
 
-/// One sysbench run of the plan.
+/// One run of the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Step {
-    workload: Workload,
-    ps_mode: PsMode,
-    threads: u32,
-    /// 1-based.
-    repetition: u32,
-    scenario: Scenario,
+enum Step {
+    Sysbench {
+        workload: Workload,
+        ps_mode: PsMode,
+        threads: u32,
+        /// 1-based.
+        repetition: u32,
+        scenario: Scenario,
+    },
+    Insert {
+        per_trx: u32,
+        repetition: u32,
+        scenario: Scenario,
+    },
 }
 
-/// Progress lines: where in the plan we are, time spent and a guess at the time left.
+impl Step {
+    fn scenario(&self) -> Scenario {
+        match *self {
+            Step::Sysbench { scenario, .. } | Step::Insert { scenario, .. } => scenario,
+        }
+    }
+}
+
+/// The open-files hard limit of this process (children cannot go above it), from
+/// `/proc/self/limits`; `None` when unlimited or unreadable.
+fn hard_nofile_limit() -> Option<u64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    // "Max open files  <soft>  <hard>  files"
+    fields.get(fields.len().checked_sub(2)?)?.parse().ok()
+}
+
+/// A note when the open-files hard limit is too low for `threads` clients: each Sluice
+/// holds a client and a backend socket per thread, sysbench one per thread.
+fn descriptor_shortage(threads: u32, hard_limit: Option<u64>) -> Option<String> {
+    let needed = u64::from(threads) * 2 + 100;
+    let limit = hard_limit?;
+    (limit < needed).then(|| {
+        format!(
+            "the open-files hard limit here is {limit}, and {threads} threads need about \
+             {needed} descriptors in Sluice (a client and a backend socket per thread): the \
+             top of the ramp may fail with connection errors; raise the hard limit (`ulimit \
+             -Hn` as root, or LimitNOFILE= for a service) to run it"
+        )
+    })
+}
+
+/// Where in the plan we are: a line per run, and on a terminal a live status line.
 struct Progress {
     started: Instant,
     total: usize,
     clk_tck: u64,
+    live: bool,
+    /// Off a terminal: the run time at which the next progress line is due.
+    next_line_secs: std::cell::Cell<u64>,
 }
 
 impl Progress {
@@ -352,6 +555,38 @@ impl Progress {
             width = self.total.to_string().len()
         )
     }
+
+    /// Called about once a second while a tool runs: on a terminal, the status line is
+    /// rewritten in place; elsewhere (a log file, CI) a line is printed every 10 s.
+    fn tick(&self, elapsed: Duration, planned_secs: Option<u64>, last: Option<&Interval>) {
+        let secs = elapsed.as_secs();
+        let of = planned_secs.map(|p| format!("/{p}s")).unwrap_or_default();
+        let live = last
+            .map(|i| {
+                format!(
+                    ", {} qps, p95 {:.2} ms, {} errors/s",
+                    report::thousands(i.qps.round() as u64),
+                    i.latency_percentile_ms,
+                    i.errors_per_sec
+                )
+            })
+            .unwrap_or_default();
+        if self.live {
+            eprint!("\r\x1b[K    {secs}s{of}{live}");
+            let _ = std::io::stderr().flush();
+        } else if secs >= self.next_line_secs.get() {
+            self.next_line_secs.set(secs + 10);
+            eprintln!("    {secs}s{of}{live}");
+        }
+    }
+
+    /// Ends the status line before the run's result is printed.
+    fn done(&self) {
+        self.next_line_secs.set(10);
+        if self.live {
+            eprint!("\r\x1b[K");
+        }
+    }
 }
 
 /// Runs the benchmark; blocks until done. Results are written (and rewritten after
@@ -359,17 +594,52 @@ impl Progress {
 /// partial report there.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let started_at = SystemTime::now();
-    let plan = Plan::resolve(&args, started_at)?;
-    for note in &plan.notes {
-        eprintln!("note: {note}");
-    }
-    let sysbench_version = sysbench::version(&args.sysbench)?;
+    let mut plan = Plan::resolve(&args, started_at)?;
+    let sysbench_version = if plan.has_sysbench() {
+        Some(sysbench::version(&args.sysbench)?)
+    } else {
+        None
+    };
+    let mysqlslap_version = if plan.insert.is_some() {
+        Some(mysqlslap::version(&args.mysqlslap)?)
+    } else {
+        None
+    };
     let out = plan.out_dir.clone();
     std::fs::create_dir_all(out.join("raw"))
         .with_context(|| format!("creating the output directory {}", out.display()))?;
+    if plan.embedded() && plan.scenarios.contains(&Scenario::Cached) {
+        let bin = sluice_bin(&args)?;
+        if let Err(reason) = topology::check_cache_support(&bin, &out, &credentials(&args)) {
+            plan.unavailable.push(Unavailable {
+                scenario: Scenario::Cached,
+                reason,
+            });
+        }
+    }
+    for u in &plan.unavailable {
+        eprintln!(
+            "note: the {} scenario is not available: {}",
+            u.scenario, u.reason
+        );
+    }
+    for note in &plan.notes {
+        eprintln!("note: {note}");
+    }
+    if plan.has_sysbench() {
+        std::fs::write(
+            out.join("oltp_read_write_split.lua"),
+            sysbench::READ_WRITE_SPLIT_LUA,
+        )
+        .with_context(|| format!("writing the Lua script into {}", out.display()))?;
+    }
+    let steps = plan.steps();
+    if steps.is_empty() {
+        bail!("nothing to run: every scenario asked for is unavailable");
+    }
     eprintln!(
-        "sluice bench: {} sysbench runs planned; results in {}",
-        plan.steps().len(),
+        "sluice bench: {} runs planned; results in {}",
+        steps.len(),
         out.display()
     );
 
@@ -380,20 +650,25 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         sluice_version: env!("CARGO_PKG_VERSION").to_string(),
         machine: Machine::detect(),
         sysbench_version,
+        mysqlslap_version,
         topology: Vec::new(),
         settings: Settings {
             scenarios: plan.scenarios.clone(),
+            unavailable: plan.unavailable.clone(),
             workloads: plan.workloads.clone(),
             ps_modes: plan.ps_modes.clone(),
             threads: plan.threads.clone(),
             duration_secs: plan.duration_secs,
             repeat: plan.repeat,
             data: plan.data,
+            insert: plan.insert.clone(),
         },
         notes: plan.notes.clone(),
         commands: Commands::default(),
         runs: Vec::new(),
+        inserts: Vec::new(),
         summary: Vec::new(),
+        insert_summary: Vec::new(),
     };
     report.write(&out)?;
 
@@ -405,7 +680,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         report: &mut report,
         interrupted: &interrupted,
     }
-    .measure();
+    .measure(&steps);
 
     report.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
     report.status = match &result {
@@ -416,38 +691,49 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         Ok(()) => Status::Finished,
     };
     let paths = report.write(&out)?;
-    if report.runs.is_empty() {
+    if report.runs_total() == 0 {
         // Nothing measured: the error says why; the directory holds the logs.
         eprintln!("nothing measured; logs in {}", out.display());
         return result;
     }
-    println!("{}", report.markdown_tables().trim_end());
+    let sections = render::sections(&report);
+    println!("{}", render::markdown_sections(&sections).trim_end());
     println!();
     println!("Report:");
     for path in &paths {
         println!("  {}", path.display());
     }
-    println!(
-        "  {} (sysbench output of every run)",
-        out.join("raw").display()
-    );
+    println!("  {} (SVG charts)", out.join("charts").display());
+    println!("  {} (output of every run)", out.join("raw").display());
     result?;
     if interrupted.load(Ordering::SeqCst) {
         bail!("interrupted; partial results in {}", out.display());
     }
-    let not_ok = report
-        .runs
-        .iter()
-        .filter(|r| !matches!(r.outcome, Outcome::Ok { .. }))
-        .count();
+    let not_ok = report.runs_not_ok();
     if not_ok > 0 {
         bail!(
             "{not_ok} of {} runs failed or were skipped; details in {}",
-            report.runs.len(),
+            report.runs_total(),
             paths[0].display()
         );
     }
     Ok(())
+}
+
+fn sluice_bin(args: &BenchArgs) -> anyhow::Result<PathBuf> {
+    match &args.sluice_bin {
+        Some(bin) => Ok(bin.clone()),
+        None => std::env::current_exe().context("locating the sluice binary"),
+    }
+}
+
+fn credentials(args: &BenchArgs) -> Credentials {
+    Credentials {
+        user: args.mysql_user.clone(),
+        password: args.mysql_password.clone(),
+        database: args.mysql_db.clone(),
+        insert_schema: args.insert_schema.clone(),
+    }
 }
 
 /// One benchmark run in progress.
@@ -461,30 +747,30 @@ struct Bench<'a> {
 
 impl Bench<'_> {
     /// Starts or checks the servers, prepares the data, runs every step, cleans up.
-    fn measure(&mut self) -> anyhow::Result<()> {
+    fn measure(&mut self, steps: &[Step]) -> anyhow::Result<()> {
         let (args, plan) = (self.args, self.plan);
-        let creds = Credentials {
-            user: args.mysql_user.clone(),
-            password: args.mysql_password.clone(),
-            database: args.mysql_db.clone(),
-        };
+        let creds = credentials(args);
         let mut topology = if plan.embedded() {
-            let with_sluice = plan.scenarios.contains(&Scenario::Passthrough);
+            let passthrough = plan.runnable(Scenario::Passthrough);
+            let cached = plan.runnable(Scenario::Cached);
             eprintln!(
-                "starting MariaDB{} (max_connections={})",
-                if with_sluice { " and Sluice" } else { "" },
-                plan.max_connections
+                "starting MariaDB (max_connections={}){}",
+                plan.max_connections,
+                match (passthrough, cached) {
+                    (true, true) => " and two Sluice instances (passthrough, cached)",
+                    (true, false) => " and Sluice (passthrough)",
+                    (false, true) => " and Sluice (cached)",
+                    (false, false) => "",
+                }
             );
-            let sluice_bin = match &args.sluice_bin {
-                Some(bin) => bin.clone(),
-                None => std::env::current_exe().context("locating the sluice binary")?,
-            };
             Topology::embedded(
                 &EmbeddedOptions {
                     max_connections: plan.max_connections,
-                    with_sluice,
-                    sluice_bin,
-                    sluice_log: self.out.join("sluice.log"),
+                    passthrough,
+                    cached,
+                    pool_max: plan.pool_max(),
+                    sluice_bin: sluice_bin(args)?,
+                    dir: self.out.to_path_buf(),
                 },
                 &creds,
             )?
@@ -492,22 +778,23 @@ impl Bench<'_> {
             Topology::external(
                 plan.direct.clone(),
                 plan.passthrough.clone(),
-                args.sluice_pid,
+                plan.cached.clone(),
             )?
         };
         for line in &topology.description {
             eprintln!("  {line}");
         }
         self.report.topology = topology.description.clone();
-        self.report.commands.sluice = topology.sluice_command.clone();
+        self.report.commands.sluice = topology.sluice_commands.clone();
 
         // The data goes in straight through the database when there is one to reach.
         let data_target = topology
             .direct
             .clone()
-            .or_else(|| topology.passthrough.clone())
+            .or_else(|| topology.passthrough.as_ref().map(|s| s.target.clone()))
+            .or_else(|| topology.cached.as_ref().map(|s| s.target.clone()))
             .expect("a plan has at least one scenario with a target");
-        let data_endpoint = self.endpoint(&data_target, &creds);
+        let data_endpoint = self.endpoint(&data_target, &creds.database);
         let prepare_threads = plan
             .data
             .tables
@@ -515,7 +802,8 @@ impl Bench<'_> {
         let prepare =
             SysbenchCommand::prepare(&args.sysbench, &data_endpoint, plan.data, prepare_threads);
         let cleanup = SysbenchCommand::cleanup(&args.sysbench, &data_endpoint, plan.data);
-        if !args.skip_prepare {
+        let manage_data = plan.has_sysbench() && !args.skip_prepare;
+        if manage_data {
             self.report.commands.prepare = Some(prepare.display());
             if !args.keep_data {
                 self.report.commands.cleanup = Some(cleanup.display());
@@ -523,7 +811,7 @@ impl Bench<'_> {
         }
         self.report.write(self.out)?;
 
-        if !args.skip_prepare {
+        if manage_data {
             if !plan.embedded() {
                 cleanup.execute_checked(
                     "removing leftover sysbench tables before prepare (sysbench cleanup)",
@@ -544,9 +832,9 @@ impl Bench<'_> {
             eprintln!("  prepared in {:.1}s", t.elapsed().as_secs_f64());
         }
 
-        let result = self.run_steps(&mut topology, &creds);
+        let result = self.run_steps(steps, &mut topology, &creds);
 
-        if !args.skip_prepare && !args.keep_data {
+        if manage_data && !args.keep_data {
             eprintln!("cleaning up the sysbench tables");
             if let Err(e) = cleanup.execute_checked(
                 "removing the sysbench tables (sysbench cleanup)",
@@ -554,9 +842,10 @@ impl Bench<'_> {
                 Duration::from_secs(600),
             ) {
                 eprintln!("warning: {e:#}");
-                self.report
-                    .notes
-                    .push(format!("cleanup failed: {}", first_line(&format!("{e:#}"))));
+                self.report.notes.push(format!(
+                    "cleanup failed: {}",
+                    report::first_line(&format!("{e:#}"))
+                ));
             }
         }
         if plan.embedded() {
@@ -566,236 +855,386 @@ impl Bench<'_> {
         result
     }
 
-    fn endpoint(&self, target: &Target, creds: &Credentials) -> Endpoint {
+    fn endpoint(&self, target: &Target, database: &str) -> Endpoint {
         Endpoint {
             host: target.host.clone(),
             port: target.port,
-            user: creds.user.clone(),
-            password: creds.password.clone(),
-            database: creds.database.clone(),
+            user: self.args.mysql_user.clone(),
+            password: self.args.mysql_password.clone(),
+            database: database.to_string(),
             show_password: self.plan.embedded(),
         }
     }
 
     /// Every run of the plan, in order; each is recorded and the report rewritten.
-    fn run_steps(&mut self, topology: &mut Topology, creds: &Credentials) -> anyhow::Result<()> {
-        let steps = self.plan.steps();
+    fn run_steps(
+        &mut self,
+        steps: &[Step],
+        topology: &mut Topology,
+        creds: &Credentials,
+    ) -> anyhow::Result<()> {
         let progress = Progress {
             started: Instant::now(),
             total: steps.len(),
             clk_tck: topology::clock_ticks_per_sec(),
+            live: std::io::stderr().is_terminal(),
+            next_line_secs: std::cell::Cell::new(10),
         };
-        let mut sluice_gone = false;
+        // Scenarios whose Sluice exited: their later runs are skipped, not attempted.
+        let mut gone: Vec<Scenario> = Vec::new();
         for (index, step) in steps.iter().enumerate() {
-            let record = self.run_step(step, index, &progress, topology, creds, &mut sluice_gone);
-            self.report.runs.push(record);
+            let target = match step.scenario() {
+                Scenario::Direct => topology.direct.clone().map(|t| (t, None)),
+                Scenario::Passthrough => topology.passthrough.clone().map(|s| (s.target, s.pid)),
+                Scenario::Cached => topology.cached.clone().map(|s| (s.target, s.pid)),
+            };
+            let label = self.label(step, index, &progress);
+            let skip = if self.interrupted.load(Ordering::SeqCst) {
+                Some("interrupted (Ctrl-C)".to_string())
+            } else if target.is_none() {
+                Some("no server to run it against".to_string())
+            } else if gone.contains(&step.scenario()) {
+                Some("its Sluice exited during an earlier run".to_string())
+            } else {
+                None
+            };
+            let (command, output_file, outcome) = match (skip, target) {
+                (None, Some((target, pid))) => {
+                    let (command, file, outcome) =
+                        self.run_one(step, &label, &target, pid, &progress, creds);
+                    let outcome = match outcome {
+                        Measured::Failed(mut error) if pid.is_some() => {
+                            if let Err(ended) = topology.check_sluice(pid) {
+                                error.push_str(&format!("\n  {ended}"));
+                                gone.push(step.scenario());
+                            }
+                            Measured::Failed(error)
+                        }
+                        other => other,
+                    };
+                    (command, Some(file), outcome)
+                }
+                (skip, _) => {
+                    let reason = skip.unwrap_or_else(|| "no server to run it against".into());
+                    if !self.interrupted.load(Ordering::SeqCst) {
+                        eprintln!("{label}: skipped, {reason}");
+                    }
+                    (String::new(), None, Measured::Skipped(reason))
+                }
+            };
+            self.record(step, command, output_file, outcome);
             self.report.write(self.out)?;
         }
         Ok(())
     }
 
-    /// One step: sysbench against one scenario's target, or the reason it did not run.
-    fn run_step(
+    fn label(&self, step: &Step, index: usize, progress: &Progress) -> String {
+        let (what, repetition) = match *step {
+            Step::Sysbench {
+                workload,
+                ps_mode,
+                threads,
+                repetition,
+                scenario,
+            } => (
+                format!("{workload} ps={ps_mode} threads={threads} {scenario}"),
+                repetition,
+            ),
+            Step::Insert {
+                per_trx,
+                repetition,
+                scenario,
+            } => (format!("insert trx={per_trx} {scenario}"), repetition),
+        };
+        let repetition = if self.plan.repeat > 1 {
+            format!(" #{repetition}")
+        } else {
+            String::new()
+        };
+        format!("{} {what}{repetition}", progress.prefix(index))
+    }
+
+    /// Runs one step against `target`: (command line, output file, what it measured).
+    fn run_one(
         &self,
         step: &Step,
-        index: usize,
+        label: &str,
+        target: &Target,
+        sluice_pid: Option<u32>,
         progress: &Progress,
-        topology: &mut Topology,
         creds: &Credentials,
-        sluice_gone: &mut bool,
-    ) -> RunRecord {
-        let spec = RunSpec {
-            workload: step.workload,
-            ps_mode: step.ps_mode,
-            threads: step.threads,
-            duration_secs: self.plan.duration_secs,
-            report_interval_secs: if self.plan.duration_secs >= 10 { 5 } else { 1 },
-            data: self.plan.data,
-        };
-        let target = match step.scenario {
-            Scenario::Direct => topology.direct.clone(),
-            Scenario::Passthrough => topology.passthrough.clone(),
-            Scenario::Cached => None,
-        };
-        let command = target
-            .as_ref()
-            .map(|t| SysbenchCommand::run(&self.args.sysbench, &self.endpoint(t, creds), &spec));
-        let mut record = RunRecord {
-            workload: step.workload,
-            ps_mode: step.ps_mode,
-            threads: step.threads,
-            scenario: step.scenario,
-            repetition: step.repetition,
-            command: command.as_ref().map(|c| c.display()).unwrap_or_default(),
-            output_file: None,
-            outcome: Outcome::Skipped {
-                reason: String::new(),
-            },
-        };
-        let label = format!(
-            "{} {} ps={} threads={} {}{}",
-            progress.prefix(index),
-            step.workload,
-            step.ps_mode,
-            step.threads,
-            step.scenario,
-            if self.plan.repeat > 1 {
-                format!(" #{}", step.repetition)
-            } else {
-                String::new()
+    ) -> (String, String, Measured) {
+        match *step {
+            Step::Sysbench {
+                workload,
+                ps_mode,
+                threads,
+                repetition,
+                scenario,
+            } => {
+                let spec = RunSpec {
+                    workload,
+                    ps_mode,
+                    threads,
+                    duration_secs: self.plan.duration_secs,
+                    report_interval_secs: 1,
+                    data: self.plan.data,
+                };
+                let command = SysbenchCommand::run(
+                    &self.args.sysbench,
+                    &self.endpoint(target, &creds.database),
+                    &spec,
+                    self.out,
+                );
+                let file =
+                    format!("raw/{workload}-ps_{ps_mode}-t{threads}-{scenario}-r{repetition}.txt");
+                eprintln!("{label}: running {} s", spec.duration_secs);
+                let outcome =
+                    self.sysbench_run(&command, &spec, &self.out.join(&file), sluice_pid, progress);
+                (command.display(), file, outcome)
             }
-        );
-        let skip = |reason: &str| Outcome::Skipped {
-            reason: reason.to_string(),
-        };
-        let command = match command {
-            _ if self.interrupted.load(Ordering::SeqCst) => {
-                record.outcome = skip("interrupted (Ctrl-C)");
-                return record;
-            }
-            None => {
-                record.outcome = skip("no server to run it against");
-                eprintln!("{label}: skipped, no server to run it against");
-                return record;
-            }
-            Some(_) if step.scenario == Scenario::Passthrough && *sluice_gone => {
-                record.outcome = skip("Sluice exited during an earlier run");
-                eprintln!("{label}: skipped, Sluice is gone");
-                return record;
-            }
-            Some(command) => command,
-        };
-
-        eprintln!("{label}: running {} s", self.plan.duration_secs);
-        let file = format!(
-            "raw/{}-ps_{}-t{}-{}-r{}.txt",
-            step.workload, step.ps_mode, step.threads, step.scenario, step.repetition
-        );
-        let pid = match step.scenario {
-            Scenario::Passthrough => topology.sluice_pid,
-            _ => None,
-        };
-        record.outcome = self.one_run(
-            &command,
-            &spec,
-            &self.out.join(&file),
-            pid,
-            progress.clk_tck,
-        );
-        record.output_file = Some(file);
-        if let Outcome::Failed { error } = &mut record.outcome {
-            if step.scenario == Scenario::Passthrough {
-                if let Err(ended) = topology.check_sluice() {
-                    error.push_str(&format!("\n  {ended}"));
-                    *sluice_gone = true;
-                }
+            Step::Insert {
+                per_trx,
+                repetition,
+                scenario,
+            } => {
+                let insert = self
+                    .plan
+                    .insert
+                    .as_ref()
+                    .expect("insert steps come with settings");
+                let spec = InsertSpec {
+                    clients: insert.clients,
+                    total_inserts: insert.rows,
+                    per_trx,
+                };
+                let command = SlapCommand::insert(
+                    &self.args.mysqlslap,
+                    &self.endpoint(target, &creds.database),
+                    &spec,
+                    &creds.insert_schema,
+                );
+                let file = format!("raw/insert-trx{per_trx}-{scenario}-r{repetition}.txt");
+                eprintln!(
+                    "{label}: {} rows, {} clients",
+                    report::thousands(spec.inserts()),
+                    spec.clients()
+                );
+                let outcome =
+                    self.insert_run(&command, &spec, &self.out.join(&file), sluice_pid, progress);
+                (command.display(), file, outcome)
             }
         }
-        if self.interrupted.load(Ordering::SeqCst) {
-            record.outcome = skip("interrupted (Ctrl-C)");
-        }
-        eprintln!("    {}", describe(&record.outcome));
-        record
     }
 
     /// One sysbench run, with Sluice's CPU clock read around it when `sluice_pid` is set.
-    fn one_run(
+    fn sysbench_run(
         &self,
         command: &SysbenchCommand,
         spec: &RunSpec,
         log: &Path,
         sluice_pid: Option<u32>,
-        clk_tck: u64,
-    ) -> Outcome {
+        progress: &Progress,
+    ) -> Measured {
         // Connecting hundreds of threads, and a slow proxy, take time of their own.
         let deadline = Duration::from_secs(spec.duration_secs + 60 + u64::from(spec.threads) / 10);
-        let cpu_before = sluice_pid.and_then(|pid| topology::cpu_ticks(pid).ok());
-        let mut next_tick = 10;
+        let cpu = CpuClock::start(sluice_pid);
         let finished = command.execute(log, deadline, |elapsed, last| {
-            if elapsed.as_secs() >= next_tick {
-                next_tick += 10;
-                if let Some(i) = last {
-                    eprintln!(
-                        "    {}s: {} qps, p95 {:.2} ms, {} errors/s",
-                        i.at_secs,
-                        report::thousands(i.qps.round() as u64),
-                        i.latency_percentile_ms,
-                        i.errors_per_sec
-                    );
-                }
-            }
+            progress.tick(elapsed, Some(spec.duration_secs), last)
         });
-        let cpu_after = sluice_pid.and_then(|pid| topology::cpu_ticks(pid).ok());
+        progress.done();
+        let cpu_ticks = cpu.ticks();
         let what = format!(
             "{} ps={} threads={}",
             spec.workload, spec.ps_mode, spec.threads
         );
         let finished = match finished {
             Ok(f) => f,
-            Err(e) => {
-                return Outcome::Failed {
-                    error: format!("{what}: {e:#}"),
-                }
-            }
+            Err(e) => return Measured::Failed(format!("{what}: {e:#}")),
         };
         if finished.interrupted() {
             self.interrupted.store(true, Ordering::SeqCst);
-            return Outcome::Skipped {
-                reason: "interrupted (Ctrl-C)".into(),
-            };
+            return Measured::Skipped("interrupted (Ctrl-C)".into());
         }
-        if finished.status.is_some_and(|s| s.success()) {
-            match sysbench::parse_run(&finished.output) {
-                Ok(stats) => {
-                    let sluice_cpu_us_per_query = match (cpu_before, cpu_after) {
-                        (Some(b), Some(a)) if stats.queries > 0 => Some(
-                            a.saturating_sub(b) as f64 * 1e6
-                                / clk_tck as f64
-                                / stats.queries as f64,
-                        ),
-                        _ => None,
-                    };
-                    Outcome::Ok {
+        if !finished.status.is_some_and(|s| s.success()) {
+            return Measured::Failed(finished.failure(&what, log));
+        }
+        match sysbench::parse_run(&finished.output) {
+            Ok(stats) => {
+                let cpu = cpu_ticks.and_then(|t| per_unit(t, progress.clk_tck, stats.queries));
+                Measured::Sysbench(stats, cpu)
+            }
+            Err(e) => Measured::Failed(format!(
+                "{what}: sysbench exited 0 but its output has no complete summary ({e:#}); see {}",
+                log.display()
+            )),
+        }
+    }
+
+    /// One mysqlslap insert run, with Sluice's CPU clock read around it.
+    fn insert_run(
+        &self,
+        command: &SlapCommand,
+        spec: &InsertSpec,
+        log: &Path,
+        sluice_pid: Option<u32>,
+        progress: &Progress,
+    ) -> Measured {
+        // Even a slow machine inserts a few hundred rows a second.
+        let deadline = Duration::from_secs(120 + spec.total_inserts / 200);
+        let cpu = CpuClock::start(sluice_pid);
+        let finished = command.execute(log, deadline, |elapsed| progress.tick(elapsed, None, None));
+        progress.done();
+        let cpu_ticks = cpu.ticks();
+        let what = format!("insert trx={}", spec.per_trx);
+        let finished = match finished {
+            Ok(f) => f,
+            Err(e) => return Measured::Failed(format!("{what}: {e:#}")),
+        };
+        if finished.interrupted() {
+            self.interrupted.store(true, Ordering::SeqCst);
+            return Measured::Skipped("interrupted (Ctrl-C)".into());
+        }
+        let slap = match command.check(&finished, &what, log) {
+            Ok(slap) => slap,
+            Err(e) => return Measured::Failed(format!("{e:#}")),
+        };
+        let Some(rows_per_sec) = slap.rows_per_sec() else {
+            return Measured::Failed(format!(
+                "{what}: mysqlslap reported 0 seconds, too short to measure; raise --insert-rows"
+            ));
+        };
+        let stats = InsertStats {
+            rows: slap.inserts(),
+            clients: slap.clients,
+            seconds: slap.avg_secs,
+            rows_per_sec,
+        };
+        let cpu = cpu_ticks.and_then(|t| per_unit(t, progress.clk_tck, stats.rows));
+        Measured::Insert(stats, cpu)
+    }
+
+    /// Adds a run to the report and prints its result.
+    fn record(&mut self, step: &Step, command: String, output_file: Option<String>, m: Measured) {
+        if !matches!(&m, Measured::Skipped(r) if r.starts_with("interrupted")) {
+            eprintln!("    {}", m.describe());
+        }
+        match *step {
+            Step::Sysbench {
+                workload,
+                ps_mode,
+                threads,
+                repetition,
+                scenario,
+            } => self.report.runs.push(RunRecord {
+                workload,
+                ps_mode,
+                threads,
+                scenario,
+                repetition,
+                command,
+                output_file,
+                outcome: match m {
+                    Measured::Sysbench(stats, cpu) => Outcome::Ok {
                         stats,
-                        sluice_cpu_us_per_query,
-                    }
-                }
-                Err(e) => Outcome::Failed {
-                    error: format!(
-                        "{what}: sysbench exited 0 but its output has no complete summary ({e:#}); \
-                         see {}",
-                        log.display()
-                    ),
+                        sluice_cpu_us_per_query: cpu,
+                    },
+                    other => other.not_ok(),
                 },
-            }
-        } else {
-            Outcome::Failed {
-                error: finished.failure(&what, log),
-            }
+            }),
+            Step::Insert {
+                per_trx,
+                repetition,
+                scenario,
+            } => self.report.inserts.push(InsertRecord {
+                per_trx,
+                scenario,
+                repetition,
+                command,
+                output_file,
+                outcome: match m {
+                    Measured::Insert(stats, cpu) => Outcome::Ok {
+                        stats,
+                        sluice_cpu_us_per_query: cpu,
+                    },
+                    other => other.not_ok(),
+                },
+            }),
         }
     }
 }
 
-/// A progress line's account of one run.
-fn describe(outcome: &Outcome) -> String {
-    match outcome {
-        Outcome::Ok {
-            stats,
-            sluice_cpu_us_per_query,
-        } => format!(
-            "{} qps, avg {:.2} ms, p{} {:.2} ms{}, {} errors",
-            report::thousands(stats.queries_per_sec.round() as u64),
-            stats.latency_avg_ms,
-            stats.latency_percentile,
-            stats.latency_percentile_ms,
-            sluice_cpu_us_per_query
-                .map(|c| format!(", Sluice {c:.1} µs CPU/query"))
-                .unwrap_or_default(),
-            stats.ignored_errors
-        ),
-        Outcome::Failed { error } => format!("FAILED: {error}"),
-        Outcome::Skipped { reason } => format!("skipped: {reason}"),
+/// What one run produced, before it is filed in the report.
+enum Measured {
+    Sysbench(sysbench::RunStats, Option<f64>),
+    Insert(InsertStats, Option<f64>),
+    Failed(String),
+    Skipped(String),
+}
+
+impl Measured {
+    fn not_ok<S>(self) -> Outcome<S> {
+        match self {
+            Measured::Failed(error) => Outcome::Failed { error },
+            Measured::Skipped(reason) => Outcome::Skipped { reason },
+            // A measurement of the other kind cannot happen: the step decides the tool.
+            Measured::Sysbench(..) | Measured::Insert(..) => Outcome::Failed {
+                error: "internal error: measurement of the wrong kind".into(),
+            },
+        }
     }
+
+    /// A progress line's account of one run.
+    fn describe(&self) -> String {
+        let cpu = |c: &Option<f64>, unit: &str| {
+            c.map(|c| format!(", Sluice {c:.1} µs CPU/{unit}"))
+                .unwrap_or_default()
+        };
+        match self {
+            Measured::Sysbench(stats, c) => format!(
+                "{} qps, avg {:.2} ms, p{} {:.2} ms{}, {} errors",
+                report::thousands(stats.queries_per_sec.round() as u64),
+                stats.latency_avg_ms,
+                stats.latency_percentile,
+                stats.latency_percentile_ms,
+                cpu(c, "query"),
+                stats.ignored_errors
+            ),
+            Measured::Insert(stats, c) => format!(
+                "{} rows/s, {:.2} s{}",
+                report::thousands(stats.rows_per_sec.round() as u64),
+                stats.seconds,
+                cpu(c, "insert")
+            ),
+            Measured::Failed(error) => format!("FAILED: {error}"),
+            Measured::Skipped(reason) => format!("skipped: {reason}"),
+        }
+    }
+}
+
+/// A process's CPU clock read before a run, for the ticks it used during it.
+struct CpuClock {
+    pid: Option<u32>,
+    before: Option<u64>,
+}
+
+impl CpuClock {
+    fn start(pid: Option<u32>) -> CpuClock {
+        CpuClock {
+            pid,
+            before: pid.and_then(|p| topology::cpu_ticks(p).ok()),
+        }
+    }
+
+    fn ticks(&self) -> Option<u64> {
+        let after = topology::cpu_ticks(self.pid?).ok()?;
+        Some(after.saturating_sub(self.before?))
+    }
+}
+
+/// CPU ticks spread over `units` (queries, rows), in µs each.
+fn per_unit(ticks: u64, clk_tck: u64, units: u64) -> Option<f64> {
+    (units > 0).then(|| ticks as f64 * 1e6 / clk_tck as f64 / units as f64)
 }
 
 /// Sets the returned flag on Ctrl-C, so the run stops after the current step and
@@ -837,10 +1276,6 @@ fn clock(d: Duration) -> String {
     format!("{}:{:02}", s / 60, s % 60)
 }
 
-fn first_line(s: &str) -> &str {
-    s.lines().next().unwrap_or("")
-}
-
 fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
     let mut out = Vec::new();
     for &item in items {
@@ -870,38 +1305,95 @@ mod tests {
         )
     }
 
+    /// (workload, ps_mode, threads or inserts per transaction, repetition, scenario).
+    fn order(p: &Plan) -> Vec<(Workload, Option<PsMode>, u32, u32, Scenario)> {
+        p.steps()
+            .iter()
+            .map(|s| match *s {
+                Step::Sysbench {
+                    workload,
+                    ps_mode,
+                    threads,
+                    repetition,
+                    scenario,
+                } => (workload, Some(ps_mode), threads, repetition, scenario),
+                Step::Insert {
+                    per_trx,
+                    repetition,
+                    scenario,
+                } => (Workload::Insert, None, per_trx, repetition, scenario),
+            })
+            .collect()
+    }
+
     #[test]
-    fn defaults() {
+    fn defaults_follow_the_published_benchmark() {
         let p = plan(&[]).unwrap();
         assert!(p.embedded());
-        assert_eq!(p.scenarios, [Scenario::Direct, Scenario::Passthrough]);
+        assert_eq!(
+            p.scenarios,
+            [Scenario::Direct, Scenario::Passthrough, Scenario::Cached]
+        );
         assert_eq!(
             p.workloads,
-            [Workload::OltpPointSelect, Workload::OltpReadOnly]
+            [
+                Workload::OltpReadOnly,
+                Workload::OltpPointSelect,
+                Workload::OltpReadWriteSplit,
+                Workload::Insert
+            ]
         );
-        assert_eq!(p.ps_modes, [PsMode::Auto, PsMode::Disable]);
-        assert_eq!(p.threads, [1, 16, 64]);
-        assert_eq!(p.duration_secs, 20);
-        assert_eq!((p.data.tables, p.data.table_size), (8, 10_000));
-        assert_eq!(p.max_connections, 500);
-        assert_eq!(plan(&["--threads", "1,256"]).unwrap().max_connections, 1124);
+        assert_eq!(p.ps_modes, [PsMode::Auto]);
+        assert_eq!(p.threads, [1, 4, 8, 16, 32, 64, 128, 256]);
+        assert_eq!(p.duration_secs, 30);
+        assert_eq!((p.data.tables, p.data.table_size), (64, 10_000));
+        assert_eq!(
+            p.insert,
+            Some(InsertSettings {
+                clients: 16,
+                rows: 100_000,
+                per_trx: vec![1, 10, 100, 1000]
+            })
+        );
+        assert_eq!(p.max_connections, 1124);
+        assert_eq!(p.pool_max(), 272);
         assert_eq!(p.out_dir, Path::new("bench-results/20240501T100000Z"));
-        assert_eq!(p.steps().len(), 2 * 2 * 3 * 2);
+        // 3 sysbench workloads x 8 steps x 3 scenarios, then 4 insert steps x 2.
+        assert_eq!(p.steps().len(), 3 * 8 * 3 + 4 * 2);
+        let o = order(&p);
+        assert_eq!(
+            o[72..],
+            [
+                (Workload::Insert, None, 1, 1, Scenario::Direct),
+                (Workload::Insert, None, 1, 1, Scenario::Passthrough),
+                (Workload::Insert, None, 10, 1, Scenario::Direct),
+                (Workload::Insert, None, 10, 1, Scenario::Passthrough),
+                (Workload::Insert, None, 100, 1, Scenario::Direct),
+                (Workload::Insert, None, 100, 1, Scenario::Passthrough),
+                (Workload::Insert, None, 1000, 1, Scenario::Direct),
+                (Workload::Insert, None, 1000, 1, Scenario::Passthrough),
+            ]
+        );
     }
 
     #[test]
     fn demo_is_short_and_explicit_flags_win() {
         let p = plan(&["--demo"]).unwrap();
-        assert_eq!(p.ps_modes, [PsMode::Auto]);
+        assert_eq!(
+            p.workloads,
+            [Workload::OltpReadOnly, Workload::OltpPointSelect]
+        );
+        assert_eq!(p.insert, None);
         assert_eq!(p.threads, [1, 4, 16]);
         assert_eq!(p.duration_secs, 5);
         assert_eq!((p.data.tables, p.data.table_size), (4, 10_000));
-        // 12 runs of 5 s.
-        assert_eq!(p.steps().len() as u64 * p.duration_secs, 60);
+        // 2 workloads x 3 steps x 3 scenarios of 5 s: 90 s of load.
+        assert_eq!(p.steps().len() as u64 * p.duration_secs, 90);
         let p = plan(&["--demo", "--threads", "2,2,8", "--duration", "1s"]).unwrap();
         assert_eq!(p.threads, [2, 8]);
         assert_eq!(p.duration_secs, 1);
         assert!(plan(&["--demo", "--mysql-port", "3306"]).is_err());
+        assert!(plan(&["--demo", "--cached-port", "6034"]).is_err());
     }
 
     #[test]
@@ -913,45 +1405,54 @@ mod tests {
             "2",
             "--workloads",
             "point_select",
+            "--ps-modes",
+            "auto,disable",
+            "--scenarios",
+            "direct,passthrough",
         ])
         .unwrap();
-        let order: Vec<(PsMode, u32, u32, Scenario)> = p
-            .steps()
-            .iter()
-            .map(|s| (s.ps_mode, s.threads, s.repetition, s.scenario))
+        let order: Vec<(Option<PsMode>, u32, u32, Scenario)> = order(&p)
+            .into_iter()
+            .map(|(_, p, t, r, s)| (p, t, r, s))
             .collect();
         use PsMode::*;
         use Scenario::*;
         assert_eq!(
             order,
             [
-                (Auto, 1, 1, Direct),
-                (Auto, 1, 1, Passthrough),
-                (Auto, 1, 2, Direct),
-                (Auto, 1, 2, Passthrough),
-                (Auto, 8, 1, Direct),
-                (Auto, 8, 1, Passthrough),
-                (Auto, 8, 2, Direct),
-                (Auto, 8, 2, Passthrough),
-                (Disable, 1, 1, Direct),
-                (Disable, 1, 1, Passthrough),
-                (Disable, 1, 2, Direct),
-                (Disable, 1, 2, Passthrough),
-                (Disable, 8, 1, Direct),
-                (Disable, 8, 1, Passthrough),
-                (Disable, 8, 2, Direct),
-                (Disable, 8, 2, Passthrough),
+                (Some(Auto), 1, 1, Direct),
+                (Some(Auto), 1, 1, Passthrough),
+                (Some(Auto), 1, 2, Direct),
+                (Some(Auto), 1, 2, Passthrough),
+                (Some(Auto), 8, 1, Direct),
+                (Some(Auto), 8, 1, Passthrough),
+                (Some(Auto), 8, 2, Direct),
+                (Some(Auto), 8, 2, Passthrough),
+                (Some(Disable), 1, 1, Direct),
+                (Some(Disable), 1, 1, Passthrough),
+                (Some(Disable), 1, 2, Direct),
+                (Some(Disable), 1, 2, Passthrough),
+                (Some(Disable), 8, 1, Direct),
+                (Some(Disable), 8, 1, Passthrough),
+                (Some(Disable), 8, 2, Direct),
+                (Some(Disable), 8, 2, Passthrough),
             ]
         );
     }
 
     #[test]
-    fn cached_is_accepted_but_skipped() {
-        let p = plan(&["--scenarios", "direct,cached"]).unwrap();
-        assert_eq!(p.scenarios, [Scenario::Direct]);
-        assert!(p.notes[0].contains("caching is not available yet"));
-        let err = plan(&["--scenarios", "cached"]).unwrap_err().to_string();
-        assert!(err.contains("caching is not available yet"), "{err}");
+    fn unavailable_scenarios_are_reported_not_run() {
+        let mut p = plan(&["--workloads", "read_only,insert", "--threads", "4"]).unwrap();
+        p.unavailable.push(Unavailable {
+            scenario: Scenario::Cached,
+            reason: "no query cache".into(),
+        });
+        assert!(!p.runnable(Scenario::Cached));
+        assert!(p.scenarios.contains(&Scenario::Cached));
+        let scenarios: Vec<Scenario> = order(&p).iter().map(|s| s.4).collect();
+        assert!(!scenarios.contains(&Scenario::Cached), "{scenarios:?}");
+        // 1 thread step x 2 scenarios, 4 insert steps x 2.
+        assert_eq!(scenarios.len(), 2 + 8);
     }
 
     #[test]
@@ -967,18 +1468,39 @@ mod tests {
             })
         );
         assert_eq!(p.workloads, [Workload::OltpReadOnly]);
-        let p = plan(&["--mysql-port", "3307", "--sluice-port", "6033"]).unwrap();
-        assert_eq!(p.scenarios, [Scenario::Direct, Scenario::Passthrough]);
+        assert!(p.notes.iter().any(|n| n.contains("max_connections")));
+        let p = plan(&[
+            "--mysql-port",
+            "3307",
+            "--sluice-port",
+            "6033",
+            "--cached-port",
+            "6034",
+            "--cached-pid",
+            "42",
+        ])
+        .unwrap();
+        assert_eq!(
+            p.scenarios,
+            [Scenario::Direct, Scenario::Passthrough, Scenario::Cached]
+        );
         assert_eq!(
             p.passthrough,
-            Some(Target {
-                host: "127.0.0.1".into(),
-                port: 6033
+            Some(SluiceTarget {
+                target: Target {
+                    host: "127.0.0.1".into(),
+                    port: 6033
+                },
+                pid: None
             })
         );
+        assert_eq!(p.cached.as_ref().and_then(|c| c.pid), Some(42));
         let err = plan(&["--mysql-port", "3307", "--scenarios", "passthrough"]).unwrap_err();
         assert!(err.to_string().contains("--sluice-host"), "{err}");
+        let err = plan(&["--mysql-port", "3307", "--scenarios", "cached"]).unwrap_err();
+        assert!(err.to_string().contains("--cached-host"), "{err}");
         assert!(plan(&["--sluice-pid", "42"]).is_err());
+        assert!(plan(&["--cached-pid", "42"]).is_err());
     }
 
     #[test]
@@ -990,9 +1512,29 @@ mod tests {
         assert!(plan(&["--tables", "0"]).is_err());
         assert!(plan(&["--workloads", "oltp_write_only"]).is_err());
         assert!(plan(&["--ps-modes", "sometimes"]).is_err());
+        assert!(plan(&["--insert-trx", "0,10"]).is_err());
+        assert!(plan(&["--insert-clients", "0"]).is_err());
+        assert!(plan(&["--insert-rows", "3"]).is_err());
+        assert!(plan(&["--insert-schema", "sbtest"]).is_err());
+        assert!(plan(&["--workloads", "insert", "--scenarios", "cached"]).is_err());
+        // Without the insert workload its flags are not checked.
+        assert!(plan(&["--workloads", "read_only", "--insert-rows", "3"]).is_ok());
         let p = plan(&["--duration", "2m", "--ps-modes", "disable"]).unwrap();
         assert_eq!(p.duration_secs, 120);
         assert_eq!(p.ps_modes, [PsMode::Disable]);
+    }
+
+    #[test]
+    fn large_ramps_are_checked_against_the_descriptor_limit() {
+        assert_eq!(descriptor_shortage(2048, Some(65536)), None);
+        assert_eq!(descriptor_shortage(2048, None), None);
+        let note = descriptor_shortage(2048, Some(1024)).unwrap();
+        assert!(note.contains("1024") && note.contains("4196"), "{note}");
+        let p = plan(&["--threads", "1,2048"]).unwrap();
+        assert_eq!(p.max_connections, 8292);
+        assert_eq!(p.pool_max(), 2064);
+        // This process can read its own limit.
+        assert!(hard_nofile_limit().is_some_and(|l| l > 0));
     }
 
     #[test]
@@ -1002,5 +1544,7 @@ mod tests {
             compact_timestamp(SystemTime::UNIX_EPOCH + Duration::from_secs(1_714_557_600)),
             "20240501T100000Z"
         );
+        assert_eq!(per_unit(250, 100, 1000), Some(2500.0));
+        assert_eq!(per_unit(250, 100, 0), None);
     }
 }

@@ -11,6 +11,8 @@ mod support;
 mod auth;
 #[path = "integration/bad_input.rs"]
 mod bad_input;
+#[path = "integration/bench.rs"]
+mod bench;
 #[path = "integration/check_config.rs"]
 mod check_config;
 #[path = "integration/commands.rs"]

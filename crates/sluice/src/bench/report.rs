@@ -1,13 +1,15 @@
-//! The benchmark's results: every sysbench run as measured, the per-step summary (median
-//! over repetitions), and their renderings as Markdown, CSV and JSON.
+//! The benchmark's results: every run as measured (sysbench steps and mysqlslap insert
+//! runs), the per-step summary (median over repetitions, ratios to direct), and their
+//! renderings as JSON and CSV. Tables, charts and the HTML page are in [`super::render`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde::Serialize;
 
+use super::render;
 use super::sysbench::{DataSet, PsMode, RunStats, Workload};
 use super::Scenario;
 
@@ -19,14 +21,20 @@ pub struct Report {
     pub status: Status,
     pub sluice_version: String,
     pub machine: Machine,
-    pub sysbench_version: String,
+    pub sysbench_version: Option<String>,
+    pub mysqlslap_version: Option<String>,
     pub topology: Vec<String>,
     pub settings: Settings,
     pub notes: Vec<String>,
     pub commands: Commands,
+    /// sysbench runs.
     pub runs: Vec<RunRecord>,
+    /// mysqlslap insert runs.
+    pub inserts: Vec<InsertRecord>,
     /// Derived from `runs` when the report is written.
     pub summary: Vec<SummaryRow>,
+    /// Derived from `inserts` when the report is written.
+    pub insert_summary: Vec<InsertRow>,
 }
 
 /// How far the benchmark got.
@@ -79,19 +87,65 @@ impl Machine {
 /// What was planned.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
+    /// Every scenario asked for, including unavailable ones (their cells read "n/a").
     pub scenarios: Vec<Scenario>,
+    pub unavailable: Vec<Unavailable>,
     pub workloads: Vec<Workload>,
     pub ps_modes: Vec<PsMode>,
     pub threads: Vec<u32>,
     pub duration_secs: u64,
     pub repeat: u32,
     pub data: DataSet,
+    /// The mysqlslap series, when the `insert` workload is planned.
+    pub insert: Option<InsertSettings>,
+}
+
+impl Settings {
+    /// The reason a scenario cannot run at all, if it cannot.
+    pub fn unavailable(&self, scenario: Scenario) -> Option<&str> {
+        self.unavailable
+            .iter()
+            .find(|u| u.scenario == scenario)
+            .map(|u| u.reason.as_str())
+    }
+
+    /// The sysbench workloads, in plan order.
+    pub fn sysbench_workloads(&self) -> impl Iterator<Item = Workload> + '_ {
+        self.workloads.iter().copied().filter(|w| w.is_sysbench())
+    }
+
+    /// The scenarios of the insert series: a cache has nothing to serve there.
+    pub fn insert_scenarios(&self) -> Vec<Scenario> {
+        self.scenarios
+            .iter()
+            .copied()
+            .filter(|s| *s != Scenario::Cached)
+            .collect()
+    }
+}
+
+/// A scenario that was asked for and cannot run, and why.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Unavailable {
+    pub scenario: Scenario,
+    pub reason: String,
+}
+
+/// The insert benchmark's plan.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct InsertSettings {
+    pub clients: u32,
+    /// Inserts per run, over all clients.
+    pub rows: u64,
+    /// Transaction lengths, one step each.
+    pub per_trx: Vec<u32>,
 }
 
 /// Command lines outside the measured runs.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Commands {
-    pub sluice: Option<String>,
+    /// How each Sluice the benchmark started was run, with its configuration.
+    pub sluice: Vec<String>,
     pub prepare: Option<String>,
     pub cleanup: Option<String>,
 }
@@ -106,18 +160,42 @@ pub struct RunRecord {
     /// 1-based.
     pub repetition: u32,
     pub command: String,
-    /// sysbench's output, relative to the output directory.
+    /// The tool's output, relative to the output directory.
     pub output_file: Option<String>,
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub outcome: Outcome<RunStats>,
 }
 
+/// One mysqlslap insert run, or one that was planned and did not happen.
+#[derive(Debug, Clone, Serialize)]
+pub struct InsertRecord {
+    pub per_trx: u32,
+    pub scenario: Scenario,
+    /// 1-based.
+    pub repetition: u32,
+    pub command: String,
+    pub output_file: Option<String>,
+    #[serde(flatten)]
+    pub outcome: Outcome<InsertStats>,
+}
+
+/// What one insert run measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InsertStats {
+    pub rows: u64,
+    pub clients: u32,
+    /// mysqlslap's wall-clock time for all clients to finish (one iteration).
+    pub seconds: f64,
+    pub rows_per_sec: f64,
+}
+
+/// How one run ended. `S` is what a successful run measured.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "status", rename_all = "lowercase")]
-pub enum Outcome {
+pub enum Outcome<S> {
     Ok {
-        stats: RunStats,
-        /// Sluice's user+system CPU time divided by the queries of the run (passthrough).
+        stats: S,
+        /// Sluice's user+system CPU time divided by the statements of the run.
         sluice_cpu_us_per_query: Option<f64>,
     },
     Failed {
@@ -128,7 +206,13 @@ pub enum Outcome {
     },
 }
 
-/// The median of one scenario's runs at one step: a row of results.csv.
+impl<S> Outcome<S> {
+    pub fn is_ok(&self) -> bool {
+        matches!(self, Outcome::Ok { .. })
+    }
+}
+
+/// The median of one scenario's sysbench runs at one step: a row of results.csv.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SummaryRow {
     pub workload: Workload,
@@ -139,6 +223,8 @@ pub struct SummaryRow {
     pub runs_failed: usize,
     pub qps: Option<f64>,
     pub tps: Option<f64>,
+    /// Reads sent during the run (the published report's "total reads").
+    pub reads: Option<f64>,
     pub avg_latency_ms: Option<f64>,
     pub p95_latency_ms: Option<f64>,
     /// Ignored errors, summed over the runs.
@@ -146,56 +232,100 @@ pub struct SummaryRow {
     pub sluice_cpu_us_per_query: Option<f64>,
     /// This scenario's qps over direct's at the same step.
     pub qps_ratio_vs_direct: Option<f64>,
+    /// This scenario's average latency over direct's at the same step.
+    pub avg_latency_ratio_vs_direct: Option<f64>,
     /// Why there is no number, when there is none.
     pub missing: Option<String>,
 }
 
+/// The median of one scenario's insert runs at one transaction length.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct InsertRow {
+    pub per_trx: u32,
+    pub scenario: Scenario,
+    pub runs_ok: usize,
+    pub runs_failed: usize,
+    pub rows_per_sec: Option<f64>,
+    pub seconds: Option<f64>,
+    pub sluice_cpu_us_per_insert: Option<f64>,
+    pub ratio_vs_direct: Option<f64>,
+    pub missing: Option<String>,
+}
+
+/// A sysbench step: workload, ps-mode, threads.
+type Step = (Workload, PsMode, u32);
+/// A step and a scenario: one summary row.
 type Key = (Workload, PsMode, u32, Scenario);
 
 impl Report {
-    /// Recomputes `summary` from `runs`, in plan order.
+    /// Recomputes both summaries from the runs, in plan order.
     pub fn summarize(&mut self) {
-        let mut by_key: BTreeMap<usize, (Key, Vec<&RunRecord>)> = BTreeMap::new();
-        let keys = self.keys();
-        for run in &self.runs {
-            let key = (run.workload, run.ps_mode, run.threads, run.scenario);
-            if let Some(i) = keys.iter().position(|k| *k == key) {
-                by_key
-                    .entry(i)
-                    .or_insert_with(|| (key, Vec::new()))
-                    .1
-                    .push(run);
-            }
-        }
-        let mut rows: Vec<SummaryRow> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, key)| {
-                let runs = by_key.get(&i).map(|(_, r)| r.as_slice()).unwrap_or(&[]);
-                summarize_runs(*key, runs)
+        let mut rows: Vec<SummaryRow> = self
+            .keys()
+            .into_iter()
+            .map(|key| {
+                let (w, p, t, sc) = key;
+                let runs: Vec<&Outcome<RunStats>> = self
+                    .runs
+                    .iter()
+                    .filter(|r| (r.workload, r.ps_mode, r.threads, r.scenario) == (w, p, t, sc))
+                    .map(|r| &r.outcome)
+                    .collect();
+                summarize_runs(key, &runs, self.settings.unavailable(sc))
             })
             .collect();
-        let direct_qps: HashMap<(Workload, PsMode, u32), f64> = rows
+        let direct: HashMap<Step, SummaryRow> = rows
             .iter()
             .filter(|r| r.scenario == Scenario::Direct)
-            .filter_map(|r| Some(((r.workload, r.ps_mode, r.threads), r.qps?)))
+            .map(|r| ((r.workload, r.ps_mode, r.threads), r.clone()))
             .collect();
-        for row in &mut rows {
-            if row.scenario != Scenario::Direct {
-                let direct = direct_qps.get(&(row.workload, row.ps_mode, row.threads));
-                row.qps_ratio_vs_direct = match (row.qps, direct) {
-                    (Some(q), Some(&d)) if d > 0.0 => Some(q / d),
-                    _ => None,
-                };
+        for row in rows.iter_mut().filter(|r| r.scenario != Scenario::Direct) {
+            if let Some(d) = direct.get(&(row.workload, row.ps_mode, row.threads)) {
+                row.qps_ratio_vs_direct = ratio(row.qps, d.qps);
+                row.avg_latency_ratio_vs_direct = ratio(row.avg_latency_ms, d.avg_latency_ms);
             }
         }
         self.summary = rows;
+
+        let mut inserts = Vec::new();
+        if let Some(insert) = &self.settings.insert {
+            for &per_trx in &insert.per_trx {
+                for scenario in self.settings.insert_scenarios() {
+                    let runs: Vec<&Outcome<InsertStats>> = self
+                        .inserts
+                        .iter()
+                        .filter(|r| r.per_trx == per_trx && r.scenario == scenario)
+                        .map(|r| &r.outcome)
+                        .collect();
+                    inserts.push(summarize_inserts(
+                        per_trx,
+                        scenario,
+                        &runs,
+                        self.settings.unavailable(scenario),
+                    ));
+                }
+            }
+        }
+        let direct: HashMap<u32, Option<f64>> = inserts
+            .iter()
+            .filter(|r| r.scenario == Scenario::Direct)
+            .map(|r| (r.per_trx, r.rows_per_sec))
+            .collect();
+        for row in inserts
+            .iter_mut()
+            .filter(|r| r.scenario != Scenario::Direct)
+        {
+            if let Some(&d) = direct.get(&row.per_trx) {
+                row.ratio_vs_direct = ratio(row.rows_per_sec, d);
+            }
+        }
+        self.insert_summary = inserts;
     }
 
     fn keys(&self) -> Vec<Key> {
         let s = &self.settings;
         let mut keys = Vec::new();
-        for &w in &s.workloads {
+        for w in s.sysbench_workloads() {
             for &p in &s.ps_modes {
                 for &t in &s.threads {
                     for &sc in &s.scenarios {
@@ -207,206 +337,37 @@ impl Report {
         keys
     }
 
-    fn row(&self, w: Workload, p: PsMode, t: u32, sc: Scenario) -> Option<&SummaryRow> {
+    pub fn row(&self, w: Workload, p: PsMode, t: u32, sc: Scenario) -> Option<&SummaryRow> {
         self.summary
             .iter()
             .find(|r| r.workload == w && r.ps_mode == p && r.threads == t && r.scenario == sc)
     }
 
-    /// One Markdown table per workload and ps-mode: direct next to passthrough.
-    pub fn markdown_tables(&self) -> String {
-        let mut out = String::new();
-        for &w in &self.settings.workloads {
-            for &p in &self.settings.ps_modes {
-                let _ = writeln!(out, "### {w}, {} (--db-ps-mode={p})\n", p.describe());
-                out.push_str(&self.markdown_table(w, p));
-                out.push('\n');
-            }
-        }
-        out
+    pub fn insert_row(&self, per_trx: u32, sc: Scenario) -> Option<&InsertRow> {
+        self.insert_summary
+            .iter()
+            .find(|r| r.per_trx == per_trx && r.scenario == sc)
     }
 
-    fn markdown_table(&self, w: Workload, p: PsMode) -> String {
-        let mut out = String::from(
-            "| threads | direct qps | sluice qps | ratio | direct avg ms | sluice avg ms \
-             | direct p95 ms | sluice p95 ms | sluice CPU µs/query | errors (direct / sluice) |\n\
-             |---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        );
-        let mut problems = Vec::new();
-        for &t in &self.settings.threads {
-            let d = self.row(w, p, t, Scenario::Direct);
-            let s = self.row(w, p, t, Scenario::Passthrough);
-            for row in [d, s].into_iter().flatten() {
-                if let Some(why) = &row.missing {
-                    problems.push(format!("{} at threads={t}: {why}", row.scenario));
-                }
-            }
-            let cell =
-                |row: Option<&SummaryRow>, f: &dyn Fn(&SummaryRow) -> Option<String>| match row {
-                    None => "—".to_string(),
-                    Some(r) => f(r).unwrap_or_else(|| missing_mark(r)),
-                };
-            let qps = |r: &SummaryRow| r.qps.map(|v| thousands(v.round() as u64));
-            let avg = |r: &SummaryRow| r.avg_latency_ms.map(|v| format!("{v:.2}"));
-            let p95 = |r: &SummaryRow| r.p95_latency_ms.map(|v| format!("{v:.2}"));
-            let errors = |r: &SummaryRow| r.errors.map(|e| e.to_string());
-            // Measured but not applicable (no direct run to compare with, no Sluice pid
-            // to read): a dash, not a failure mark.
-            let ratio = s
-                .and_then(|r| r.qps_ratio_vs_direct)
-                .map_or_else(|| "—".to_string(), |v| format!("{v:.2}"));
-            let cpu = cell(s, &|r| {
-                r.qps.map(|_| {
-                    r.sluice_cpu_us_per_query
-                        .map_or_else(|| "—".to_string(), |v| format!("{v:.1}"))
-                })
-            });
-            let _ = writeln!(
-                out,
-                "| {t} | {} | {} | {ratio} | {} | {} | {} | {} | {cpu} | {} / {} |",
-                cell(d, &qps),
-                cell(s, &qps),
-                cell(d, &avg),
-                cell(s, &avg),
-                cell(d, &p95),
-                cell(s, &p95),
-                cell(d, &errors),
-                cell(s, &errors),
-            );
-        }
-        if !problems.is_empty() {
-            out.push('\n');
-            for problem in problems {
-                let _ = writeln!(out, "- {problem}");
-            }
-        }
-        out
+    /// Runs that were attempted and did not measure anything (unavailable scenarios are
+    /// never attempted, so they do not count).
+    pub fn runs_not_ok(&self) -> usize {
+        self.runs.iter().filter(|r| !r.outcome.is_ok()).count()
+            + self.inserts.iter().filter(|r| !r.outcome.is_ok()).count()
     }
 
-    /// The whole report as Markdown (results.md).
-    pub fn markdown(&self) -> String {
-        let mut out = String::from("# Sluice benchmark: direct vs passthrough\n\n");
-        let status = match &self.status {
-            Status::Running => "**in progress** (partial results)".to_string(),
-            Status::Finished => {
-                let failed = self
-                    .runs
-                    .iter()
-                    .filter(|r| !matches!(r.outcome, Outcome::Ok { .. }));
-                match failed.count() {
-                    0 => "finished".to_string(),
-                    n => format!("finished, **{n} run(s) failed or skipped** (marked below)"),
-                }
-            }
-            Status::Aborted(why) => {
-                format!(
-                    "**aborted** (partial results): {}",
-                    why.lines().next().unwrap_or("")
-                )
-            }
-        };
-        let s = &self.settings;
-        let _ = writeln!(
-            out,
-            "- Started {}, {}{}.\n\
-             - Machine: {} ({} logical CPUs), {} memory, {}.\n\
-             - Load generator: {}.\n\
-             - Sluice {}.",
-            self.started_at,
-            self.finished_at
-                .as_ref()
-                .map(|f| format!("ended {f}, "))
-                .unwrap_or_default(),
-            status,
-            self.machine.cpu,
-            self.machine.logical_cpus,
-            self.machine.memory,
-            self.machine.kernel,
-            self.sysbench_version,
-            self.sluice_version,
-        );
-        for line in &self.topology {
-            let _ = writeln!(out, "- {line}");
-        }
-        let _ = writeln!(
-            out,
-            "- Data: {} tables x {} rows. Threads {}; {} s per step; {} repetition(s) per \
-             step, scenarios alternating ({}); medians reported.",
-            s.data.tables,
-            thousands(s.data.table_size),
-            join(&s.threads),
-            s.duration_secs,
-            s.repeat,
-            join(&s.scenarios),
-        );
-        for note in &self.notes {
-            let _ = writeln!(out, "- Note: {note}");
-        }
-        if let Status::Aborted(why) = &self.status {
-            if why.lines().count() > 1 {
-                let _ = writeln!(out, "\n```text\n{why}\n```");
-            }
-        }
-        out.push_str(
-            "\nqps: queries per second. avg and p95: per-event latency as sysbench reports it \
-             (an event is 1 query in oltp_point_select, 14 in oltp_read_only), in ms with \
-             sysbench's two decimals. ratio: sluice qps / direct qps. sluice CPU µs/query: \
-             the Sluice process's user+system CPU time during the run divided by the \
-             queries of the run. errors: sysbench's ignored errors. FAILED / skipped: no \
-             measurement, reason under the table.\n\n## Results\n\n",
-        );
-        out.push_str(&self.markdown_tables());
-
-        out.push_str("## Commands\n\n");
-        if self.commands.sluice.is_some() || self.commands.prepare.is_some() {
-            out.push_str("```sh\n");
-            if let Some(c) = &self.commands.sluice {
-                let _ = writeln!(out, "# Sluice\n{c}");
-            }
-            if let Some(c) = &self.commands.prepare {
-                let _ = writeln!(out, "# data\n{c}");
-            }
-            if let Some(c) = &self.commands.cleanup {
-                let _ = writeln!(out, "{c}");
-            }
-            out.push_str("```\n\n");
-        }
-        out.push_str(
-            "Every command ran under `ulimit -n 65535` (or the hard limit, if lower). At \
-             each step the scenarios ran one after the other, alternating when repeated; \
-             the output of every run is in `raw/`.\n\n",
-        );
-        for &w in &s.workloads {
-            for &p in &s.ps_modes {
-                let mut seen: Vec<&str> = Vec::new();
-                for run in self
-                    .runs
-                    .iter()
-                    .filter(|r| r.workload == w && r.ps_mode == p)
-                {
-                    if !seen.contains(&run.command.as_str()) {
-                        seen.push(&run.command);
-                    }
-                }
-                if seen.is_empty() {
-                    continue;
-                }
-                let _ = writeln!(out, "### {w}, --db-ps-mode={p}\n\n```sh");
-                for c in seen {
-                    let _ = writeln!(out, "{c}");
-                }
-                out.push_str("```\n\n");
-            }
-        }
-        out
+    pub fn runs_total(&self) -> usize {
+        self.runs.len() + self.inserts.len()
     }
 
-    /// The summary as CSV (results.csv), one row per workload, ps-mode, threads and
-    /// scenario.
+    /// The summary as CSV (results.csv): one row per workload, ps-mode, threads and
+    /// scenario, then one per insert transaction length and scenario (where `threads` is
+    /// the number of mysqlslap clients and `avg_latency_ms` the run's duration).
     pub fn csv(&self) -> String {
         let mut out = String::from(
-            "workload,ps_mode,threads,scenario,runs_ok,runs_failed,qps,tps,avg_latency_ms,\
-             p95_latency_ms,errors,sluice_cpu_us_per_query,qps_ratio_vs_direct,missing\n",
+            "workload,ps_mode,threads,inserts_per_trx,scenario,runs_ok,runs_failed,qps,tps,\
+             reads,rows_per_sec,avg_latency_ms,p95_latency_ms,errors,sluice_cpu_us_per_query,\
+             ratio_vs_direct,avg_latency_ratio_vs_direct,missing\n",
         );
         let num = |v: Option<f64>, decimals: usize| {
             v.map(|v| format!("{v:.decimals$}")).unwrap_or_default()
@@ -414,7 +375,7 @@ impl Report {
         for r in &self.summary {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                "{},{},{},,{},{},{},{},{},{},,{},{},{},{},{},{},{}",
                 r.workload,
                 r.ps_mode,
                 r.threads,
@@ -423,24 +384,55 @@ impl Report {
                 r.runs_failed,
                 num(r.qps, 2),
                 num(r.tps, 2),
+                num(r.reads, 0),
                 num(r.avg_latency_ms, 2),
                 num(r.p95_latency_ms, 2),
                 r.errors.map(|e| e.to_string()).unwrap_or_default(),
                 num(r.sluice_cpu_us_per_query, 2),
                 num(r.qps_ratio_vs_direct, 4),
+                num(r.avg_latency_ratio_vs_direct, 4),
+                csv_field(r.missing.as_deref().unwrap_or("")),
+            );
+        }
+        for r in &self.insert_summary {
+            let _ = writeln!(
+                out,
+                "insert,,{},{},{},{},{},,,,{},{},,,{},{},,{}",
+                self.settings.insert.as_ref().map_or(0, |i| i.clients),
+                r.per_trx,
+                r.scenario,
+                r.runs_ok,
+                r.runs_failed,
+                num(r.rows_per_sec, 2),
+                num(r.seconds.map(|s| s * 1000.0), 2),
+                num(r.sluice_cpu_us_per_insert, 2),
+                num(r.ratio_vs_direct, 4),
                 csv_field(r.missing.as_deref().unwrap_or("")),
             );
         }
         out
     }
 
-    /// Writes results.md, results.json and results.csv into `dir`; returns their paths.
+    /// Writes results.md, results.json, results.csv, report.html and the charts'
+    /// SVG files into `dir`; returns the paths of the first four.
     pub fn write(&mut self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         self.summarize();
+        let sections = render::sections(self);
+        let charts_dir = dir.join("charts");
+        std::fs::create_dir_all(&charts_dir)
+            .with_context(|| format!("creating {}", charts_dir.display()))?;
+        for section in &sections {
+            for chart in &section.charts {
+                let path = charts_dir.join(format!("{}.svg", chart.file_stem));
+                std::fs::write(&path, chart.chart.svg())
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
         let files = [
-            ("results.md", self.markdown()),
+            ("results.md", render::markdown(self, &sections)),
             ("results.json", serde_json::to_string_pretty(self)? + "\n"),
             ("results.csv", self.csv()),
+            ("report.html", render::html(self, &sections)),
         ];
         let mut paths = Vec::new();
         for (name, text) in files {
@@ -452,11 +444,26 @@ impl Report {
     }
 }
 
-fn summarize_runs(key: Key, runs: &[&RunRecord]) -> SummaryRow {
-    let (workload, ps_mode, threads, scenario) = key;
-    let ok: Vec<(&RunStats, Option<f64>)> = runs
+fn ratio(value: Option<f64>, base: Option<f64>) -> Option<f64> {
+    match (value, base) {
+        (Some(v), Some(b)) if b > 0.0 => Some(v / b),
+        _ => None,
+    }
+}
+
+/// The runs of one summary row, sorted out.
+struct Sorted<'a, S> {
+    /// Each successful measurement, with Sluice's CPU time per statement.
+    ok: Vec<(&'a S, Option<f64>)>,
+    failed: usize,
+    /// Why there is no measurement, when there is none.
+    missing: Option<String>,
+}
+
+fn collect<'a, S>(runs: &[&'a Outcome<S>], unavailable: Option<&str>) -> Sorted<'a, S> {
+    let ok: Vec<(&S, Option<f64>)> = runs
         .iter()
-        .filter_map(|r| match &r.outcome {
+        .filter_map(|r| match r {
             Outcome::Ok {
                 stats,
                 sluice_cpu_us_per_query,
@@ -466,17 +473,19 @@ fn summarize_runs(key: Key, runs: &[&RunRecord]) -> SummaryRow {
         .collect();
     let failed: Vec<&str> = runs
         .iter()
-        .filter_map(|r| match &r.outcome {
+        .filter_map(|r| match r {
             Outcome::Failed { error } => Some(error.as_str()),
             _ => None,
         })
         .collect();
-    let skipped = runs.iter().find_map(|r| match &r.outcome {
+    let skipped = runs.iter().find_map(|r| match r {
         Outcome::Skipped { reason } => Some(reason.as_str()),
         _ => None,
     });
     let missing = if !ok.is_empty() {
         None
+    } else if let Some(reason) = unavailable {
+        Some(format!("n/a: {reason}"))
     } else if let Some(error) = failed.first() {
         Some(format!("FAILED: {}", first_line(error)))
     } else if let Some(reason) = skipped {
@@ -484,6 +493,20 @@ fn summarize_runs(key: Key, runs: &[&RunRecord]) -> SummaryRow {
     } else {
         Some("not run".to_string())
     };
+    Sorted {
+        ok,
+        failed: failed.len(),
+        missing,
+    }
+}
+
+fn summarize_runs(key: Key, runs: &[&Outcome<RunStats>], unavailable: Option<&str>) -> SummaryRow {
+    let (workload, ps_mode, threads, scenario) = key;
+    let Sorted {
+        ok,
+        failed: runs_failed,
+        missing,
+    } = collect(runs, unavailable);
     let med = |f: &dyn Fn(&RunStats) -> f64| median(ok.iter().map(|(s, _)| f(s)).collect());
     SummaryRow {
         workload,
@@ -491,14 +514,40 @@ fn summarize_runs(key: Key, runs: &[&RunRecord]) -> SummaryRow {
         threads,
         scenario,
         runs_ok: ok.len(),
-        runs_failed: failed.len(),
+        runs_failed,
         qps: med(&|s| s.queries_per_sec),
         tps: med(&|s| s.transactions_per_sec),
+        reads: med(&|s| s.reads as f64),
         avg_latency_ms: med(&|s| s.latency_avg_ms),
         p95_latency_ms: med(&|s| s.latency_percentile_ms),
         errors: (!ok.is_empty()).then(|| ok.iter().map(|(s, _)| s.ignored_errors).sum()),
         sluice_cpu_us_per_query: median(ok.iter().filter_map(|(_, c)| *c).collect()),
         qps_ratio_vs_direct: None,
+        avg_latency_ratio_vs_direct: None,
+        missing,
+    }
+}
+
+fn summarize_inserts(
+    per_trx: u32,
+    scenario: Scenario,
+    runs: &[&Outcome<InsertStats>],
+    unavailable: Option<&str>,
+) -> InsertRow {
+    let Sorted {
+        ok,
+        failed: runs_failed,
+        missing,
+    } = collect(runs, unavailable);
+    InsertRow {
+        per_trx,
+        scenario,
+        runs_ok: ok.len(),
+        runs_failed,
+        rows_per_sec: median(ok.iter().map(|(s, _)| s.rows_per_sec).collect()),
+        seconds: median(ok.iter().map(|(s, _)| s.seconds).collect()),
+        sluice_cpu_us_per_insert: median(ok.iter().filter_map(|(_, c)| *c).collect()),
+        ratio_vs_direct: None,
         missing,
     }
 }
@@ -517,15 +566,7 @@ pub fn median(mut values: Vec<f64>) -> Option<f64> {
     })
 }
 
-fn missing_mark(row: &SummaryRow) -> String {
-    match &row.missing {
-        Some(m) if m.starts_with("FAILED") => "FAILED".into(),
-        Some(m) if m.starts_with("skipped") => "skipped".into(),
-        _ => "—".into(),
-    }
-}
-
-fn first_line(s: &str) -> &str {
+pub fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
 
@@ -541,14 +582,6 @@ pub fn thousands(n: u64) -> String {
     groups.join(",")
 }
 
-fn join<T: std::fmt::Display>(items: &[T]) -> String {
-    items
-        .iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\"").replace('\n', " "))
@@ -562,7 +595,7 @@ mod tests {
     use super::*;
     use crate::bench::sysbench::parse_run;
 
-    fn report() -> Report {
+    pub(crate) fn report() -> Report {
         Report {
             started_at: "2024-05-01T10:00:00Z".into(),
             finished_at: None,
@@ -574,10 +607,12 @@ mod tests {
                 memory: "1.0 GiB".into(),
                 kernel: "Linux".into(),
             },
-            sysbench_version: "sysbench 1.0.20".into(),
+            sysbench_version: Some("sysbench 1.0.20".into()),
+            mysqlslap_version: None,
             topology: vec![],
             settings: Settings {
                 scenarios: vec![Scenario::Direct, Scenario::Passthrough],
+                unavailable: vec![],
                 workloads: vec![Workload::OltpReadOnly],
                 ps_modes: vec![PsMode::Auto],
                 threads: vec![1, 16],
@@ -587,11 +622,14 @@ mod tests {
                     tables: 2,
                     table_size: 1000,
                 },
+                insert: None,
             },
             notes: vec![],
             commands: Commands::default(),
             runs: vec![],
+            inserts: vec![],
             summary: vec![],
+            insert_summary: vec![],
         }
     }
 
@@ -602,7 +640,12 @@ mod tests {
         s
     }
 
-    fn record(threads: u32, scenario: Scenario, rep: u32, outcome: Outcome) -> RunRecord {
+    pub(crate) fn record(
+        threads: u32,
+        scenario: Scenario,
+        rep: u32,
+        outcome: Outcome<RunStats>,
+    ) -> RunRecord {
         RunRecord {
             workload: Workload::OltpReadOnly,
             ps_mode: PsMode::Auto,
@@ -615,15 +658,39 @@ mod tests {
         }
     }
 
-    fn ok(qps: f64, avg: f64, cpu: Option<f64>) -> Outcome {
+    pub(crate) fn ok(qps: f64, avg: f64, cpu: Option<f64>) -> Outcome<RunStats> {
         Outcome::Ok {
             stats: stats(qps, avg),
             sluice_cpu_us_per_query: cpu,
         }
     }
 
+    fn insert(per_trx: u32, scenario: Scenario, rows_per_sec: Option<f64>) -> InsertRecord {
+        InsertRecord {
+            per_trx,
+            scenario,
+            repetition: 1,
+            command: format!("mysqlslap --commit={per_trx} # {scenario}"),
+            output_file: None,
+            outcome: match rows_per_sec {
+                Some(r) => Outcome::Ok {
+                    stats: InsertStats {
+                        rows: 16_000,
+                        clients: 16,
+                        seconds: 16_000.0 / r,
+                        rows_per_sec: r,
+                    },
+                    sluice_cpu_us_per_query: (scenario != Scenario::Direct).then_some(12.5),
+                },
+                None => Outcome::Failed {
+                    error: "mysqlslap exited with status 1: Lost connection".into(),
+                },
+            },
+        }
+    }
+
     #[test]
-    fn medians_and_ratio() {
+    fn medians_and_ratios() {
         let mut r = report();
         for (rep, (dq, sq)) in [(100.0, 80.0), (300.0, 90.0), (200.0, 1000.0)]
             .into_iter()
@@ -645,6 +712,7 @@ mod tests {
             .row(Workload::OltpReadOnly, PsMode::Auto, 1, Scenario::Direct)
             .unwrap();
         assert_eq!(d.qps, Some(200.0));
+        assert_eq!(d.reads, Some(108990.0));
         assert_eq!(d.runs_ok, 3);
         assert_eq!(d.qps_ratio_vs_direct, None);
         let s = r
@@ -659,6 +727,7 @@ mod tests {
         assert_eq!(s.avg_latency_ms, Some(4.0));
         assert_eq!(s.sluice_cpu_us_per_query, Some(20.0));
         assert_eq!(s.qps_ratio_vs_direct, Some(0.45));
+        assert_eq!(s.avg_latency_ratio_vs_direct, Some(4.0));
         // The 16-thread step never ran.
         let later = r
             .row(
@@ -693,21 +762,30 @@ mod tests {
             Scenario::Passthrough,
             1,
             Outcome::Skipped {
-                reason: "Sluice exited earlier".into(),
+                reason: "its Sluice exited during an earlier run".into(),
             },
         ));
         r.status = Status::Aborted("interrupted".into());
         r.summarize();
-        let md = r.markdown();
+        assert_eq!(r.runs_not_ok(), 2);
+        let md = render::markdown(&r, &render::sections(&r));
         assert!(
-            md.contains("| 1 | 36,303 | FAILED | — | 0.77 | FAILED |"),
-            "{md}"
+            md.contains("| 1 | 36,303 | FAILED | — |"),
+            "throughput row: {md}"
         );
-        assert!(md.contains("| 16 | 50,000 | skipped |"), "{md}");
+        assert!(
+            md.contains("| 1 | 0.77 | FAILED | — |"),
+            "latency row: {md}"
+        );
+        assert!(md.contains("| 16 | 50,000 | skipped | — |"), "{md}");
         assert!(
             md.contains(
-                "- passthrough at threads=1: FAILED: oltp_read_only: sysbench exited with status 1"
+                "- passthrough at 1: FAILED: oltp_read_only: sysbench exited with status 1"
             ),
+            "{md}"
+        );
+        assert!(
+            md.contains("- passthrough at 16: skipped: its Sluice exited during an earlier run"),
             "{md}"
         );
         assert!(
@@ -719,10 +797,10 @@ mod tests {
         assert_eq!(lines.len(), 5);
         assert_eq!(
             lines[1],
-            "oltp_read_only,auto,1,direct,1,0,36303.36,2593.10,0.77,1.12,0,,,"
+            "oltp_read_only,auto,1,,direct,1,0,36303.36,2593.10,108990,,0.77,1.12,0,,,,"
         );
         assert!(
-            lines[2].starts_with("oltp_read_only,auto,1,passthrough,0,1,,,,,,,,FAILED:"),
+            lines[2].starts_with("oltp_read_only,auto,1,,passthrough,0,1,,,,,,,,,,,FAILED:"),
             "{}",
             lines[2]
         );
@@ -730,7 +808,164 @@ mod tests {
             serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
         assert_eq!(json["runs"][1]["status"], "failed");
         assert_eq!(json["runs"][0]["stats"]["queries"], 108990);
+        assert_eq!(json["runs"][0]["stats"]["reads"], 108990);
         assert_eq!(json["status"]["state"], "aborted");
+    }
+
+    #[test]
+    fn an_unavailable_scenario_reads_na_everywhere() {
+        let mut r = report();
+        r.settings.scenarios.push(Scenario::Cached);
+        r.settings.unavailable.push(Unavailable {
+            scenario: Scenario::Cached,
+            reason: "this Sluice has no query cache yet".into(),
+        });
+        r.runs
+            .push(record(1, Scenario::Direct, 1, ok(1000.0, 1.0, None)));
+        r.runs.push(record(
+            1,
+            Scenario::Passthrough,
+            1,
+            ok(800.0, 1.25, Some(20.0)),
+        ));
+        r.status = Status::Finished;
+        r.summarize();
+        // Never attempted: not a failure.
+        assert_eq!(r.runs_not_ok(), 0);
+        let sections = render::sections(&r);
+        let md = render::markdown(&r, &sections);
+        assert!(
+            md.contains(
+                "| threads | direct | passthrough | cached | passthrough ÷ direct | cached ÷ direct |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| 1 | 1,000 | 800 | n/a | 0.80 | — |"), "{md}");
+        // One note for the whole ramp, not one per step.
+        assert_eq!(
+            md.matches("cached: n/a: this Sluice has no query cache yet")
+                .count(),
+            sections.len()
+        );
+        assert!(md.contains("cached: not available: this Sluice has no query cache yet"));
+        // Charts leave the unavailable scenario out rather than drawing an empty line.
+        assert!(sections[0].charts[0]
+            .chart
+            .series
+            .iter()
+            .all(|s| s.name != "cached"));
+    }
+
+    #[test]
+    fn insert_series_summary_and_table() {
+        let mut r = report();
+        r.settings.workloads = vec![Workload::Insert];
+        r.settings.scenarios = vec![Scenario::Direct, Scenario::Passthrough, Scenario::Cached];
+        r.settings.insert = Some(InsertSettings {
+            clients: 16,
+            rows: 16_000,
+            per_trx: vec![1, 10],
+        });
+        r.inserts.push(insert(1, Scenario::Direct, Some(8000.0)));
+        r.inserts
+            .push(insert(1, Scenario::Passthrough, Some(6000.0)));
+        r.inserts.push(insert(10, Scenario::Direct, Some(16000.0)));
+        r.inserts.push(insert(10, Scenario::Passthrough, None));
+        r.summarize();
+        assert!(r.summary.is_empty());
+        // No cached rows: a cache has nothing to serve to inserts.
+        assert_eq!(r.insert_summary.len(), 4);
+        let p = r.insert_row(1, Scenario::Passthrough).unwrap();
+        assert_eq!(p.ratio_vs_direct, Some(0.75));
+        assert_eq!(p.sluice_cpu_us_per_insert, Some(12.5));
+        assert_eq!(p.seconds, Some(16_000.0 / 6000.0));
+        assert!(r
+            .insert_row(10, Scenario::Passthrough)
+            .unwrap()
+            .missing
+            .as_deref()
+            .unwrap()
+            .starts_with("FAILED: mysqlslap exited"));
+        let sections = render::sections(&r);
+        assert_eq!(sections.len(), 1);
+        let md = render::markdown_sections(&sections);
+        assert!(
+            md.contains("| 1 | 8,000 | 6,000 | 0.75 | 2.00 | 2.67 | 12.5 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 10 | 16,000 | FAILED | — | 1.00 | FAILED | FAILED |"),
+            "{md}"
+        );
+        let csv = r.csv();
+        assert!(
+            csv.contains("\ninsert,,16,1,passthrough,1,0,,,,6000.00,2666.67,,,12.50,0.7500,,\n"),
+            "{csv}"
+        );
+    }
+
+    #[test]
+    fn write_produces_every_file_and_a_self_contained_page() {
+        let mut r = report();
+        r.runs
+            .push(record(1, Scenario::Direct, 1, ok(1000.0, 1.0, None)));
+        r.runs.push(record(
+            1,
+            Scenario::Passthrough,
+            1,
+            ok(800.0, 1.25, Some(20.0)),
+        ));
+        r.runs
+            .push(record(16, Scenario::Direct, 1, ok(4000.0, 4.0, None)));
+        r.runs.push(record(
+            16,
+            Scenario::Passthrough,
+            1,
+            ok(3000.0, 5.3, Some(25.0)),
+        ));
+        r.notes.push("a <note> & more".into());
+        let dir = tempfile::tempdir().unwrap();
+        let paths = r.write(dir.path()).unwrap();
+        let names: Vec<String> = paths
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            ["results.md", "results.json", "results.csv", "report.html"]
+        );
+        let mut charts: Vec<String> = std::fs::read_dir(dir.path().join("charts"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        charts.sort();
+        assert_eq!(
+            charts,
+            [
+                "oltp_read_only-auto-avg-latency.svg",
+                "oltp_read_only-auto-p95-latency.svg",
+                "oltp_read_only-auto-qps.svg"
+            ]
+        );
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        // Everything inline: no scripts, stylesheets or images fetched from anywhere.
+        for outside in ["<script", "<link", "src=", "http://", "https://"] {
+            let allowed = html.matches("http://www.w3.org/2000/svg").count();
+            if outside == "http://" {
+                assert_eq!(html.matches(outside).count(), allowed, "{outside}");
+            } else {
+                assert!(!html.contains(outside), "{outside}");
+            }
+        }
+        assert_eq!(html.matches("<svg").count(), 3);
+        assert!(html.contains("<td>800</td>"), "{html}");
+        assert!(html.contains("a &lt;note&gt; &amp; more"));
+        assert!(!html.contains("<note>"));
+        let md = std::fs::read_to_string(dir.path().join("results.md")).unwrap();
+        assert!(md.contains("![oltp_read_only, prepared statements: throughput](charts/oltp_read_only-auto-qps.svg)"), "{md}");
+        let qps =
+            std::fs::read_to_string(dir.path().join("charts/oltp_read_only-auto-qps.svg")).unwrap();
+        assert!(qps.contains("passthrough") && qps.contains("direct"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-/// The sysbench Lua script a step runs.
+/// What a step runs: a sysbench Lua script, or the mysqlslap insert series.
 #[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Workload {
     /// One primary-key `SELECT` per event.
@@ -23,21 +23,58 @@ pub enum Workload {
     #[value(name = "oltp_read_only", alias = "read_only")]
     #[serde(rename = "oltp_read_only")]
     OltpReadOnly,
+    /// oltp_read_write's 14 reads outside any transaction, then its 4 writes inside one
+    /// (the published report's read-write variant; a Lua script shipped with Sluice).
+    #[value(name = "oltp_read_write_split", alias = "read_write")]
+    #[serde(rename = "oltp_read_write_split")]
+    OltpReadWriteSplit,
+    /// The multi-master insert benchmark: mysqlslap, one table, a series of transaction
+    /// lengths instead of a thread ramp.
+    #[value(name = "insert")]
+    #[serde(rename = "insert")]
+    Insert,
 }
 
+/// The Lua script of [`Workload::OltpReadWriteSplit`]: sysbench finds `oltp_common`
+/// on its own search path, so the script can run from any directory.
+pub const READ_WRITE_SPLIT_LUA: &str = include_str!("oltp_read_write_split.lua");
+
 impl Workload {
-    /// The script name sysbench expects.
-    pub fn script(self) -> &'static str {
+    /// The name the report and the flags use.
+    pub fn name(self) -> &'static str {
         match self {
             Workload::OltpPointSelect => "oltp_point_select",
             Workload::OltpReadOnly => "oltp_read_only",
+            Workload::OltpReadWriteSplit => "oltp_read_write_split",
+            Workload::Insert => "insert",
         }
+    }
+
+    /// The script argument sysbench takes: a bundled script's name, or a file that
+    /// `sluice bench` writes into the directory sysbench runs in. `None` for mysqlslap.
+    pub fn script(self) -> Option<&'static str> {
+        match self {
+            Workload::OltpPointSelect => Some("oltp_point_select"),
+            Workload::OltpReadOnly => Some("oltp_read_only"),
+            Workload::OltpReadWriteSplit => Some("oltp_read_write_split.lua"),
+            Workload::Insert => None,
+        }
+    }
+
+    /// Whether sysbench drives it (a thread ramp) rather than mysqlslap.
+    pub fn is_sysbench(self) -> bool {
+        self.script().is_some()
+    }
+
+    /// Whether it writes, so a cached scenario measures invalidation as well as hits.
+    pub fn writes(self) -> bool {
+        matches!(self, Workload::OltpReadWriteSplit | Workload::Insert)
     }
 }
 
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.script())
+        f.write_str(self.name())
     }
 }
 
@@ -101,6 +138,8 @@ pub struct SysbenchCommand {
     args: Vec<String>,
     /// Print `--mysql-password=****` instead of the password.
     hide_password: bool,
+    /// Where sysbench runs: the directory holding a script Sluice ships.
+    dir: Option<PathBuf>,
 }
 
 impl SysbenchCommand {
@@ -121,13 +160,14 @@ impl SysbenchCommand {
             program: program.to_path_buf(),
             args,
             hide_password,
+            dir: None,
         }
     }
 
     /// `sysbench oltp_read_only ... prepare`: creates and fills the tables. sysbench
     /// spreads the tables over `threads` connections.
     pub fn prepare(program: &Path, endpoint: &Endpoint, data: DataSet, threads: u32) -> Self {
-        let mut cmd = Self::new(program, Workload::OltpReadOnly.script(), endpoint, data);
+        let mut cmd = Self::new(program, "oltp_read_only", endpoint, data);
         cmd.args.push(format!("--threads={}", threads.max(1)));
         cmd.args.push("prepare".to_string());
         cmd
@@ -135,15 +175,20 @@ impl SysbenchCommand {
 
     /// `sysbench oltp_read_only ... cleanup`: drops the tables.
     pub fn cleanup(program: &Path, endpoint: &Endpoint, data: DataSet) -> Self {
-        let mut cmd = Self::new(program, Workload::OltpReadOnly.script(), endpoint, data);
+        let mut cmd = Self::new(program, "oltp_read_only", endpoint, data);
         cmd.args.push("cleanup".to_string());
         cmd
     }
 
-    /// One measured step. Reads run outside transactions (`--skip_trx=on`), as in the
-    /// published reports.
-    pub fn run(program: &Path, endpoint: &Endpoint, step: &RunSpec) -> Self {
-        let mut cmd = Self::new(program, step.workload.script(), endpoint, step.data);
+    /// One measured step, run in `dir` (which holds the scripts Sluice ships). Reads run
+    /// outside transactions (`--skip_trx=on`), as in the published reports.
+    pub fn run(program: &Path, endpoint: &Endpoint, step: &RunSpec, dir: &Path) -> Self {
+        let script = step
+            .workload
+            .script()
+            .expect("the plan gives sysbench only sysbench workloads");
+        let mut cmd = Self::new(program, script, endpoint, step.data);
+        cmd.dir = Some(dir.to_path_buf());
         cmd.args.extend([
             format!("--threads={}", step.threads),
             format!("--time={}", step.duration_secs),
@@ -179,37 +224,12 @@ impl SysbenchCommand {
         deadline: Duration,
         mut on_tick: impl FnMut(Duration, Option<&Interval>),
     ) -> anyhow::Result<Finished> {
-        let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let mut child = with_raised_nofile(&self.program, &self.args)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .spawn()
-            .map_err(|e| spawn_error(&self.program, e))?;
-        let started = Instant::now();
-        let mut last_tick = started;
-        let status = loop {
-            if let Some(status) = child.try_wait()? {
-                break Some(status);
-            }
-            if started.elapsed() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-            if last_tick.elapsed() >= Duration::from_secs(1) {
-                last_tick = Instant::now();
-                let last = last_interval(log);
-                on_tick(started.elapsed(), last.as_ref());
-            }
-        };
-        let output = std::fs::read_to_string(log)
-            .with_context(|| format!("reading sysbench output {}", log.display()))?;
-        Ok(Finished {
-            status,
-            elapsed: started.elapsed(),
-            output,
+        let mut command = with_raised_nofile(&self.program, &self.args);
+        if let Some(dir) = &self.dir {
+            command.current_dir(dir);
+        }
+        run_logged(command, &self.program, log, deadline, |elapsed| {
+            on_tick(elapsed, last_interval(log).as_ref())
         })
     }
 
@@ -226,7 +246,60 @@ impl SysbenchCommand {
     }
 }
 
-/// The end of one sysbench process.
+/// Runs `command` (a tool started through [`with_raised_nofile`]) with stdout and stderr
+/// both going to `log`, killing it at `deadline`; `on_tick` is called about once a second
+/// with the time so far. sysbench and mysqlslap both run this way.
+pub fn run_logged(
+    mut command: Command,
+    program: &Path,
+    log: &Path,
+    deadline: Duration,
+    mut on_tick: impl FnMut(Duration),
+) -> anyhow::Result<Finished> {
+    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .with_context(|| {
+            format!(
+                "cannot start `{}` (through bash, to raise its open-files limit)",
+                program.display()
+            )
+        })?;
+    let started = Instant::now();
+    let mut last_tick = started;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        if last_tick.elapsed() >= Duration::from_secs(1) {
+            last_tick = Instant::now();
+            on_tick(started.elapsed());
+        }
+    };
+    let output = std::fs::read_to_string(log).with_context(|| {
+        format!(
+            "reading the output of {} in {}",
+            program.display(),
+            log.display()
+        )
+    })?;
+    Ok(Finished {
+        status,
+        elapsed: started.elapsed(),
+        output,
+    })
+}
+
+/// The end of one sysbench or mysqlslap process.
 #[derive(Debug)]
 pub struct Finished {
     /// `None` when it was killed at its deadline.
@@ -289,6 +362,10 @@ pub struct RunSpec {
 /// sysbench's final statistics for one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunStats {
+    /// Reads sent (`queries performed: read`): the report's "total reads".
+    pub reads: u64,
+    /// Writes sent (INSERT, UPDATE, DELETE).
+    pub writes: u64,
     /// All queries sent (reads, writes, other).
     pub queries: u64,
     pub queries_per_sec: f64,
@@ -312,6 +389,7 @@ pub struct RunStats {
 /// missing, when the output has no complete summary (sysbench died, or was never run).
 pub fn parse_run(output: &str) -> anyhow::Result<RunStats> {
     let mut queries = None;
+    let (mut reads, mut writes) = (None, None);
     let mut transactions = None;
     let mut ignored_errors = None;
     let mut reconnects = None;
@@ -329,7 +407,11 @@ pub fn parse_run(output: &str) -> anyhow::Result<RunStats> {
             in_latency = line.starts_with("Latency");
             continue;
         }
-        if let Some(rest) = line.strip_prefix("queries:") {
+        if let Some(rest) = line.strip_prefix("read:") {
+            reads = Some(count(rest).context("the `read:` line")?);
+        } else if let Some(rest) = line.strip_prefix("write:") {
+            writes = Some(count(rest).context("the `write:` line")?);
+        } else if let Some(rest) = line.strip_prefix("queries:") {
             queries = Some(count_and_rate(rest).context("the `queries:` line")?);
         } else if let Some(rest) = line.strip_prefix("transactions:") {
             transactions = Some(count_and_rate(rest).context("the `transactions:` line")?);
@@ -365,6 +447,8 @@ pub fn parse_run(output: &str) -> anyhow::Result<RunStats> {
     let (latency_percentile, latency_percentile_ms) =
         pct.ok_or_else(|| missing("latency percentile"))?;
     Ok(RunStats {
+        reads: reads.ok_or_else(|| missing("read"))?,
+        writes: writes.ok_or_else(|| missing("write"))?,
         queries,
         queries_per_sec,
         transactions,
@@ -378,6 +462,11 @@ pub fn parse_run(output: &str) -> anyhow::Result<RunStats> {
         latency_percentile,
         latency_percentile_ms,
     })
+}
+
+fn count(s: &str) -> anyhow::Result<u64> {
+    let s = s.trim();
+    s.parse().with_context(|| format!("bad count {s:?}"))
 }
 
 /// `  108990 (36303.36 per sec.)` → (108990, 36303.36).
@@ -567,6 +656,8 @@ mod tests {
         assert_eq!(
             stats,
             RunStats {
+                reads: 108990,
+                writes: 0,
                 queries: 108990,
                 queries_per_sec: 36303.36,
                 transactions: 7785,
@@ -711,7 +802,8 @@ mod tests {
                 table_size: 10_000,
             },
         };
-        let run = SysbenchCommand::run(Path::new("sysbench"), &endpoint, &spec);
+        let run = SysbenchCommand::run(Path::new("sysbench"), &endpoint, &spec, Path::new("out"));
+        assert_eq!(run.dir.as_deref(), Some(Path::new("out")));
         assert_eq!(
             run.display(),
             "sysbench oltp_read_only --db-driver=mysql --mysql-host=127.0.0.1 \

@@ -1,6 +1,6 @@
-//! Where the benchmark's load goes: an embedded topology (a sandbox MariaDB and Sluice as
-//! a child process, both torn down at the end) or servers that already run. Also the
-//! proxy's CPU clock, read from `/proc`.
+//! Where the benchmark's load goes: an embedded topology (a sandbox MariaDB and up to two
+//! Sluice child processes, pass-through and caching, all torn down at the end) or servers
+//! that already run. Also the proxy's CPU clock, read from `/proc`.
 
 use std::fs::File;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -31,34 +31,50 @@ impl std::fmt::Display for Target {
 pub struct Credentials {
     pub user: String,
     pub password: String,
+    /// The sysbench tables' database.
     pub database: String,
+    /// The schema mysqlslap creates and drops.
+    pub insert_schema: String,
 }
 
 /// What to start for an embedded run.
 #[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
     pub max_connections: u32,
-    /// Start Sluice too (false when only the direct scenario runs).
-    pub with_sluice: bool,
+    /// Start a pass-through Sluice.
+    pub passthrough: bool,
+    /// Start a caching Sluice.
+    pub cached: bool,
+    /// Backend connections each Sluice may open: at least one per client thread, since
+    /// a session keeps its backend connection for its whole life.
+    pub pool_max: u32,
     pub sluice_bin: PathBuf,
-    /// Sluice's stdout and stderr go here.
-    pub sluice_log: PathBuf,
+    /// Where the Sluice configurations and logs go.
+    pub dir: PathBuf,
+}
+
+/// A Sluice the benchmark talks to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SluiceTarget {
+    pub target: Target,
+    /// The process whose CPU time is measured, if known.
+    pub pid: Option<u32>,
 }
 
 /// The servers of one benchmark run. Dropping it stops whatever it started.
 pub struct Topology {
     /// The database itself, for the direct scenario.
     pub direct: Option<Target>,
-    /// Sluice, for the passthrough scenario.
-    pub passthrough: Option<Target>,
-    /// The Sluice process whose CPU time is measured, if known.
-    pub sluice_pid: Option<u32>,
-    /// How Sluice was started (embedded runs).
-    pub sluice_command: Option<String>,
+    /// Sluice without cache rules.
+    pub passthrough: Option<SluiceTarget>,
+    /// Sluice caching every read.
+    pub cached: Option<SluiceTarget>,
+    /// How each Sluice was started (embedded runs).
+    pub sluice_commands: Vec<String>,
     pub mariadb_version: Option<String>,
     /// One line per server, for the report.
     pub description: Vec<String>,
-    sluice: Option<SluiceProcess>,
+    sluices: Vec<SluiceProcess>,
     mariadb: Option<MariaDb>,
 }
 
@@ -77,11 +93,11 @@ impl Topology {
                 port: mariadb.port(),
             }),
             passthrough: None,
-            sluice_pid: None,
-            sluice_command: None,
+            cached: None,
+            sluice_commands: Vec::new(),
             mariadb_version: None,
             description: Vec::new(),
-            sluice: None,
+            sluices: Vec::new(),
             mariadb: None,
         };
         let backend = mariadb.addr();
@@ -91,6 +107,7 @@ impl Topology {
         let user = sql_string(&creds.user);
         let password = sql_string(&creds.password);
         let database = sql_ident(&creds.database);
+        let insert_schema = sql_ident(&creds.insert_schema);
         // '%' alone loses to an anonymous ''@'localhost' account when the server
         // resolves 127.0.0.1 to localhost; the explicit 'localhost' account wins.
         let mut setup = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
@@ -98,7 +115,9 @@ impl Topology {
             setup.push(format!(
                 "CREATE USER IF NOT EXISTS {user}@'{host}' IDENTIFIED BY {password}"
             ));
-            setup.push(format!("GRANT ALL ON {database}.* TO {user}@'{host}'"));
+            for db in [&database, &insert_schema] {
+                setup.push(format!("GRANT ALL ON {db}.* TO {user}@'{host}'"));
+            }
         }
         for sql in &setup {
             db.execute(sql).with_context(|| {
@@ -122,21 +141,39 @@ impl Topology {
             opts.max_connections
         ));
 
-        if opts.with_sluice {
-            let sluice = SluiceProcess::start(&opts.sluice_bin, backend, creds, &opts.sluice_log)?;
-            topology.passthrough = Some(Target {
-                host: "127.0.0.1".into(),
-                port: sluice.port,
-            });
-            topology.sluice_pid = Some(sluice.child.id());
-            topology.sluice_command = Some(sluice.command.clone());
+        for (wanted, cached) in [(opts.passthrough, false), (opts.cached, true)] {
+            if !wanted {
+                continue;
+            }
+            let name = if cached { "cached" } else { "passthrough" };
+            let port = sandbox::free_port();
+            let config = opts.dir.join(format!("sluice-{name}.toml"));
+            let text = sluice_config(port, backend, creds, opts.pool_max, cached);
+            std::fs::write(&config, text)
+                .with_context(|| format!("writing {}", config.display()))?;
+            let log = opts.dir.join(format!("sluice-{name}.log"));
+            let sluice = SluiceProcess::start(&opts.sluice_bin, &config, port, &log)?;
+            let target = SluiceTarget {
+                target: Target {
+                    host: "127.0.0.1".into(),
+                    port,
+                },
+                pid: Some(sluice.child.id()),
+            };
             topology.description.push(format!(
-                "Sluice: child process (pid {}) on 127.0.0.1:{}, log {}",
+                "Sluice ({name}): child process (pid {}) on 127.0.0.1:{port}, configuration \
+                 {}, log {}",
                 sluice.child.id(),
-                sluice.port,
-                opts.sluice_log.display()
+                config.display(),
+                log.display()
             ));
-            topology.sluice = Some(sluice);
+            topology.sluice_commands.push(sluice.command.clone());
+            if cached {
+                topology.cached = Some(target);
+            } else {
+                topology.passthrough = Some(target);
+            }
+            topology.sluices.push(sluice);
         }
         Ok(topology)
     }
@@ -144,39 +181,49 @@ impl Topology {
     /// Servers that already run; checks that each accepts TCP connections.
     pub fn external(
         direct: Option<Target>,
-        passthrough: Option<Target>,
-        sluice_pid: Option<u32>,
+        passthrough: Option<SluiceTarget>,
+        cached: Option<SluiceTarget>,
     ) -> anyhow::Result<Topology> {
         let mut description = Vec::new();
         if let Some(target) = &direct {
             check_reachable(target, "the direct target (--mysql-host/--mysql-port)")?;
             description.push(format!("database: existing server at {target}"));
         }
-        if let Some(target) = &passthrough {
-            check_reachable(target, "the Sluice target (--sluice-host/--sluice-port)")?;
-            description.push(format!("Sluice: existing instance at {target}"));
-        }
-        if let Some(pid) = sluice_pid {
-            cpu_ticks(pid)
-                .with_context(|| format!("reading the CPU time of --sluice-pid {pid}"))?;
-            description.push(format!("Sluice CPU time read from /proc/{pid}/stat"));
+        for (sluice, name, flags) in [
+            (&passthrough, "passthrough", "--sluice-host/--sluice-port"),
+            (&cached, "cached", "--cached-host/--cached-port"),
+        ] {
+            let Some(sluice) = sluice else { continue };
+            check_reachable(&sluice.target, &format!("the {name} Sluice ({flags})"))?;
+            description.push(format!(
+                "Sluice ({name}): existing instance at {}",
+                sluice.target
+            ));
+            if let Some(pid) = sluice.pid {
+                cpu_ticks(pid).with_context(|| {
+                    format!("reading the CPU time of the {name} Sluice, pid {pid}")
+                })?;
+                description.push(format!(
+                    "Sluice ({name}) CPU time read from /proc/{pid}/stat"
+                ));
+            }
         }
         Ok(Topology {
             direct,
             passthrough,
-            sluice_pid,
-            sluice_command: None,
+            cached,
+            sluice_commands: Vec::new(),
             mariadb_version: None,
             description,
-            sluice: None,
+            sluices: Vec::new(),
             mariadb: None,
         })
     }
 
-    /// Whether the Sluice child this topology started is still running; the error says
-    /// how it ended, with the tail of its log. Always Ok for an external Sluice.
-    pub fn check_sluice(&mut self) -> Result<(), String> {
-        match &mut self.sluice {
+    /// Whether the Sluice children this topology started still run; the error says
+    /// which one ended and how, with the tail of its log. Always Ok for external ones.
+    pub fn check_sluice(&mut self, pid: Option<u32>) -> Result<(), String> {
+        match self.sluices.iter_mut().find(|s| Some(s.child.id()) == pid) {
             Some(sluice) => sluice.check(),
             None => Ok(()),
         }
@@ -185,7 +232,7 @@ impl Topology {
 
 impl Drop for Topology {
     fn drop(&mut self) {
-        if let Some(sluice) = self.sluice.take() {
+        for sluice in self.sluices.drain(..) {
             sluice.stop();
         }
         if let Some(mariadb) = self.mariadb.take() {
@@ -194,10 +241,94 @@ impl Drop for Topology {
     }
 }
 
+/// The rule of the cached scenario: every SELECT, kept for longer than any run, as in
+/// the published report ("all reads cached, TTL long enough to never expire").
+const CACHE_ALL_SELECTS: &str = "(?i)^\\s*SELECT\\b";
+
+/// The configuration of an embedded Sluice in front of `backend`.
+pub fn sluice_config(
+    port: u16,
+    backend: SocketAddr,
+    creds: &Credentials,
+    pool_max: u32,
+    cached: bool,
+) -> String {
+    let mut text = format!(
+        "# Written by `sluice bench` for its {} scenario.\n\
+         [log]\nlevel = \"warn\"\n\n\
+         [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
+         [[users]]\nname = {}\npassword = {}\n\n\
+         [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n\
+         [pool]\nmax_connections = {pool_max}\n",
+        if cached { "cached" } else { "passthrough" },
+        toml_string(&creds.user),
+        toml_string(&creds.password),
+    );
+    if cached {
+        text.push_str(&format!(
+            "\n[cache]\n\n[[cache.rules]]\nname = \"every-select\"\nmatch = {}\nttl = \"1d\"\n",
+            toml_string(CACHE_ALL_SELECTS)
+        ));
+    }
+    text
+}
+
+/// Whether `sluice_bin` can cache: `sluice check-config` on a configuration with a
+/// cache rule. The error is the reason to show in place of the cached results.
+pub fn check_cache_support(
+    sluice_bin: &Path,
+    dir: &Path,
+    creds: &Credentials,
+) -> Result<(), String> {
+    let config = dir.join("sluice-cached-check.toml");
+    let text = sluice_config(1, SocketAddr::from(([127, 0, 0, 1], 1)), creds, 1, true);
+    std::fs::write(&config, text).map_err(|e| format!("writing {}: {e}", config.display()))?;
+    let out = Command::new(sluice_bin)
+        .arg("check-config")
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output();
+    let _ = std::fs::remove_file(&config);
+    let out = out.map_err(|e| format!("running {} check-config: {e}", sluice_bin.display()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let said = String::from_utf8_lossy(&out.stderr);
+    // The line that says what is wrong, not the one naming the file and position.
+    let lines: Vec<&str> = said
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let why = lines
+        .iter()
+        .find(|l| l.contains("unknown field") || l.starts_with("- "))
+        .or(lines.last())
+        .map_or("", |l| l.split(", expected").next().unwrap_or(l));
+    Err(format!(
+        "this Sluice has no query cache yet (its configuration check rejects a cache rule: \
+         {why})"
+    ))
+}
+
+/// A TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// `sluice serve` running as a child of the benchmark.
 struct SluiceProcess {
     child: Child,
-    port: u16,
     log: PathBuf,
     command: String,
 }
@@ -206,21 +337,11 @@ impl SluiceProcess {
     /// How long Sluice gets to start listening.
     const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-    fn start(
-        bin: &Path,
-        backend: SocketAddr,
-        creds: &Credentials,
-        log: &Path,
-    ) -> anyhow::Result<SluiceProcess> {
-        let port = sandbox::free_port();
+    fn start(bin: &Path, config: &Path, port: u16, log: &Path) -> anyhow::Result<SluiceProcess> {
         let args = vec![
             "serve".to_string(),
-            "--listen".to_string(),
-            format!("127.0.0.1:{port}"),
-            "--backend".to_string(),
-            backend.to_string(),
-            "--user".to_string(),
-            format!("{}:{}", creds.user, creds.password),
+            "--config".to_string(),
+            config.to_string_lossy().into_owned(),
         ];
         let command = std::iter::once(bin.to_string_lossy().into_owned())
             .chain(args.iter().cloned())
@@ -236,7 +357,6 @@ impl SluiceProcess {
             .with_context(|| format!("starting Sluice ({command})"))?;
         let mut sluice = SluiceProcess {
             child,
-            port,
             log: log.to_path_buf(),
             command,
         };

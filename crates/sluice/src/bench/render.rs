@@ -1,0 +1,724 @@
+//! How a benchmark report reads: per workload, the published report's tables (throughput,
+//! total reads, average and 95th-percentile latency) plus Sluice's CPU cost, the insert
+//! series, charts of each against threads, and the documents that hold them: Markdown
+//! (the terminal and results.md) and one self-contained HTML page.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use super::chart::{Chart, Series};
+use super::report::{thousands, InsertRow, Report, Status, SummaryRow};
+use super::sysbench::{PsMode, Workload};
+use super::Scenario;
+
+/// A table of numbers, already formatted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub title: String,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A chart and the name of its SVG file (without extension).
+pub struct NamedChart {
+    pub file_stem: String,
+    pub chart: Chart,
+}
+
+/// The results of one workload (and ps-mode): its tables, why cells are empty, charts.
+pub struct Section {
+    pub title: String,
+    pub tables: Vec<Table>,
+    pub notes: Vec<String>,
+    pub charts: Vec<NamedChart>,
+}
+
+/// Every section of the report, in plan order.
+pub fn sections(report: &Report) -> Vec<Section> {
+    let s = &report.settings;
+    let mut out = Vec::new();
+    for w in s.sysbench_workloads() {
+        for &p in &s.ps_modes {
+            out.push(sysbench_section(report, w, p));
+        }
+    }
+    if s.insert.is_some() && s.workloads.contains(&Workload::Insert) {
+        out.push(insert_section(report));
+    }
+    out
+}
+
+/// One figure of a summary row, when it has one.
+type Figure<'a> = &'a dyn Fn(&SummaryRow) -> Option<f64>;
+
+/// A numeric column per scenario, and one ratio column per scenario that is not direct.
+struct Metric<'a> {
+    title: &'a str,
+    value: Figure<'a>,
+    format: &'a dyn Fn(f64) -> String,
+    ratio: Option<Figure<'a>>,
+}
+
+fn sysbench_section(report: &Report, w: Workload, p: PsMode) -> Section {
+    let s = &report.settings;
+    let row = |t: u32, sc: Scenario| report.row(w, p, t, sc);
+    let qps = |r: &SummaryRow| r.qps;
+    let reads = |r: &SummaryRow| r.reads;
+    let avg = |r: &SummaryRow| r.avg_latency_ms;
+    let p95 = |r: &SummaryRow| r.p95_latency_ms;
+    let qps_ratio = |r: &SummaryRow| r.qps_ratio_vs_direct;
+    let avg_ratio = |r: &SummaryRow| r.avg_latency_ratio_vs_direct;
+    let count = |v: f64| thousands(v.round() as u64);
+    let ms = |v: f64| format!("{v:.2}");
+    let metrics = [
+        Metric {
+            title: "Throughput (queries/s)",
+            value: &qps,
+            format: &count,
+            ratio: Some(&qps_ratio),
+        },
+        Metric {
+            title: "Total reads",
+            value: &reads,
+            format: &count,
+            ratio: None,
+        },
+        Metric {
+            title: "Average latency (ms)",
+            value: &avg,
+            format: &ms,
+            ratio: Some(&avg_ratio),
+        },
+        Metric {
+            title: "95th percentile latency (ms)",
+            value: &p95,
+            format: &ms,
+            ratio: None,
+        },
+    ];
+    let mut tables: Vec<Table> = metrics
+        .iter()
+        .map(|m| metric_table(m, &s.threads, &s.scenarios, &row))
+        .collect();
+    tables.push(cost_table(&s.threads, &s.scenarios, &row));
+
+    let mut missing = Missing::default();
+    for &t in &s.threads {
+        for &sc in &s.scenarios {
+            if let Some(why) = row(t, sc).and_then(|r| r.missing.as_deref()) {
+                missing.add(sc, why, t);
+            }
+        }
+    }
+
+    let stem = format!("{w}-{p}");
+    let label = format!("{w}, {}", p.describe());
+    let series = |value: &dyn Fn(&SummaryRow) -> Option<f64>| -> Vec<Series> {
+        s.scenarios
+            .iter()
+            .filter(|sc| s.unavailable(**sc).is_none())
+            .map(|&sc| Series {
+                name: sc.to_string(),
+                points: s
+                    .threads
+                    .iter()
+                    .filter_map(|&t| Some((f64::from(t), value(row(t, sc)?)?)))
+                    .collect(),
+            })
+            .collect()
+    };
+    let chart =
+        |suffix: &str, what: &str, unit: &str, value: &dyn Fn(&SummaryRow) -> Option<f64>| {
+            NamedChart {
+                file_stem: format!("{stem}-{suffix}"),
+                chart: Chart {
+                    title: format!("{label}: {what}"),
+                    x_label: "threads".into(),
+                    y_label: unit.into(),
+                    series: series(value),
+                },
+            }
+        };
+    Section {
+        title: format!("{w}, {} (--db-ps-mode={p})", p.describe()),
+        tables,
+        notes: missing.lines(&s.threads),
+        charts: vec![
+            chart("qps", "throughput", "queries/s", &qps),
+            chart("avg-latency", "average latency", "ms", &avg),
+            chart("p95-latency", "95th percentile latency", "ms", &p95),
+        ],
+    }
+}
+
+fn metric_table<'r>(
+    m: &Metric,
+    threads: &[u32],
+    scenarios: &[Scenario],
+    row: &dyn Fn(u32, Scenario) -> Option<&'r SummaryRow>,
+) -> Table {
+    let others: Vec<Scenario> = scenarios
+        .iter()
+        .copied()
+        .filter(|s| *s != Scenario::Direct)
+        .collect();
+    let has_direct = scenarios.contains(&Scenario::Direct);
+    let mut header = vec!["threads".to_string()];
+    header.extend(scenarios.iter().map(|s| s.to_string()));
+    if let (Some(_), true) = (m.ratio, has_direct) {
+        header.extend(others.iter().map(|s| format!("{s} ÷ direct")));
+    }
+    let rows = threads
+        .iter()
+        .map(|&t| {
+            let mut cells = vec![t.to_string()];
+            for &sc in scenarios {
+                cells.push(cell(row(t, sc), &|r| (m.value)(r).map(|v| (m.format)(v))));
+            }
+            if let (Some(ratio), true) = (m.ratio, has_direct) {
+                for &sc in &others {
+                    cells.push(
+                        row(t, sc)
+                            .and_then(ratio)
+                            .map_or_else(|| "—".to_string(), |v| format!("{v:.2}")),
+                    );
+                }
+            }
+            cells
+        })
+        .collect();
+    Table {
+        title: m.title.to_string(),
+        header,
+        rows,
+    }
+}
+
+/// Sluice's CPU time per query in each proxied scenario, and errors in every scenario.
+fn cost_table<'r>(
+    threads: &[u32],
+    scenarios: &[Scenario],
+    row: &dyn Fn(u32, Scenario) -> Option<&'r SummaryRow>,
+) -> Table {
+    let proxied: Vec<Scenario> = scenarios
+        .iter()
+        .copied()
+        .filter(|s| *s != Scenario::Direct)
+        .collect();
+    let mut header = vec!["threads".to_string()];
+    header.extend(proxied.iter().map(|s| format!("{s}: Sluice CPU µs/query")));
+    header.extend(scenarios.iter().map(|s| format!("{s}: errors")));
+    let rows = threads
+        .iter()
+        .map(|&t| {
+            let mut cells = vec![t.to_string()];
+            for &sc in &proxied {
+                cells.push(cell(row(t, sc), &|r| {
+                    // Measured, but with no Sluice process to read: a dash, not a failure.
+                    r.qps.map(|_| {
+                        r.sluice_cpu_us_per_query
+                            .map_or_else(|| "—".to_string(), |v| format!("{v:.1}"))
+                    })
+                }));
+            }
+            for &sc in scenarios {
+                cells.push(cell(row(t, sc), &|r| r.errors.map(|e| e.to_string())));
+            }
+            cells
+        })
+        .collect();
+    Table {
+        title: "Sluice CPU time per query, and errors".into(),
+        header,
+        rows,
+    }
+}
+
+fn insert_section(report: &Report) -> Section {
+    let s = &report.settings;
+    let insert = s.insert.as_ref().expect("checked by the caller");
+    let scenarios = s.insert_scenarios();
+    let others: Vec<Scenario> = scenarios
+        .iter()
+        .copied()
+        .filter(|sc| *sc != Scenario::Direct)
+        .collect();
+    let has_direct = scenarios.contains(&Scenario::Direct);
+    let row = |n: u32, sc: Scenario| report.insert_row(n, sc);
+    let icell = |r: Option<&InsertRow>, f: &dyn Fn(&InsertRow) -> Option<String>| match r {
+        None => "—".to_string(),
+        Some(r) => f(r).unwrap_or_else(|| mark(r.missing.as_deref())),
+    };
+
+    let mut header = vec!["inserts/trx".to_string()];
+    header.extend(scenarios.iter().map(|sc| format!("{sc} rows/s")));
+    if has_direct {
+        header.extend(others.iter().map(|sc| format!("{sc} ÷ direct")));
+    }
+    header.extend(scenarios.iter().map(|sc| format!("{sc} seconds")));
+    header.extend(
+        others
+            .iter()
+            .map(|sc| format!("{sc}: Sluice CPU µs/insert")),
+    );
+    let mut missing = Missing::default();
+    let rows = insert
+        .per_trx
+        .iter()
+        .map(|&n| {
+            let mut cells = vec![n.to_string()];
+            for &sc in &scenarios {
+                if let Some(why) = row(n, sc).and_then(|r| r.missing.as_deref()) {
+                    missing.add(sc, why, n);
+                }
+                cells.push(icell(row(n, sc), &|r| {
+                    r.rows_per_sec.map(|v| thousands(v.round() as u64))
+                }));
+            }
+            if has_direct {
+                for &sc in &others {
+                    cells.push(
+                        row(n, sc)
+                            .and_then(|r| r.ratio_vs_direct)
+                            .map_or_else(|| "—".to_string(), |v| format!("{v:.2}")),
+                    );
+                }
+            }
+            for &sc in &scenarios {
+                cells.push(icell(row(n, sc), &|r| r.seconds.map(|v| format!("{v:.2}"))));
+            }
+            for &sc in &others {
+                cells.push(icell(row(n, sc), &|r| {
+                    r.rows_per_sec.map(|_| {
+                        r.sluice_cpu_us_per_insert
+                            .map_or_else(|| "—".to_string(), |v| format!("{v:.1}"))
+                    })
+                }));
+            }
+            cells
+        })
+        .collect();
+    let series = scenarios
+        .iter()
+        .filter(|sc| s.unavailable(**sc).is_none())
+        .map(|&sc| Series {
+            name: sc.to_string(),
+            points: insert
+                .per_trx
+                .iter()
+                .filter_map(|&n| Some((f64::from(n), row(n, sc)?.rows_per_sec?)))
+                .collect(),
+        })
+        .collect();
+    Section {
+        title: format!(
+            "insert (mysqlslap, {} clients, {} rows per run)",
+            insert.clients,
+            thousands(insert.rows)
+        ),
+        tables: vec![Table {
+            title: "Insert throughput (rows/s) by transaction length".into(),
+            header,
+            rows,
+        }],
+        notes: missing.lines(&insert.per_trx),
+        charts: vec![NamedChart {
+            file_stem: "insert-rows-per-sec".into(),
+            chart: Chart {
+                title: "insert: rows/s by transaction length".into(),
+                x_label: "inserts per transaction".into(),
+                y_label: "rows/s".into(),
+                series,
+            },
+        }],
+    }
+}
+
+/// A summary cell: the value, or a short mark saying why there is none.
+fn cell(row: Option<&SummaryRow>, f: &dyn Fn(&SummaryRow) -> Option<String>) -> String {
+    match row {
+        None => "—".to_string(),
+        Some(r) => f(r).unwrap_or_else(|| mark(r.missing.as_deref())),
+    }
+}
+
+fn mark(missing: Option<&str>) -> String {
+    match missing {
+        Some(m) if m.starts_with("n/a") => "n/a".into(),
+        Some(m) if m.starts_with("FAILED") => "FAILED".into(),
+        Some(m) if m.starts_with("skipped") => "skipped".into(),
+        _ => "—".into(),
+    }
+}
+
+/// Why cells are empty, grouped so that one reason shared by many steps is one line.
+#[derive(Default)]
+struct Missing {
+    /// (scenario, reason) → the steps it applies to, in first-seen order.
+    by_reason: BTreeMap<(usize, String), (Scenario, Vec<u32>)>,
+    order: usize,
+}
+
+impl Missing {
+    fn add(&mut self, scenario: Scenario, reason: &str, step: u32) {
+        let existing = self
+            .by_reason
+            .iter_mut()
+            .find(|((_, r), (sc, _))| *sc == scenario && r == reason);
+        match existing {
+            Some((_, (_, steps))) => steps.push(step),
+            None => {
+                self.order += 1;
+                self.by_reason
+                    .insert((self.order, reason.to_string()), (scenario, vec![step]));
+            }
+        }
+    }
+
+    fn lines(&self, all_steps: &[u32]) -> Vec<String> {
+        self.by_reason
+            .iter()
+            .map(|((_, reason), (scenario, steps))| {
+                if steps.len() == all_steps.len() {
+                    format!("{scenario}: {reason}")
+                } else {
+                    let list: Vec<String> = steps.iter().map(|s| s.to_string()).collect();
+                    format!("{scenario} at {}: {reason}", list.join(", "))
+                }
+            })
+            .collect()
+    }
+}
+
+/// A table as GitHub Markdown, numbers right-aligned.
+pub fn markdown_table(t: &Table) -> String {
+    let mut out = format!("**{}**\n\n| {} |\n|", t.title, t.header.join(" | "));
+    for _ in &t.header {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for row in &t.rows {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    out
+}
+
+/// The sections' tables and notes as Markdown: what the terminal shows at the end.
+pub fn markdown_sections(sections: &[Section]) -> String {
+    let mut out = String::new();
+    for section in sections {
+        let _ = writeln!(out, "### {}\n", section.title);
+        for table in &section.tables {
+            out.push_str(&markdown_table(table));
+            out.push('\n');
+        }
+        for note in &section.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+        if !section.notes.is_empty() {
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// One-line account of how far the run got.
+fn status_line(report: &Report) -> String {
+    match &report.status {
+        Status::Running => "**in progress** (partial results)".to_string(),
+        Status::Finished => match report.runs_not_ok() {
+            0 => "finished".to_string(),
+            n => format!("finished, **{n} run(s) failed or were skipped** (marked below)"),
+        },
+        Status::Aborted(why) => format!(
+            "**aborted** (partial results): {}",
+            why.lines().next().unwrap_or("")
+        ),
+    }
+}
+
+/// The facts about the run, one per line, as Markdown list items without the dash.
+fn facts(report: &Report) -> Vec<String> {
+    let s = &report.settings;
+    let mut facts = vec![
+        format!(
+            "Started {}, {}{}.",
+            report.started_at,
+            report
+                .finished_at
+                .as_ref()
+                .map(|f| format!("ended {f}, "))
+                .unwrap_or_default(),
+            status_line(report)
+        ),
+        format!(
+            "Machine: {} ({} logical CPUs), {} memory, {}.",
+            report.machine.cpu,
+            report.machine.logical_cpus,
+            report.machine.memory,
+            report.machine.kernel
+        ),
+        format!(
+            "Load generators: {}.",
+            [
+                report.sysbench_version.as_deref(),
+                report.mysqlslap_version.as_deref()
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; ")
+        ),
+        format!("Sluice {}.", report.sluice_version),
+    ];
+    facts.extend(report.topology.iter().cloned());
+    if s.sysbench_workloads().next().is_some() {
+        facts.push(format!(
+            "sysbench: {} tables x {} rows; threads {}; {} s per step; {} repetition(s) per \
+             step, scenarios alternating ({}); medians reported.",
+            s.data.tables,
+            thousands(s.data.table_size),
+            join(&s.threads),
+            s.duration_secs,
+            s.repeat,
+            join(&s.scenarios),
+        ));
+    }
+    if let Some(insert) = s
+        .insert
+        .as_ref()
+        .filter(|_| s.workloads.contains(&Workload::Insert))
+    {
+        facts.push(format!(
+            "insert: mysqlslap, {} clients, {} rows per run, {} inserts per transaction; \
+             scenarios alternating ({}).",
+            insert.clients,
+            thousands(insert.rows),
+            join(&insert.per_trx),
+            join(&s.insert_scenarios()),
+        ));
+    }
+    for u in &s.unavailable {
+        facts.push(format!("{}: not available: {}", u.scenario, u.reason));
+    }
+    facts.extend(report.notes.iter().map(|n| format!("Note: {n}")));
+    facts
+}
+
+const LEGEND: &str = "queries/s and total reads: as sysbench counts them over the run. \
+    Latency: per event as sysbench reports it (an event is 1 query in oltp_point_select, \
+    14 in oltp_read_only, 14 reads and a 4-write transaction in oltp_read_write_split), in \
+    ms with sysbench's two decimals. ÷ direct: the scenario's value over direct's at the \
+    same step. Sluice CPU µs/query: the Sluice process's user+system CPU time during the \
+    run divided by the queries of the run. errors: sysbench's ignored errors. n/a: the \
+    scenario cannot run here; FAILED / skipped: no measurement, reason under the table.";
+
+/// The whole report as Markdown (results.md).
+pub fn markdown(report: &Report, sections: &[Section]) -> String {
+    let mut out = format!(
+        "# Sluice benchmark: {}\n\n",
+        join(&report.settings.scenarios)
+    );
+    for fact in facts(report) {
+        let _ = writeln!(out, "- {fact}");
+    }
+    if let Status::Aborted(why) = &report.status {
+        if why.lines().count() > 1 {
+            let _ = writeln!(out, "\n```text\n{why}\n```");
+        }
+    }
+    let _ = write!(out, "\n{LEGEND}\n\n## Results\n\n");
+    out.push_str(&markdown_sections(sections));
+    out.push_str("## Charts\n\n");
+    for section in sections {
+        for chart in &section.charts {
+            let _ = writeln!(
+                out,
+                "![{}](charts/{}.svg)",
+                chart.chart.title, chart.file_stem
+            );
+        }
+    }
+    out.push_str("\n## Commands\n\n");
+    out.push_str(&commands_markdown(report));
+    out
+}
+
+/// Every command line, grouped, as Markdown code blocks.
+fn commands_markdown(report: &Report) -> String {
+    let mut out = String::new();
+    for (title, lines) in command_groups(report) {
+        let _ = writeln!(out, "{title}\n\n```sh");
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push_str("```\n\n");
+    }
+    out.push_str(
+        "Every command ran under `ulimit -n 65535` (or the hard limit, if lower), sysbench \
+         in the results directory (which holds the Lua script Sluice ships). At each step \
+         the scenarios ran one after the other, alternating when repeated; the output of \
+         every run is in `raw/`.\n",
+    );
+    out
+}
+
+fn command_groups(report: &Report) -> Vec<(String, Vec<String>)> {
+    let mut groups = Vec::new();
+    let c = &report.commands;
+    if !c.sluice.is_empty() {
+        groups.push(("Sluice".to_string(), c.sluice.clone()));
+    }
+    let data: Vec<String> = c.prepare.iter().chain(&c.cleanup).cloned().collect();
+    if !data.is_empty() {
+        groups.push(("Data (prepare, cleanup)".to_string(), data));
+    }
+    let s = &report.settings;
+    for w in s.sysbench_workloads() {
+        for &p in &s.ps_modes {
+            let lines = distinct(
+                report
+                    .runs
+                    .iter()
+                    .filter(|r| r.workload == w && r.ps_mode == p)
+                    .map(|r| r.command.as_str()),
+            );
+            if !lines.is_empty() {
+                groups.push((format!("{w}, --db-ps-mode={p}"), lines));
+            }
+        }
+    }
+    let inserts = distinct(report.inserts.iter().map(|r| r.command.as_str()));
+    if !inserts.is_empty() {
+        groups.push(("insert (mysqlslap)".to_string(), inserts));
+    }
+    groups
+}
+
+fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for item in items {
+        if !item.is_empty() && !seen.iter().any(|s| s == item) {
+            seen.push(item.to_string());
+        }
+    }
+    seen
+}
+
+/// The report as one HTML page with the charts inline: it opens from a file, offline.
+pub fn html(report: &Report, sections: &[Section]) -> String {
+    let title = format!("Sluice benchmark: {}", join(&report.settings.scenarios));
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n<ul>\n",
+        escape(&title),
+        escape(&title)
+    );
+    for fact in facts(report) {
+        let _ = writeln!(out, "<li>{}</li>", inline_markdown(&fact));
+    }
+    out.push_str("</ul>\n");
+    if let Status::Aborted(why) = &report.status {
+        let _ = writeln!(out, "<pre>{}</pre>", escape(why));
+    }
+    let _ = writeln!(out, "<p class=\"legend\">{}</p>", escape(LEGEND));
+    for section in sections {
+        let _ = writeln!(out, "<section>\n<h2>{}</h2>", escape(&section.title));
+        out.push_str("<div class=\"charts\">\n");
+        for chart in &section.charts {
+            let _ = writeln!(out, "<figure>{}</figure>", chart.chart.svg());
+        }
+        out.push_str("</div>\n");
+        for table in &section.tables {
+            out.push_str(&html_table(table));
+        }
+        if !section.notes.is_empty() {
+            out.push_str("<ul class=\"notes\">\n");
+            for note in &section.notes {
+                let _ = writeln!(out, "<li>{}</li>", escape(note));
+            }
+            out.push_str("</ul>\n");
+        }
+        out.push_str("</section>\n");
+    }
+    out.push_str("<section>\n<h2>Commands</h2>\n");
+    for (title, lines) in command_groups(report) {
+        let _ = writeln!(
+            out,
+            "<h3>{}</h3>\n<pre>{}</pre>",
+            escape(&title),
+            escape(&lines.join("\n"))
+        );
+    }
+    out.push_str("</section>\n</body>\n</html>\n");
+    out
+}
+
+fn html_table(t: &Table) -> String {
+    let mut out = format!(
+        "<table>\n<caption>{}</caption>\n<thead><tr>",
+        escape(&t.title)
+    );
+    for h in &t.header {
+        let _ = write!(out, "<th>{}</th>", escape(h));
+    }
+    out.push_str("</tr></thead>\n<tbody>\n");
+    for row in &t.rows {
+        out.push_str("<tr>");
+        for c in row {
+            let class = match c.as_str() {
+                "FAILED" | "skipped" => " class=\"bad\"",
+                "n/a" | "—" => " class=\"na\"",
+                _ => "",
+            };
+            let _ = write!(out, "<td{class}>{}</td>", escape(c));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody>\n</table>\n");
+    out
+}
+
+/// `**bold**` in a fact line, everything else escaped.
+fn inline_markdown(text: &str) -> String {
+    let mut out = String::new();
+    for (i, part) in text.split("**").enumerate() {
+        if i % 2 == 1 {
+            let _ = write!(out, "<strong>{}</strong>", escape(part));
+        } else {
+            out.push_str(&escape(part));
+        }
+    }
+    out
+}
+
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn join<T: std::fmt::Display>(items: &[T]) -> String {
+    items
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;\
+color:#222}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;\
+font-weight:bold;padding:.3em 0}th,td{border:1px solid #ccc;padding:.25em .6em;\
+text-align:right}th{background:#f4f4f4}td.bad{color:#b00;font-weight:bold}td.na{color:#888}\
+.charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0;flex:1 1 360px;max-width:600px}\
+figure svg{width:100%;height:auto}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;\
+white-space:pre-wrap}.legend{color:#555;font-size:.9em}";

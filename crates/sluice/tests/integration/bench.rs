@@ -1,0 +1,342 @@
+//! `sluice bench` end to end: the real binary drives real sysbench and mysqlslap against
+//! real servers and writes its report. Short runs: these check that every workload,
+//! scenario and output works and that failures are reported, not the figures (those
+//! come from `sluice bench` itself, see docs/BENCHMARKS.md).
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice::sandbox::wait_child;
+
+use crate::support::proxy::{User, SLUICE_BIN};
+use crate::support::{dedicated_server, free_port, Config, MariaDbOptions, Sluice};
+
+/// Runs `sluice bench ARGS --out DIR`, killing it after `limit`.
+fn bench(args: &[&str], out: &Path, limit: Duration) -> Output {
+    let mut child = Command::new(SLUICE_BIN)
+        .arg("bench")
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting sluice bench");
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let out_reader =
+        std::thread::spawn(move || std::io::read_to_string(stdout).unwrap_or_default());
+    let err_reader =
+        std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let status = wait_child(&mut child, limit).unwrap();
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let status = child.wait().unwrap();
+    let output = Output {
+        status,
+        stdout: out_reader.join().unwrap().into_bytes(),
+        stderr: err_reader.join().unwrap().into_bytes(),
+    };
+    assert!(
+        status.code().is_some(),
+        "sluice bench ran over {limit:?} or was killed:\n{}",
+        text(&output)
+    );
+    output
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn results(out: &Path) -> Value {
+    let json = std::fs::read_to_string(out.join("results.json")).expect("results.json written");
+    serde_json::from_str(&json).expect("results.json is JSON")
+}
+
+fn rows<'a>(results: &'a Value, key: &str) -> &'a Vec<Value> {
+    results[key].as_array().expect("an array")
+}
+
+/// The embedded topology (its own MariaDB and Sluice processes) with every workload: a
+/// miniature of `make demo` plus the insert series. Every direct and passthrough cell is
+/// measured; the cached scenario either runs too or, when this Sluice has no query
+/// cache, is reported as not available in every cell without failing the run.
+#[test]
+fn embedded_run_measures_every_workload_and_writes_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let output = bench(
+        &[
+            "--workloads",
+            "read_only,point_select,read_write,insert",
+            "--threads",
+            "1,4",
+            "--duration",
+            "1s",
+            "--tables",
+            "2",
+            "--table-size",
+            "1000",
+            "--insert-trx",
+            "1,50",
+            "--insert-rows",
+            "2000",
+            "--insert-clients",
+            "4",
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(300),
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{}", text(&output));
+
+    let cached_unavailable = rows(&r["settings"], "unavailable")
+        .iter()
+        .any(|u| u["scenario"] == "cached");
+    let summary = rows(&r, "summary");
+    // 3 workloads x 2 thread counts x 3 scenarios.
+    assert_eq!(summary.len(), 18);
+    for row in summary {
+        let measured = row["qps"].as_f64().is_some_and(|q| q > 0.0);
+        if row["scenario"] == "cached" && cached_unavailable {
+            assert!(!measured, "{row}");
+            assert!(
+                row["missing"].as_str().unwrap().starts_with("n/a: "),
+                "{row}"
+            );
+            continue;
+        }
+        assert!(measured, "no throughput: {row}\n{}", text(&output));
+        assert!(row["reads"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["p95_latency_ms"].as_f64().is_some(), "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+        if row["scenario"] == "direct" {
+            assert!(row["sluice_cpu_us_per_query"].is_null(), "{row}");
+        } else {
+            // The embedded Sluice is a child process: its CPU time is read from /proc.
+            assert!(row["sluice_cpu_us_per_query"].as_f64().is_some(), "{row}");
+            assert!(row["qps_ratio_vs_direct"].as_f64().is_some(), "{row}");
+        }
+    }
+    // The read-write workload wrote, and only it did.
+    for run in rows(&r, "runs") {
+        let writes = run["stats"]["writes"].as_u64().unwrap();
+        assert_eq!(
+            writes > 0,
+            run["workload"] == "oltp_read_write_split",
+            "{run}"
+        );
+    }
+
+    let inserts = rows(&r, "insert_summary");
+    assert_eq!(inserts.len(), 4, "{inserts:?}");
+    for row in inserts {
+        assert_ne!(row["scenario"], "cached");
+        assert!(row["rows_per_sec"].as_f64().unwrap() > 0.0, "{row}");
+    }
+
+    // Every output file, and the charts of every section.
+    for file in [
+        "results.md",
+        "results.csv",
+        "report.html",
+        "oltp_read_write_split.lua",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let charts = std::fs::read_dir(out.join("charts")).unwrap().count();
+    assert_eq!(charts, 3 * 3 + 1);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 10);
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 18 + 4);
+    // The terminal gets the tables and where the report is.
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("**Throughput (queries/s)**"), "{stdout}");
+    assert!(stdout.contains("**Total reads**"), "{stdout}");
+    assert!(
+        stdout.contains("**95th percentile latency (ms)**"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("report.html"), "{stdout}");
+    // The embedded servers are gone.
+    let logs = std::fs::read_to_string(out.join("sluice-passthrough.log")).unwrap();
+    assert!(!logs.contains("panicked"), "{logs}");
+}
+
+/// Existing servers. A failed data setup stops the run with sysbench's own words. Then
+/// direct works and Sluice cannot log in to its backend: the run goes on, writes what it
+/// measured, marks every missing cell with the reason, and exits with an error that says
+/// how many runs failed.
+#[test]
+fn failed_runs_are_marked_and_the_rest_is_kept() {
+    let server = dedicated_server(MariaDbOptions::default());
+    server
+        .execute("CREATE DATABASE IF NOT EXISTS sbtest")
+        .unwrap();
+    let broken = User {
+        backend_password: Some("not the password".into()),
+        ..User::native("bench", "bench_pw")
+    };
+    let mut sluice = Sluice::start(&Config::for_server(&server).user(broken));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let db_port = server.port().to_string();
+    let sluice_port = sluice.port().to_string();
+    let pid = sluice.pid().to_string();
+    let output = bench(
+        &[
+            "--mysql-port",
+            &db_port,
+            "--sluice-port",
+            &sluice_port,
+            "--sluice-pid",
+            &pid,
+            "--mysql-user",
+            "bench",
+            "--mysql-password",
+            "bench_pw",
+            "--workloads",
+            "point_select",
+            "--threads",
+            "2",
+            "--duration",
+            "1s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    sluice.assert_running();
+    // The bench user does not exist on the server itself yet: setting up the data (first
+    // removing leftover tables) fails, and the message says so in sysbench's words.
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains("(sysbench cleanup): sysbench exited with status 1"),
+        "{all}"
+    );
+    assert!(
+        all.contains("error 1045: Access denied for user 'bench'"),
+        "{all}"
+    );
+    assert_eq!(results(&out)["status"]["state"], "aborted");
+    // With the user created, direct works while Sluice still fails to log in.
+    server
+        .execute(
+            "CREATE USER IF NOT EXISTS 'bench'@'%' IDENTIFIED BY 'bench_pw'; \
+             GRANT ALL ON sbtest.* TO 'bench'@'%'",
+        )
+        .unwrap();
+    let output = bench(
+        &[
+            "--mysql-port",
+            &db_port,
+            "--sluice-port",
+            &sluice_port,
+            "--sluice-pid",
+            &pid,
+            "--mysql-user",
+            "bench",
+            "--mysql-password",
+            "bench_pw",
+            "--workloads",
+            "point_select",
+            "--threads",
+            "2",
+            "--duration",
+            "1s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    let all = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{all}");
+    assert!(all.contains("1 of 2 runs failed or were skipped"), "{all}");
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished");
+    let summary = rows(&r, "summary");
+    assert_eq!(summary.len(), 2);
+    assert!(summary[0]["qps"].as_f64().unwrap() > 0.0, "{all}");
+    let missing = summary[1]["missing"].as_str().unwrap();
+    assert!(missing.starts_with("FAILED: "), "{missing}");
+    // sysbench's own words about the failed login reach the report.
+    let runs = rows(&r, "runs");
+    let error = runs[1]["error"].as_str().unwrap();
+    assert!(error.contains("sysbench exited with status"), "{error}");
+    assert!(error.contains("error 1045"), "{error}");
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("| 2 | "), "{md}");
+    assert!(md.contains("FAILED"), "{md}");
+    // The password given on the command line is not in any report file.
+    for file in ["results.md", "results.json", "results.csv", "report.html"] {
+        let body = std::fs::read_to_string(out.join(file)).unwrap();
+        assert!(!body.contains("bench_pw"), "{file} shows the password");
+    }
+}
+
+/// What cannot start says what is missing, and nothing is left running.
+#[test]
+fn missing_tools_and_unreachable_servers_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let closed = free_port().to_string();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "--sysbench",
+                "/nonexistent/sysbench",
+                "--workloads",
+                "read_only",
+            ],
+            "sysbench not found",
+        ),
+        (
+            &[
+                "--mysqlslap",
+                "/nonexistent/mysqlslap",
+                "--workloads",
+                "insert",
+            ],
+            "mysqlslap not found",
+        ),
+        (
+            &["--mysql-port", &closed, "--workloads", "read_only"],
+            "cannot reach the direct target",
+        ),
+        (
+            &["--threads", "0"],
+            "--threads needs one or more thread counts",
+        ),
+    ];
+    for (i, (args, expected)) in cases.into_iter().enumerate() {
+        let out = dir.path().join(format!("case{i}"));
+        let output = bench(args, &out, Duration::from_secs(60));
+        let all = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {all}");
+        assert!(
+            all.contains(expected),
+            "{args:?}: expected {expected:?} in\n{all}"
+        );
+        assert!(!all.contains("panicked"), "{all}");
+    }
+}
