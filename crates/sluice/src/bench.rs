@@ -14,6 +14,7 @@ mod mysqlslap;
 mod render;
 mod report;
 mod sysbench;
+mod tool;
 mod topology;
 
 use std::fmt;
@@ -375,6 +376,25 @@ impl Plan {
         if let Some(note) = descriptor_shortage(max_threads, hard_nofile_limit()) {
             notes.push(note);
         }
+        if ps_modes.contains(&PsMode::Auto) && workloads.iter().any(|w| w.is_sysbench()) {
+            let needed = prepared_statements_needed(data.tables, max_threads);
+            if external {
+                notes.push(format!(
+                    "with prepared statements, sysbench needs max_prepared_stmt_count of at \
+                     least {needed} on the database ({} tables x {max_threads} threads x up to \
+                     9 statements); a lower limit fails the run with error 1461",
+                    data.tables
+                ));
+            } else if needed > topology::MAX_PREPARED_STMT_COUNT {
+                notes.push(format!(
+                    "with prepared statements, {} tables at {max_threads} threads need about \
+                     {needed} server-side statements, more than MariaDB allows ({}): those \
+                     steps will fail with error 1461; use fewer --tables or --ps-modes disable",
+                    data.tables,
+                    topology::MAX_PREPARED_STMT_COUNT
+                ));
+            }
+        }
         if external && scenarios.contains(&Scenario::Direct) {
             notes.push(format!(
                 "the existing database needs max_connections of at least {} for the top of \
@@ -498,6 +518,12 @@ impl Step {
             Step::Sysbench { scenario, .. } | Step::Insert { scenario, .. } => scenario,
         }
     }
+}
+
+/// Server-side prepared statements sysbench holds at once: up to 9 per table (the reads
+/// and writes of oltp_common) in every thread.
+fn prepared_statements_needed(tables: u32, threads: u32) -> u64 {
+    u64::from(tables) * u64::from(threads) * 9
 }
 
 /// The open-files hard limit of this process (children cannot go above it), from
@@ -784,7 +810,11 @@ impl Bench<'_> {
         for line in &topology.description {
             eprintln!("  {line}");
         }
+        for note in &topology.notes {
+            eprintln!("note: {note}");
+        }
         self.report.topology = topology.description.clone();
+        self.report.notes.extend(topology.notes.iter().cloned());
         self.report.commands.sluice = topology.sluice_commands.clone();
 
         // The data goes in straight through the database when there is one to reach.
@@ -1057,7 +1087,7 @@ impl Bench<'_> {
             return Measured::Skipped("interrupted (Ctrl-C)".into());
         }
         if !finished.status.is_some_and(|s| s.success()) {
-            return Measured::Failed(finished.failure(&what, log));
+            return Measured::Failed(sysbench::failure(&finished, &what, log));
         }
         match sysbench::parse_run(&finished.output) {
             Ok(stats) => {
@@ -1532,6 +1562,17 @@ mod tests {
         assert!(note.contains("1024") && note.contains("4196"), "{note}");
         let p = plan(&["--threads", "1,2048"]).unwrap();
         assert_eq!(p.max_connections, 8292);
+        // 64 x 2048 x 9 prepared statements are more than any MariaDB allows.
+        assert!(
+            p.notes.iter().any(|n| n.contains("error 1461")),
+            "{:?}",
+            p.notes
+        );
+        assert!(!plan(&["--threads", "1,256"])
+            .unwrap()
+            .notes
+            .iter()
+            .any(|n| n.contains("1461")));
         assert_eq!(p.pool_max(), 2064);
         // This process can read its own limit.
         assert!(hard_nofile_limit().is_some_and(|l| l > 0));

@@ -485,7 +485,7 @@ fn num(v: f64) -> String {
 
 /// Text for element content and attribute values. Characters that XML 1.0 forbids
 /// altogether (most control characters) are dropped, since no escape exists for them.
-fn escape(text: &str) -> String {
+pub(super) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

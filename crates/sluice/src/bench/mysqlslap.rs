@@ -33,13 +33,13 @@
 //!   run never gets in the way, and anything else kept in that schema is lost.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::sysbench::{run_logged, shell_quote, tail, with_raised_nofile, Endpoint, Finished};
+use super::sysbench::Endpoint;
+use super::tool::{self, run_logged, with_raised_nofile, Finished};
 
 /// The table of the published run. Its columns were `f`, `d`, `t`, `c` and `v`; only the
 /// names differ, and the INSERT lists no columns, so the statements stay equivalent.
@@ -158,15 +158,8 @@ impl SlapCommand {
     /// The command line as a shell would take it, password hidden unless it is the
     /// embedded run's throwaway one.
     pub fn display(&self) -> String {
-        let mut words = vec![shell_quote(&self.program.to_string_lossy())];
-        for arg in &self.args {
-            if self.hide_password && arg.starts_with("--password=") {
-                words.push("--password=****".to_string());
-            } else {
-                words.push(shell_quote(arg));
-            }
-        }
-        words.join(" ")
+        let secret = self.hide_password.then_some("--password=");
+        tool::command_line(&self.program, &self.args, secret)
     }
 
     /// Runs the command with stdout and stderr going to `log` (the summary comes on
@@ -220,36 +213,19 @@ impl SlapCommand {
     /// lines and the tail of its output.
     pub fn failure(&self, finished: &Finished, what: &str, log: &Path) -> String {
         let errors = error_lines(&finished.output, &self.program);
-        let how = match finished.status {
-            None => format!(
-                "did not finish within {:.0?} and was killed",
-                finished.elapsed
-            ),
-            Some(status) => match status.code() {
-                Some(0) if !errors.is_empty() => "exited with status 0 but reported errors".into(),
-                Some(0) => match parse(&finished.output) {
-                    Err(e) => format!("exited with status 0 but {e:#}"),
-                    Ok(_) => "exited with status 0".into(),
-                },
-                // bash's answer when the program it was to become does not exist.
-                Some(127) => "could not be run (exit status 127): is it installed? It comes \
-                              with the MariaDB client programs (Debian package \
-                              `mariadb-client`)"
-                    .into(),
-                Some(code) => format!("exited with status {code}"),
-                None => format!("was killed by a signal ({status})"),
+        let how = match finished.status.and_then(|s| s.code()) {
+            Some(0) if !errors.is_empty() => "exited with status 0 but reported errors".into(),
+            Some(0) => match parse(&finished.output) {
+                Err(e) => format!("exited with status 0 but {e:#}"),
+                Ok(_) => "exited with status 0".into(),
             },
+            // bash's answer when the program it was to become does not exist.
+            Some(127) => "could not be run (exit status 127): is it installed? It comes with \
+                          the MariaDB client programs (Debian package `mariadb-client`)"
+                .into(),
+            _ => finished.how(),
         };
-        let mut msg = format!("{what}: mysqlslap {how}");
-        if !errors.is_empty() {
-            msg.push_str(&format!(": {}", errors.join(" | ")));
-        }
-        msg.push_str(&format!(
-            "\n  last lines of its output ({}):\n{}",
-            log.display(),
-            indent(&tail(&finished.output, 8), "    ")
-        ));
-        msg
+        finished.failure_message(what, "mysqlslap", &how, &errors, log)
     }
 }
 
@@ -386,44 +362,17 @@ pub fn error_lines(output: &str, program: &Path) -> Vec<String> {
 
 /// `mysqlslap --version`, or an error that says how to get mysqlslap.
 pub fn version(program: &Path) -> anyhow::Result<String> {
-    let out = Command::new(program)
-        .args(["--no-defaults", "--version"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| spawn_error(program, e))?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || !text.contains("slap") {
-        bail!(
-            "`{} --version` did not answer like mysqlslap ({}): {}",
-            program.display(),
-            out.status,
-            tail(
-                &format!("{text}\n{}", String::from_utf8_lossy(&out.stderr)),
-                4
-            )
-        );
-    }
-    Ok(text)
-}
-
-fn spawn_error(program: &Path, e: std::io::Error) -> anyhow::Error {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        anyhow::anyhow!(
-            "mysqlslap not found (`{}`): install the MariaDB client programs (the Debian \
-             and Ubuntu package `mariadb-client`, which installs it as mysqlslap and \
+    tool::version(
+        program,
+        &["--no-defaults", "--version"],
+        "slap",
+        &format!(
+            "mysqlslap not found (`{}`): install the MariaDB client programs (the Debian and \
+             Ubuntu package `mariadb-client`, which installs it as mysqlslap and \
              mariadb-slap) or pass --mysqlslap PATH",
             program.display()
-        )
-    } else {
-        anyhow::anyhow!("cannot start `{}`: {e}", program.display())
-    }
-}
-
-fn indent(text: &str, prefix: &str) -> String {
-    text.lines()
-        .map(|l| format!("{prefix}{l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+        ),
+    )
 }
 
 #[cfg(test)]

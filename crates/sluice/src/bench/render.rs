@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::chart::{Chart, Series};
+use super::chart::{escape, Chart, Series};
 use super::report::{thousands, InsertRow, Report, Status, SummaryRow};
 use super::sysbench::{PsMode, Workload};
 use super::Scenario;
@@ -687,21 +687,6 @@ fn inline_markdown(text: &str) -> String {
             let _ = write!(out, "<strong>{}</strong>", escape(part));
         } else {
             out.push_str(&escape(part));
-        }
-    }
-    out
-}
-
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
         }
     }
     out

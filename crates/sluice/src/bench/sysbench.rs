@@ -6,11 +6,12 @@ use std::fmt;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
+
+use super::tool::{self, run_logged, with_raised_nofile, Finished};
 
 /// What a step runs: a sysbench Lua script, or the mysqlslap insert series.
 #[derive(clap::ValueEnum, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -203,15 +204,8 @@ impl SysbenchCommand {
     /// The command line as a shell would take it, password hidden unless it is the
     /// embedded run's throwaway one.
     pub fn display(&self) -> String {
-        let mut words = vec![shell_quote(&self.program.to_string_lossy())];
-        for arg in &self.args {
-            if self.hide_password && arg.starts_with("--mysql-password=") {
-                words.push("--mysql-password=****".to_string());
-            } else {
-                words.push(shell_quote(arg));
-            }
-        }
-        words.join(" ")
+        let secret = self.hide_password.then_some("--mysql-password=");
+        tool::command_line(&self.program, &self.args, secret)
     }
 
     /// Runs the command with stdout and stderr going to `log` (sysbench prints its
@@ -242,110 +236,23 @@ impl SysbenchCommand {
         deadline: Duration,
     ) -> anyhow::Result<()> {
         let finished = self.execute(log, deadline, |_, _| {})?;
-        finished.check(what, log)
+        check(&finished, what, log)
     }
 }
 
-/// Runs `command` (a tool started through [`with_raised_nofile`]) with stdout and stderr
-/// both going to `log`, killing it at `deadline`; `on_tick` is called about once a second
-/// with the time so far. sysbench and mysqlslap both run this way.
-pub fn run_logged(
-    mut command: Command,
-    program: &Path,
-    log: &Path,
-    deadline: Duration,
-    mut on_tick: impl FnMut(Duration),
-) -> anyhow::Result<Finished> {
-    let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(file.try_clone()?)
-        .stderr(file)
-        .spawn()
-        .with_context(|| {
-            format!(
-                "cannot start `{}` (through bash, to raise its open-files limit)",
-                program.display()
-            )
-        })?;
-    let started = Instant::now();
-    let mut last_tick = started;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if started.elapsed() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-        if last_tick.elapsed() >= Duration::from_secs(1) {
-            last_tick = Instant::now();
-            on_tick(started.elapsed());
-        }
-    };
-    let output = std::fs::read_to_string(log).with_context(|| {
-        format!(
-            "reading the output of {} in {}",
-            program.display(),
-            log.display()
-        )
-    })?;
-    Ok(Finished {
-        status,
-        elapsed: started.elapsed(),
-        output,
-    })
+/// Ok when sysbench exited 0; otherwise an error naming `what`, how sysbench ended, its
+/// `FATAL` lines and the tail of its output.
+pub fn check(finished: &Finished, what: &str, log: &Path) -> anyhow::Result<()> {
+    match finished.status {
+        Some(status) if status.success() => Ok(()),
+        _ => bail!("{}", failure(finished, what, log)),
+    }
 }
 
-/// The end of one sysbench or mysqlslap process.
-#[derive(Debug)]
-pub struct Finished {
-    /// `None` when it was killed at its deadline.
-    pub status: Option<ExitStatus>,
-    pub elapsed: Duration,
-    pub output: String,
-}
-
-impl Finished {
-    /// Whether sysbench died of SIGINT: the user pressed Ctrl-C, which the terminal sends
-    /// to sysbench as well as to us.
-    pub fn interrupted(&self) -> bool {
-        use std::os::unix::process::ExitStatusExt;
-        self.status.and_then(|s| s.signal()) == Some(2)
-    }
-
-    /// Ok when sysbench exited 0; otherwise an error naming `what`, how sysbench ended,
-    /// its `FATAL` lines and the tail of its output.
-    pub fn check(&self, what: &str, log: &Path) -> anyhow::Result<()> {
-        match self.status {
-            Some(status) if status.success() => Ok(()),
-            _ => bail!("{}", self.failure(what, log)),
-        }
-    }
-
-    /// A message for a run that did not succeed.
-    pub fn failure(&self, what: &str, log: &Path) -> String {
-        let how = match self.status {
-            None => format!("did not finish within {:.0?} and was killed", self.elapsed),
-            Some(status) => match status.code() {
-                Some(code) => format!("exited with status {code}"),
-                None => format!("was killed by a signal ({status})"),
-            },
-        };
-        let mut msg = format!("{what}: sysbench {how}");
-        let fatal = fatal_lines(&self.output);
-        if !fatal.is_empty() {
-            msg.push_str(&format!(": {}", fatal.join(" | ")));
-        }
-        msg.push_str(&format!(
-            "\n  last lines of its output ({}):\n{}",
-            log.display(),
-            indent(&tail(&self.output, 8), "    ")
-        ));
-        msg
-    }
+/// A message for a run that did not succeed.
+pub fn failure(finished: &Finished, what: &str, log: &Path) -> String {
+    let fatal = fatal_lines(&finished.output);
+    finished.failure_message(what, "sysbench", &finished.how(), &fatal, log)
 }
 
 /// What one step runs.
@@ -552,82 +459,16 @@ pub fn fatal_lines(output: &str) -> Vec<String> {
 
 /// `sysbench --version`, or an error that says how to get sysbench.
 pub fn version(program: &Path) -> anyhow::Result<String> {
-    let out = Command::new(program)
-        .arg("--version")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| spawn_error(program, e))?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    if !out.status.success() || !text.starts_with("sysbench") {
-        bail!(
-            "`{} --version` did not answer like sysbench ({}): {}",
-            program.display(),
-            out.status,
-            tail(
-                &format!("{text}\n{}", String::from_utf8_lossy(&out.stderr)),
-                4
-            )
-        );
-    }
-    Ok(text)
-}
-
-fn spawn_error(program: &Path, e: std::io::Error) -> anyhow::Error {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        anyhow::anyhow!(
-            "sysbench not found (`{}`): install sysbench 1.0 (the `sysbench` package of \
-             most distributions) or pass --sysbench PATH",
+    tool::version(
+        program,
+        &["--version"],
+        "sysbench",
+        &format!(
+            "sysbench not found (`{}`): install sysbench 1.0 (the `sysbench` package of most \
+             distributions) or pass --sysbench PATH",
             program.display()
-        )
-    } else {
-        anyhow::anyhow!("cannot start `{}`: {e}", program.display())
-    }
-}
-
-/// The open-files soft limit children get: enough for thousands of connections.
-const NOFILE: u32 = 65535;
-
-/// A command that runs `program args` with the open-files soft limit raised to
-/// [`NOFILE`] (or to the hard limit, if that is lower). Thread ramps to hundreds of
-/// connections exhaust the usual 1024 otherwise, in sysbench and in the proxy.
-pub fn with_raised_nofile(program: &Path, args: &[String]) -> Command {
-    let mut cmd = Command::new("bash");
-    cmd.arg("-c")
-        .arg(format!(
-            "ulimit -n {NOFILE} 2>/dev/null || ulimit -n \"$(ulimit -Hn)\"; exec \"$0\" \"$@\""
-        ))
-        .arg(program)
-        .args(args);
-    cmd
-}
-
-/// The last `n` non-empty lines of `text`.
-pub fn tail(text: &str, n: usize) -> String {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.is_empty() {
-        return "(nothing)".to_string();
-    }
-    lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-fn indent(text: &str, prefix: &str) -> String {
-    text.lines()
-        .map(|l| format!("{prefix}{l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Quotes a word for a POSIX shell when it needs it.
-pub fn shell_quote(word: &str) -> String {
-    let plain = !word.is_empty()
-        && word
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_=.,:/@%+".contains(c));
-    if plain {
-        word.to_string()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -821,14 +662,5 @@ mod tests {
         let text = prepare.display();
         assert!(text.contains("'--mysql-password=s3cret pw'"), "{text}");
         assert!(text.ends_with("--threads=4 prepare"), "{text}");
-    }
-
-    #[test]
-    fn quoting_and_tail() {
-        assert_eq!(shell_quote("--threads=4"), "--threads=4");
-        assert_eq!(shell_quote("it's"), r"'it'\''s'");
-        assert_eq!(shell_quote(""), "''");
-        assert_eq!(tail("a\n\nb\nc\n\n", 2), "b\nc");
-        assert_eq!(tail("\n", 2), "(nothing)");
     }
 }
