@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::sysbench::{shell_quote, tail, with_raised_nofile};
+use super::tool::{shell_quote, tail, with_raised_nofile};
 use crate::sandbox::{self, MariaDb, MariaDbOptions};
 
 /// A host and port sysbench connects to.
@@ -61,6 +61,9 @@ pub struct SluiceTarget {
     pub pid: Option<u32>,
 }
 
+/// The server's highest `max_prepared_stmt_count`, which the embedded MariaDB gets.
+pub const MAX_PREPARED_STMT_COUNT: u64 = 1_048_576;
+
 /// The servers of one benchmark run. Dropping it stops whatever it started.
 pub struct Topology {
     /// The database itself, for the direct scenario.
@@ -74,6 +77,8 @@ pub struct Topology {
     pub mariadb_version: Option<String>,
     /// One line per server, for the report.
     pub description: Vec<String>,
+    /// What the report must warn about (limits the machine imposed).
+    pub notes: Vec<String>,
     sluices: Vec<SluiceProcess>,
     mariadb: Option<MariaDb>,
 }
@@ -84,6 +89,11 @@ impl Topology {
     pub fn embedded(opts: &EmbeddedOptions, creds: &Credentials) -> anyhow::Result<Topology> {
         let mariadb = MariaDb::start(MariaDbOptions {
             max_connections: opts.max_connections,
+            // sysbench prepares up to 9 statements per table in every thread: 64 tables
+            // at 64 threads already pass the default limit of 16,382 (error 1461).
+            extra_args: vec![format!(
+                "--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"
+            )],
             ..MariaDbOptions::default()
         })
         .context("starting the embedded MariaDB server (sandbox)")?;
@@ -97,6 +107,7 @@ impl Topology {
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description: Vec::new(),
+            notes: Vec::new(),
             sluices: Vec::new(),
             mariadb: None,
         };
@@ -126,19 +137,32 @@ impl Topology {
                 )
             })?;
         }
-        topology.mariadb_version = db.execute("SELECT VERSION()").ok().and_then(|out| {
-            out.lines()
-                .map(str::trim)
-                .rfind(|l| !l.is_empty())
-                .map(String::from)
-        });
+        let scalar = |sql: &str| {
+            db.execute(sql).ok().and_then(|out| {
+                out.lines()
+                    .map(str::trim)
+                    .rfind(|l| !l.is_empty())
+                    .map(String::from)
+            })
+        };
+        topology.mariadb_version = scalar("SELECT VERSION()");
+        // The server lowers max_connections by itself when it cannot get the file
+        // descriptors for them: the top of the ramp would then fail with 1040.
+        let granted = scalar("SELECT @@max_connections").and_then(|v| v.parse::<u32>().ok());
+        if let Some(granted) = granted.filter(|g| *g < opts.max_connections) {
+            topology.notes.push(format!(
+                "MariaDB accepted max_connections={granted} of the {} asked for (too few \
+                 file descriptors): steps with more clients than that will fail",
+                opts.max_connections
+            ));
+        }
         topology.description.push(format!(
             "MariaDB {}: embedded sandbox at {backend}, max_connections={}",
             topology
                 .mariadb_version
                 .as_deref()
                 .unwrap_or("(version unknown)"),
-            opts.max_connections
+            granted.unwrap_or(opts.max_connections)
         ));
 
         for (wanted, cached) in [(opts.passthrough, false), (opts.cached, true)] {
@@ -215,6 +239,7 @@ impl Topology {
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description,
+            notes: Vec::new(),
             sluices: Vec::new(),
             mariadb: None,
         })
