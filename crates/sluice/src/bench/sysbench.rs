@@ -539,6 +539,18 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_read_write_split_summary() {
+        // Captured through Sluice: 4 threads, 30 s, 64 tables x 10,000 rows.
+        let stats = parse_run(include_str!("testdata/run_read_write_split_ps_auto.txt")).unwrap();
+        // 14 reads outside transactions, then BEGIN, 4 writes, COMMIT per event.
+        assert_eq!(stats.reads, stats.transactions * 14);
+        assert_eq!(stats.writes, stats.transactions * 4);
+        assert_eq!(stats.queries, stats.transactions * 20);
+        assert_eq!(stats.queries_per_sec, 14737.39);
+        assert_eq!(stats.ignored_errors, 0);
+    }
+
+    #[test]
     fn counts_ignored_errors() {
         let stats = parse_run(IGNORED_ERRORS).unwrap();
         assert_eq!(stats.ignored_errors, 53863);
