@@ -301,8 +301,10 @@ fn tail(path: &Path, max: usize) -> String {
     }
 }
 
-/// A mariadbd process under its watchdog. Dropping it stops the server.
-struct Supervised {
+/// A process under the watchdog: it is stopped (and its files removed) when this handle
+/// is dropped and also when this whole process dies, however it dies. Dropping it stops
+/// the process. mariadbd here, and the Sluice instances `sluice bench` starts.
+pub struct Supervised {
     /// The watchdog shell; its stdin is the pipe whose closing stops the server.
     watchdog: Option<Child>,
     /// mariadbd's own pid (a child of the watchdog, not of us).
@@ -313,7 +315,16 @@ impl Supervised {
     /// Start `mariadbd args` under the watchdog. `remove` is deleted after the server
     /// exits; `out` receives what the server prints before its error log is open.
     fn spawn(args: &[OsString], remove: Option<&Path>, out: &Path) -> Result<Supervised> {
-        let mariadbd = mariadbd_path()?;
+        Self::spawn_program(&mariadbd_path()?, args, remove, out)
+    }
+
+    /// Start `program args` under the watchdog, its stdout and stderr going to `out`.
+    pub fn spawn_program(
+        program: &Path,
+        args: &[OsString],
+        remove: Option<&Path>,
+        out: &Path,
+    ) -> Result<Supervised> {
         let script = WATCHDOG.replace("GRACE", &WATCHDOG_TERM_GRACE_TENTHS.to_string());
         let mut command = Command::new("bash");
         command
@@ -322,7 +333,7 @@ impl Supervised {
             .arg("sluice-sandbox-watchdog")
             .arg(remove.map(Path::as_os_str).unwrap_or_default())
             .arg(out)
-            .arg(&mariadbd)
+            .arg(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -348,8 +359,18 @@ impl Supervised {
         })
     }
 
-    /// Stop the server and wait (bounded) for the watchdog to finish its cleanup.
-    fn stop(&mut self) {
+    /// The supervised process's own pid (a child of the watchdog, not of us).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the supervised process still runs.
+    pub fn running(&self) -> bool {
+        self.watchdog.is_some() && process_alive(self.pid)
+    }
+
+    /// Stop the process and wait (bounded) for the watchdog to finish its cleanup.
+    pub fn stop(&mut self) {
         let Some(mut watchdog) = self.watchdog.take() else {
             return;
         };

@@ -2,10 +2,9 @@
 //! Sluice child processes, pass-through and caching, all torn down at the end) or servers
 //! that already run. Also the proxy's CPU clock, read from `/proc`.
 
-use std::fs::File;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -182,12 +181,12 @@ impl Topology {
                     host: "127.0.0.1".into(),
                     port,
                 },
-                pid: Some(sluice.child.id()),
+                pid: Some(sluice.pid()),
             };
             topology.description.push(format!(
                 "Sluice ({name}): child process (pid {}) on 127.0.0.1:{port}, configuration \
                  {}, log {}",
-                sluice.child.id(),
+                sluice.pid(),
                 config.display(),
                 log.display()
             ));
@@ -248,7 +247,7 @@ impl Topology {
     /// Whether the Sluice children this topology started still run; the error says
     /// which one ended and how, with the tail of its log. Always Ok for external ones.
     pub fn check_sluice(&mut self, pid: Option<u32>) -> Result<(), String> {
-        match self.sluices.iter_mut().find(|s| Some(s.child.id()) == pid) {
+        match self.sluices.iter_mut().find(|s| Some(s.pid()) == pid) {
             Some(sluice) => sluice.check(),
             None => Ok(()),
         }
@@ -351,9 +350,10 @@ fn toml_string(s: &str) -> String {
     out
 }
 
-/// `sluice serve` running as a child of the benchmark.
+/// `sluice serve` started by the benchmark, under the sandbox's watchdog: it stops with
+/// the benchmark however that ends (Ctrl-C, SIGTERM, SIGKILL), not only on a clean exit.
 struct SluiceProcess {
-    child: Child,
+    process: sandbox::Supervised,
     log: PathBuf,
     command: String,
 }
@@ -373,15 +373,15 @@ impl SluiceProcess {
             .map(|w| shell_quote(&w))
             .collect::<Vec<_>>()
             .join(" ");
-        let file = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let child = with_raised_nofile(bin, &args)
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .spawn()
-            .with_context(|| format!("starting Sluice ({command})"))?;
+        // The same bash line as every tool gets, so that the pid the watchdog reports
+        // becomes Sluice's own when bash execs it.
+        let raised = with_raised_nofile(bin, &args);
+        let argv: Vec<std::ffi::OsString> = raised.get_args().map(|a| a.to_owned()).collect();
+        let process =
+            sandbox::Supervised::spawn_program(Path::new(raised.get_program()), &argv, None, log)
+                .with_context(|| format!("starting Sluice ({command})"))?;
         let mut sluice = SluiceProcess {
-            child,
+            process,
             log: log.to_path_buf(),
             command,
         };
@@ -409,16 +409,19 @@ impl SluiceProcess {
         }
     }
 
+    fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
     fn check(&mut self) -> Result<(), String> {
-        match self.child.try_wait() {
-            Ok(None) => Ok(()),
-            Ok(Some(status)) => Err(format!(
-                "Sluice exited ({status}); last lines of {}:\n{}",
-                self.log.display(),
-                self.log_tail()
-            )),
-            Err(e) => Err(format!("cannot check on Sluice: {e}")),
+        if self.process.running() {
+            return Ok(());
         }
+        Err(format!(
+            "Sluice exited; last lines of {}:\n{}",
+            self.log.display(),
+            self.log_tail()
+        ))
     }
 
     fn log_tail(&self) -> String {
@@ -426,19 +429,9 @@ impl SluiceProcess {
         tail(&text, 10)
     }
 
-    /// SIGTERM for a graceful shutdown, then SIGKILL if it has not exited in 5 s.
+    /// SIGTERM for a graceful shutdown; the watchdog escalates to SIGKILL.
     fn stop(mut self) {
-        if matches!(self.child.try_wait(), Ok(None))
-            && sandbox::send_signal(self.child.id(), "TERM").is_ok()
-            && matches!(
-                sandbox::wait_child(&mut self.child, Duration::from_secs(5)),
-                Ok(Some(_))
-            )
-        {
-            return;
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.process.stop();
     }
 }
 

@@ -316,3 +316,58 @@ fn missing_tools_and_unreachable_servers_are_named() {
         assert!(!all.contains("panicked"), "{all}");
     }
 }
+
+/// A benchmark killed outright (SIGKILL: no cleanup code runs) leaves no Sluice and no
+/// MariaDB behind: both run under the sandbox's watchdog.
+#[test]
+fn a_killed_benchmark_leaves_nothing_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let mut child = Command::new(SLUICE_BIN)
+        .args([
+            "bench",
+            "--workloads",
+            "point_select",
+            "--scenarios",
+            "direct,passthrough",
+            "--threads",
+            "1",
+            "--duration",
+            "60s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--sluice-bin",
+            SLUICE_BIN,
+            "--out",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting sluice bench");
+    // The report names the Sluice child's pid once the topology is up.
+    let mut pid = None;
+    let found = crate::support::wait_until(Duration::from_secs(60), || {
+        let Ok(text) = std::fs::read_to_string(out.join("results.json")) else {
+            return false;
+        };
+        pid = text
+            .split("child process (pid ")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .and_then(|p| p.parse::<u32>().ok());
+        pid.is_some()
+    });
+    assert!(found, "the benchmark never reported its Sluice");
+    let pid = pid.unwrap();
+    assert!(sluice::sandbox::process_alive(pid));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        crate::support::wait_process_gone(pid, Duration::from_secs(30)),
+        "Sluice (pid {pid}) outlived the killed benchmark"
+    );
+}
