@@ -919,14 +919,13 @@ impl Bench<'_> {
                 Scenario::Cached => topology.cached.clone().map(|s| (s.target, s.pid)),
             };
             let label = self.label(step, index, &progress);
-            let skip = if self.interrupted.load(Ordering::SeqCst) {
-                Some("interrupted (Ctrl-C)".to_string())
-            } else if target.is_none() {
-                Some("no server to run it against".to_string())
-            } else if gone.contains(&step.scenario()) {
-                Some("its Sluice exited during an earlier run".to_string())
-            } else {
-                None
+            let skip = match &target {
+                _ if self.interrupted.load(Ordering::SeqCst) => Some("interrupted (Ctrl-C)"),
+                None => Some("no server to run it against"),
+                Some(_) if gone.contains(&step.scenario()) => {
+                    Some("its Sluice exited during an earlier run")
+                }
+                Some(_) => None,
             };
             let (command, output_file, outcome) = match (skip, target) {
                 (None, Some((target, pid))) => {
@@ -945,7 +944,7 @@ impl Bench<'_> {
                     (command, Some(file), outcome)
                 }
                 (skip, _) => {
-                    let reason = skip.unwrap_or_else(|| "no server to run it against".into());
+                    let reason = skip.unwrap_or_default().to_string();
                     if !self.interrupted.load(Ordering::SeqCst) {
                         eprintln!("{label}: skipped, {reason}");
                     }

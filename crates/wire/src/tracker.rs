@@ -456,28 +456,22 @@ mod tests {
         CapabilityFlags(c)
     }
 
+    /// An OK packet; with `deprecate_eof`, the 0xFE-headed form that ends a result set.
+    fn ok_with(status: u16, deprecate_eof: bool) -> Vec<u8> {
+        let header = if deprecate_eof { EOF_HEADER } else { OK_HEADER };
+        let ok = OkPacket {
+            status: StatusFlags(status),
+            ..Default::default()
+        };
+        ok_payload(&ok, caps(deprecate_eof), header).to_vec()
+    }
+
     fn ok(status: u16) -> Vec<u8> {
-        ok_payload(
-            &OkPacket {
-                status: StatusFlags(status),
-                ..Default::default()
-            },
-            caps(false),
-            OK_HEADER,
-        )
-        .to_vec()
+        ok_with(status, false)
     }
 
     fn ok_fe(status: u16) -> Vec<u8> {
-        ok_payload(
-            &OkPacket {
-                status: StatusFlags(status),
-                ..Default::default()
-            },
-            caps(true),
-            EOF_HEADER,
-        )
-        .to_vec()
+        ok_with(status, true)
     }
 
     fn eof(status: u16) -> Vec<u8> {

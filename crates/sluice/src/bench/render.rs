@@ -391,7 +391,7 @@ impl Missing {
 }
 
 /// A table as GitHub Markdown, numbers right-aligned.
-pub fn markdown_table(t: &Table) -> String {
+fn markdown_table(t: &Table) -> String {
     let mut out = format!("**{}**\n\n| {} |\n|", t.title, t.header.join(" | "));
     for _ in &t.header {
         out.push_str("---:|");

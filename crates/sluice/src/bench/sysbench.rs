@@ -66,11 +66,6 @@ impl Workload {
     pub fn is_sysbench(self) -> bool {
         self.script().is_some()
     }
-
-    /// Whether it writes, so a cached scenario measures invalidation as well as hits.
-    pub fn writes(self) -> bool {
-        matches!(self, Workload::OltpReadWriteSplit | Workload::Insert)
-    }
 }
 
 impl fmt::Display for Workload {
