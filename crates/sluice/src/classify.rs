@@ -1,6 +1,8 @@
 //! What a client command is and what the proxy does with it: forward it (and how its
 //! response ends), handle it in Sluice, or refuse it with a MySQL error.
 
+pub mod sql;
+
 use crate::error::code;
 use sluice_wire::command::Command;
 use sluice_wire::response::ErrPacket;

@@ -23,6 +23,10 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub protocol: ProtocolConfig,
+    #[serde(default)]
+    pub cache: crate::cache::CacheConfig,
+    #[serde(default)]
+    pub admin: AdminConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -463,11 +467,27 @@ impl Config {
         if self.limits.max_client_connections == 0 {
             p.push("limits.max_client_connections must be at least 1".into());
         }
+        p.extend(self.cache.validate());
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             p.push(format!(
                 "log.level: {:?} is not a valid filter",
                 self.log.level
             ));
+        }
+        let admin = &self.admin;
+        match admin.address.parse::<SocketAddr>() {
+            Err(_) => p.push(format!(
+                "admin.address: {:?} is not an IP:port address",
+                admin.address
+            )),
+            Ok(a) if !a.ip().is_loopback() && !admin.allow_remote => p.push(format!(
+                "admin.address: {a} is not a loopback address; the admin API is plain HTTP, \
+                 set admin.allow_remote = true to serve it to other hosts anyway"
+            )),
+            Ok(_) => {}
+        }
+        if let Err(e) = admin.configured_token() {
+            p.push(e);
         }
         p
     }
@@ -478,6 +498,88 @@ fn valid_host_port(s: &str) -> bool {
         Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0),
         None => false,
     }
+}
+
+/// Environment variable holding the admin token when the file gives none.
+pub const ADMIN_TOKEN_ENV: &str = "SLUICE_ADMIN_TOKEN";
+
+/// The admin HTTP API. Off unless a token is configured.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminConfig {
+    /// Address the admin API listens on. Default "127.0.0.1:6080".
+    #[serde(default = "default_admin_address")]
+    pub address: String,
+    /// Bearer token clients must present. Either this or `token_file`; without both, the
+    /// `SLUICE_ADMIN_TOKEN` environment variable; without any, the admin API is off.
+    pub token: Option<Secret>,
+    /// File holding the token (surrounding whitespace ignored).
+    pub token_file: Option<PathBuf>,
+    /// Allow a non-loopback `address`. Default false: the API is plain HTTP.
+    #[serde(default)]
+    pub allow_remote: bool,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            address: default_admin_address(),
+            token: None,
+            token_file: None,
+            allow_remote: false,
+        }
+    }
+}
+
+fn default_admin_address() -> String {
+    "127.0.0.1:6080".into()
+}
+
+impl AdminConfig {
+    /// The token to serve with: `token`, else `token_file`'s content, else the
+    /// `SLUICE_ADMIN_TOKEN` environment variable (an empty one counts as unset).
+    /// `None`: the admin API stays off.
+    pub fn resolved_token(&self) -> Result<Option<Secret>, String> {
+        if let Some(token) = self.configured_token()? {
+            return Ok(Some(token));
+        }
+        match std::env::var(ADMIN_TOKEN_ENV) {
+            Ok(v) if v.trim().is_empty() => Ok(None),
+            Ok(v) => check_admin_token(v.trim(), ADMIN_TOKEN_ENV).map(Some),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(format!("{ADMIN_TOKEN_ENV} is not valid UTF-8"))
+            }
+        }
+    }
+
+    /// The token the file gives (`token` or `token_file`), ignoring the environment.
+    pub fn configured_token(&self) -> Result<Option<Secret>, String> {
+        match (&self.token, &self.token_file) {
+            (Some(_), Some(_)) => Err("admin: give token or token_file, not both".into()),
+            (Some(t), None) => check_admin_token(&t.0, "admin.token").map(Some),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("admin.token_file: cannot read {}: {e}", path.display())
+                })?;
+                check_admin_token(text.trim(), "admin.token_file").map(Some)
+            }
+            (None, None) => Ok(None),
+        }
+    }
+}
+
+/// Tokens travel in an HTTP header, so only visible ASCII survives the trip intact.
+fn check_admin_token(token: &str, what: &str) -> Result<Secret, String> {
+    if token.trim().is_empty() {
+        return Err(format!("{what} is empty"));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(format!(
+            "{what} may only contain visible ASCII characters (no spaces)"
+        ));
+    }
+    Ok(Secret(token.to_owned()))
 }
 
 #[cfg(test)]

@@ -2,15 +2,19 @@
 //! loop ([`session`]) that classifies each command and relays it to the session's
 //! backend connection, streaming the response back packet by packet.
 
+mod cache_admin;
 mod client;
 mod login;
 mod session;
+pub mod warm;
 
+pub use cache_admin::CacheHandle;
 pub use client::ClientConn;
 pub use session::run;
 
 use crate::auth::{RsaKey, Users};
-use crate::backend::Pools;
+use crate::backend::{ConnParams, Pools};
+use crate::cache::QueryCache;
 use crate::config::{LimitsConfig, ListenerConfig, ProtocolConfig};
 use crate::stats::Stats;
 use arc_swap::ArcSwap;
@@ -83,6 +87,12 @@ pub struct Frontend {
     rsa_path: Option<std::path::PathBuf>,
     pub sessions: Mutex<HashMap<u32, SessionEntry>>,
     next_id: AtomicU32,
+    /// The query cache, when rules are configured.
+    pub cache: Option<Arc<QueryCache>>,
+    /// Wire format of the latest client of each user: what warming keys entries by.
+    client_params: Mutex<HashMap<String, ConnParams>>,
+    /// Warm-up groups waiting for their user's first client.
+    warm_pending: Mutex<Vec<warm::WarmGroup>>,
 }
 
 impl Frontend {
@@ -93,6 +103,7 @@ impl Frontend {
         protocol: ProtocolConfig,
         stats: Arc<Stats>,
         rsa_path: Option<std::path::PathBuf>,
+        cache: Option<Arc<QueryCache>>,
     ) -> Frontend {
         Frontend {
             users: ArcSwap::from_pointee(users),
@@ -105,7 +116,60 @@ impl Frontend {
             rsa_path,
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
+            cache,
+            client_params: Mutex::new(HashMap::new()),
+            warm_pending: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Queues warm-up groups until a client of their user logs in.
+    pub fn warm_later(&self, groups: Vec<warm::WarmGroup>) {
+        self.warm_pending.lock().extend(groups);
+    }
+
+    pub fn client_params(&self, user: &str) -> Option<ConnParams> {
+        self.client_params.lock().get(user).cloned()
+    }
+
+    /// A client of `user` logged in with `params`: remember them, and warm what was
+    /// waiting for this user.
+    pub(crate) fn client_logged_in(self: &Arc<Self>, user: &str, params: &ConnParams) {
+        if self.cache.is_none() {
+            return;
+        }
+        {
+            let mut seen = self.client_params.lock();
+            if seen.get(user) != Some(params) {
+                seen.insert(user.to_owned(), params.clone());
+            }
+        }
+        let groups: Vec<warm::WarmGroup> = {
+            let mut pending = self.warm_pending.lock();
+            if pending.is_empty() {
+                return;
+            }
+            let (mine, others) = pending.drain(..).partition(|g| g.user == user);
+            *pending = others;
+            mine
+        };
+        if groups.is_empty() {
+            return;
+        }
+        let fe = self.clone();
+        let params = params.clone();
+        tokio::spawn(async move {
+            let mut report = warm::WarmReport::default();
+            for g in &groups {
+                warm::warm_group(&fe, g, params.clone(), &mut report).await;
+            }
+            tracing::info!(
+                stored = report.stored,
+                skipped = report.skipped,
+                failed = report.failed,
+                problems = ?report.problems,
+                "cache warmed"
+            );
+        });
     }
 
     pub fn next_connection_id(&self) -> u32 {

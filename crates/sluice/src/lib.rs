@@ -5,12 +5,15 @@
 //! [`classify`] (what the command is and how its response ends) →
 //! [`backend`] (pool lease, backend connection, streamed response).
 //! Around it: [`config`], [`auth`] (user list and verification), [`tls`], [`stats`],
-//! [`shutdown`], [`error`]; and the tools that exercise it: [`sandbox`] (local MariaDB
-//! instances for tests, demo and benchmarks) and [`bench`].
+//! [`shutdown`], [`error`]; [`admin`] (the HTTP JSON admin API and `sluice admin`);
+//! and the tools that exercise it: [`sandbox`] (local MariaDB instances for tests, demo
+//! and benchmarks) and [`bench`].
 
+pub mod admin;
 pub mod auth;
 pub mod backend;
 pub mod bench;
+pub mod cache;
 pub mod classify;
 pub mod config;
 pub mod error;

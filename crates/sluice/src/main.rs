@@ -1,4 +1,4 @@
-//! The `sluice` command: `serve`, `check-config` and `bench`.
+//! The `sluice` command: `serve`, `check-config`, `admin` and `bench`.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -32,6 +32,12 @@ enum Command {
         /// The TOML configuration file.
         file: PathBuf,
     },
+    /// Talk to a running Sluice's admin API (stats, query cache).
+    ///
+    /// The token comes from --token, else --config's [admin] section, else the
+    /// SLUICE_ADMIN_TOKEN environment variable. Exit status 1 when the server refuses the
+    /// request, 2 when it cannot be reached.
+    Admin(Box<sluice::admin::cli::AdminArgs>),
     /// Benchmark: sysbench direct vs through Sluice, with ratios.
     Bench(Box<sluice::bench::BenchArgs>),
 }
@@ -69,6 +75,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Admin(args) => sluice::admin::cli::run(*args),
         Command::Bench(args) => match sluice::bench::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

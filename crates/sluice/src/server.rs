@@ -3,6 +3,7 @@
 
 use crate::auth::Users;
 use crate::backend::{probe, Pools, Server, ServerPool};
+use crate::cache::QueryCache;
 use crate::config::{Config, ListenerConfig, Overrides};
 use crate::error::code;
 use crate::frontend::{self, ClientConn, Frontend, Identity};
@@ -81,6 +82,18 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
     let pools = build_pools(&config, &stats, None)?;
+    let cache = if config.cache.enabled() {
+        let cache = QueryCache::new(&config.cache)
+            .map_err(|p| anyhow::anyhow!("cache rules: {}", p.join("; ")))?;
+        tracing::info!(
+            rules = config.cache.rules.len(),
+            budget_bytes = config.cache.max_bytes,
+            "query cache on"
+        );
+        Some(cache)
+    } else {
+        None
+    };
     let rsa_path = config.listeners.iter().find_map(|l| l.rsa_key.clone());
     let fe = Arc::new(Frontend::new(
         Users::from_config(&config.users),
@@ -89,7 +102,17 @@ pub async fn run(
         config.protocol.clone(),
         stats.clone(),
         rsa_path,
+        cache.clone(),
     ));
+    if let Some(file) = &config.cache.warm_file {
+        let groups =
+            frontend::warm::load(file).map_err(|e| anyhow::anyhow!("cache.warm_file: {e}"))?;
+        tracing::info!(
+            groups = groups.len(),
+            "cache warm-up queued: each user's queries run when its first client logs in"
+        );
+        fe.warm_later(groups);
+    }
     let announced = config.protocol.server_version.clone();
     let identity = tokio::spawn(learn_identity(fe.clone(), announced));
     // Give the first probe a moment so the first clients see the real server version.
@@ -126,6 +149,27 @@ pub async fn run(
             shutdown.clone(),
             drain.guard(),
         )));
+    }
+
+    let admin_state = crate::admin::AdminState {
+        cache: fe.cache.as_ref().map(|_| {
+            Arc::new(frontend::CacheHandle {
+                fe: fe.clone(),
+                warm_file: config.cache.warm_file.clone(),
+            }) as Arc<dyn crate::admin::CacheAdmin>
+        }),
+        stats: stats.clone(),
+    };
+    let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;
+
+    if let Some(cache) = &fe.cache {
+        if !config.cache.log_interval.is_zero() {
+            tokio::spawn(log_cache(
+                cache.clone(),
+                config.cache.log_interval,
+                shutdown.clone(),
+            ));
+        }
     }
 
     let mut term = signal(SignalKind::terminate())?;
@@ -191,11 +235,30 @@ fn reload(
         }
     }
     fe.users.store(Arc::new(Users::from_config(&config.users)));
+    if let Some(cache) = &fe.cache {
+        if let Err(problems) = cache.set_rules(config.cache.rules.clone()) {
+            tracing::error!(problems = ?problems, "cache rules not reloaded");
+        }
+    } else if config.cache.enabled() {
+        tracing::warn!("cache rules added: a restart is needed to turn the cache on");
+    }
     tracing::info!(
         users = config.users.len(),
         servers = config.servers.len(),
         "configuration reloaded"
     );
+}
+
+/// The cache's counters in the log at an interval.
+async fn log_cache(cache: Arc<QueryCache>, every: Duration, mut shutdown: Shutdown) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            _ = tick.tick() => tracing::info!("query cache {}", cache.summary()),
+            _ = shutdown.stopping() => return,
+        }
+    }
 }
 
 async fn accept_loop(

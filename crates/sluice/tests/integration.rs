@@ -7,12 +7,16 @@
 
 mod support;
 
+#[path = "integration/admin.rs"]
+mod admin;
 #[path = "integration/auth.rs"]
 mod auth;
 #[path = "integration/bad_input.rs"]
 mod bad_input;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/cache.rs"]
+mod cache;
 #[path = "integration/check_config.rs"]
 mod check_config;
 #[path = "integration/commands.rs"]

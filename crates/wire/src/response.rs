@@ -151,6 +151,17 @@ pub fn terminator_status(payload: &[u8]) -> Result<StatusFlags, ProtocolError> {
     OkPacket::parse(payload).map(|ok| ok.status)
 }
 
+/// Warning count of a terminating packet (classic EOF or OK-with-EOF-header).
+pub fn terminator_warnings(payload: &[u8]) -> Result<u16, ProtocolError> {
+    if payload.first() != Some(&EOF_HEADER) {
+        return Err(ProtocolError::Malformed("EOF packet"));
+    }
+    if payload.len() == 5 {
+        return Ok(u16::from_le_bytes([payload[1], payload[2]]));
+    }
+    OkPacket::parse(payload).map(|ok| ok.warnings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +196,17 @@ mod tests {
     fn classic_eof_status() {
         let p = eof_payload(1, StatusFlags(StatusFlags::MORE_RESULTS_EXISTS));
         assert!(terminator_status(&p).unwrap().more_results());
+        assert_eq!(terminator_warnings(&p).unwrap(), 1);
+        let ok = OkPacket {
+            warnings: 3,
+            ..Default::default()
+        };
+        let p = ok_payload(
+            &ok,
+            CapabilityFlags(CapabilityFlags::PROTOCOL_41),
+            EOF_HEADER,
+        );
+        assert_eq!(terminator_warnings(&p).unwrap(), 3);
+        assert!(terminator_warnings(&[0x00, 0, 0]).is_err());
     }
 }

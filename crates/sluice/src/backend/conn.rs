@@ -396,6 +396,19 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Result<Option<Vec<u8>>, ErrPacket>, BackendError> {
+        Ok(self
+            .query_row(sql)
+            .await?
+            .map(|row| row.and_then(|values| values.into_iter().next().flatten())))
+    }
+
+    /// Runs a query Sluice issues itself and returns the values of the first row of its
+    /// result (`None`: no rows; a `None` value is SQL NULL).
+    #[allow(clippy::type_complexity)]
+    pub async fn query_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Option<Vec<Option<Vec<u8>>>>, ErrPacket>, BackendError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(sql.as_bytes());
@@ -424,7 +437,7 @@ impl BackendConn {
                 }
             }
         }
-        first_value(&packets, self.caps).map_err(|e| self.proto_err(e))
+        first_row(&packets, self.caps).map_err(|e| self.proto_err(e))
     }
 
     /// Whether this idle connection is still usable: nothing to read and not closed.
@@ -438,11 +451,12 @@ impl BackendConn {
     }
 }
 
-/// The first value of the first row of a text result, or the server's error.
-fn first_value(
+/// The values of the first row of a text result, or the server's error.
+#[allow(clippy::type_complexity)]
+fn first_row(
     packets: &[Bytes],
     caps: CapabilityFlags,
-) -> Result<Result<Option<Vec<u8>>, ErrPacket>, ProtocolError> {
+) -> Result<Result<Option<Vec<Option<Vec<u8>>>>, ErrPacket>, ProtocolError> {
     let Some(first) = packets.first() else {
         return Err(ProtocolError::Malformed("empty response"));
     };
@@ -456,11 +470,18 @@ fn first_value(
     let Some(row) = packets.get(1 + columns + eof) else {
         return Ok(Ok(None));
     };
-    if row.first() == Some(&0xfb) {
-        return Ok(Ok(None));
-    }
     if row.first() == Some(&0xfe) && row.len() < 0xff_ffff {
         return Ok(Ok(None));
     }
-    Ok(Ok(Some(Reader::new(row).lenenc_bytes("value")?.to_vec())))
+    let mut r = Reader::new(row);
+    let mut values = Vec::with_capacity(columns);
+    for _ in 0..columns {
+        if r.remaining() > 0 && row[row.len() - r.remaining()] == 0xfb {
+            r.u8("NULL")?;
+            values.push(None);
+        } else {
+            values.push(Some(r.lenenc_bytes("value")?.to_vec()));
+        }
+    }
+    Ok(Ok(Some(values)))
 }

@@ -20,6 +20,8 @@ use sluice_wire::{CapabilityFlags, ProtocolError};
 use std::sync::Arc;
 use tracing::Instrument;
 
+pub(super) mod cached;
+
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
 
@@ -30,6 +32,8 @@ struct Session {
     user: Arc<User>,
     charset: u8,
     backend: Option<PooledConn>,
+    /// The session's side of the query cache, when one is configured.
+    cache: Option<cached::CacheState>,
 }
 
 /// Serves one accepted client until it quits, fails, or shutdown stops it between
@@ -97,11 +101,14 @@ async fn serve(
         user: logged_in.user.clone(),
         charset: logged_in.charset,
         backend: None,
+        cache: fe.cache.clone().map(cached::CacheState::new),
     };
     if !session.finish_login(logged_in).await {
         return;
     }
     tracing::debug!(user = %session.user.name, "logged in");
+    let params = session.key(&session.user).params;
+    fe.client_logged_in(&session.user.name, &params);
     match session.command_loop(&mut shutdown).await {
         Ok(()) => tracing::debug!("session ended"),
         Err(e) => {
@@ -209,6 +216,9 @@ impl Session {
         );
         self.user = user;
         self.backend = Some(conn);
+        if let Some(c) = self.cache.as_mut() {
+            c.reset(schema);
+        }
         Ok(Ok(()))
     }
 
@@ -241,7 +251,12 @@ impl Session {
                 }
                 Action::Forward(kind) => {
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
-                    if !self.relay(kind).await? {
+                    let going_on = if self.cache.is_some() {
+                        self.forward_cached(kind, header.len).await?
+                    } else {
+                        self.relay(kind).await?
+                    };
+                    if !going_on {
                         return Ok(());
                     }
                     if set_option {
@@ -269,10 +284,21 @@ impl Session {
     /// Forwards the command at the front of the client buffer and streams its response.
     /// Returns false when the session must end (the backend was lost).
     async fn relay(&mut self, kind: ResponseKind) -> Result<bool, SessionError> {
+        self.relay_recording(kind, None).await
+    }
+
+    /// [`Self::relay`], keeping a copy of the response in `record` (up to its limit) for
+    /// the cache.
+    async fn relay_recording(
+        &mut self,
+        kind: ResponseKind,
+        mut record: Option<&mut cached::Recording>,
+    ) -> Result<bool, SessionError> {
         let Some(backend) = self.backend.as_mut() else {
             return Ok(false);
         };
         let client = &mut self.client;
+        let mut cache = self.cache.as_mut();
 
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);
@@ -302,7 +328,15 @@ impl Session {
                     return Err(err.into());
                 }
             };
+            if let (Some(Event::Done(status)), Some(c)) = (event, cache.as_deref_mut()) {
+                // Before the client can see its statement end: once it has, anything it
+                // tells others ("committed") must already hold for the cache.
+                c.response_ending(status.unwrap_or(backend.status));
+            }
             if n > 0 {
+                if let Some(r) = record.as_deref_mut() {
+                    r.push(&backend.rbuf[..n]);
+                }
                 if let Err(e) = client.stream_write(&backend.rbuf[..n]).await {
                     backend.mark_broken();
                     Stats::incr(&self.fe.stats.client_aborts);
@@ -328,6 +362,9 @@ impl Session {
                     return Ok(true);
                 }
                 Some(Event::LocalInfile) => {
+                    if let Some(r) = record.as_deref_mut() {
+                        r.abandon();
+                    }
                     client.flush().await?;
                     let next =
                         relay_local_infile(client, backend, scanner.next_seq(), &self.fe).await?;

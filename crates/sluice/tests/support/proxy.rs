@@ -36,6 +36,10 @@ pub struct Config {
     pub limits: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub protocol: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub cache: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub admin: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -143,6 +147,8 @@ impl Config {
             pool: toml::Table::new(),
             limits: toml::Table::new(),
             protocol: toml::Table::new(),
+            cache: toml::Table::new(),
+            admin: toml::Table::new(),
         }
     }
 
@@ -175,6 +181,52 @@ impl Config {
     pub fn pool(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
         self.pool.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// Add a `[[cache.rules]]` entry.
+    pub fn cache_rule(self, name: &str, pattern: &str, ttl: &str) -> Config {
+        let mut rule = toml::Table::new();
+        rule.insert("name".into(), name.into());
+        rule.insert("match".into(), pattern.into());
+        rule.insert("ttl".into(), ttl.into());
+        self.cache_rule_table(rule)
+    }
+
+    /// Add a `[[cache.rules]]` entry given whole.
+    pub fn cache_rule_table(mut self, rule: toml::Table) -> Config {
+        let rules = self
+            .cache
+            .entry("rules")
+            .or_insert_with(|| toml::Value::Array(Vec::new()));
+        rules
+            .as_array_mut()
+            .expect("cache.rules is an array")
+            .push(toml::Value::Table(rule));
+        self
+    }
+
+    /// Set `[cache] key = value`.
+    pub fn cache(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.cache.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Turn the admin API on, on a free loopback port, with `token`.
+    pub fn admin(mut self, token: &str) -> Config {
+        self.admin.insert(
+            "address".into(),
+            format!("127.0.0.1:{}", free_port()).into(),
+        );
+        self.admin.insert("token".into(), token.into());
+        self
+    }
+
+    /// The admin API's address, when turned on.
+    pub fn admin_address(&self) -> Option<String> {
+        self.admin
+            .get("address")
+            .and_then(|a| a.as_str())
+            .map(str::to_owned)
     }
 
     /// The listener's port.

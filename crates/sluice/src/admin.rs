@@ -1,0 +1,563 @@
+//! The admin HTTP JSON API (loopback, bearer token) and the `sluice admin` command that
+//! wraps it ([`cli`], over the tiny blocking [`client`]). Subsystems plug in through
+//! traits such as [`CacheAdmin`], so this module depends on none of them.
+
+pub mod cli;
+pub mod client;
+
+use crate::config::{AdminConfig, Secret};
+use crate::shutdown::Shutdown;
+use crate::stats::Stats;
+use anyhow::Context;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+
+/// Largest request body accepted; rule sets are small, anything bigger is a mistake.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// After shutdown, how long requests already running (a warm-up, say) may take.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// What the admin API needs from the query cache. Implemented by the cache; JSON in and
+/// out so the HTTP layer stays thin.
+pub trait CacheAdmin: Send + Sync + 'static {
+    /// Everything about the cache: totals, per rule, per digest, binlog reader state.
+    fn stats(&self) -> Value;
+    /// Current rules, as JSON objects with the same fields as the config's [[cache.rules]].
+    fn rules(&self) -> Value;
+    /// Replaces the rules at runtime. Err: every problem found (nothing changed then).
+    fn set_rules(&self, rules: Value) -> Result<(), Vec<String>>;
+    /// Drops entries; returns how many.
+    fn invalidate(&self, what: Invalidate) -> Result<u64, String>;
+    /// Pre-populates the cache from a file of queries (path on the Sluice host; None = the
+    /// configured file). Returns a JSON report.
+    fn warm(&self, file: Option<PathBuf>) -> WarmFuture;
+}
+
+/// What [`CacheAdmin::warm`] returns: the warm-up runs on its own task, so it must be
+/// `Send + 'static`.
+pub type WarmFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Send>>;
+
+/// Which cache entries to drop.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Invalidate {
+    All,
+    /// Entries stored under the rule of this name.
+    Rule(String),
+    /// Entries whose results read this table.
+    Table {
+        schema: String,
+        table: String,
+    },
+    /// Entries of one statement digest: its hex hash or its normalized text.
+    Digest(String),
+}
+
+/// Handles the admin server serves; a field per subsystem so later ones (servers,
+/// sessions...) can be added.
+#[derive(Clone)]
+pub struct AdminState {
+    /// `None` when no cache is configured: its endpoints then answer 404.
+    pub cache: Option<Arc<dyn CacheAdmin>>,
+    pub stats: Arc<Stats>,
+}
+
+/// Binds the admin listener on `cfg.address`. Separate from [`serve`] so the caller
+/// learns the bound address (and a bind failure) before anything runs.
+pub async fn bind(cfg: &AdminConfig) -> anyhow::Result<TcpListener> {
+    let address: SocketAddr = cfg
+        .address
+        .parse()
+        .with_context(|| format!("admin.address {:?} is not IP:port", cfg.address))?;
+    TcpListener::bind(address)
+        .await
+        .with_context(|| format!("cannot listen on {address} for the admin API"))
+}
+
+/// Serves the admin API on `listener` until `shutdown`; then requests already running
+/// get a few seconds to finish.
+pub async fn serve(
+    listener: TcpListener,
+    token: Secret,
+    state: AdminState,
+    shutdown: Shutdown,
+) -> anyhow::Result<()> {
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "admin API listening");
+    }
+    let mut graceful = shutdown.clone();
+    let server = axum::serve(listener, router(&token, state))
+        .with_graceful_shutdown(async move { graceful.stopping().await });
+    let mut deadline = shutdown;
+    tokio::select! {
+        result = server => result.context("admin API server"),
+        _ = async {
+            deadline.stopping().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => {
+            tracing::debug!("admin requests still running at shutdown were dropped");
+            Ok(())
+        }
+    }
+}
+
+/// Everything a caller usually wants in one call: resolves the token (none: the API is
+/// off and `Ok(None)` is returned), binds, and spawns [`serve`] on the current runtime.
+/// Returns the bound address and the server task.
+pub async fn start(
+    cfg: &AdminConfig,
+    state: AdminState,
+    shutdown: Shutdown,
+) -> anyhow::Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>> {
+    let Some(token) = cfg.resolved_token().map_err(anyhow::Error::msg)? else {
+        tracing::info!("no admin token configured: admin API off");
+        return Ok(None);
+    };
+    let listener = bind(cfg).await?;
+    let address = listener.local_addr()?;
+    let task = tokio::spawn(async move {
+        if let Err(e) = serve(listener, token, state, shutdown).await {
+            tracing::error!("admin API stopped: {e:#}");
+        }
+    });
+    Ok(Some((address, task)))
+}
+
+/// The routes, with authentication, the body limit and request logging.
+pub fn router(token: &Secret, state: AdminState) -> Router {
+    let key = Arc::new(TokenKey::new(token));
+    Router::new()
+        .route("/v1/stats", get(process_stats))
+        .route("/v1/cache/stats", get(cache_stats))
+        .route("/v1/cache/rules", get(get_rules).put(put_rules))
+        .route("/v1/cache/invalidate", post(invalidate))
+        .route("/v1/cache/warm", post(warm))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(middleware::from_fn(refuse_announced_large_bodies))
+        // Outside the routes so that unknown paths, too, answer 401 to strangers.
+        .layer(middleware::from_fn_with_state(key, authenticate))
+        .layer(middleware::from_fn(log_request))
+        .with_state(Arc::new(state))
+}
+
+type Shared = Arc<AdminState>;
+
+/// An error answer: its status and a JSON object with at least `"error"`.
+struct ApiError(StatusCode, Value);
+
+impl ApiError {
+    fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+        ApiError(status, json!({ "error": message.into() }))
+    }
+    fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(self.1)).into_response()
+    }
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// The token is kept only as a hash: comparing fixed-size digests in constant time leaks
+/// neither the content nor the length of the token.
+struct TokenKey([u8; 32]);
+
+impl TokenKey {
+    fn new(token: &Secret) -> TokenKey {
+        TokenKey(Sha256::digest(token.0.as_bytes()).into())
+    }
+
+    fn matches(&self, presented: &[u8]) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented).into();
+        digest
+            .iter()
+            .zip(self.0.iter())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+async fn authenticate(State(key): State<Arc<TokenKey>>, request: Request, next: Next) -> Response {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| bearer(v.as_bytes()));
+    match presented {
+        Some(token) if key.matches(token) => next.run(request).await,
+        Some(_) => ApiError::new(StatusCode::UNAUTHORIZED, "wrong admin token").into_response(),
+        None => {
+            let mut response = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "missing admin token: send \"Authorization: Bearer TOKEN\"",
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("valid"));
+            response
+        }
+    }
+}
+
+/// A body announced larger than the limit is refused before any of it is read.
+async fn refuse_announced_large_bodies(request: Request, next: Next) -> Response {
+    let announced = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > MAX_BODY as u64) {
+        return too_large().into_response();
+    }
+    next.run(request).await
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("request body is larger than {MAX_BODY} bytes"),
+    )
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value (scheme case-insensitive).
+fn bearer(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(7)?;
+    scheme
+        .eq_ignore_ascii_case(b"bearer ")
+        .then(|| rest.trim_ascii())
+}
+
+/// Logs method, path and status; never headers (the token) nor the query string.
+async fn log_request(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::debug!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "admin request"
+    );
+    response
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "no such endpoint")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method not allowed on this endpoint",
+    )
+}
+
+fn cache(state: &AdminState) -> Result<&Arc<dyn CacheAdmin>, ApiError> {
+    state
+        .cache
+        .as_ref()
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no cache is configured"))
+}
+
+/// The body as JSON; an empty body reads as `empty` (for endpoints whose body is optional).
+fn json_body(body: Result<Bytes, BytesRejection>, empty: Option<Value>) -> Result<Value, ApiError> {
+    let body = body.map_err(|rejection| {
+        let status = rejection.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            too_large()
+        } else {
+            ApiError::new(status, rejection.body_text())
+        }
+    })?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        if let Some(value) = empty {
+            return Ok(value);
+        }
+    }
+    serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(format!("invalid JSON: {e}")))
+}
+
+async fn process_stats(State(state): State<Shared>) -> Json<Value> {
+    let counters: serde_json::Map<String, Value> = state
+        .stats
+        .snapshot()
+        .into_iter()
+        .map(|(name, _, value)| (name.to_owned(), Value::from(value)))
+        .collect();
+    Json(Value::Object(counters))
+}
+
+async fn cache_stats(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(cache(&state)?.stats()))
+}
+
+async fn get_rules(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(cache(&state)?.rules()))
+}
+
+async fn put_rules(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let cache = cache(&state)?;
+    let rules = json_body(body, None)?;
+    let Some(count) = rules.as_array().map(Vec::len) else {
+        return Err(ApiError::bad_request(
+            "the body must be a JSON array of rules",
+        ));
+    };
+    match cache.set_rules(rules) {
+        Ok(()) => Ok(Json(json!({ "rules": count }))),
+        Err(errors) => Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            json!({
+                "error": format!("rules refused ({} problem(s)); nothing changed", errors.len()),
+                "errors": errors,
+            }),
+        )),
+    }
+}
+
+async fn invalidate(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let cache = cache(&state)?;
+    let what = parse_invalidate(&json_body(body, None)?).map_err(ApiError::bad_request)?;
+    match cache.invalidate(what) {
+        Ok(n) => Ok(Json(json!({ "invalidated": n }))),
+        Err(e) => Err(ApiError::bad_request(e)),
+    }
+}
+
+/// `{"all":true}`, `{"rule":"name"}`, `{"table":"schema.table"}` or `{"digest":"..."}`.
+fn parse_invalidate(body: &Value) -> Result<Invalidate, String> {
+    const EXPECTED: &str = r#"expected one of {"all":true}, {"rule":"NAME"}, {"table":"SCHEMA.TABLE"}, {"digest":"HASH or TEXT"}"#;
+    let Some(object) = body.as_object() else {
+        return Err(EXPECTED.into());
+    };
+    let mut entries = object.iter();
+    let (Some((key, value)), None) = (entries.next(), entries.next()) else {
+        return Err(EXPECTED.into());
+    };
+    let text = || match value.as_str() {
+        Some(s) if !s.trim().is_empty() => Ok(s.trim().to_owned()),
+        _ => Err(format!("{key}: expected a non-empty string")),
+    };
+    match key.as_str() {
+        "all" if value == &Value::Bool(true) => Ok(Invalidate::All),
+        "all" => Err("all: expected true".into()),
+        "rule" => Ok(Invalidate::Rule(text()?)),
+        "digest" => Ok(Invalidate::Digest(text()?)),
+        "table" => {
+            let qualified = text()?;
+            let unquote = |s: &str| s.trim().trim_matches('`').to_owned();
+            match qualified.split_once('.') {
+                Some((schema, table))
+                    if !unquote(schema).is_empty() && !unquote(table).is_empty() =>
+                {
+                    Ok(Invalidate::Table {
+                        schema: unquote(schema),
+                        table: unquote(table),
+                    })
+                }
+                _ => Err(format!("table: expected SCHEMA.TABLE, got {qualified:?}")),
+            }
+        }
+        _ => Err(EXPECTED.into()),
+    }
+}
+
+async fn warm(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let cache = cache(&state)?.clone();
+    let body = json_body(body, Some(json!({})))?;
+    let file = match body.as_object().map(|o| (o.get("file"), o.len())) {
+        Some((None, 0)) => None,
+        Some((Some(Value::String(f)), 1)) => {
+            let path = PathBuf::from(f);
+            // Relative to what? The server's working directory is nobody's business.
+            if !path.is_absolute() {
+                return Err(ApiError::bad_request(
+                    "file must be an absolute path on the Sluice host",
+                ));
+            }
+            Some(path)
+        }
+        _ => {
+            return Err(ApiError::bad_request(
+                r#"expected {} or {"file":"/absolute/path"}"#,
+            ))
+        }
+    };
+    // On its own task so that a client hanging up does not abandon a half-done warm-up.
+    match tokio::spawn(cache.warm(file)).await {
+        Ok(Ok(report)) => Ok(Json(report)),
+        Ok(Err(e)) => Err(ApiError::bad_request(e)),
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("warm-up failed: {e}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn invalidate_bodies() {
+        let parse = |s: &str| parse_invalidate(&serde_json::from_str(s).unwrap());
+        assert_eq!(parse(r#"{"all":true}"#), Ok(Invalidate::All));
+        assert_eq!(
+            parse(r#"{"rule":"hot"}"#),
+            Ok(Invalidate::Rule("hot".into()))
+        );
+        assert_eq!(
+            parse(r#"{"table":"`shop`.orders"}"#),
+            Ok(Invalidate::Table {
+                schema: "shop".into(),
+                table: "orders".into()
+            })
+        );
+        assert_eq!(
+            parse(r#"{"digest":"ab12"}"#),
+            Ok(Invalidate::Digest("ab12".into()))
+        );
+        for bad in [
+            r#"{"all":false}"#,
+            r#"{"table":"orders"}"#,
+            r#"{"table":".orders"}"#,
+            r#"{"rule":""}"#,
+            r#"{"rule":3}"#,
+            r#"{"all":true,"rule":"x"}"#,
+            r#"{}"#,
+            r#"[]"#,
+            r#"{"colour":"red"}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad} was accepted");
+        }
+    }
+
+    #[test]
+    fn bearer_header() {
+        assert_eq!(bearer(b"Bearer abc"), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"bearer  abc "), Some(&b"abc"[..]));
+        assert_eq!(bearer(b"Basic abc"), None);
+        assert_eq!(bearer(b"Bear"), None);
+    }
+
+    #[test]
+    fn token_comparison() {
+        let key = TokenKey::new(&Secret("s3cret".into()));
+        assert!(key.matches(b"s3cret"));
+        assert!(!key.matches(b"s3cres"));
+        assert!(!key.matches(b"s3cret-and-more"));
+        assert!(!key.matches(b""));
+    }
+
+    #[test]
+    fn start_serves_only_with_a_token() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let state = || AdminState {
+            cache: None,
+            stats: Arc::new(Stats::default()),
+        };
+        let (trigger, shutdown) = crate::shutdown::channel();
+        let mut cfg = AdminConfig {
+            address: "127.0.0.1:0".into(),
+            ..AdminConfig::default()
+        };
+        if std::env::var_os(crate::config::ADMIN_TOKEN_ENV).is_none() {
+            let off = runtime.block_on(start(&cfg, state(), shutdown.clone()));
+            assert!(off.unwrap().is_none());
+        }
+        cfg.token = Some(Secret("t".into()));
+        let (address, task) = runtime
+            .block_on(start(&cfg, state(), shutdown))
+            .unwrap()
+            .expect("a token turns the API on");
+        let client = client::Client::new(address.to_string(), Some(Secret("t".into())));
+        assert_eq!(client.get("/v1/stats").unwrap().status, 200);
+        trigger.trigger();
+        runtime.block_on(task).unwrap();
+    }
+
+    fn admin_config(toml: &str) -> Config {
+        let base = r#"
+            [[listeners]]
+            address = "127.0.0.1:6033"
+            [[users]]
+            name = "app"
+            password = "pw"
+            [[servers]]
+            address = "127.0.0.1:3306"
+        "#;
+        Config::parse(&format!("{base}\n[admin]\n{toml}")).unwrap()
+    }
+
+    #[test]
+    fn admin_config_defaults_and_validation() {
+        let c = admin_config("");
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(c.admin.address, "127.0.0.1:6080");
+        assert_eq!(c.admin.configured_token(), Ok(None));
+
+        let c = admin_config("token = \"t0ken\"\naddress = \"[::1]:7000\"");
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(c.admin.resolved_token(), Ok(Some(Secret("t0ken".into()))));
+
+        let problems = |toml: &str| admin_config(toml).validate();
+        assert!(problems("address = \"localhost\"")[0].contains("admin.address"));
+        assert!(problems("address = \"0.0.0.0:6080\"")[0].contains("allow_remote"));
+        assert!(problems("address = \"0.0.0.0:6080\"\nallow_remote = true").is_empty());
+        assert!(problems("token = \"\"")[0].contains("admin.token is empty"));
+        assert!(problems("token = \"a b\"")[0].contains("visible ASCII"));
+        assert!(problems("token = \"a\"\ntoken_file = \"/nonexistent\"")[0].contains("not both"));
+        assert!(problems("token_file = \"/nonexistent/token\"")[0].contains("cannot read"));
+        assert!(Config::parse("[admin]\ntokn = \"x\"").is_err());
+    }
+
+    #[test]
+    fn token_file_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "  from-file\n").unwrap();
+        let c = admin_config(&format!("token_file = {:?}", path.to_str().unwrap()));
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(
+            c.admin.configured_token(),
+            Ok(Some(Secret("from-file".into())))
+        );
+        std::fs::write(&path, "\n").unwrap();
+        assert!(c.validate()[0].contains("admin.token_file is empty"));
+    }
+
+    #[test]
+    fn the_secret_is_not_printed() {
+        let c = admin_config("token = \"hunter2\"");
+        assert!(!format!("{:?}", c.admin).contains("hunter2"));
+    }
+}

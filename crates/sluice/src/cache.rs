@@ -1,0 +1,860 @@
+//! The query cache: rules choose what is cached, entries hold the response packets as
+//! the server sent them, and per-table generation counters make sure an entry filled
+//! before a write is never served after it. Sessions call it between classify and the
+//! backend; it does no I/O itself.
+
+pub mod config;
+mod stats;
+mod store;
+
+pub use config::{CacheConfig, RuleConfig};
+pub use stats::{DigestStats, RuleStats};
+
+use crate::classify::sql::TableRef;
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use parking_lot::{Mutex, RwLock};
+use stats::{Digests, Totals};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use store::Store;
+
+/// Why entries stopped being valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[repr(u8)]
+pub enum Cause {
+    /// A write that passed through Sluice.
+    Write = 0,
+    /// A write read from the primary's binlog.
+    Binlog = 1,
+    /// An admin call or a `/*wipe*/` hint.
+    Admin = 2,
+}
+
+impl Cause {
+    fn from_u8(v: u8) -> Cause {
+        match v {
+            0 => Cause::Write,
+            1 => Cause::Binlog,
+            _ => Cause::Admin,
+        }
+    }
+}
+
+/// One table's generation: bumped by every write to it.
+pub struct TableGen {
+    gen: AtomicU64,
+    last_cause: AtomicU8,
+}
+
+/// The generations an entry was filled under, captured before its query was sent.
+pub struct Snapshot {
+    global: u64,
+    tables: Box<[(Arc<TableGen>, u64)]>,
+}
+
+/// Per-table generation counters, plus a global one for writes whose tables are unknown.
+#[derive(Default)]
+pub struct Generations {
+    tables: RwLock<HashMap<TableRef, Arc<TableGen>>>,
+    global: AtomicU64,
+    global_cause: AtomicU8,
+}
+
+impl Generations {
+    /// Captures the current generations of `tables`, creating counters as needed. Must
+    /// happen before the query is sent: a write committing after this makes it stale.
+    pub fn capture(&self, tables: &[TableRef]) -> Snapshot {
+        let global = self.global.load(Ordering::Acquire);
+        let mut deps = Vec::with_capacity(tables.len());
+        for t in tables {
+            let found = self.tables.read().get(t).cloned();
+            let gen = found.unwrap_or_else(|| {
+                self.tables
+                    .write()
+                    .entry(t.clone())
+                    .or_insert_with(|| {
+                        Arc::new(TableGen {
+                            gen: AtomicU64::new(0),
+                            last_cause: AtomicU8::new(0),
+                        })
+                    })
+                    .clone()
+            });
+            let value = gen.gen.load(Ordering::Acquire);
+            deps.push((gen, value));
+        }
+        Snapshot {
+            global,
+            tables: deps.into_boxed_slice(),
+        }
+    }
+
+    /// Bumps each table; returns how many had entries depending on them.
+    pub fn bump<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>, cause: Cause) -> u64 {
+        let map = self.tables.read();
+        let mut n = 0;
+        for t in tables {
+            if let Some(g) = map.get(t) {
+                g.last_cause.store(cause as u8, Ordering::Relaxed);
+                g.gen.fetch_add(1, Ordering::AcqRel);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    pub fn bump_all(&self, cause: Cause) {
+        self.global_cause.store(cause as u8, Ordering::Relaxed);
+        self.global.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// `Ok` while nothing the snapshot depends on was written since; otherwise the cause
+    /// of the write that made it stale.
+    fn check(&self, s: &Snapshot) -> Result<(), Cause> {
+        if self.global.load(Ordering::Acquire) != s.global {
+            return Err(Cause::from_u8(self.global_cause.load(Ordering::Relaxed)));
+        }
+        for (gen, value) in s.tables.iter() {
+            if gen.gen.load(Ordering::Acquire) != *value {
+                return Err(Cause::from_u8(gen.last_cause.load(Ordering::Relaxed)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A stored response.
+pub struct Entry {
+    /// The response packets exactly as the client receives them. Every cached request
+    /// is one packet with sequence id 0, so the response's ids (1, 2, ...) are already
+    /// those any later client expects: replay needs no rewriting.
+    pub response: Bytes,
+    pub filled_at: Instant,
+    pub rule: Arc<Rule>,
+    pub digest: Arc<DigestStats>,
+    snapshot: Snapshot,
+    /// Backend time the fill took: what a hit saves, and the entry's eviction weight.
+    pub cost_micros: u64,
+    /// Set by the one session that refreshes a stale entry.
+    refreshing: AtomicBool,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Entry")
+            .field("rule", &self.rule.name())
+            .field("bytes", &self.response.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Entry {
+    fn deps_len(&self) -> usize {
+        self.snapshot.tables.len()
+    }
+}
+
+/// A compiled rule with its statistics. Replaced rules are deactivated, which retires
+/// their entries.
+pub struct Rule {
+    pub config: RuleConfig,
+    text: Option<regex::bytes::Regex>,
+    digest: Option<regex::Regex>,
+    pub stats: RuleStats,
+    active: AtomicBool,
+}
+
+impl Rule {
+    fn compile(config: RuleConfig) -> Result<Rule, String> {
+        let text = config
+            .pattern
+            .as_deref()
+            .map(regex::bytes::Regex::new)
+            .transpose()
+            .map_err(|e| format!("rule {:?}: {e}", config.name))?;
+        let digest = config
+            .digest
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|e| format!("rule {:?}: {e}", config.name))?;
+        Ok(Rule {
+            config,
+            text,
+            digest,
+            stats: RuleStats::default(),
+            active: AtomicBool::new(true),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    fn matches(&self, q: &Candidate<'_>, digest: &mut impl FnMut() -> Arc<DigestStats>) -> bool {
+        if let Some(u) = &self.config.user {
+            if u != q.user {
+                return false;
+            }
+        }
+        if let Some(s) = &self.config.schema {
+            if Some(s.as_str()) != q.schema {
+                return false;
+            }
+        }
+        if let Some(re) = &self.text {
+            if !re.is_match(q.text) {
+                return false;
+            }
+        }
+        if let Some(re) = &self.digest {
+            if !re.is_match(&digest().text) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// A cacheable statement looking for a rule.
+pub struct Candidate<'a> {
+    pub text: &'a [u8],
+    pub user: &'a str,
+    pub schema: Option<&'a str>,
+}
+
+/// What a lookup found.
+pub enum Lookup {
+    Hit(Arc<Entry>),
+    /// Past its TTL but within the rule's stale-while-revalidate window. `refresh` is
+    /// true for the one caller that should fetch a fresh copy after serving this one.
+    Stale {
+        entry: Arc<Entry>,
+        refresh: bool,
+    },
+    Miss,
+}
+
+/// Outcome of asking to fill an entry.
+pub enum Fill {
+    /// This session fetches; others wait on it.
+    Leader(FillTicket),
+    /// Another session is fetching the same entry: wait, then look up again.
+    Follower(Arc<Flight>),
+}
+
+/// Another session's fetch in progress.
+#[derive(Default)]
+pub struct Flight {
+    done: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Flight {
+    /// Waits until the leader stores its entry or gives up, at most `limit`.
+    pub async fn wait(&self, limit: Duration) {
+        let notified = self.notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.done.load(Ordering::Acquire) {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, notified).await;
+    }
+}
+
+/// The right to fill one key. Dropping it without [`QueryCache::store`] releases
+/// the waiters, who then go to the server themselves.
+pub struct FillTicket {
+    cache: Arc<QueryCache>,
+    key: Arc<[u8]>,
+    rule: Arc<Rule>,
+    digest: Arc<DigestStats>,
+    snapshot: Option<Snapshot>,
+    started: Instant,
+    flight: Arc<Flight>,
+}
+
+impl Drop for FillTicket {
+    fn drop(&mut self) {
+        self.cache.inflight.lock().remove(&self.key);
+        self.flight.done.store(true, Ordering::Release);
+        self.flight.notify.notify_waiters();
+    }
+}
+
+/// What admin invalidation targets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    All,
+    Rule(String),
+    Table(TableRef),
+    /// A digest's hash in hex, or its text.
+    Digest(String),
+}
+
+pub struct QueryCache {
+    rules: ArcSwap<Vec<Arc<Rule>>>,
+    store: Store,
+    gens: Generations,
+    inflight: Mutex<HashMap<Arc<[u8]>, Arc<Flight>>>,
+    digests: Digests,
+    totals: Totals,
+    entry_limit: u64,
+    pub fill_wait: Duration,
+    pub budget: u64,
+    /// Whether the binlog reader is following the primary (false without one).
+    binlog_up: AtomicBool,
+    binlog_configured: AtomicBool,
+}
+
+impl QueryCache {
+    pub fn new(config: &CacheConfig) -> Result<Arc<QueryCache>, Vec<String>> {
+        let rules = compile_rules(&config.rules)?;
+        let store = Store::new(config.max_bytes);
+        let entry_limit = config.entry_limit().min(store.max_charge());
+        Ok(Arc::new(QueryCache {
+            rules: ArcSwap::from_pointee(rules),
+            store,
+            gens: Generations::default(),
+            inflight: Mutex::new(HashMap::new()),
+            digests: Digests::default(),
+            totals: Totals::default(),
+            entry_limit,
+            fill_wait: config.fill_wait,
+            budget: config.max_bytes,
+            binlog_up: AtomicBool::new(false),
+            binlog_configured: AtomicBool::new(false),
+        }))
+    }
+
+    /// Largest response recorded for an entry.
+    pub fn entry_limit(&self) -> usize {
+        self.entry_limit as usize
+    }
+
+    pub fn has_rules(&self) -> bool {
+        !self.rules.load().is_empty()
+    }
+
+    /// The first rule matching `q`, with the digest's statistics (computed only when a
+    /// rule needs the digest or one matched).
+    pub fn rule_for(&self, q: &Candidate<'_>) -> Option<(Arc<Rule>, Arc<DigestStats>)> {
+        let rules = self.rules.load();
+        let mut digest = None;
+        let mut get = || {
+            digest
+                .get_or_insert_with(|| self.digests.of(q.text))
+                .clone()
+        };
+        let rule = rules.iter().find(|r| r.matches(q, &mut get))?.clone();
+        Some((rule, get()))
+    }
+
+    /// Looks `key` up. Stale and retired entries are dropped here and counted.
+    pub fn lookup(&self, key: &[u8]) -> Lookup {
+        let Some(entry) = self.store.get(key) else {
+            return Lookup::Miss;
+        };
+        let rule = &entry.rule.stats;
+        if !entry.rule.active.load(Ordering::Relaxed) {
+            self.forget(key, &entry);
+            return Lookup::Miss;
+        }
+        if let Err(cause) = self.gens.check(&entry.snapshot) {
+            if self.store.remove_if(key, &entry) {
+                rule.invalidated(cause, entry.response.len());
+                self.totals.invalidated(cause);
+            }
+            return Lookup::Miss;
+        }
+        let age = entry.filled_at.elapsed();
+        let ttl = entry.rule.config.ttl;
+        if age <= ttl {
+            rule.hit(age);
+            entry.digest.hits.fetch_add(1, Ordering::Relaxed);
+            Stats::incr(&self.totals.hits);
+            return Lookup::Hit(entry);
+        }
+        if age <= ttl + entry.rule.config.stale_while_revalidate {
+            rule.stale_hit(age);
+            entry.digest.hits.fetch_add(1, Ordering::Relaxed);
+            Stats::incr(&self.totals.hits);
+            let refresh = !entry.refreshing.swap(true, Ordering::AcqRel);
+            return Lookup::Stale { entry, refresh };
+        }
+        if self.store.remove_if(key, &entry) {
+            rule.expired(entry.response.len());
+        }
+        Lookup::Miss
+    }
+
+    fn forget(&self, key: &[u8], entry: &Arc<Entry>) {
+        if self.store.remove_if(key, entry) {
+            entry.rule.stats.removed(entry.response.len());
+        }
+    }
+
+    /// Asks to fill `key`: the first asker becomes the leader and captures the
+    /// generations of `tables` now, before its query is sent.
+    pub fn begin_fill(
+        self: &Arc<Self>,
+        key: Vec<u8>,
+        rule: Arc<Rule>,
+        digest: Arc<DigestStats>,
+        tables: &[TableRef],
+    ) -> Fill {
+        rule.stats.miss();
+        digest.misses.fetch_add(1, Ordering::Relaxed);
+        Stats::incr(&self.totals.misses);
+        let key: Arc<[u8]> = key.into();
+        let flight = {
+            let mut inflight = self.inflight.lock();
+            if let Some(f) = inflight.get(&key) {
+                return Fill::Follower(f.clone());
+            }
+            let flight = Arc::new(Flight::default());
+            inflight.insert(key.clone(), flight.clone());
+            flight
+        };
+        Fill::Leader(FillTicket {
+            cache: self.clone(),
+            key,
+            rule,
+            digest,
+            snapshot: Some(self.gens.capture(tables)),
+            started: Instant::now(),
+            flight,
+        })
+    }
+
+    /// Stores the response the leader recorded. Refused when a write to its tables
+    /// committed since the generations were captured: the result may predate it.
+    pub fn store(&self, mut ticket: FillTicket, response: Vec<u8>) -> bool {
+        let snapshot = ticket.snapshot.take().expect("a ticket is stored once");
+        let rule = ticket.rule.clone();
+        if let Err(cause) = self.gens.check(&snapshot) {
+            rule.stats.raced(cause);
+            return false;
+        }
+        if !rule.active.load(Ordering::Relaxed) {
+            return false;
+        }
+        let len = response.len();
+        let entry = Arc::new(Entry {
+            response: Bytes::from(response),
+            filled_at: Instant::now(),
+            rule: rule.clone(),
+            digest: ticket.digest.clone(),
+            snapshot,
+            cost_micros: ticket.started.elapsed().as_micros() as u64,
+            refreshing: AtomicBool::new(false),
+        });
+        match self.store.insert(ticket.key.clone(), entry) {
+            Ok(evicted) => {
+                rule.stats.filled(len);
+                ticket.digest.fills.fetch_add(1, Ordering::Relaxed);
+                for e in evicted.0 {
+                    e.rule.stats.evicted(e.response.len());
+                    Stats::incr(&self.totals.evictions);
+                }
+                true
+            }
+            Err(_) => {
+                rule.stats.not_stored();
+                false
+            }
+        }
+    }
+
+    /// A fill that produced nothing storable (an error, a warning, too large...).
+    pub fn not_stored(&self, ticket: FillTicket) {
+        ticket.rule.stats.not_stored();
+    }
+
+    /// A stale entry's refresh failed: let the next reader try.
+    pub fn refresh_failed(&self, entry: &Entry) {
+        entry.refreshing.store(false, Ordering::Release);
+    }
+
+    /// A fill ticket for refreshing a stale entry (no single flight: only the session
+    /// that won `refresh` asks).
+    pub fn begin_refresh(
+        self: &Arc<Self>,
+        key: Vec<u8>,
+        entry: &Entry,
+        tables: &[TableRef],
+    ) -> FillTicket {
+        FillTicket {
+            cache: self.clone(),
+            key: key.into(),
+            rule: entry.rule.clone(),
+            digest: entry.digest.clone(),
+            snapshot: Some(self.gens.capture(tables)),
+            started: Instant::now(),
+            flight: Arc::new(Flight::default()),
+        }
+    }
+
+    /// Writes to `tables` committed.
+    pub fn invalidate_tables<'a>(
+        &self,
+        tables: impl IntoIterator<Item = &'a TableRef>,
+        cause: Cause,
+    ) {
+        let n = self.gens.bump(tables, cause);
+        self.totals.table_bumps(cause, n);
+    }
+
+    /// Everything is stale: a write whose tables are unknown, an admin call, or a gap
+    /// in the binlog.
+    pub fn invalidate_all(&self, cause: Cause) -> u64 {
+        self.gens.bump_all(cause);
+        self.totals.invalidated(cause);
+        self.drop_where(cause, |_| true)
+    }
+
+    /// Drops the entry for `key` (the `/*wipe*/` hint).
+    pub fn wipe(&self, key: &[u8]) -> bool {
+        match self.store.remove(key) {
+            Some(e) => {
+                e.rule.stats.invalidated(Cause::Admin, e.response.len());
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn drop_where(&self, cause: Cause, f: impl FnMut(&Entry) -> bool) -> u64 {
+        let removed = self.store.remove_where(f);
+        for e in &removed {
+            e.rule.stats.invalidated(cause, e.response.len());
+        }
+        removed.len() as u64
+    }
+
+    /// Admin invalidation. Returns how many entries were dropped (for a table: how
+    /// many depended on it and are now unreachable, dropped lazily).
+    pub fn invalidate(&self, scope: &Scope) -> Result<u64, String> {
+        match scope {
+            Scope::All => Ok(self.invalidate_all(Cause::Admin)),
+            Scope::Rule(name) => {
+                if !self.rules.load().iter().any(|r| r.name() == name) {
+                    return Err(format!("no cache rule named {name:?}"));
+                }
+                Ok(self.drop_where(Cause::Admin, |e| e.rule.name() == name))
+            }
+            Scope::Table(t) => {
+                self.invalidate_tables([t], Cause::Admin);
+                Ok(self.drop_where(Cause::Admin, |e| self.gens.check(&e.snapshot).is_err()))
+            }
+            Scope::Digest(d) => {
+                let wanted = self.digests.find(d);
+                if wanted.is_empty() {
+                    return Err(format!("no digest {d:?} has been seen"));
+                }
+                Ok(self.drop_where(Cause::Admin, |e| {
+                    wanted.iter().any(|w| Arc::ptr_eq(w, &e.digest))
+                }))
+            }
+        }
+    }
+
+    /// Replaces the rules. Rules whose definition did not change keep their entries
+    /// and statistics; the others' entries are dropped.
+    pub fn set_rules(&self, configs: Vec<RuleConfig>) -> Result<(), Vec<String>> {
+        let problems = config::validate_rules(&configs);
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let old = self.rules.load_full();
+        let mut new = Vec::with_capacity(configs.len());
+        for c in configs {
+            match old.iter().find(|r| r.config == c) {
+                Some(r) => new.push(r.clone()),
+                None => new.push(Arc::new(Rule::compile(c).map_err(|e| vec![e])?)),
+            }
+        }
+        for r in old.iter() {
+            if !new.iter().any(|n| Arc::ptr_eq(n, r)) {
+                r.active.store(false, Ordering::Relaxed);
+            }
+        }
+        self.rules.store(Arc::new(new));
+        let retired = self
+            .store
+            .remove_where(|e| !e.rule.active.load(Ordering::Relaxed));
+        for e in retired {
+            e.rule.stats.removed(e.response.len());
+        }
+        Ok(())
+    }
+
+    pub fn rule_configs(&self) -> Vec<RuleConfig> {
+        self.rules.load().iter().map(|r| r.config.clone()).collect()
+    }
+
+    /// The binlog reader's state: while it is down, entries expire by TTL only.
+    pub fn set_binlog_state(&self, up: bool) {
+        self.binlog_configured.store(true, Ordering::Relaxed);
+        self.binlog_up.store(up, Ordering::Relaxed);
+    }
+
+    pub fn binlog_up(&self) -> Option<bool> {
+        self.binlog_configured
+            .load(Ordering::Relaxed)
+            .then(|| self.binlog_up.load(Ordering::Relaxed))
+    }
+
+    /// Every counter, per rule and per digest, as JSON.
+    pub fn stats_json(&self) -> serde_json::Value {
+        let (entries, bytes) = self.store.usage();
+        let rules: Vec<serde_json::Value> = self
+            .rules
+            .load()
+            .iter()
+            .map(|r| r.stats.to_json(r.name()))
+            .collect();
+        serde_json::json!({
+            "totals": self.totals.to_json(entries, bytes, self.budget),
+            "binlog": match self.binlog_up() {
+                None => serde_json::json!("not configured"),
+                Some(true) => serde_json::json!("following"),
+                Some(false) => serde_json::json!("down: entries expire by TTL only"),
+            },
+            "rules": rules,
+            "digests": self.digests.to_json(200),
+        })
+    }
+
+    /// One line for the periodic log.
+    pub fn summary(&self) -> String {
+        let (entries, bytes) = self.store.usage();
+        self.totals.summary(entries, bytes, self.budget)
+    }
+}
+
+use crate::stats::Stats;
+
+fn compile_rules(configs: &[RuleConfig]) -> Result<Vec<Arc<Rule>>, Vec<String>> {
+    let mut rules = Vec::new();
+    let mut problems = Vec::new();
+    for c in configs {
+        match Rule::compile(c.clone()) {
+            Ok(r) => rules.push(Arc::new(r)),
+            Err(e) => problems.push(e),
+        }
+    }
+    if problems.is_empty() {
+        Ok(rules)
+    } else {
+        Err(problems)
+    }
+}
+
+/// Builds a cache key: the session part (user, settings, wire flags) then the
+/// statement part. Keys are compared whole, never by hash alone, so two sessions share
+/// an entry only when every byte that can change the result is the same.
+pub fn key(session: &[u8], command: u8, statement: &[u8], params: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(session.len() + statement.len() + params.len() + 9);
+    k.extend_from_slice(session);
+    k.push(command);
+    k.extend_from_slice(&(statement.len() as u32).to_le_bytes());
+    k.extend_from_slice(statement);
+    k.extend_from_slice(params);
+    k
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub fn rule(name: &str, pattern: &str, ttl: Duration) -> RuleConfig {
+        RuleConfig {
+            name: name.into(),
+            pattern: Some(pattern.into()),
+            digest: None,
+            user: None,
+            schema: None,
+            ttl,
+            stale_while_revalidate: Duration::ZERO,
+        }
+    }
+
+    pub fn entry_of(size: usize, cost: u64) -> Arc<Entry> {
+        Arc::new(Entry {
+            response: Bytes::from(vec![0u8; size]),
+            filled_at: Instant::now(),
+            rule: Arc::new(Rule::compile(rule("t", "x", Duration::from_secs(1))).unwrap()),
+            digest: Arc::new(DigestStats::new(String::new(), 0)),
+            snapshot: Snapshot {
+                global: 0,
+                tables: Box::new([]),
+            },
+            cost_micros: cost,
+            refreshing: AtomicBool::new(false),
+        })
+    }
+
+    fn cache() -> Arc<QueryCache> {
+        QueryCache::new(&CacheConfig {
+            rules: vec![rule("all", "(?i)^select", Duration::from_secs(60))],
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    fn t(name: &str) -> TableRef {
+        TableRef {
+            schema: "db".into(),
+            table: name.into(),
+        }
+    }
+
+    fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
+        let q = Candidate {
+            text: b"select 1",
+            user: "u",
+            schema: None,
+        };
+        let (rule, digest) = c.rule_for(&q).unwrap();
+        match c.begin_fill(key.to_vec(), rule, digest, tables) {
+            Fill::Leader(t) => t,
+            Fill::Follower(_) => panic!("expected to lead"),
+        }
+    }
+
+    #[test]
+    fn a_write_after_capture_makes_the_fill_unstorable_and_entries_stale() {
+        let c = cache();
+        let ticket = fill(&c, b"k1", &[t("a")]);
+        c.invalidate_tables([&t("a")], Cause::Write);
+        assert!(!c.store(ticket, vec![1, 2, 3]), "raced a write");
+        assert!(matches!(c.lookup(b"k1"), Lookup::Miss));
+
+        let ticket = fill(&c, b"k1", &[t("a"), t("b")]);
+        assert!(c.store(ticket, vec![1, 2, 3]));
+        assert!(matches!(c.lookup(b"k1"), Lookup::Hit(_)));
+        c.invalidate_tables([&t("c")], Cause::Write);
+        assert!(matches!(c.lookup(b"k1"), Lookup::Hit(_)));
+        c.invalidate_tables([&t("b")], Cause::Binlog);
+        assert!(matches!(c.lookup(b"k1"), Lookup::Miss));
+        let rule = &c.rules.load()[0];
+        assert_eq!(rule.stats.invalidated_by(Cause::Binlog), 1);
+        assert_eq!(rule.stats.raced_by(Cause::Write), 1);
+    }
+
+    #[test]
+    fn second_asker_follows_and_is_released_when_the_leader_gives_up() {
+        let c = cache();
+        let leader = fill(&c, b"k", &[]);
+        let (rule, digest) = c
+            .rule_for(&Candidate {
+                text: b"select 1",
+                user: "u",
+                schema: None,
+            })
+            .unwrap();
+        let Fill::Follower(flight) = c.begin_fill(b"k".to_vec(), rule, digest, &[]) else {
+            panic!("expected to follow");
+        };
+        drop(leader);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        rt.block_on(flight.wait(Duration::from_secs(5)));
+        assert!(started.elapsed() < Duration::from_secs(1));
+        drop(fill(&c, b"k", &[]));
+    }
+
+    #[test]
+    fn rules_match_by_text_user_and_schema_and_survive_unchanged_reloads() {
+        let c = cache();
+        let mut scoped = rule("scoped", "sbtest", Duration::from_secs(5));
+        scoped.user = Some("app".into());
+        scoped.schema = Some("shop".into());
+        c.set_rules(vec![
+            scoped.clone(),
+            rule("all", "(?i)^select", Duration::from_secs(60)),
+        ])
+        .unwrap();
+        let q = |user, schema| Candidate {
+            text: b"SELECT * FROM sbtest1",
+            user,
+            schema,
+        };
+        assert_eq!(
+            c.rule_for(&q("app", Some("shop"))).unwrap().0.name(),
+            "scoped"
+        );
+        assert_eq!(
+            c.rule_for(&q("other", Some("shop"))).unwrap().0.name(),
+            "all"
+        );
+        assert_eq!(c.rule_for(&q("app", None)).unwrap().0.name(), "all");
+        let ticket = fill(&c, b"kept", &[]);
+        assert!(c.store(ticket, vec![1]));
+        c.set_rules(vec![rule("all", "(?i)^select", Duration::from_secs(60))])
+            .unwrap();
+        assert!(matches!(c.lookup(b"kept"), Lookup::Hit(_)));
+        c.set_rules(vec![rule("all", "(?i)^select", Duration::from_secs(61))])
+            .unwrap();
+        assert!(matches!(c.lookup(b"kept"), Lookup::Miss));
+        assert!(c
+            .set_rules(vec![rule("bad", "(", Duration::from_secs(1))])
+            .is_err());
+    }
+
+    #[test]
+    fn ttl_and_stale_while_revalidate() {
+        let mut r = rule("swr", "(?i)^select", Duration::from_millis(30));
+        r.stale_while_revalidate = Duration::from_secs(60);
+        let c = QueryCache::new(&CacheConfig {
+            rules: vec![r],
+            ..Default::default()
+        })
+        .unwrap();
+        let ticket = fill(&c, b"k", &[]);
+        assert!(c.store(ticket, vec![1]));
+        std::thread::sleep(Duration::from_millis(40));
+        let Lookup::Stale {
+            refresh: true,
+            entry,
+        } = c.lookup(b"k")
+        else {
+            panic!("stale, refresh")
+        };
+        assert!(matches!(
+            c.lookup(b"k"),
+            Lookup::Stale { refresh: false, .. }
+        ));
+        c.refresh_failed(&entry);
+        assert!(matches!(
+            c.lookup(b"k"),
+            Lookup::Stale { refresh: true, .. }
+        ));
+    }
+
+    #[test]
+    fn admin_scopes() {
+        let c = cache();
+        for (k, table) in [(&b"k1"[..], "a"), (b"k2", "b"), (b"k3", "b")] {
+            let ticket = fill(&c, k, &[t(table)]);
+            assert!(c.store(ticket, vec![0; 10]));
+        }
+        assert_eq!(c.invalidate(&Scope::Table(t("b"))), Ok(2));
+        assert!(matches!(c.lookup(b"k1"), Lookup::Hit(_)));
+        assert_eq!(c.invalidate(&Scope::Rule("all".into())), Ok(1));
+        assert!(c.invalidate(&Scope::Rule("nope".into())).is_err());
+        let ticket = fill(&c, b"k4", &[]);
+        assert!(c.store(ticket, vec![0; 10]));
+        assert_eq!(c.invalidate(&Scope::All), Ok(1));
+        assert_eq!(c.store.usage(), (0, 0));
+    }
+}

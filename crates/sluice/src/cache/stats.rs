@@ -1,0 +1,252 @@
+//! Cache counters: per rule, per digest (bounded), and totals. Plain atomics, bumped on
+//! the hot path without locks; read by the admin API and the periodic log line.
+
+use super::Cause;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Digests tracked one by one; later ones share the "other" row.
+const MAX_DIGESTS: usize = 2000;
+
+fn get(a: &AtomicU64) -> u64 {
+    a.load(Relaxed)
+}
+fn inc(a: &AtomicU64) {
+    a.fetch_add(1, Relaxed);
+}
+
+#[derive(Default)]
+pub struct RuleStats {
+    hits: AtomicU64,
+    stale_hits: AtomicU64,
+    misses: AtomicU64,
+    fills: AtomicU64,
+    not_stored: AtomicU64,
+    entries: AtomicU64,
+    bytes: AtomicU64,
+    evictions: AtomicU64,
+    expired: AtomicU64,
+    invalidated: [AtomicU64; 3],
+    /// Fills refused because a write committed while they ran.
+    raced: [AtomicU64; 3],
+    served_age_ms_sum: AtomicU64,
+    served_age_ms_max: AtomicU64,
+}
+
+impl RuleStats {
+    fn served(&self, age: Duration) {
+        let ms = age.as_millis() as u64;
+        self.served_age_ms_sum.fetch_add(ms, Relaxed);
+        self.served_age_ms_max.fetch_max(ms, Relaxed);
+    }
+    pub fn hit(&self, age: Duration) {
+        inc(&self.hits);
+        self.served(age);
+    }
+    pub fn stale_hit(&self, age: Duration) {
+        inc(&self.stale_hits);
+        self.served(age);
+    }
+    pub fn miss(&self) {
+        inc(&self.misses);
+    }
+    pub fn filled(&self, bytes: usize) {
+        inc(&self.fills);
+        inc(&self.entries);
+        self.bytes.fetch_add(bytes as u64, Relaxed);
+    }
+    pub fn not_stored(&self) {
+        inc(&self.not_stored);
+    }
+    pub fn removed(&self, bytes: usize) {
+        self.entries.fetch_sub(1, Relaxed);
+        self.bytes.fetch_sub(bytes as u64, Relaxed);
+    }
+    pub fn evicted(&self, bytes: usize) {
+        inc(&self.evictions);
+        self.removed(bytes);
+    }
+    pub fn expired(&self, bytes: usize) {
+        inc(&self.expired);
+        self.removed(bytes);
+    }
+    pub fn invalidated(&self, cause: Cause, bytes: usize) {
+        inc(&self.invalidated[cause as usize]);
+        self.removed(bytes);
+    }
+    pub fn raced(&self, cause: Cause) {
+        inc(&self.raced[cause as usize]);
+    }
+    #[cfg(test)]
+    pub fn invalidated_by(&self, cause: Cause) -> u64 {
+        get(&self.invalidated[cause as usize])
+    }
+    #[cfg(test)]
+    pub fn raced_by(&self, cause: Cause) -> u64 {
+        get(&self.raced[cause as usize])
+    }
+
+    pub fn to_json(&self, name: &str) -> Value {
+        let served = get(&self.hits) + get(&self.stale_hits);
+        json!({
+            "rule": name,
+            "hits": get(&self.hits),
+            "stale_hits": get(&self.stale_hits),
+            "misses": get(&self.misses),
+            "fills": get(&self.fills),
+            "not_stored": get(&self.not_stored),
+            "entries": get(&self.entries),
+            "bytes": get(&self.bytes),
+            "evictions": get(&self.evictions),
+            "expired": get(&self.expired),
+            "invalidated": by_cause(&self.invalidated),
+            "fills_raced_by_writes": by_cause(&self.raced),
+            "served_age_ms_avg": get(&self.served_age_ms_sum).checked_div(served).unwrap_or(0),
+            "served_age_ms_max": get(&self.served_age_ms_max),
+        })
+    }
+}
+
+fn by_cause(counters: &[AtomicU64; 3]) -> Value {
+    json!({
+        "write": get(&counters[Cause::Write as usize]),
+        "binlog": get(&counters[Cause::Binlog as usize]),
+        "admin": get(&counters[Cause::Admin as usize]),
+    })
+}
+
+/// Counters of one normalized statement.
+pub struct DigestStats {
+    pub text: String,
+    pub hash: u64,
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub fills: AtomicU64,
+}
+
+impl DigestStats {
+    pub fn new(text: String, hash: u64) -> DigestStats {
+        DigestStats {
+            text,
+            hash,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            fills: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The digests seen so far, bounded.
+pub struct Digests {
+    map: Mutex<HashMap<u64, Arc<DigestStats>>>,
+    other: Arc<DigestStats>,
+}
+
+impl Default for Digests {
+    fn default() -> Self {
+        Digests {
+            map: Mutex::new(HashMap::new()),
+            other: Arc::new(DigestStats::new("(other digests)".into(), 0)),
+        }
+    }
+}
+
+impl Digests {
+    /// The counters of `sql`'s digest. Runs on misses only: hits reach the digest
+    /// through their entry.
+    pub fn of(&self, sql: &[u8]) -> Arc<DigestStats> {
+        let (text, hash) = crate::classify::sql::digest(sql);
+        let mut map = self.map.lock();
+        if let Some(d) = map.get(&hash) {
+            return d.clone();
+        }
+        if map.len() >= MAX_DIGESTS {
+            return self.other.clone();
+        }
+        map.entry(hash)
+            .or_insert_with(|| Arc::new(DigestStats::new(text, hash)))
+            .clone()
+    }
+
+    /// Digests named by hex hash or by exact text.
+    pub fn find(&self, wanted: &str) -> Vec<Arc<DigestStats>> {
+        let hash = u64::from_str_radix(wanted.trim_start_matches("0x"), 16).ok();
+        self.map
+            .lock()
+            .values()
+            .filter(|d| Some(d.hash) == hash || d.text == wanted)
+            .cloned()
+            .collect()
+    }
+
+    /// The `limit` busiest digests.
+    pub fn to_json(&self, limit: usize) -> Value {
+        let mut all: Vec<Arc<DigestStats>> = self.map.lock().values().cloned().collect();
+        all.push(self.other.clone());
+        all.retain(|d| get(&d.hits) + get(&d.misses) > 0);
+        all.sort_by_key(|d| std::cmp::Reverse(get(&d.hits) + get(&d.misses)));
+        all.truncate(limit);
+        Value::Array(
+            all.iter()
+                .map(|d| {
+                    json!({
+                        "digest": format!("{:016x}", d.hash),
+                        "text": d.text,
+                        "hits": get(&d.hits),
+                        "misses": get(&d.misses),
+                        "fills": get(&d.fills),
+                    })
+                })
+                .collect(),
+        )
+    }
+}
+
+#[derive(Default)]
+pub struct Totals {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub evictions: AtomicU64,
+    invalidations: [AtomicU64; 3],
+    table_bumps: [AtomicU64; 3],
+}
+
+impl Totals {
+    pub fn invalidated(&self, cause: Cause) {
+        inc(&self.invalidations[cause as usize]);
+    }
+    pub fn table_bumps(&self, cause: Cause, n: u64) {
+        inc(&self.invalidations[cause as usize]);
+        self.table_bumps[cause as usize].fetch_add(n, Relaxed);
+    }
+
+    pub fn to_json(&self, entries: u64, bytes: u64, budget: u64) -> Value {
+        let (hits, misses) = (get(&self.hits), get(&self.misses));
+        json!({
+            "hits": hits,
+            "misses": misses,
+            "hit_ratio": if hits + misses == 0 { 0.0 } else { hits as f64 / (hits + misses) as f64 },
+            "entries": entries,
+            "bytes": bytes,
+            "budget_bytes": budget,
+            "evictions": get(&self.evictions),
+            "invalidation_events": by_cause(&self.invalidations),
+            "tables_invalidated": by_cause(&self.table_bumps),
+        })
+    }
+
+    pub fn summary(&self, entries: u64, bytes: u64, budget: u64) -> String {
+        let (hits, misses) = (get(&self.hits), get(&self.misses));
+        format!(
+            "hits={hits} misses={misses} entries={entries} bytes={bytes}/{budget} evictions={} invalidations(write/binlog/admin)={}/{}/{}",
+            get(&self.evictions),
+            get(&self.invalidations[0]),
+            get(&self.invalidations[1]),
+            get(&self.invalidations[2]),
+        )
+    }
+}

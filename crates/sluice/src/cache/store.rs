@@ -1,0 +1,253 @@
+//! Where entries live: a sharded map under a byte budget, evicting by GreedyDual-Size-
+//! Frequency (an entry's worth is its hits times the backend time it saves, per byte),
+//! so many small hot results outlive one big cold one. Never holds more than the budget.
+
+use super::Entry;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, RandomState};
+use std::sync::Arc;
+
+/// Bytes counted per entry on top of its key and response: map slot, queue node, the
+/// entry's own fields and its dependency list.
+pub const ENTRY_OVERHEAD: u64 = 256;
+
+const SHARDS: usize = 8;
+
+/// What an entry is charged against the budget.
+pub fn charge(key: &[u8], entry: &Entry) -> u64 {
+    key.len() as u64 + entry.response.len() as u64 + ENTRY_OVERHEAD + 16 * entry.deps_len() as u64
+}
+
+pub struct Store {
+    shards: Box<[Mutex<Shard>]>,
+    hasher: RandomState,
+    shard_budget: u64,
+}
+
+#[derive(Default)]
+struct Shard {
+    map: HashMap<Arc<[u8]>, Slot>,
+    /// Eviction order: lowest priority first; the sequence number breaks ties.
+    queue: BTreeMap<(u64, u64), Arc<[u8]>>,
+    /// GDSF's inflation value: the priority of the last victim, so that entries that
+    /// stopped being hit eventually fall below newcomers.
+    clock: f64,
+    bytes: u64,
+    seq: u64,
+}
+
+struct Slot {
+    entry: Arc<Entry>,
+    order: (u64, u64),
+    hits: u64,
+    charge: u64,
+}
+
+/// Entries pushed out to make room or replaced, for the caller's statistics.
+#[derive(Default)]
+pub struct Evicted(pub Vec<Arc<Entry>>);
+
+impl Store {
+    pub fn new(budget: u64) -> Store {
+        Store {
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            hasher: RandomState::new(),
+            shard_budget: budget / SHARDS as u64,
+        }
+    }
+
+    /// The largest charge an entry may have.
+    pub fn max_charge(&self) -> u64 {
+        self.shard_budget
+    }
+
+    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
+        &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
+    }
+
+    /// The entry under `key`, counting the hit towards its priority.
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        let mut guard = self.shard(key).lock();
+        let shard = &mut *guard;
+        let slot = shard.map.get_mut(key)?;
+        slot.hits += 1;
+        let old = slot.order;
+        shard.seq += 1;
+        slot.order = (
+            priority(shard.clock, slot.hits, &slot.entry, slot.charge),
+            shard.seq,
+        );
+        if let Some(k) = shard.queue.remove(&old) {
+            shard.queue.insert(slot.order, k);
+        }
+        Some(slot.entry.clone())
+    }
+
+    /// Stores `entry`, evicting the least valuable entries of its shard until it fits.
+    /// Returns `Err` (and stores nothing) when it can never fit.
+    pub fn insert(&self, key: Arc<[u8]>, entry: Arc<Entry>) -> Result<Evicted, Arc<Entry>> {
+        let charge = charge(&key, &entry);
+        if charge > self.shard_budget {
+            return Err(entry);
+        }
+        let mut evicted = Evicted::default();
+        let mut guard = self.shard(&key).lock();
+        let shard = &mut *guard;
+        if let Some(old) = shard.remove(&key) {
+            evicted.0.push(old);
+        }
+        while shard.bytes + charge > self.shard_budget {
+            let Some((&order, _)) = shard.queue.iter().next() else {
+                break;
+            };
+            let victim = shard.queue.remove(&order).expect("just seen");
+            shard.clock = f64::from_bits(order.0);
+            if let Some(slot) = shard.map.remove(&victim) {
+                shard.bytes -= slot.charge;
+                evicted.0.push(slot.entry);
+            }
+        }
+        shard.seq += 1;
+        let order = (priority(shard.clock, 1, &entry, charge), shard.seq);
+        shard.queue.insert(order, key.clone());
+        shard.map.insert(
+            key,
+            Slot {
+                entry,
+                order,
+                hits: 1,
+                charge,
+            },
+        );
+        shard.bytes += charge;
+        Ok(evicted)
+    }
+
+    /// Removes the entry under `key` if it is still `expected` (another session may
+    /// have refilled it meanwhile).
+    pub fn remove_if(&self, key: &[u8], expected: &Arc<Entry>) -> bool {
+        let mut shard = self.shard(key).lock();
+        match shard.map.get(key) {
+            Some(slot) if Arc::ptr_eq(&slot.entry, expected) => {
+                shard.remove(key);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn remove(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        self.shard(key).lock().remove(key)
+    }
+
+    /// Removes every entry for which `drop` is true and returns them.
+    pub fn remove_where(&self, mut drop: impl FnMut(&Entry) -> bool) -> Vec<Arc<Entry>> {
+        let mut removed = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            let keys: Vec<Arc<[u8]>> = shard
+                .map
+                .iter()
+                .filter(|(_, slot)| drop(&slot.entry))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in keys {
+                removed.extend(shard.remove(&k));
+            }
+        }
+        removed
+    }
+
+    /// (entries, bytes charged) right now.
+    pub fn usage(&self) -> (u64, u64) {
+        self.shards.iter().fold((0, 0), |(n, b), s| {
+            let s = s.lock();
+            (n + s.map.len() as u64, b + s.bytes)
+        })
+    }
+}
+
+impl Shard {
+    fn remove(&mut self, key: &[u8]) -> Option<Arc<Entry>> {
+        let slot = self.map.remove(key)?;
+        self.queue.remove(&slot.order);
+        self.bytes -= slot.charge;
+        Some(slot.entry)
+    }
+}
+
+/// GDSF priority: the clock plus hits × cost ÷ size. Non-negative, so the bit pattern of
+/// the float orders like the float itself.
+fn priority(clock: f64, hits: u64, entry: &Entry, charge: u64) -> u64 {
+    let value = clock + hits as f64 * entry.cost_micros.max(1) as f64 / charge.max(1) as f64;
+    value.to_bits()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::tests::entry_of;
+
+    fn key(i: usize) -> Arc<[u8]> {
+        format!("key-{i}").into_bytes().into()
+    }
+
+    #[test]
+    fn budget_is_never_exceeded_and_big_entries_are_refused() {
+        let store = Store::new(80_000);
+        for i in 0..2000 {
+            let size = 100 + (i * 37) % 3000;
+            let _ = store.insert(key(i), entry_of(size, 50));
+            let (_, bytes) = store.usage();
+            assert!(bytes <= 80_000, "{bytes} bytes after {i} inserts");
+        }
+        assert!(store.insert(key(9999), entry_of(20_000, 50)).is_err());
+    }
+
+    #[test]
+    fn small_hot_entries_outlive_a_big_cold_one() {
+        let store = Store::new(8 * 40_000);
+        let big: Arc<[u8]> = b"big".to_vec().into();
+        // Find keys in the same shard as `big` so they compete for one budget.
+        let same: Vec<Arc<[u8]>> = (0..10_000)
+            .map(key)
+            .filter(|k| {
+                store.hasher.hash_one(&k[..]) as usize % SHARDS
+                    == store.hasher.hash_one(&big[..]) as usize % SHARDS
+            })
+            .take(40)
+            .collect();
+        store.insert(big.clone(), entry_of(20_000, 100)).unwrap();
+        for k in &same[..10] {
+            store.insert(k.clone(), entry_of(1000, 100)).unwrap();
+            for _ in 0..5 {
+                store.get(k).unwrap();
+            }
+        }
+        // More small entries arrive: the big cold entry goes before the hot small ones.
+        for k in &same[10..20] {
+            store.insert(k.clone(), entry_of(1000, 100)).unwrap();
+        }
+        assert!(
+            store.get(&big).is_none(),
+            "the big cold entry should be gone"
+        );
+        for k in &same[..10] {
+            assert!(store.get(k).is_some());
+        }
+    }
+
+    #[test]
+    fn replace_and_conditional_remove() {
+        let store = Store::new(1 << 20);
+        let first = entry_of(10, 1);
+        store.insert(key(1), first.clone()).unwrap();
+        let second = entry_of(20, 1);
+        let evicted = store.insert(key(1), second.clone()).unwrap();
+        assert!(Arc::ptr_eq(&evicted.0[0], &first));
+        assert!(!store.remove_if(&key(1), &first));
+        assert!(store.remove_if(&key(1), &second));
+        assert_eq!(store.usage(), (0, 0));
+    }
+}

@@ -1,0 +1,1765 @@
+//! SQL text analysis for the query cache: what a statement reads or writes, whether its result
+//! may be cached, our cache hints and a normalized digest. Runs on every COM_QUERY the cache
+//! sees, before it is forwarded, so it is a single hand-written lexer pass with no I/O.
+
+use std::borrow::Cow;
+
+/// A table as `schema.table`, both lowercased ASCII; schema is the session default when unqualified.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableRef {
+    pub schema: String,
+    pub table: String,
+}
+
+/// Cache hints a client put in the statement text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    pub nocache: bool,
+    pub wipe: bool,
+}
+
+/// What a statement does, as far as the cache is concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Analysis {
+    /// A single read-only statement; `tables` (sorted, deduplicated) are every table name it
+    /// reads, plus possibly harmless extras such as CTE names. `uncacheable` is why its result
+    /// can never be cached, if it cannot.
+    Read {
+        tables: Vec<TableRef>,
+        uncacheable: Option<&'static str>,
+    },
+    /// Changes data or schema: the tables written, or `None` when they cannot be known.
+    Write { tables: Option<Vec<TableRef>> },
+    /// BEGIN, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT, RELEASE SAVEPOINT.
+    Transaction,
+    /// SET (any form) and USE: may change how later results are computed or encoded.
+    SessionChange,
+    /// Known not to write and not a cacheable read: SHOW, EXPLAIN, DO, empty statements...
+    Other,
+}
+
+/// Hints in block comments anywhere in the text: `/*nocache*/`, `/* wipe */` (case-insensitive).
+/// Optimizer hints (`/*+ ... */`) and executable comments (`/*! ... */`) are not ours.
+pub fn hints(sql: &[u8]) -> Hints {
+    let mut found = Hints::default();
+    if !has_block_comment(sql) {
+        return found;
+    }
+    let mut lex = Lexer::new(sql);
+    while let Some(t) = lex.next_raw() {
+        match hint_in(sql, t) {
+            Some(Hint::NoCache) => found.nocache = true,
+            Some(Hint::Wipe) => found.wipe = true,
+            None => {}
+        }
+    }
+    found
+}
+
+/// The text without our hint comments, so `SELECT /*wipe*/ 1` and `SELECT 1` share a cache key.
+/// Whitespace next to a removed hint is dropped as if the hint had never been typed.
+pub fn strip_hints(sql: &[u8]) -> Cow<'_, [u8]> {
+    if !has_block_comment(sql) {
+        return Cow::Borrowed(sql);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    let mut lex = Lexer::new(sql);
+    while let Some(t) = lex.next_raw() {
+        if hint_in(sql, t).is_none() {
+            continue;
+        }
+        let out = out.get_or_insert_with(|| Vec::with_capacity(sql.len()));
+        out.extend_from_slice(&sql[copied..t.start]);
+        let mut after = t.end;
+        while sql.get(after).is_some_and(|&b| is_space(b)) {
+            after += 1;
+        }
+        if after == sql.len() {
+            while out.last().is_some_and(|&b| is_space(b)) {
+                out.pop();
+            }
+            copied = after;
+        } else if out.last().is_none_or(|&b| is_space(b)) {
+            copied = after;
+        } else if after > t.end {
+            copied = t.end;
+        } else {
+            // `a/*wipe*/b` must not become `ab`.
+            out.push(b' ');
+            copied = t.end;
+        }
+    }
+    match out {
+        None => Cow::Borrowed(sql),
+        Some(mut out) => {
+            out.extend_from_slice(&sql[copied..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// Normalized text for grouping statements that differ only in literal values, spacing, comments
+/// and keyword case, with its FNV-1a 64 hash (stable across runs and platforms). Whitespace runs
+/// and comments become one space; no space is added where the text had none.
+pub fn digest(sql: &[u8]) -> (String, u64) {
+    let mut out = Vec::with_capacity(sql.len().min(4096));
+    let mut lex = Lexer::new(sql);
+    let mut depth = 0usize;
+    // Paren depth of a `VALUES` whose first row ends the next time this depth is reached.
+    let mut rows_at: Option<usize> = None;
+    while let Some(t) = code_token(&mut lex) {
+        if t.space && !out.is_empty() {
+            out.push(b' ');
+        }
+        match t.kind {
+            Kind::Str(_) | Kind::Number | Kind::Param => out.push(b'?'),
+            Kind::Word => {
+                let up = Upper::of(Some(t), sql);
+                if is_keyword(up.get()) {
+                    out.extend_from_slice(up.get());
+                } else {
+                    out.extend_from_slice(&sql[t.start..t.end]);
+                }
+                match up.get() {
+                    b"IN" => {
+                        if let Some((after, space)) = literal_list(&lex) {
+                            if space {
+                                out.push(b' ');
+                            }
+                            out.extend_from_slice(b"(...)");
+                            lex = after;
+                        }
+                    }
+                    b"VALUES" | b"VALUE" => rows_at = Some(depth),
+                    _ => {}
+                }
+            }
+            Kind::Punct(b'(') => {
+                depth += 1;
+                out.push(b'(');
+            }
+            Kind::Punct(b')') => {
+                depth = depth.saturating_sub(1);
+                out.push(b')');
+                if rows_at == Some(depth) {
+                    rows_at = None;
+                    while let Some(after) = next_row(&lex) {
+                        lex = after;
+                    }
+                }
+            }
+            _ => out.extend_from_slice(&sql[t.start..t.end]),
+        }
+    }
+    while matches!(out.last(), Some(b' ' | b';')) {
+        out.pop();
+    }
+    let text = String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let hash = fnv1a(text.as_bytes());
+    (text, hash)
+}
+
+/// Classifies statement text. `default_schema` qualifies unqualified table names (`None`: they
+/// get schema ""). Several `;`-separated statements are combined: any Write wins (tables
+/// unioned, `None` if any is unknown), then SessionChange, then Transaction; all reads give a
+/// Read that is uncacheable ("multiple statements"); anything else is Other. One trailing `;`
+/// is not a statement.
+pub fn analyze(sql: &[u8], default_schema: Option<&str>) -> Analysis {
+    let mut ts = Toks::new(sql);
+    let mut all = Combined::default();
+    loop {
+        let empty = ts.peek().is_none();
+        let one = if empty {
+            Analysis::Other
+        } else {
+            statement(&mut ts, default_schema, 0)
+        };
+        let more = ts.end_statement();
+        if !(empty && !more && all.count > 0) {
+            all.add(one);
+        }
+        if !more {
+            return all.finish();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lexer
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// Unquoted identifier or keyword.
+    Word,
+    /// `` `identifier` ``.
+    Quoted,
+    /// A string by its quote byte; also `x'..'`, `b'..'`, `N'..'` (as `'`).
+    Str(u8),
+    /// Decimal, `0x..` or `0b..` literal.
+    Number,
+    /// `?` placeholder.
+    Param,
+    /// `@name`.
+    UserVar,
+    /// `@@name`.
+    SysVar,
+    /// Any other single byte.
+    Punct(u8),
+    /// `/* */`, not executable.
+    Block { closed: bool },
+    /// `-- ` or `#` to the end of the line.
+    Line,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tok {
+    kind: Kind,
+    start: usize,
+    end: usize,
+    /// Whitespace or a comment came right before it.
+    space: bool,
+}
+
+#[derive(Clone)]
+struct Lexer<'a> {
+    s: &'a [u8],
+    pos: usize,
+    /// Inside `/*! ... */`, whose content is code and whose `*/` is skipped.
+    in_exec: bool,
+    /// End of the last identifier, so `db.1t` lexes `.` as a separator, not as `.1`.
+    ident_end: usize,
+}
+
+impl<'a> Lexer<'a> {
+    fn new(s: &'a [u8]) -> Self {
+        Lexer {
+            s,
+            pos: 0,
+            in_exec: false,
+            ident_end: usize::MAX,
+        }
+    }
+
+    /// The byte at `i`, 0 past the end (0 never continues any token).
+    fn at(&self, i: usize) -> u8 {
+        self.s.get(i).copied().unwrap_or(0)
+    }
+
+    /// The next token, comments included.
+    fn next_raw(&mut self) -> Option<Tok> {
+        let s = self.s;
+        let mut space = false;
+        loop {
+            while self.pos < s.len() && is_space(s[self.pos]) {
+                self.pos += 1;
+                space = true;
+            }
+            let rest = s.get(self.pos..).filter(|r| !r.is_empty())?;
+            if self.in_exec && rest.starts_with(b"*/") {
+                self.pos += 2;
+                self.in_exec = false;
+                space = true;
+            } else if !self.in_exec && (rest.starts_with(b"/*!") || rest.starts_with(b"/*M!")) {
+                self.pos += if rest[2] == b'!' { 3 } else { 4 };
+                // The optional server version: code for us whatever the version.
+                let mut n = 0;
+                while n < 6 && self.at(self.pos).is_ascii_digit() {
+                    self.pos += 1;
+                    n += 1;
+                }
+                self.in_exec = true;
+                space = true;
+            } else {
+                break;
+            }
+        }
+        let start = self.pos;
+        let b = s[start];
+        let nb = self.at(start + 1);
+        let kind = match b {
+            b'/' if nb == b'*' => match find(s, start + 2, b"*/") {
+                Some(i) => {
+                    self.pos = i + 2;
+                    Kind::Block { closed: true }
+                }
+                None => {
+                    self.pos = s.len();
+                    Kind::Block { closed: false }
+                }
+            },
+            // `--` starts a comment only when followed by whitespace or a control byte.
+            b'#' => self.line_comment(),
+            b'-' if nb == b'-' && self.at(start + 2) <= b' ' => self.line_comment(),
+            b'\'' | b'"' => {
+                self.pos = quoted_end(s, start, b, true);
+                Kind::Str(b)
+            }
+            b'`' => {
+                self.pos = quoted_end(s, start, b'`', false);
+                Kind::Quoted
+            }
+            b'x' | b'X' | b'b' | b'B' | b'n' | b'N' if nb == b'\'' => {
+                self.pos = quoted_end(s, start + 1, b'\'', true);
+                Kind::Str(b'\'')
+            }
+            b'0'..=b'9' => self.number_or_word(start),
+            b'.' if nb.is_ascii_digit() && self.ident_end != start => {
+                self.pos = self.fraction(start);
+                Kind::Number
+            }
+            b'@' => {
+                let mut i = start + 1;
+                let kind = if nb == b'@' {
+                    i += 1;
+                    Kind::SysVar
+                } else {
+                    Kind::UserVar
+                };
+                match self.at(i) {
+                    q @ (b'\'' | b'"' | b'`') => i = quoted_end(s, i, q, q != b'`'),
+                    _ => {
+                        while is_ident(self.at(i)) || self.at(i) == b'.' {
+                            i += 1;
+                        }
+                    }
+                }
+                self.pos = i;
+                kind
+            }
+            b'?' => {
+                self.pos = start + 1;
+                Kind::Param
+            }
+            _ if is_ident(b) => {
+                self.pos = self.ident_run(start);
+                Kind::Word
+            }
+            _ => {
+                self.pos = start + 1;
+                Kind::Punct(b)
+            }
+        };
+        if matches!(kind, Kind::Word | Kind::Quoted) {
+            self.ident_end = self.pos;
+        }
+        Some(Tok {
+            kind,
+            start,
+            end: self.pos,
+            space,
+        })
+    }
+
+    fn line_comment(&mut self) -> Kind {
+        self.pos = find(self.s, self.pos, b"\n").unwrap_or(self.s.len());
+        Kind::Line
+    }
+
+    fn ident_run(&self, mut i: usize) -> usize {
+        while is_ident(self.at(i)) {
+            i += 1;
+        }
+        i
+    }
+
+    /// From a `.` followed by digits: the fraction and an optional exponent.
+    fn fraction(&self, dot: usize) -> usize {
+        let mut i = dot + 1;
+        while self.at(i).is_ascii_digit() {
+            i += 1;
+        }
+        self.exponent(i)
+    }
+
+    fn exponent(&self, i: usize) -> usize {
+        if !matches!(self.at(i), b'e' | b'E') {
+            return i;
+        }
+        let mut j = i + 1;
+        if matches!(self.at(j), b'+' | b'-') {
+            j += 1;
+        }
+        if !self.at(j).is_ascii_digit() {
+            return i;
+        }
+        while self.at(j).is_ascii_digit() {
+            j += 1;
+        }
+        j
+    }
+
+    /// MySQL identifiers may start with digits (`1abc`), so a digit run is a number only when
+    /// no identifier byte follows it.
+    fn number_or_word(&mut self, start: usize) -> Kind {
+        let radix = match (self.at(start), self.at(start + 1)) {
+            (b'0', b'x' | b'X') => Some(16),
+            (b'0', b'b' | b'B') => Some(2),
+            _ => None,
+        };
+        if let Some(radix) = radix {
+            let mut i = start + 2;
+            while (self.at(i) as char).is_digit(radix) {
+                i += 1;
+            }
+            if i > start + 2 && !is_ident(self.at(i)) {
+                self.pos = i;
+                return Kind::Number;
+            }
+        }
+        let mut i = start;
+        while self.at(i).is_ascii_digit() {
+            i += 1;
+        }
+        let end = if self.at(i) == b'.' {
+            self.fraction(i)
+        } else {
+            self.exponent(i)
+        };
+        if end > i || !is_ident(self.at(i)) {
+            self.pos = end;
+            Kind::Number
+        } else {
+            self.pos = self.ident_run(i);
+            Kind::Word
+        }
+    }
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// Identifier bytes; any non-ASCII byte counts so UTF-8 names stay whole.
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+fn find(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    s.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| i + from)
+}
+
+/// End of a quoted token opening at `open`: doubled quotes, and backslash escapes in strings.
+/// Unterminated quotes run to the end of the text.
+fn quoted_end(s: &[u8], open: usize, q: u8, escapes: bool) -> usize {
+    let mut i = open + 1;
+    while let Some(&c) = s.get(i) {
+        if escapes && c == b'\\' {
+            i += 2;
+        } else if c == q {
+            if s.get(i + 1) == Some(&q) {
+                i += 2;
+            } else {
+                return i + 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    s.len()
+}
+
+/// The next token that is not a comment; comments count as whitespace.
+fn code_token(lex: &mut Lexer) -> Option<Tok> {
+    let mut space = false;
+    loop {
+        let mut t = lex.next_raw()?;
+        if matches!(t.kind, Kind::Block { .. } | Kind::Line) {
+            space = true;
+        } else {
+            t.space |= space;
+            return Some(t);
+        }
+    }
+}
+
+/// An ASCII-uppercased copy of a short unquoted word, for keyword matching without allocating.
+/// Anything else is empty, which matches no keyword.
+struct Upper {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl Upper {
+    fn of(t: Option<Tok>, s: &[u8]) -> Self {
+        let mut up = Upper {
+            buf: [0; 32],
+            len: 0,
+        };
+        if let Some(t) = t.filter(|t| t.kind == Kind::Word && t.end - t.start <= 32) {
+            up.len = t.end - t.start;
+            up.buf[..up.len].copy_from_slice(&s[t.start..t.end]);
+            up.buf[..up.len].make_ascii_uppercase();
+        }
+        up
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Statement-bounded token stream with one token of lookahead.
+#[derive(Clone)]
+struct Toks<'a> {
+    lex: Lexer<'a>,
+    ahead: Option<Tok>,
+}
+
+impl<'a> Toks<'a> {
+    fn new(s: &'a [u8]) -> Self {
+        Toks {
+            lex: Lexer::new(s),
+            ahead: None,
+        }
+    }
+
+    fn text(&self) -> &'a [u8] {
+        self.lex.s
+    }
+
+    /// The next token of the current statement; `None` at its `;` or the end of the text.
+    fn peek(&mut self) -> Option<Tok> {
+        if self.ahead.is_none() {
+            self.ahead = code_token(&mut self.lex);
+        }
+        self.ahead.filter(|t| t.kind != Kind::Punct(b';'))
+    }
+
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.peek();
+        if t.is_some() {
+            self.ahead = None;
+        }
+        t
+    }
+
+    /// The token `n` places after the next one.
+    fn peek_after(&self, n: usize) -> Option<Tok> {
+        let mut c = self.clone();
+        for _ in 0..n {
+            c.next()?;
+        }
+        c.peek()
+    }
+
+    fn peek_up(&mut self) -> Upper {
+        let t = self.peek();
+        Upper::of(t, self.text())
+    }
+
+    fn peek_is(&mut self, b: u8) -> bool {
+        self.peek().is_some_and(|t| t.kind == Kind::Punct(b))
+    }
+
+    /// Consumes the next token if it is the keyword `kw`.
+    fn eat(&mut self, kw: &[u8]) -> bool {
+        let hit = self.peek_up().get() == kw;
+        if hit {
+            self.next();
+        }
+        hit
+    }
+
+    /// Skips the rest of the statement and its `;`; false at the end of the text.
+    fn end_statement(&mut self) -> bool {
+        while self.next().is_some() {}
+        self.ahead.take().is_some()
+    }
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hints and digest helpers
+
+enum Hint {
+    NoCache,
+    Wipe,
+}
+
+/// Hints live in comments, so text without `/*` needs no lexing at all.
+fn has_block_comment(sql: &[u8]) -> bool {
+    sql.windows(2).any(|w| w == b"/*")
+}
+
+fn hint_in(sql: &[u8], t: Tok) -> Option<Hint> {
+    if t.kind != (Kind::Block { closed: true }) {
+        return None;
+    }
+    let body = sql.get(t.start + 2..t.end.checked_sub(2)?)?.trim_ascii();
+    if body.eq_ignore_ascii_case(b"nocache") {
+        Some(Hint::NoCache)
+    } else if body.eq_ignore_ascii_case(b"wipe") {
+        Some(Hint::Wipe)
+    } else {
+        None
+    }
+}
+
+/// After `IN`: a parenthesised list of literals only, returned as the lexer past its `)` and
+/// whether the `(` had space before it.
+fn literal_list<'a>(lex: &Lexer<'a>) -> Option<(Lexer<'a>, bool)> {
+    let mut l = lex.clone();
+    let open = code_token(&mut l)?;
+    if open.kind != Kind::Punct(b'(') {
+        return None;
+    }
+    loop {
+        let mut t = code_token(&mut l)?;
+        while matches!(t.kind, Kind::Punct(b'-' | b'+')) {
+            t = code_token(&mut l)?;
+        }
+        let literal = match t.kind {
+            Kind::Str(_) | Kind::Number | Kind::Param => true,
+            Kind::Word => matches!(Upper::of(Some(t), l.s).get(), b"NULL" | b"TRUE" | b"FALSE"),
+            _ => false,
+        };
+        if !literal {
+            return None;
+        }
+        match code_token(&mut l)?.kind {
+            Kind::Punct(b',') => {}
+            Kind::Punct(b')') => return Some((l, open.space)),
+            _ => return None,
+        }
+    }
+}
+
+/// After a `VALUES` row: a further `, [ROW] (...)` row, returned as the lexer past it.
+fn next_row<'a>(lex: &Lexer<'a>) -> Option<Lexer<'a>> {
+    let mut l = lex.clone();
+    if code_token(&mut l)?.kind != Kind::Punct(b',') {
+        return None;
+    }
+    let mut t = code_token(&mut l)?;
+    if Upper::of(Some(t), l.s).get() == b"ROW" {
+        t = code_token(&mut l)?;
+    }
+    if t.kind != Kind::Punct(b'(') {
+        return None;
+    }
+    let mut depth = 1;
+    while depth > 0 {
+        match code_token(&mut l).map(|t| t.kind) {
+            None => break,
+            Some(Kind::Punct(b'(')) => depth += 1,
+            Some(Kind::Punct(b')')) => depth -= 1,
+            Some(_) => {}
+        }
+    }
+    Some(l)
+}
+
+/// Words the digest upper-cases: reserved words and common keywords and functions. Folding a
+/// column or table that happens to share a name only merges digests that differ in case.
+const KEYWORDS: &[&str] = &[
+    "ACCESSIBLE",
+    "ACTION",
+    "ADD",
+    "AFTER",
+    "AGAINST",
+    "ALGORITHM",
+    "ALL",
+    "ALTER",
+    "ANALYZE",
+    "AND",
+    "ANY",
+    "AS",
+    "ASC",
+    "ASENSITIVE",
+    "AT",
+    "ATOMIC",
+    "AUTOCOMMIT",
+    "AUTO_INCREMENT",
+    "AVG",
+    "BEFORE",
+    "BEGIN",
+    "BETWEEN",
+    "BIGINT",
+    "BINARY",
+    "BLOB",
+    "BOOLEAN",
+    "BOTH",
+    "BY",
+    "CALL",
+    "CASCADE",
+    "CASE",
+    "CAST",
+    "CHAIN",
+    "CHANGE",
+    "CHAR",
+    "CHARACTER",
+    "CHARSET",
+    "CHECK",
+    "CHECKSUM",
+    "COALESCE",
+    "COLLATE",
+    "COLUMN",
+    "COLUMNS",
+    "COMMENT",
+    "COMMIT",
+    "COMMITTED",
+    "CONCAT",
+    "CONDITION",
+    "CONSTRAINT",
+    "CONTINUE",
+    "CONVERT",
+    "COUNT",
+    "CREATE",
+    "CROSS",
+    "CUBE",
+    "CUME_DIST",
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_USER",
+    "CURSOR",
+    "DATABASE",
+    "DATABASES",
+    "DATE",
+    "DATETIME",
+    "DATE_ADD",
+    "DATE_SUB",
+    "DAY",
+    "DAY_HOUR",
+    "DAY_MICROSECOND",
+    "DAY_MINUTE",
+    "DAY_SECOND",
+    "DEALLOCATE",
+    "DEC",
+    "DECIMAL",
+    "DECLARE",
+    "DEFAULT",
+    "DEFINER",
+    "DELAYED",
+    "DELETE",
+    "DENSE_RANK",
+    "DESC",
+    "DESCRIBE",
+    "DETERMINISTIC",
+    "DISTINCT",
+    "DISTINCTROW",
+    "DIV",
+    "DO",
+    "DOUBLE",
+    "DROP",
+    "DUAL",
+    "DUPLICATE",
+    "EACH",
+    "ELSE",
+    "ELSEIF",
+    "EMPTY",
+    "ENCLOSED",
+    "END",
+    "ENGINE",
+    "ENUM",
+    "ESCAPED",
+    "EXCEPT",
+    "EXECUTE",
+    "EXISTS",
+    "EXIT",
+    "EXPLAIN",
+    "EXTENDED",
+    "EXTRACT",
+    "FALSE",
+    "FETCH",
+    "FIELDS",
+    "FIRST",
+    "FIRST_VALUE",
+    "FLOAT",
+    "FLOAT4",
+    "FLOAT8",
+    "FLUSH",
+    "FOR",
+    "FORCE",
+    "FOREIGN",
+    "FORMAT",
+    "FROM",
+    "FULL",
+    "FULLTEXT",
+    "FUNCTION",
+    "GENERATED",
+    "GET",
+    "GLOBAL",
+    "GRANT",
+    "GROUP",
+    "GROUPING",
+    "GROUPS",
+    "GROUP_CONCAT",
+    "HANDLER",
+    "HAVING",
+    "HELP",
+    "HIGH_PRIORITY",
+    "HOUR",
+    "HOUR_MICROSECOND",
+    "HOUR_MINUTE",
+    "HOUR_SECOND",
+    "IF",
+    "IFNULL",
+    "IGNORE",
+    "IN",
+    "INDEX",
+    "INFILE",
+    "INNER",
+    "INOUT",
+    "INSENSITIVE",
+    "INSERT",
+    "INT",
+    "INT1",
+    "INT2",
+    "INT3",
+    "INT4",
+    "INT8",
+    "INTEGER",
+    "INTERSECT",
+    "INTERVAL",
+    "INTO",
+    "INVOKER",
+    "IS",
+    "ISOLATION",
+    "ITERATE",
+    "JOIN",
+    "JSON_TABLE",
+    "KEY",
+    "KEYS",
+    "KILL",
+    "LAG",
+    "LAST",
+    "LAST_VALUE",
+    "LATERAL",
+    "LEAD",
+    "LEADING",
+    "LEAVE",
+    "LEFT",
+    "LENGTH",
+    "LEVEL",
+    "LIKE",
+    "LIMIT",
+    "LINEAR",
+    "LINES",
+    "LOAD",
+    "LOCAL",
+    "LOCALTIME",
+    "LOCALTIMESTAMP",
+    "LOCK",
+    "LOCKED",
+    "LONG",
+    "LONGBLOB",
+    "LONGTEXT",
+    "LOOP",
+    "LOWER",
+    "LOW_PRIORITY",
+    "MATCH",
+    "MAX",
+    "MAXVALUE",
+    "MEDIUMBLOB",
+    "MEDIUMINT",
+    "MEDIUMTEXT",
+    "MIDDLEINT",
+    "MIN",
+    "MINUTE",
+    "MINUTE_MICROSECOND",
+    "MINUTE_SECOND",
+    "MOD",
+    "MODE",
+    "MODIFIES",
+    "MONTH",
+    "NAMES",
+    "NATURAL",
+    "NEXT",
+    "NO",
+    "NOT",
+    "NOW",
+    "NOWAIT",
+    "NO_WRITE_TO_BINLOG",
+    "NTH_VALUE",
+    "NTILE",
+    "NULL",
+    "NUMERIC",
+    "OF",
+    "OFFSET",
+    "ON",
+    "ONLY",
+    "OPTIMIZE",
+    "OPTION",
+    "OPTIONALLY",
+    "OR",
+    "ORDER",
+    "OUT",
+    "OUTER",
+    "OUTFILE",
+    "OVER",
+    "PARTITION",
+    "PERCENT_RANK",
+    "PRECISION",
+    "PREPARE",
+    "PREVIOUS",
+    "PRIMARY",
+    "PROCEDURE",
+    "PURGE",
+    "QUARTER",
+    "QUICK",
+    "RANGE",
+    "RANK",
+    "READ",
+    "READS",
+    "READ_WRITE",
+    "REAL",
+    "RECURSIVE",
+    "REFERENCES",
+    "REGEXP",
+    "RELEASE",
+    "RENAME",
+    "REPAIR",
+    "REPEAT",
+    "REPEATABLE",
+    "REPLACE",
+    "REQUIRE",
+    "RESIGNAL",
+    "RESTRICT",
+    "RETURN",
+    "RETURNING",
+    "REVOKE",
+    "RIGHT",
+    "RLIKE",
+    "ROLLBACK",
+    "ROLLUP",
+    "ROW",
+    "ROWS",
+    "ROW_NUMBER",
+    "SAVEPOINT",
+    "SCHEMA",
+    "SCHEMAS",
+    "SECOND",
+    "SECOND_MICROSECOND",
+    "SECURITY",
+    "SELECT",
+    "SENSITIVE",
+    "SEPARATOR",
+    "SEQUENCE",
+    "SERIALIZABLE",
+    "SESSION",
+    "SET",
+    "SHARE",
+    "SHOW",
+    "SIGNAL",
+    "SIGNED",
+    "SKIP",
+    "SMALLINT",
+    "SNAPSHOT",
+    "SOME",
+    "SPATIAL",
+    "SPECIFIC",
+    "SQL",
+    "SQLEXCEPTION",
+    "SQLSTATE",
+    "SQLWARNING",
+    "SQL_BIG_RESULT",
+    "SQL_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+    "SQL_NO_CACHE",
+    "SQL_SMALL_RESULT",
+    "SSL",
+    "START",
+    "STARTING",
+    "STORED",
+    "STRAIGHT_JOIN",
+    "SUBSTRING",
+    "SUM",
+    "SYSTEM",
+    "TABLE",
+    "TABLES",
+    "TEMPORARY",
+    "TERMINATED",
+    "THEN",
+    "TIME",
+    "TIMESTAMP",
+    "TINYBLOB",
+    "TINYINT",
+    "TINYTEXT",
+    "TO",
+    "TRAILING",
+    "TRANSACTION",
+    "TRIGGER",
+    "TRIM",
+    "TRUE",
+    "TRUNCATE",
+    "UNCOMMITTED",
+    "UNDO",
+    "UNION",
+    "UNIQUE",
+    "UNKNOWN",
+    "UNLOCK",
+    "UNSIGNED",
+    "UPDATE",
+    "UPPER",
+    "USAGE",
+    "USE",
+    "USING",
+    "UTC_DATE",
+    "UTC_TIME",
+    "UTC_TIMESTAMP",
+    "VALUE",
+    "VALUES",
+    "VARBINARY",
+    "VARCHAR",
+    "VARCHARACTER",
+    "VARIABLES",
+    "VARYING",
+    "VIEW",
+    "VIRTUAL",
+    "WAIT",
+    "WARNINGS",
+    "WEEK",
+    "WHEN",
+    "WHERE",
+    "WHILE",
+    "WINDOW",
+    "WITH",
+    "WORK",
+    "WRITE",
+    "XA",
+    "XOR",
+    "YEAR",
+    "YEAR_MONTH",
+    "ZEROFILL",
+];
+
+fn is_keyword(up: &[u8]) -> bool {
+    !up.is_empty() && KEYWORDS.binary_search_by(|k| k.as_bytes().cmp(up)).is_ok()
+}
+
+/// Functions whose result depends on the clock, randomness, the session or server state. The
+/// `bare` ones also work without parentheses; the others need `call` (a `(` follows).
+fn volatile(up: &[u8], call: bool) -> Option<&'static str> {
+    macro_rules! reasons {
+        (bare: $($bare:literal)*; call: $($called:literal)*) => {
+            match std::str::from_utf8(up).unwrap_or_default() {
+                $($bare => Some(concat!("non-deterministic function ", $bare, "()")),)*
+                $($called if call => Some(concat!("non-deterministic function ", $called, "()")),)*
+                _ => None,
+            }
+        };
+    }
+    reasons!(
+        bare: "CURRENT_DATE" "CURRENT_ROLE" "CURRENT_TIME" "CURRENT_TIMESTAMP" "CURRENT_USER"
+            "LOCALTIME" "LOCALTIMESTAMP" "UTC_DATE" "UTC_TIME" "UTC_TIMESTAMP";
+        call: "BENCHMARK" "CONNECTION_ID" "CURDATE" "CURTIME" "DATABASE" "FOUND_ROWS" "GET_LOCK"
+            "IS_FREE_LOCK" "IS_USED_LOCK" "LASTVAL" "LAST_INSERT_ID" "LOAD_FILE"
+            "MASTER_GTID_WAIT" "MASTER_POS_WAIT" "NEXTVAL" "NOW" "RAND" "RANDOM_BYTES"
+            "RELEASE_ALL_LOCKS" "RELEASE_LOCK" "ROW_COUNT" "SCHEMA" "SESSION_USER" "SETVAL"
+            "SLEEP" "SOURCE_POS_WAIT" "SYSDATE" "SYSTEM_USER" "SYS_GUID" "UNIX_TIMESTAMP" "USER"
+            "UUID" "UUID_SHORT" "WAIT_FOR_EXECUTED_GTID_SET"
+    )
+}
+
+/// Schemas whose content is server or session state rather than data written by statements.
+fn is_system_schema(schema: &str) -> bool {
+    matches!(
+        schema,
+        "information_schema" | "performance_schema" | "mysql" | "sys"
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statement classification
+
+/// How deep statements may nest (`EXPLAIN ANALYZE ...`, `SET STATEMENT ... FOR ...`) before the
+/// text counts as an unknown write; bounds recursion on hostile input.
+const MAX_NESTING: u8 = 4;
+
+fn unknown_write() -> Analysis {
+    Analysis::Write { tables: None }
+}
+
+/// A write of `tables`; none found means the parse went wrong, so everything may be written.
+fn writes(tables: Vec<TableRef>) -> Analysis {
+    if tables.is_empty() {
+        return unknown_write();
+    }
+    Analysis::Write {
+        tables: Some(sorted(tables)),
+    }
+}
+
+fn sorted(mut tables: Vec<TableRef>) -> Vec<TableRef> {
+    tables.sort_unstable();
+    tables.dedup();
+    tables
+}
+
+fn statement(ts: &mut Toks, schema: Option<&str>, nesting: u8) -> Analysis {
+    if nesting > MAX_NESTING {
+        return unknown_write();
+    }
+    if ts.peek_is(b'(') {
+        let mut ahead = ts.clone();
+        while ahead.peek_is(b'(') {
+            ahead.next();
+        }
+        return match ahead.peek_up().get() {
+            b"SELECT" | b"WITH" | b"VALUES" | b"TABLE" => read(ts, schema),
+            _ => unknown_write(),
+        };
+    }
+    let first = ts.peek_up();
+    if matches!(first.get(), b"SELECT" | b"TABLE" | b"VALUES") {
+        return read(ts, schema);
+    }
+    ts.next();
+    match first.get() {
+        b"WITH" => with(ts, schema),
+        b"INSERT" | b"REPLACE" => insert(ts, schema),
+        b"UPDATE" => update(ts, schema),
+        b"DELETE" => delete(ts, schema),
+        b"LOAD" => load(ts, schema),
+        b"TRUNCATE" => {
+            ts.eat(b"TABLE");
+            one_table(ts, schema)
+        }
+        b"CREATE" => create(ts, schema),
+        b"ALTER" => alter(ts, schema),
+        b"DROP" => drop(ts, schema),
+        b"RENAME" => rename(ts, schema),
+        b"OPTIMIZE" | b"REPAIR" => maintenance(ts, schema),
+        b"ANALYZE" => match ts.peek_up().get() {
+            b"TABLE" | b"TABLES" | b"NO_WRITE_TO_BINLOG" | b"LOCAL" => maintenance(ts, schema),
+            // MariaDB's ANALYZE runs the statement to report on its execution.
+            _ => executed(ts, schema, nesting),
+        },
+        b"EXPLAIN" | b"DESCRIBE" | b"DESC" => {
+            if ts.eat(b"ANALYZE") {
+                executed(ts, schema, nesting)
+            } else {
+                Analysis::Other
+            }
+        }
+        b"SHOW" | b"HELP" | b"DO" | b"KILL" | b"CHECK" | b"CHECKSUM" | b"PREPARE"
+        | b"DEALLOCATE" => Analysis::Other,
+        b"BEGIN" => {
+            ts.eat(b"WORK");
+            // Anything else (MariaDB's BEGIN NOT ATOMIC) is a compound statement.
+            if ts.peek().is_none() {
+                Analysis::Transaction
+            } else {
+                unknown_write()
+            }
+        }
+        // Not START SLAVE / REPLICA / GROUP_REPLICATION.
+        b"START" if ts.eat(b"TRANSACTION") => Analysis::Transaction,
+        b"COMMIT" | b"SAVEPOINT" => Analysis::Transaction,
+        b"ROLLBACK" => {
+            // ROLLBACK TO SAVEPOINT keeps the transaction open.
+            while let Some(t) = ts.next() {
+                if Upper::of(Some(t), ts.text()).get() == b"TO" {
+                    return Analysis::Other;
+                }
+            }
+            Analysis::Transaction
+        }
+        b"RELEASE" if ts.eat(b"SAVEPOINT") => Analysis::Transaction,
+        b"SET" if ts.eat(b"STATEMENT") => {
+            // MariaDB's SET STATEMENT var=value[, ...] FOR stmt runs stmt under those values.
+            if skip_past(ts, b"FOR") {
+                executed(ts, schema, nesting)
+            } else {
+                Analysis::SessionChange
+            }
+        }
+        b"SET" | b"USE" => Analysis::SessionChange,
+        _ => unknown_write(),
+    }
+}
+
+/// A statement that runs another one (`ANALYZE stmt`, `EXPLAIN ANALYZE stmt`, `SET STATEMENT
+/// ... FOR stmt`): what the inner one does, except that its read output (execution reports,
+/// results under temporary settings) is not for the cache.
+fn executed(ts: &mut Toks, schema: Option<&str>, nesting: u8) -> Analysis {
+    if ts.eat(b"FORMAT") {
+        if ts.peek_is(b'=') {
+            ts.next();
+        }
+        ts.next();
+    }
+    match statement(ts, schema, nesting + 1) {
+        Analysis::Read { .. } => Analysis::Other,
+        inner => inner,
+    }
+}
+
+fn read(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    let mut scan = Scan::new(schema, true);
+    scan.run(ts, Frame::default(), |_, _| false);
+    scan.into_read()
+}
+
+/// `WITH [RECURSIVE] cte [(cols)] AS (query) [, ...] main`: a read when main is a query; MySQL
+/// also allows UPDATE and DELETE there.
+fn with(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    let mut scan = Scan::new(schema, true);
+    ts.eat(b"RECURSIVE");
+    loop {
+        if !ts.next().is_some_and(|t| is_name(t.kind)) {
+            return unknown_write();
+        }
+        if ts.peek_is(b'(') {
+            skip_parens(ts);
+        }
+        if !ts.eat(b"AS") || !ts.peek_is(b'(') {
+            return unknown_write();
+        }
+        ts.next();
+        scan.run(ts, Frame::default(), |t, _| t.kind == Kind::Punct(b')'));
+        if ts.next().is_none() {
+            return unknown_write();
+        }
+        // MariaDB's CYCLE cols RESTRICT.
+        if ts.eat(b"CYCLE") && !skip_past(ts, b"RESTRICT") {
+            return unknown_write();
+        }
+        if !ts.peek_is(b',') {
+            break;
+        }
+        ts.next();
+    }
+    let main = ts.peek_up();
+    match main.get() {
+        b"UPDATE" | b"DELETE" => {
+            ts.next();
+            if main.get() == b"UPDATE" {
+                update(ts, schema)
+            } else {
+                delete(ts, schema)
+            }
+        }
+        b"SELECT" | b"TABLE" | b"VALUES" => {
+            scan.run(ts, Frame::default(), |_, _| false);
+            scan.into_read()
+        }
+        _ if ts.peek_is(b'(') => {
+            scan.run(ts, Frame::default(), |_, _| false);
+            scan.into_read()
+        }
+        _ => unknown_write(),
+    }
+}
+
+/// INSERT/REPLACE: only the target is written, whatever an INSERT ... SELECT reads.
+fn insert(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(
+        ts.peek_up().get(),
+        b"LOW_PRIORITY" | b"DELAYED" | b"HIGH_PRIORITY" | b"IGNORE" | b"INTO"
+    ) {
+        ts.next();
+    }
+    one_table(ts, schema)
+}
+
+/// Every table in a multi-table UPDATE's list may be written.
+fn update(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"LOW_PRIORITY" | b"IGNORE") {
+        ts.next();
+    }
+    let mut scan = Scan::new(schema, false);
+    scan.run(ts, Frame::TABLES, |_, up| up == b"SET");
+    writes(scan.tables)
+}
+
+/// Both multi-table forms (`DELETE t1, t2 FROM refs`, `DELETE FROM t1, t2 USING refs`) name
+/// aliases as targets, so every table named before WHERE counts as written.
+fn delete(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"LOW_PRIORITY" | b"QUICK" | b"IGNORE") {
+        ts.next();
+    }
+    let mut scan = Scan::new(schema, false);
+    scan.run(ts, Frame::TABLES, |_, up| {
+        matches!(up, b"WHERE" | b"ORDER" | b"LIMIT" | b"RETURNING")
+    });
+    writes(scan.tables)
+}
+
+/// LOAD DATA|XML ... INTO TABLE t.
+fn load(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    if !matches!(ts.peek_up().get(), b"DATA" | b"XML") || !skip_past(ts, b"INTO") {
+        return unknown_write();
+    }
+    ts.eat(b"TABLE");
+    one_table(ts, schema)
+}
+
+/// CREATE TABLE and CREATE INDEX name their table; every other CREATE is unknown.
+fn create(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    loop {
+        let word = ts.peek_up();
+        ts.next();
+        match word.get() {
+            b"OR" | b"REPLACE" | b"TEMPORARY" | b"UNIQUE" | b"FULLTEXT" | b"SPATIAL"
+            | b"ONLINE" | b"OFFLINE" => {}
+            b"TABLE" => {
+                skip_if_exists(ts);
+                return one_table(ts, schema);
+            }
+            b"INDEX" if skip_past(ts, b"ON") => return one_table(ts, schema),
+            _ => return unknown_write(),
+        }
+    }
+}
+
+/// ALTER TABLE t, plus a new name from RENAME and tables swapped in by partition exchange or
+/// conversion (`... WITH TABLE t2`, `... TO TABLE t2`).
+fn alter(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"ONLINE" | b"OFFLINE" | b"IGNORE") {
+        ts.next();
+    }
+    if !ts.eat(b"TABLE") {
+        return unknown_write();
+    }
+    skip_if_exists(ts);
+    let Some(first) = next_table(ts, schema) else {
+        return unknown_write();
+    };
+    let mut tables = vec![first];
+    let mut depth = 0usize;
+    while let Some(t) = ts.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            Kind::Word if depth == 0 => match Upper::of(Some(t), ts.text()).get() {
+                b"RENAME" => {
+                    if matches!(
+                        ts.peek_up().get(),
+                        b"COLUMN" | b"INDEX" | b"KEY" | b"CONSTRAINT"
+                    ) {
+                        continue;
+                    }
+                    if !ts.eat(b"TO") {
+                        ts.eat(b"AS");
+                    }
+                    tables.extend(next_table(ts, schema));
+                }
+                b"TABLE" => tables.extend(next_table(ts, schema)),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    writes(tables)
+}
+
+fn drop(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    ts.eat(b"TEMPORARY");
+    let object = ts.peek_up();
+    ts.next();
+    match object.get() {
+        b"TABLE" | b"TABLES" => {
+            skip_if_exists(ts);
+            table_list(ts, schema)
+        }
+        b"INDEX" if skip_past(ts, b"ON") => one_table(ts, schema),
+        b"PREPARE" => Analysis::Other,
+        _ => unknown_write(),
+    }
+}
+
+/// RENAME TABLE a TO b, c TO d: every name, old and new.
+fn rename(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    if !matches!(ts.peek_up().get(), b"TABLE" | b"TABLES") {
+        return unknown_write();
+    }
+    ts.next();
+    skip_if_exists(ts);
+    let mut tables = Vec::new();
+    while let Some(t) = next_table(ts, schema) {
+        tables.push(t);
+        if ts.peek_is(b',') {
+            ts.next();
+        } else if !ts.eat(b"TO") {
+            break;
+        }
+    }
+    writes(tables)
+}
+
+/// OPTIMIZE/REPAIR/ANALYZE TABLE: no data change, but some rebuild the table, so treat as writes.
+fn maintenance(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"NO_WRITE_TO_BINLOG" | b"LOCAL") {
+        ts.next();
+    }
+    if !matches!(ts.peek_up().get(), b"TABLE" | b"TABLES") {
+        return unknown_write();
+    }
+    ts.next();
+    table_list(ts, schema)
+}
+
+/// `t1, t2, ...`
+fn table_list(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    let mut tables = Vec::new();
+    while let Some(t) = next_table(ts, schema) {
+        tables.push(t);
+        if !ts.peek_is(b',') {
+            break;
+        }
+        ts.next();
+    }
+    writes(tables)
+}
+
+fn one_table(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    match next_table(ts, schema) {
+        Some(t) => writes(vec![t]),
+        None => unknown_write(),
+    }
+}
+
+fn skip_if_exists(ts: &mut Toks) {
+    if ts.eat(b"IF") {
+        ts.eat(b"NOT");
+        ts.eat(b"EXISTS");
+    }
+}
+
+/// Consumes tokens through the keyword `kw` outside parentheses; false if there is none.
+fn skip_past(ts: &mut Toks, kw: &[u8]) -> bool {
+    let mut depth = 0usize;
+    while let Some(t) = ts.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            Kind::Word if depth == 0 && Upper::of(Some(t), ts.text()).get() == kw => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Consumes a parenthesised group starting at the next token.
+fn skip_parens(ts: &mut Toks) {
+    let mut depth = 0usize;
+    while let Some(t) = ts.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 {
+            return;
+        }
+    }
+}
+
+/// Tokens that can name a table; `"..."` too, as it does under ANSI_QUOTES.
+fn is_name(kind: Kind) -> bool {
+    matches!(kind, Kind::Word | Kind::Quoted | Kind::Str(b'"'))
+}
+
+fn next_table(ts: &mut Toks, schema: Option<&str>) -> Option<TableRef> {
+    let first = ts.peek().filter(|t| is_name(t.kind))?;
+    ts.next();
+    Some(qualified(ts, first, schema))
+}
+
+/// The table named by `first` and, if it is a schema, the `.name` after it.
+fn qualified(ts: &mut Toks, first: Tok, schema: Option<&str>) -> TableRef {
+    let s = ts.text();
+    if ts.peek_is(b'.') && ts.peek_after(1).is_some_and(|t| is_name(t.kind)) {
+        ts.next();
+        if let Some(name) = ts.next() {
+            return TableRef {
+                schema: ident_text(s, first),
+                table: ident_text(s, name),
+            };
+        }
+    }
+    TableRef {
+        schema: schema.map(str::to_ascii_lowercase).unwrap_or_default(),
+        table: ident_text(s, first),
+    }
+}
+
+/// An identifier's name: quotes removed, doubled quotes undone, ASCII lowercased.
+fn ident_text(s: &[u8], t: Tok) -> String {
+    let raw = &s[t.start..t.end];
+    let mut name = Vec::with_capacity(raw.len());
+    match t.kind {
+        Kind::Quoted | Kind::Str(_) => {
+            let q = raw[0];
+            let body = &raw[1..];
+            let body = body.strip_suffix(&[q]).unwrap_or(body);
+            let mut i = 0;
+            while let Some(&b) = body.get(i) {
+                name.push(b);
+                i += if b == q && body.get(i + 1) == Some(&q) {
+                    2
+                } else {
+                    1
+                };
+            }
+        }
+        _ => name.extend_from_slice(raw),
+    }
+    name.make_ascii_lowercase();
+    String::from_utf8(name).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Table-list state of one parenthesis level.
+#[derive(Clone, Copy, Default)]
+struct Frame {
+    /// In a FROM/JOIN/USING table list, where a `,` starts another table.
+    in_from: bool,
+    /// The next name is a table.
+    expect: bool,
+}
+
+impl Frame {
+    const TABLES: Frame = Frame {
+        in_from: true,
+        expect: true,
+    };
+}
+
+/// Collects table names from FROM/JOIN lists at every parenthesis level and, for reads, the
+/// first reason the result cannot be cached. Errs towards extra tables: a missed one would
+/// leave stale results in the cache, an extra one only invalidates more often.
+struct Scan<'x> {
+    schema: Option<&'x str>,
+    /// Look for uncacheable constructs (reads only).
+    check: bool,
+    tables: Vec<TableRef>,
+    reason: Option<&'static str>,
+    base: Frame,
+    /// Levels opened inside the scanned text; a Vec, not recursion, so nesting depth is free.
+    frames: Vec<Frame>,
+    /// The previous token was FOR: `USE INDEX FOR JOIN|ORDER BY|GROUP BY` are index hints.
+    after_for: bool,
+}
+
+impl<'x> Scan<'x> {
+    fn new(schema: Option<&'x str>, check: bool) -> Self {
+        Scan {
+            schema,
+            check,
+            tables: Vec::new(),
+            reason: None,
+            base: Frame::default(),
+            frames: Vec::new(),
+            after_for: false,
+        }
+    }
+
+    fn into_read(self) -> Analysis {
+        Analysis::Read {
+            tables: sorted(self.tables),
+            uncacheable: self.reason,
+        }
+    }
+
+    fn top(&mut self) -> &mut Frame {
+        match self.frames.last_mut() {
+            Some(frame) => frame,
+            None => &mut self.base,
+        }
+    }
+
+    fn flag(&mut self, reason: &'static str) {
+        if self.check && self.reason.is_none() {
+            self.reason = Some(reason);
+        }
+    }
+
+    /// Scans to the end of the statement, or up to a token outside parentheses that `stop`
+    /// accepts (given the token and its keyword form), which is left unconsumed.
+    fn run(&mut self, ts: &mut Toks, base: Frame, stop: impl Fn(Tok, &[u8]) -> bool) {
+        self.base = base;
+        self.frames.clear();
+        self.after_for = false;
+        while let Some(t) = ts.peek() {
+            let up = Upper::of(Some(t), ts.text());
+            if self.frames.is_empty() && stop(t, up.get()) {
+                return;
+            }
+            ts.next();
+            let after_for = std::mem::take(&mut self.after_for);
+            match t.kind {
+                Kind::Punct(b'(') => {
+                    let top = self.top();
+                    // Where a table belongs, `(` opens a derived table or a nested join.
+                    let inner = if top.expect {
+                        top.expect = false;
+                        Frame::TABLES
+                    } else {
+                        Frame::default()
+                    };
+                    self.frames.push(inner);
+                }
+                Kind::Punct(b')') => {
+                    self.frames.pop();
+                }
+                Kind::Punct(b',') => {
+                    let top = self.top();
+                    top.expect = top.in_from;
+                }
+                Kind::Word => self.word(ts, t, up.get(), after_for),
+                Kind::Quoted | Kind::Str(b'"') if self.top().expect => self.table(ts, t),
+                Kind::Quoted => self.stored_call(ts),
+                Kind::UserVar => self.flag("user variable"),
+                Kind::SysVar => self.flag("system variable"),
+                _ => self.top().expect = false,
+            }
+        }
+    }
+
+    fn word(&mut self, ts: &mut Toks, t: Tok, up: &[u8], after_for: bool) {
+        let expect = self.top().expect;
+        match up {
+            b"FROM" => *self.top() = Frame::TABLES,
+            b"JOIN" | b"STRAIGHT_JOIN" if !after_for => *self.top() = Frame::TABLES,
+            // DELETE ... USING t1, t2 lists tables; JOIN ... USING (col) does not.
+            b"USING" if !ts.peek_is(b'(') => *self.top() = Frame::TABLES,
+            // TABLE t, as a statement or a subquery.
+            b"TABLE" => self.top().expect = true,
+            b"LATERAL" if expect => {}
+            b"DUAL" => self.top().expect = false,
+            b"SELECT" | b"VALUES" | b"WITH" | b"WHERE" | b"HAVING" | b"LIMIT" | b"UNION"
+            | b"EXCEPT" | b"INTERSECT" | b"WINDOW" | b"RETURNING" | b"SET" => {
+                *self.top() = Frame::default()
+            }
+            b"GROUP" | b"ORDER" if !after_for => *self.top() = Frame::default(),
+            b"INTO" => {
+                *self.top() = Frame::default();
+                // Assigns variables or writes a file: its effect is not a result to replay.
+                self.flag("SELECT ... INTO");
+            }
+            b"FOR" => {
+                self.after_for = true;
+                match ts.peek_up().get() {
+                    b"UPDATE" => self.flag("FOR UPDATE"),
+                    b"SHARE" => self.flag("FOR SHARE"),
+                    _ => {}
+                }
+            }
+            // A name followed by `(` where a table belongs is a table function (JSON_TABLE).
+            _ if expect && ts.peek_is(b'(') => self.top().expect = false,
+            _ if expect => self.table(ts, t),
+            _ => self.volatile_word(ts, up),
+        }
+    }
+
+    fn volatile_word(&mut self, ts: &mut Toks, up: &[u8]) {
+        if !self.check || self.reason.is_some() {
+            return;
+        }
+        match up {
+            b"SQL_NO_CACHE" => self.flag("SQL_NO_CACHE"),
+            // The server must run it for a later FOUND_ROWS() to be right.
+            b"SQL_CALC_FOUND_ROWS" => self.flag("SQL_CALC_FOUND_ROWS"),
+            b"LOCK" if ts.peek_up().get() == b"IN" => self.flag("LOCK IN SHARE MODE"),
+            b"NEXT" | b"PREVIOUS" if ts.peek_up().get() == b"VALUE" => {
+                self.flag("sequence NEXT/PREVIOUS VALUE FOR")
+            }
+            _ => match volatile(up, ts.peek_is(b'(')) {
+                Some(reason) => self.flag(reason),
+                None => self.stored_call(ts),
+            },
+        }
+    }
+
+    /// `db.f(...)`: only stored functions can be qualified, and they may read any table or
+    /// return anything. (Unqualified stored functions look like built-ins and are missed.)
+    fn stored_call(&mut self, ts: &mut Toks) {
+        if self.check
+            && self.reason.is_none()
+            && ts.peek_is(b'.')
+            && ts.peek_after(1).is_some_and(|t| is_name(t.kind))
+            && ts
+                .peek_after(2)
+                .is_some_and(|t| t.kind == Kind::Punct(b'('))
+        {
+            self.flag("stored function");
+        }
+    }
+
+    fn table(&mut self, ts: &mut Toks, first: Tok) {
+        self.top().expect = false;
+        let table = qualified(ts, first, self.schema);
+        if is_system_schema(&table.schema) {
+            self.flag("system schema");
+        }
+        self.tables.push(table);
+    }
+}
+
+/// Per-statement results of multi-statement text, combined as `analyze` documents.
+#[derive(Default)]
+struct Combined {
+    count: usize,
+    /// `Some(None)`: some statement writes tables that are not known.
+    writes: Option<Option<Vec<TableRef>>>,
+    session: bool,
+    transaction: bool,
+    other: bool,
+    reads: Option<(Vec<TableRef>, Option<&'static str>)>,
+}
+
+impl Combined {
+    fn add(&mut self, one: Analysis) {
+        self.count += 1;
+        match one {
+            Analysis::Write { tables } => {
+                self.writes = Some(match (self.writes.take(), tables) {
+                    (None, tables) => tables,
+                    (Some(Some(mut all)), Some(tables)) => {
+                        all.extend(tables);
+                        Some(all)
+                    }
+                    _ => None,
+                })
+            }
+            Analysis::SessionChange => self.session = true,
+            Analysis::Transaction => self.transaction = true,
+            Analysis::Other => self.other = true,
+            Analysis::Read {
+                tables,
+                uncacheable,
+            } => match &mut self.reads {
+                Some((all, _)) => all.extend(tables),
+                None => self.reads = Some((tables, uncacheable)),
+            },
+        }
+    }
+
+    fn finish(self) -> Analysis {
+        if let Some(tables) = self.writes {
+            return Analysis::Write {
+                tables: tables.map(sorted),
+            };
+        }
+        if self.session {
+            return Analysis::SessionChange;
+        }
+        if self.transaction {
+            return Analysis::Transaction;
+        }
+        match self.reads {
+            Some((tables, uncacheable)) if !self.other => Analysis::Read {
+                tables: sorted(tables),
+                // Several result sets in one response: not what the cache stores.
+                uncacheable: if self.count > 1 {
+                    Some("multiple statements")
+                } else {
+                    uncacheable
+                },
+            },
+            _ => Analysis::Other,
+        }
+    }
+}

@@ -1,0 +1,870 @@
+//! The session's side of the query cache, between classify and the backend: serve hits
+//! from stored packets, fill misses while streaming, and turn the writes this session
+//! commits into invalidations. Only runs when cache rules are configured.
+
+use super::Session;
+use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache};
+use crate::classify::sql::{self, Analysis, Hints, TableRef};
+use crate::error::{BackendError, SessionError};
+use crate::stats::Stats;
+use bytes::{Buf, Bytes};
+use sluice_wire::command::Command;
+use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
+use sluice_wire::response::{terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER};
+use sluice_wire::tracker::{Event, ResponseKind, ResponseTracker, Scanner};
+use sluice_wire::{CapabilityFlags, StatusFlags};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// Statements up to this size are read whole before they are forwarded, so they can be
+/// analysed and keyed. Larger ones stream as before.
+const MAX_BUFFERED: usize = 1 << 20;
+
+/// Prepare responses are recorded up to this size to learn the statement id.
+const PREPARE_RECORD: usize = 64 << 10;
+
+/// Session settings that change a result or its encoding, read from the backend when
+/// they may have changed. The first value is also the default schema.
+pub(crate) const SETTINGS_PROBE: &str = "SELECT DATABASE(), @@character_set_client, \
+    @@character_set_connection, @@character_set_results, @@collation_connection, \
+    @@sql_mode, @@time_zone, @@lc_time_names, @@div_precision_increment, \
+    @@group_concat_max_len, @@sql_select_limit, @@max_sort_length, \
+    @@default_week_format, @@sql_auto_is_null";
+
+/// A copy of a response as it streams, given up past `limit` bytes.
+pub struct Recording {
+    buf: Vec<u8>,
+    limit: usize,
+    abandoned: bool,
+}
+
+impl Recording {
+    fn new(limit: usize) -> Recording {
+        Recording {
+            buf: Vec::new(),
+            limit,
+            abandoned: false,
+        }
+    }
+
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.abandoned {
+            return;
+        }
+        if self.buf.len() + bytes.len() > self.limit {
+            self.abandon();
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    pub fn abandon(&mut self) {
+        self.abandoned = true;
+        self.buf = Vec::new();
+    }
+}
+
+/// What a prepared statement does, learnt when it was prepared.
+enum StmtKind {
+    /// A cacheable read of these tables.
+    Read(Vec<TableRef>),
+    /// Writes these tables (`None`: unknown ones).
+    Write(Option<Vec<TableRef>>),
+    /// May change session settings.
+    SessionChange,
+    /// Neither cached nor writing.
+    Other,
+}
+
+struct Prepared {
+    text: Bytes,
+    params: u16,
+    kind: StmtKind,
+    /// Parameter types from the last execute that sent them; later executes may omit
+    /// them and mean these.
+    types: Option<Vec<u8>>,
+    /// COM_STMT_SEND_LONG_DATA was used for the next execute: its parameters are not
+    /// all in the execute packet, so it can't be keyed.
+    long_data: bool,
+}
+
+/// Writes this session made that are not yet committed.
+#[derive(Default)]
+struct Pending {
+    tables: BTreeSet<TableRef>,
+    all: bool,
+}
+
+pub struct CacheState {
+    cache: Arc<QueryCache>,
+    /// The session's part of every key: user, wire flags and settings. `None` until
+    /// probed, and again after anything that may have changed the settings.
+    prefix: Option<Vec<u8>>,
+    /// The default schema; the outer `None` means unknown.
+    schema: Option<Option<String>>,
+    /// The settings probe failed: no caching until the settings change again.
+    probe_failed: bool,
+    pending: Pending,
+    /// The session created a temporary table, which may shadow a real one: nothing it
+    /// reads is cached or served from the cache until it resets.
+    temp_tables: bool,
+    stmts: HashMap<u32, Prepared>,
+}
+
+impl CacheState {
+    pub fn new(cache: Arc<QueryCache>) -> CacheState {
+        CacheState {
+            cache,
+            prefix: None,
+            schema: None,
+            probe_failed: false,
+            pending: Pending::default(),
+            temp_tables: false,
+            stmts: HashMap::new(),
+        }
+    }
+
+    /// The backend connection changed or was reset: nothing is known of it.
+    pub fn reset(&mut self, schema: Option<&[u8]>) {
+        self.flush();
+        self.prefix = None;
+        self.schema = Some(schema.map(|s| String::from_utf8_lossy(s).into_owned()));
+        self.probe_failed = false;
+        self.temp_tables = false;
+        self.stmts.clear();
+    }
+
+    fn settings_changed(&mut self) {
+        self.prefix = None;
+        self.schema = None;
+        self.probe_failed = false;
+    }
+
+    fn add_writes(&mut self, tables: Option<Vec<TableRef>>) {
+        match tables {
+            // An unqualified name with the schema unknown could be any table.
+            Some(t) if self.schema.is_none() && t.iter().any(|t| t.schema.is_empty()) => {
+                self.pending.all = true
+            }
+            Some(t) => self.pending.tables.extend(t),
+            None => self.pending.all = true,
+        }
+    }
+
+    /// A response is about to reach the client with this final status: if no
+    /// transaction is open, the writes it made (or committed) are bumped now.
+    pub fn response_ending(&mut self, status: StatusFlags) {
+        if !status.in_transaction() {
+            self.flush();
+        }
+    }
+
+    /// The session's writes committed (or it is outside a transaction): make every
+    /// entry that read those tables stale.
+    fn flush(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        if pending.all {
+            self.cache.invalidate_all(Cause::Write);
+        } else if !pending.tables.is_empty() {
+            self.cache.invalidate_tables(&pending.tables, Cause::Write);
+        }
+    }
+
+    fn known_schema(&self) -> Option<&str> {
+        self.schema.as_ref().and_then(|s| s.as_deref())
+    }
+}
+
+/// Why a statement is not served from the cache before it is even looked up.
+fn eligible(state: &CacheState, status: StatusFlags, hints: Hints) -> bool {
+    !hints.nocache
+        && status.contains(StatusFlags::AUTOCOMMIT)
+        && !status.in_transaction()
+        && !state.temp_tables
+        && !state.probe_failed
+        && state.cache.has_rules()
+}
+
+impl Session {
+    fn cache_state(&mut self) -> &mut CacheState {
+        self.cache.as_mut().expect("only called with a cache")
+    }
+
+    fn status(&self) -> StatusFlags {
+        self.backend.as_ref().map(|b| b.status).unwrap_or_default()
+    }
+
+    /// Forwards a command with the cache in the path. Returns false when the session
+    /// must end, as [`Session::relay`] does.
+    pub(super) async fn forward_cached(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        let command = Command::from_byte(self.client.rbuf[4]);
+        let going_on = match command {
+            Some(Command::Query) => self.query_cached(kind, len).await?,
+            Some(Command::StmtPrepare) => self.prepare_tracked(kind, len).await?,
+            Some(Command::StmtExecute) => self.execute_cached(kind, len).await?,
+            Some(c @ (Command::StmtClose | Command::StmtReset | Command::StmtSendLongData)) => {
+                let id = stmt_id(&self.client.rbuf);
+                let state = self.cache_state();
+                if let Some(id) = id {
+                    match c {
+                        Command::StmtClose => {
+                            state.stmts.remove(&id);
+                        }
+                        _ => {
+                            if let Some(s) = state.stmts.get_mut(&id) {
+                                s.long_data = c == Command::StmtSendLongData;
+                            }
+                        }
+                    }
+                }
+                self.relay(kind).await?
+            }
+            Some(Command::Ping | Command::Statistics | Command::FieldList) => {
+                self.relay(kind).await?
+            }
+            Some(Command::ResetConnection) => {
+                let going_on = self.relay(kind).await?;
+                let state = self.cache_state();
+                state.reset(None);
+                state.schema = None;
+                going_on
+            }
+            // COM_INIT_DB, COM_SET_OPTION and the rest: the settings may differ after.
+            _ => {
+                let going_on = self.relay(kind).await?;
+                self.cache_state().settings_changed();
+                going_on
+            }
+        };
+        self.after_response();
+        Ok(going_on)
+    }
+
+    /// Reads the rest of a statement of `len` bytes into the buffer. False when it is
+    /// too large to hold (it then streams).
+    async fn buffer_whole(&mut self, len: usize) -> Result<bool, SessionError> {
+        if len >= MAX_PAYLOAD || len > MAX_BUFFERED {
+            return Ok(false);
+        }
+        while self.client.rbuf.len() < HEADER_LEN + len {
+            self.client.read_more().await?;
+        }
+        Ok(true)
+    }
+
+    fn after_response(&mut self) {
+        let status = self.status();
+        let state = self.cache_state();
+        if status.contains(StatusFlags::SESSION_STATE_CHANGED) {
+            state.settings_changed();
+        }
+        if !status.in_transaction() {
+            state.flush();
+        }
+    }
+
+    /// Reads the settings that key this session's entries. False when they can't be
+    /// known (the session then caches nothing until they change).
+    async fn probe_settings(&mut self) -> Result<bool, SessionError> {
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(false);
+        };
+        let row = backend.query_row(SETTINGS_PROBE).await?;
+        let wire = self.client.caps.0 & CapabilityFlags::WIRE_FORMAT;
+        let mariadb = self.client.mariadb_caps;
+        let user = self.user.name.clone();
+        let state = self.cache_state();
+        match row {
+            Ok(Some(values)) if !values.is_empty() => {
+                let (prefix, schema) = session_key(&user, wire, mariadb, &values);
+                state.schema = Some(schema);
+                state.prefix = Some(prefix);
+                Ok(true)
+            }
+            other => {
+                tracing::debug!(result = ?other.err(), "session settings unknown: not caching");
+                state.probe_failed = true;
+                Ok(false)
+            }
+        }
+    }
+
+    /// Makes sure the settings (and so the default schema) are known, probing if
+    /// needed. False when they can't be.
+    async fn settings_known(&mut self) -> Result<bool, SessionError> {
+        let state = self.cache_state();
+        if state.prefix.is_some() && state.schema.is_some() {
+            return Ok(true);
+        }
+        if state.probe_failed {
+            return Ok(false);
+        }
+        self.probe_settings().await
+    }
+
+    /// Serves `key` from the cache if it holds a usable entry. Returns None on a miss,
+    /// with the request still in the client buffer.
+    async fn try_serve(
+        &mut self,
+        key: &[u8],
+        request: &Bytes,
+        kind: ResponseKind,
+        tables: impl FnOnce() -> Vec<TableRef>,
+    ) -> Result<Option<bool>, SessionError> {
+        let cache = self.cache_state().cache.clone();
+        let (entry, refresh) = match cache.lookup(key) {
+            Lookup::Miss => return Ok(None),
+            Lookup::Hit(e) => (e, false),
+            Lookup::Stale { entry, refresh } => (entry, refresh),
+        };
+        self.client.rbuf.advance(request.len());
+        self.client.write_all(&entry.response).await?;
+        Stats::incr(&self.fe.stats.cache_hits);
+        if refresh {
+            return self
+                .refresh(key.to_vec(), &entry, request, kind, tables())
+                .await
+                .map(Some);
+        }
+        Ok(Some(true))
+    }
+
+    /// Stale-while-revalidate: after serving the stale copy, fetch a fresh one on this
+    /// session's connection (whose settings are the entry's) without a client waiting.
+    async fn refresh(
+        &mut self,
+        key: Vec<u8>,
+        stale: &Entry,
+        request: &Bytes,
+        kind: ResponseKind,
+        tables: Vec<TableRef>,
+    ) -> Result<bool, SessionError> {
+        let cache = self.cache_state().cache.clone();
+        let ticket = cache.begin_refresh(key, stale, &tables);
+        let limit = cache.entry_limit();
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(false);
+        };
+        match fetch(backend, request, kind, limit).await {
+            Ok(Some(response)) if storable(&response, backend.status) => {
+                cache.store(ticket, response);
+            }
+            Ok(_) => {
+                cache.refresh_failed(stale);
+                cache.not_stored(ticket);
+            }
+            Err(e) => {
+                cache.refresh_failed(stale);
+                backend.mark_broken();
+                tracing::warn!(error = %e, "backend lost while refreshing a cache entry");
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Forwards the request and records the response into the ticket's entry.
+    async fn fill(
+        &mut self,
+        ticket: cache::FillTicket,
+        kind: ResponseKind,
+    ) -> Result<bool, SessionError> {
+        let cache = self.cache_state().cache.clone();
+        let mut record = Recording::new(cache.entry_limit());
+        let going_on = self.relay_recording(kind, Some(&mut record)).await?;
+        if going_on && !record.abandoned && storable(&record.buf, self.status()) {
+            cache.store(ticket, record.buf);
+        } else {
+            cache.not_stored(ticket);
+        }
+        Ok(going_on)
+    }
+
+    /// A cacheable read that missed: find its rule, then fill (or wait for the session
+    /// already filling it).
+    #[allow(clippy::too_many_arguments)]
+    async fn read_missed(
+        &mut self,
+        key: Vec<u8>,
+        text: &[u8],
+        tables: Vec<TableRef>,
+        request: &Bytes,
+        kind: ResponseKind,
+    ) -> Result<bool, SessionError> {
+        let state = self.cache_state();
+        let cache = state.cache.clone();
+        let schema = state.known_schema().map(str::to_owned);
+        let candidate = Candidate {
+            text,
+            user: &self.user.name,
+            schema: schema.as_deref(),
+        };
+        let Some((rule, digest)) = cache.rule_for(&candidate) else {
+            return self.relay(kind).await;
+        };
+        match cache.begin_fill(key.clone(), rule, digest, &tables) {
+            Fill::Leader(ticket) => self.fill(ticket, kind).await,
+            Fill::Follower(flight) => {
+                flight.wait(cache.fill_wait).await;
+                if let Some(r) = self.try_serve(&key, request, kind, || tables).await? {
+                    return Ok(r);
+                }
+                self.relay(kind).await
+            }
+        }
+    }
+
+    async fn query_cached(&mut self, kind: ResponseKind, len: usize) -> Result<bool, SessionError> {
+        if !self.buffer_whole(len).await? {
+            return self.relay_unanalysed(kind).await;
+        }
+        let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
+        let text = &request[HEADER_LEN + 1..];
+        let hints = if memchr_pair(text, b'/', b'*') {
+            sql::hints(text)
+        } else {
+            Hints::default()
+        };
+        let stripped: Cow<'_, [u8]> = if hints == Hints::default() {
+            Cow::Borrowed(text)
+        } else {
+            sql::strip_hints(text)
+        };
+        let status = self.status();
+        let state = self.cache_state();
+        let eligible = eligible(state, status, hints);
+        let command = Command::Query as u8;
+        if eligible {
+            if let Some(prefix) = &state.prefix {
+                let key = cache::key(prefix, command, &stripped, &[]);
+                if hints.wipe {
+                    state.cache.wipe(&key);
+                } else {
+                    let schema = state.known_schema().map(str::to_owned);
+                    let tables = || read_tables(&stripped, schema.as_deref());
+                    if let Some(r) = self.try_serve(&key, &request, kind, tables).await? {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+        let state = self.cache_state();
+        let mut analysis = sql::analyze(&stripped, state.known_schema());
+        let unresolved = state.schema.is_none();
+        let needs_settings = match &analysis {
+            Analysis::Read {
+                uncacheable: None, ..
+            } => eligible,
+            Analysis::Write { tables: Some(_) } => unresolved,
+            _ => false,
+        };
+        if needs_settings && self.settings_known().await? && unresolved {
+            analysis = sql::analyze(&stripped, self.cache_state().known_schema());
+        }
+        match analysis {
+            Analysis::Read {
+                tables,
+                uncacheable: None,
+            } if eligible => {
+                let state = self.cache_state();
+                let Some(prefix) = &state.prefix else {
+                    return self.relay(kind).await;
+                };
+                let key = cache::key(prefix, command, &stripped, &[]);
+                if unresolved && !hints.wipe {
+                    // Settings were just learnt: the entry may exist after all.
+                    let t = tables.clone();
+                    if let Some(r) = self.try_serve(&key, &request, kind, || t).await? {
+                        return Ok(r);
+                    }
+                }
+                self.read_missed(key, &stripped, tables, &request, kind)
+                    .await
+            }
+            Analysis::Write { tables } => {
+                if creates_temporary(&stripped) {
+                    self.cache_state().temp_tables = true;
+                }
+                self.cache_state().add_writes(tables);
+                self.relay(kind).await
+            }
+            Analysis::SessionChange => {
+                let going_on = self.relay(kind).await?;
+                self.cache_state().settings_changed();
+                Ok(going_on)
+            }
+            _ => self.relay(kind).await,
+        }
+    }
+
+    /// A statement too large to analyse whole streams through. Unless it starts as a
+    /// lone read, its writes could be anywhere in it: everything is invalidated.
+    async fn relay_unanalysed(&mut self, kind: ResponseKind) -> Result<bool, SessionError> {
+        let head_end = self.client.rbuf.len().min(MAX_BUFFERED);
+        let lone_read = !self.client.caps.contains(CapabilityFlags::MULTI_STATEMENTS)
+            && matches!(
+                sql::analyze(&self.client.rbuf[HEADER_LEN + 1..head_end], None),
+                Analysis::Read { .. }
+            );
+        if !lone_read {
+            self.cache_state().add_writes(None);
+        }
+        self.relay(kind).await
+    }
+
+    async fn prepare_tracked(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        if !self.buffer_whole(len).await? {
+            // Its executes will count as writes of unknown tables.
+            return self.relay(kind).await;
+        }
+        let text = Bytes::copy_from_slice(&self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len]);
+        let text = match sql::strip_hints(&text) {
+            Cow::Borrowed(_) => text,
+            Cow::Owned(t) => Bytes::from(t),
+        };
+        let mut analysis = sql::analyze(&text, self.cache_state().known_schema());
+        if self.cache_state().schema.is_none()
+            && matches!(analysis, Analysis::Read { .. } | Analysis::Write { .. })
+            && self.settings_known().await?
+        {
+            analysis = sql::analyze(&text, self.cache_state().known_schema());
+        }
+        // Names resolved against an unknown schema could be any table.
+        let resolved = self.cache_state().schema.is_some();
+        let kind_of = match analysis {
+            Analysis::Read {
+                tables,
+                uncacheable: None,
+            } if resolved => StmtKind::Read(tables),
+            Analysis::Write { tables } if resolved => StmtKind::Write(tables),
+            Analysis::Write { .. } => StmtKind::Write(None),
+            Analysis::SessionChange => StmtKind::SessionChange,
+            _ => StmtKind::Other,
+        };
+        let mut record = Recording::new(PREPARE_RECORD);
+        let going_on = self.relay_recording(kind, Some(&mut record)).await?;
+        let ok = &record.buf;
+        if ok.len() >= HEADER_LEN + 9 && ok[HEADER_LEN] == OK_HEADER {
+            let p = &ok[HEADER_LEN..];
+            let id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
+            let params = u16::from_le_bytes([p[7], p[8]]);
+            self.cache_state().stmts.insert(
+                id,
+                Prepared {
+                    text,
+                    params,
+                    kind: kind_of,
+                    types: None,
+                    long_data: false,
+                },
+            );
+        }
+        Ok(going_on)
+    }
+
+    async fn execute_cached(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        let id = stmt_id(&self.client.rbuf);
+        if !self.buffer_whole(len).await? {
+            let writes = match id.and_then(|id| self.cache_state().stmts.get(&id)) {
+                Some(Prepared {
+                    kind: StmtKind::Read(_) | StmtKind::Other,
+                    ..
+                }) => None,
+                Some(Prepared {
+                    kind: StmtKind::Write(t),
+                    ..
+                }) => Some(t.clone()),
+                _ => Some(None),
+            };
+            if let Some(w) = writes {
+                self.cache_state().add_writes(w);
+            }
+            return self.relay(kind).await;
+        }
+        let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
+        let status = self.status();
+        let state = self.cache_state();
+        let eligible = eligible(state, status, Hints::default());
+        let Some(stmt) = id.and_then(|id| state.stmts.get_mut(&id)) else {
+            // Not prepared through the cache's eyes (too large to analyse): unknown.
+            self.cache_state().add_writes(None);
+            return self.relay(kind).await;
+        };
+        let params = bound_params(&request[HEADER_LEN..], stmt);
+        let long_data = std::mem::take(&mut stmt.long_data);
+        match &stmt.kind {
+            StmtKind::Read(tables) => {
+                let cursor = request.get(HEADER_LEN + 5).is_some_and(|f| *f != 0);
+                let (Some(params), false, false, true) = (params, cursor, long_data, eligible)
+                else {
+                    return self.relay(kind).await;
+                };
+                let tables = tables.clone();
+                let text = stmt.text.clone();
+                if !self.settings_known().await? {
+                    return self.relay(kind).await;
+                }
+                let prefix = self.cache_state().prefix.as_ref().expect("known");
+                let key = cache::key(prefix, Command::StmtExecute as u8, &text, &params);
+                let t = tables.clone();
+                if let Some(r) = self.try_serve(&key, &request, kind, || t).await? {
+                    return Ok(r);
+                }
+                self.read_missed(key, &text, tables, &request, kind).await
+            }
+            StmtKind::Write(tables) => {
+                let tables = tables.clone();
+                self.cache_state().add_writes(tables);
+                self.relay(kind).await
+            }
+            StmtKind::SessionChange => {
+                let going_on = self.relay(kind).await?;
+                self.cache_state().settings_changed();
+                Ok(going_on)
+            }
+            StmtKind::Other => self.relay(kind).await,
+        }
+    }
+}
+
+/// The statement id of a COM_STMT_* packet at the front of `buf`.
+fn stmt_id(buf: &[u8]) -> Option<u32> {
+    let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// The key material of an execute's parameters: their types (sent now or remembered),
+/// the NULL bitmap and the values. None when they can't be known.
+fn bound_params(payload: &[u8], stmt: &mut Prepared) -> Option<Vec<u8>> {
+    // command, statement id, flags, iteration count
+    let mut pos = 1 + 4 + 1 + 4;
+    let n = stmt.params as usize;
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let bitmap_len = n.div_ceil(8);
+    let bitmap = payload.get(pos..pos + bitmap_len)?;
+    pos += bitmap_len;
+    let new_bound = *payload.get(pos)?;
+    pos += 1;
+    if new_bound == 1 {
+        let types = payload.get(pos..pos + 2 * n)?;
+        stmt.types = Some(types.to_vec());
+        pos += 2 * n;
+    }
+    let types = stmt.types.as_ref()?;
+    let values = payload.get(pos..)?;
+    let mut key = Vec::with_capacity(types.len() + bitmap.len() + values.len() + 8);
+    push_field(&mut key, types);
+    push_field(&mut key, bitmap);
+    key.extend_from_slice(values);
+    Some(key)
+}
+
+/// The session part of keys, from the user, the client's wire flags and the values of
+/// [`SETTINGS_PROBE`]; with the default schema those values name.
+pub(crate) fn session_key(
+    user: &str,
+    wire: u32,
+    mariadb: u32,
+    values: &[Option<Vec<u8>>],
+) -> (Vec<u8>, Option<String>) {
+    let mut prefix = Vec::with_capacity(128);
+    push_field(&mut prefix, user.as_bytes());
+    prefix.extend_from_slice(&wire.to_le_bytes());
+    prefix.extend_from_slice(&mariadb.to_le_bytes());
+    for v in values {
+        match v {
+            Some(b) => push_field(&mut prefix, b),
+            None => prefix.extend_from_slice(&u32::MAX.to_le_bytes()),
+        }
+    }
+    let schema = values
+        .first()
+        .cloned()
+        .flatten()
+        .map(|s| String::from_utf8_lossy(&s).into_owned());
+    (prefix, schema)
+}
+
+fn push_field(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+fn memchr_pair(text: &[u8], a: u8, b: u8) -> bool {
+    text.windows(2).any(|w| w[0] == a && w[1] == b)
+}
+
+/// The tables a read depends on, for a refresh's snapshot.
+fn read_tables(text: &[u8], schema: Option<&str>) -> Vec<TableRef> {
+    match sql::analyze(text, schema) {
+        Analysis::Read { tables, .. } => tables,
+        _ => Vec::new(),
+    }
+}
+
+/// `CREATE [OR REPLACE] TEMPORARY TABLE ...`.
+fn creates_temporary(text: &[u8]) -> bool {
+    let head = &text[..text.len().min(128)];
+    let upper: Vec<u8> = head.to_ascii_uppercase();
+    let words: Vec<&[u8]> = upper
+        .split(|b| b.is_ascii_whitespace())
+        .filter(|w| !w.is_empty())
+        .take(4)
+        .collect();
+    words.first() == Some(&&b"CREATE"[..]) && words.contains(&&b"TEMPORARY"[..])
+}
+
+/// Whether a recorded response may be stored: a complete result set (not an OK, an
+/// error or a file request), no warnings (a replay could not show them), and the
+/// session still outside any transaction.
+pub(crate) fn storable(response: &[u8], status: StatusFlags) -> bool {
+    if !status.contains(StatusFlags::AUTOCOMMIT) || status.in_transaction() || status.more_results()
+    {
+        return false;
+    }
+    match response.get(HEADER_LEN) {
+        None | Some(&OK_HEADER) | Some(&ERR_HEADER) | Some(&0xfb) => return false,
+        _ => {}
+    }
+    match last_packet(response) {
+        Some(last) if last.first() == Some(&EOF_HEADER) => {
+            terminator_warnings(last).is_ok_and(|w| w == 0)
+        }
+        _ => false,
+    }
+}
+
+/// The payload of the last packet in a well-formed sequence of packets.
+fn last_packet(buf: &[u8]) -> Option<&[u8]> {
+    let mut pos = 0;
+    let mut last = None;
+    while pos < buf.len() {
+        let h = Header::parse(&buf[pos..])?;
+        let end = pos + HEADER_LEN + h.len;
+        last = Some(buf.get(pos + HEADER_LEN..end)?);
+        pos = end;
+    }
+    last
+}
+
+/// Sends `request` and reads its whole response without a client (a background
+/// refresh). `None` when it is larger than `limit`.
+pub(crate) async fn fetch(
+    backend: &mut crate::backend::PooledConn,
+    request: &[u8],
+    kind: ResponseKind,
+    limit: usize,
+) -> Result<Option<Vec<u8>>, BackendError> {
+    backend.write_all(request).await?;
+    let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), 1);
+    let mut record = Recording::new(limit);
+    loop {
+        let (n, event) = scanner
+            .scan(&backend.rbuf)
+            .map_err(|source| BackendError::Protocol {
+                server: backend.server.name.clone(),
+                source,
+            })?;
+        record.push(&backend.rbuf[..n]);
+        backend.advance(n);
+        match event {
+            Some(Event::Done(status)) => {
+                if let Some(s) = status {
+                    backend.status = s;
+                }
+                return Ok((!record.abandoned).then_some(record.buf));
+            }
+            Some(Event::LocalInfile) => {
+                return Err(BackendError::Protocol {
+                    server: backend.server.name.clone(),
+                    source: sluice_wire::ProtocolError::Malformed("LOCAL INFILE request to a read"),
+                })
+            }
+            None => {
+                backend.read_more().await?;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_wire::packet::write_packet;
+    use sluice_wire::response::eof_payload;
+
+    fn packets(payloads: &[&[u8]]) -> Vec<u8> {
+        let mut out = bytes::BytesMut::new();
+        for (i, p) in payloads.iter().enumerate() {
+            write_packet(&mut out, i as u8 + 1, p);
+        }
+        out.to_vec()
+    }
+
+    #[test]
+    fn only_clean_result_sets_are_stored() {
+        let ok = StatusFlags(StatusFlags::AUTOCOMMIT);
+        let eof = eof_payload(0, ok);
+        let rows = packets(&[&[1], b"coldef", &eof, b"\x011", &eof]);
+        assert!(storable(&rows, ok));
+        assert!(!storable(
+            &rows,
+            StatusFlags(StatusFlags::AUTOCOMMIT | StatusFlags::IN_TRANS)
+        ));
+        assert!(!storable(&rows, StatusFlags(0)), "autocommit off");
+        let warned = packets(&[&[1], b"coldef", &eof, b"\x011", &eof_payload(1, ok)]);
+        assert!(!storable(&warned, ok));
+        let failed = packets(&[&[1], b"coldef", &eof, b"\x011", b"\xff\x01\x02#HY000boom"]);
+        assert!(!storable(&failed, ok));
+        assert!(!storable(&packets(&[b"\x00\x00\x00\x02\x00\x00\x00"]), ok));
+        assert!(!storable(&rows[..rows.len() - 2], ok), "truncated");
+    }
+
+    #[test]
+    fn execute_parameters_key_on_types_and_values() {
+        let mut stmt = Prepared {
+            text: Bytes::from_static(b"SELECT c FROM t WHERE id=?"),
+            params: 1,
+            kind: StmtKind::Read(Vec::new()),
+            types: None,
+            long_data: false,
+        };
+        // command, id, flags, iterations, null bitmap, new-params-bound, type, value
+        let first = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 7, 0, 0, 0];
+        let again = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 7, 0, 0, 0];
+        let other = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 8, 0, 0, 0];
+        let k1 = bound_params(&first, &mut stmt).unwrap();
+        assert_eq!(bound_params(&again, &mut stmt).unwrap(), k1);
+        assert_ne!(bound_params(&other, &mut stmt).unwrap(), k1);
+        stmt.types = None;
+        assert!(
+            bound_params(&again, &mut stmt).is_none(),
+            "types never sent"
+        );
+        assert!(bound_params(&first[..12], &mut stmt).is_none(), "truncated");
+    }
+
+    #[test]
+    fn temporary_tables_are_noticed() {
+        assert!(creates_temporary(b"CREATE TEMPORARY TABLE t (a int)"));
+        assert!(creates_temporary(
+            b"create or replace temporary table t (a int)"
+        ));
+        assert!(!creates_temporary(b"CREATE TABLE temporary_things (a int)"));
+    }
+}

@@ -1,0 +1,250 @@
+//! Pre-population: fill the cache from a file of queries, per user and schema, as if
+//! a client of that user had run them. Entries are keyed like a real session's, so the
+//! wire flags come from a client of that user that has logged in: a file given at start
+//! is warmed for each user when its first client logs in.
+//!
+//! File format: one statement per line; `#` and `--` lines are comments;
+//! `@user NAME` and `@schema NAME` set who runs the lines that follow (the schema may
+//! be `-` for none).
+
+use super::session::cached::{fetch, session_key, storable, SETTINGS_PROBE};
+use super::Frontend;
+use crate::backend::{ConnParams, PoolKey};
+use crate::cache::{self, Candidate, Fill};
+use crate::classify::sql::{self, Analysis};
+use sluice_wire::command::Command;
+use sluice_wire::packet::write_packet;
+use sluice_wire::tracker::ResponseKind;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Statements for one user and schema.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmGroup {
+    pub user: String,
+    pub schema: Option<String>,
+    pub queries: Vec<String>,
+}
+
+/// What a warm-up did.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct WarmReport {
+    pub stored: u64,
+    /// Not cacheable, no rule matched, or already cached.
+    pub skipped: u64,
+    /// Errors from the server, results that can't be stored, users without a client yet.
+    pub failed: u64,
+    pub problems: Vec<String>,
+}
+
+/// Reads a warm file into groups.
+pub fn parse(text: &str) -> Result<Vec<WarmGroup>, String> {
+    let mut groups: Vec<WarmGroup> = Vec::new();
+    let mut user: Option<String> = None;
+    let mut schema: Option<String> = None;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with("--") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("@user") {
+            user = Some(rest.trim().to_owned()).filter(|u| !u.is_empty());
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("@schema") {
+            let s = rest.trim();
+            schema = (s != "-" && !s.is_empty()).then(|| s.to_owned());
+            continue;
+        }
+        let Some(u) = &user else {
+            return Err(format!(
+                "line {}: a query before any `@user NAME` line",
+                i + 1
+            ));
+        };
+        let query = line.trim_end_matches(';').trim().to_owned();
+        match groups.last_mut() {
+            Some(g) if &g.user == u && g.schema == schema => g.queries.push(query),
+            _ => groups.push(WarmGroup {
+                user: u.clone(),
+                schema: schema.clone(),
+                queries: vec![query],
+            }),
+        }
+    }
+    Ok(groups)
+}
+
+pub fn load(path: &Path) -> Result<Vec<WarmGroup>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Warms every group whose user has had a client, with that client's wire flags.
+pub async fn run(fe: &Arc<Frontend>, groups: &[WarmGroup]) -> WarmReport {
+    let mut report = WarmReport::default();
+    for g in groups {
+        let Some(params) = fe.client_params(&g.user) else {
+            report.failed += g.queries.len() as u64;
+            report.problems.push(format!(
+                "user {:?}: no client of this user has logged in yet, so its wire format is unknown",
+                g.user
+            ));
+            continue;
+        };
+        warm_group(fe, g, params, &mut report).await;
+    }
+    report
+}
+
+/// Warms one group over a pooled connection of its user.
+pub async fn warm_group(
+    fe: &Arc<Frontend>,
+    g: &WarmGroup,
+    params: ConnParams,
+    report: &mut WarmReport,
+) {
+    let Some(cache) = fe.cache.clone() else {
+        return;
+    };
+    let Some(user) = fe.users.load().get(&g.user) else {
+        report.failed += g.queries.len() as u64;
+        report
+            .problems
+            .push(format!("user {:?} is not configured", g.user));
+        return;
+    };
+    let (wire, mariadb) = (params.wire_caps, params.mariadb_caps);
+    let key = PoolKey {
+        creds: user.backend.clone(),
+        params,
+    };
+    let pools = fe.pools.load_full();
+    let mut conn = match pools
+        .lease(&key, g.schema.as_deref().map(str::as_bytes))
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            report.failed += g.queries.len() as u64;
+            report.problems.push(format!("user {:?}: {e}", g.user));
+            return;
+        }
+    };
+    if let Some(db) = &g.schema {
+        if conn.schema.as_deref() != Some(db.as_bytes()) {
+            let refused = match conn.init_db(db.as_bytes()).await {
+                Ok(Ok(())) => None,
+                Ok(Err(err)) => Some(err.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = refused {
+                report.failed += g.queries.len() as u64;
+                report.problems.push(format!("schema {db:?}: {why}"));
+                return;
+            }
+        }
+    }
+    let values = match conn.query_row(SETTINGS_PROBE).await {
+        Ok(Ok(Some(v))) => v,
+        other => {
+            report.failed += g.queries.len() as u64;
+            report.problems.push(format!(
+                "user {:?}: settings unknown ({:?})",
+                g.user,
+                other.err()
+            ));
+            return;
+        }
+    };
+    let (prefix, schema) = session_key(&user.name, wire, mariadb, &values);
+    for q in &g.queries {
+        let text = q.as_bytes();
+        let Analysis::Read {
+            tables,
+            uncacheable: None,
+        } = sql::analyze(text, schema.as_deref())
+        else {
+            report.skipped += 1;
+            continue;
+        };
+        let candidate = Candidate {
+            text,
+            user: &user.name,
+            schema: schema.as_deref(),
+        };
+        let Some((rule, digest)) = cache.rule_for(&candidate) else {
+            report.skipped += 1;
+            continue;
+        };
+        let key = cache::key(&prefix, Command::Query as u8, text, &[]);
+        let Fill::Leader(ticket) = cache.begin_fill(key, rule, digest, &tables) else {
+            report.skipped += 1;
+            continue;
+        };
+        let mut request = bytes::BytesMut::with_capacity(text.len() + 5);
+        let mut payload = Vec::with_capacity(text.len() + 1);
+        payload.push(Command::Query as u8);
+        payload.extend_from_slice(text);
+        write_packet(&mut request, 0, &payload);
+        match fetch(
+            &mut conn,
+            &request,
+            ResponseKind::Query,
+            cache.entry_limit(),
+        )
+        .await
+        {
+            Ok(Some(response)) if storable(&response, conn.status) => {
+                if cache.store(ticket, response) {
+                    report.stored += 1;
+                } else {
+                    report.skipped += 1;
+                }
+            }
+            Ok(_) => {
+                cache.not_stored(ticket);
+                report.failed += 1;
+                report
+                    .problems
+                    .push(format!("{q:?}: an error, a warning or too large a result"));
+            }
+            Err(e) => {
+                conn.mark_broken();
+                report.failed += 1;
+                report.problems.push(format!("{q:?}: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_follow_user_and_schema_lines() {
+        let groups = parse(
+            "# warm-up\n@user app\n@schema shop\nSELECT 1;\n-- c\nSELECT 2\n@schema -\nSELECT 3\n",
+        )
+        .unwrap();
+        assert_eq!(
+            groups,
+            [
+                WarmGroup {
+                    user: "app".into(),
+                    schema: Some("shop".into()),
+                    queries: vec!["SELECT 1".into(), "SELECT 2".into()],
+                },
+                WarmGroup {
+                    user: "app".into(),
+                    schema: None,
+                    queries: vec!["SELECT 3".into()],
+                },
+            ]
+        );
+        assert!(parse("SELECT 1").unwrap_err().contains("line 1"));
+    }
+}

@@ -1,0 +1,699 @@
+//! The query cache against a real MariaDB: what is served from it and what never is,
+//! whose entries are whose, invalidation by writes through Sluice, hints, prepared
+//! statements, the byte budget, and a concurrent staleness checker.
+//!
+//! A hit is observed the way a user would notice it: a row changed directly on the
+//! server (bypassing Sluice, with no binlog reader configured) still reads as before
+//! through Sluice, until something invalidates the entry.
+
+use crate::support::proxy::Config;
+use crate::support::wire::{Cursor, RawConn};
+use crate::support::{
+    dedicated_server, fresh_database, shared_server, wait_until, Client, MariaDb, MariaDbOptions,
+    Sluice, NATIVE_PASSWORD, NATIVE_USER, OTHER_PASSWORD, OTHER_USER,
+};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A Sluice caching every SELECT for an hour, in front of `server`.
+fn caching_sluice(server: &MariaDb) -> Sluice {
+    Sluice::start(&Config::for_server(server).cache_rule("all-selects", "(?i)^\\s*SELECT", "1h"))
+}
+
+/// Database `db` with table `t (id, v)` holding (1, 'a'), (2, 'b').
+fn table(server: &MariaDb, db: &str) {
+    fresh_database(server, db);
+    server
+        .execute(&format!(
+            "CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(20), ts TIMESTAMP NULL);
+             INSERT INTO {db}.t VALUES (1, 'a', '2020-01-01 00:00:00'), (2, 'b', NULL);"
+        ))
+        .unwrap();
+}
+
+fn direct(server: &MariaDb, sql: &str) {
+    server.execute(sql).unwrap();
+}
+
+fn one(conn: &mut RawConn, sql: &str) -> String {
+    let rows = conn.query_rows(sql);
+    rows[0][0].clone().unwrap_or_else(|| "NULL".into())
+}
+
+fn login(sluice: &Sluice, db: &str) -> RawConn {
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    c.query(&format!("USE {db}")).unwrap().expect_ok();
+    c
+}
+
+#[test]
+fn reads_are_served_from_the_cache_until_a_write_through_sluice() {
+    let server = shared_server();
+    table(server, "cache_basic");
+    let sluice = caching_sluice(server);
+    let mut c = login(&sluice, "cache_basic");
+    let read = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(one(&mut c, read), "a");
+    direct(server, "UPDATE cache_basic.t SET v = 'direct' WHERE id = 1");
+    assert_eq!(one(&mut c, read), "a", "served from the cache");
+    // Another connection of the same user and settings shares the entry.
+    let mut other = login(&sluice, "cache_basic");
+    assert_eq!(one(&mut other, read), "a");
+
+    // A write through Sluice, on any session, invalidates the table's entries.
+    other
+        .query("UPDATE t SET v = 'through' WHERE id = 2")
+        .unwrap()
+        .expect_ok();
+    assert_eq!(one(&mut c, read), "direct");
+    // Qualified and unqualified names are the same table.
+    assert_eq!(one(&mut c, read), "direct");
+    direct(
+        server,
+        "UPDATE cache_basic.t SET v = 'direct2' WHERE id = 1",
+    );
+    c.query("INSERT INTO cache_basic.t VALUES (3, 'c', NULL)")
+        .unwrap()
+        .expect_ok();
+    assert_eq!(one(&mut c, read), "direct2");
+
+    // Other write forms: REPLACE, DELETE, multi-table UPDATE, TRUNCATE, DDL.
+    for write in [
+        "REPLACE INTO t VALUES (3, 'r', NULL)",
+        "DELETE FROM t WHERE id = 3",
+        "UPDATE t AS x JOIN t AS y ON x.id = y.id SET x.ts = NULL WHERE x.id = 2",
+        "ALTER TABLE t COMMENT 'changed'",
+    ] {
+        assert_eq!(one(&mut c, read), one(&mut c, read));
+        direct(
+            server,
+            &format!(
+                "UPDATE cache_basic.t SET v = '{}' WHERE id = 1",
+                write.len()
+            ),
+        );
+        c.query(write).unwrap().expect_ok();
+        assert_eq!(one(&mut c, read), write.len().to_string(), "after {write}");
+    }
+    let count = "SELECT COUNT(*) FROM t";
+    assert_eq!(one(&mut c, count), "2");
+    c.query("TRUNCATE TABLE t").unwrap().expect_ok();
+    assert_eq!(one(&mut c, count), "0");
+}
+
+#[test]
+fn writes_in_a_transaction_invalidate_at_commit() {
+    let server = shared_server();
+    table(server, "cache_trx");
+    let sluice = caching_sluice(server);
+    let mut reader = login(&sluice, "cache_trx");
+    let mut writer = login(&sluice, "cache_trx");
+    let read = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(one(&mut reader, read), "a");
+
+    writer.query("BEGIN").unwrap().expect_ok();
+    writer
+        .query("UPDATE t SET v = 'new' WHERE id = 1")
+        .unwrap()
+        .expect_ok();
+    // Inside its transaction the writer sees its own change, never a cached row.
+    assert_eq!(one(&mut writer, read), "new");
+    // Others still see the committed row, which the entry holds.
+    assert_eq!(one(&mut reader, read), "a");
+    writer.query("COMMIT").unwrap().expect_ok();
+    assert_eq!(one(&mut reader, read), "new");
+
+    // autocommit=0: the write commits with COMMIT, and reads in between are not cached.
+    writer.query("SET autocommit = 0").unwrap().expect_ok();
+    writer
+        .query("UPDATE t SET v = 'ac0' WHERE id = 1")
+        .unwrap()
+        .expect_ok();
+    assert_eq!(one(&mut reader, read), "new");
+    writer.query("COMMIT").unwrap().expect_ok();
+    assert_eq!(one(&mut reader, read), "ac0");
+
+    // A rolled-back write leaves the data as it was; the entry may go, never go stale.
+    writer.query("BEGIN").unwrap().expect_ok();
+    writer
+        .query("UPDATE t SET v = 'rolled back' WHERE id = 1")
+        .unwrap()
+        .expect_ok();
+    writer.query("ROLLBACK").unwrap().expect_ok();
+    assert_eq!(one(&mut reader, read), "ac0");
+}
+
+#[test]
+fn uncacheable_statements_always_reach_the_server() {
+    let server = shared_server();
+    table(server, "cache_never");
+    let sluice = caching_sluice(server);
+    let mut c = login(&sluice, "cache_never");
+    let statements = [
+        "SELECT v, NOW() FROM t WHERE id = 1",
+        "SELECT v, RAND() FROM t WHERE id = 1",
+        "SELECT v, UUID() FROM t WHERE id = 1",
+        "SELECT v, CONNECTION_ID() FROM t WHERE id = 1",
+        "SELECT v FROM t WHERE id = 1 FOR UPDATE",
+        "SELECT v FROM t WHERE id = 1 LOCK IN SHARE MODE",
+        "SELECT v, @x FROM t WHERE id = 1",
+        "SELECT SQL_NO_CACHE v FROM t WHERE id = 1",
+        "SELECT /*nocache*/ v FROM t WHERE id = 1",
+        "SELECT v, CURRENT_USER() FROM t WHERE id = 1",
+        "SELECT v, (SELECT COUNT(*) FROM information_schema.PROCESSLIST) > 0 FROM t WHERE id = 1",
+    ];
+    for (i, sql) in statements.iter().enumerate() {
+        let before = one(&mut c, sql);
+        direct(
+            server,
+            &format!("UPDATE cache_never.t SET v = 'v{i}' WHERE id = 1"),
+        );
+        let after = one(&mut c, sql);
+        assert_eq!(after, format!("v{i}"), "{sql} was served from the cache");
+        assert_ne!(before, after);
+    }
+    // Inside an explicit transaction nothing is served from or stored in the cache.
+    let read = "SELECT v FROM t WHERE id = 2";
+    assert_eq!(one(&mut c, read), "b");
+    direct(server, "UPDATE cache_never.t SET v = 'trx' WHERE id = 2");
+    c.query("BEGIN").unwrap().expect_ok();
+    assert_eq!(one(&mut c, read), "trx");
+    c.query("COMMIT").unwrap().expect_ok();
+
+    // A temporary table shadowing t: the session caches nothing any more.
+    let mut tmp = login(&sluice, "cache_never");
+    let plain = "SELECT v FROM t WHERE id = 1 AND 1 = 1";
+    let shared_value = one(&mut tmp, plain);
+    tmp.query("CREATE TEMPORARY TABLE t (id INT, v VARCHAR(20))")
+        .unwrap()
+        .expect_ok();
+    tmp.query("INSERT INTO t VALUES (1, 'temporary')")
+        .unwrap()
+        .expect_ok();
+    assert_eq!(one(&mut tmp, plain), "temporary");
+    assert_eq!(one(&mut c, plain), shared_value, "others are unaffected");
+}
+
+#[test]
+fn a_rule_that_matches_writes_never_caches_them() {
+    let server = shared_server();
+    table(server, "cache_rule_writes");
+    let sluice = Sluice::start(&Config::for_server(server).cache_rule("everything", ".", "1h"));
+    let mut c = login(&sluice, "cache_rule_writes");
+    for i in 0..3 {
+        c.query(&format!("UPDATE t SET v = 'w{i}' WHERE id = 1"))
+            .unwrap()
+            .expect_ok();
+        c.query("INSERT INTO t (id, v) VALUES (10, 'x') ON DUPLICATE KEY UPDATE v = 'y'")
+            .unwrap()
+            .expect_ok();
+        assert_eq!(one(&mut c, "SELECT v FROM t WHERE id = 1"), format!("w{i}"));
+    }
+    assert_eq!(
+        server
+            .execute("SELECT v FROM cache_rule_writes.t WHERE id = 10")
+            .unwrap(),
+        "v\ny\n"
+    );
+}
+
+#[test]
+fn entries_are_per_user_schema_and_session_settings() {
+    let server = shared_server();
+    table(server, "cache_keys_a");
+    table(server, "cache_keys_b");
+    direct(server, "UPDATE cache_keys_b.t SET v = 'in b' WHERE id = 1");
+    let sluice = caching_sluice(server);
+    let read = "SELECT v FROM t WHERE id = 1";
+
+    let mut first = login(&sluice, "cache_keys_a");
+    assert_eq!(one(&mut first, read), "a");
+    // Schema: the same text in another database is another entry.
+    let mut in_b = login(&sluice, "cache_keys_b");
+    assert_eq!(one(&mut in_b, read), "in b");
+    in_b.query("USE cache_keys_a").unwrap().expect_ok();
+    assert_eq!(one(&mut in_b, read), "a");
+
+    direct(
+        server,
+        "UPDATE cache_keys_a.t SET v = 'changed' WHERE id = 1",
+    );
+    // User: another user never gets the first user's rows.
+    let mut other = RawConn::login_ok(sluice.addr(), OTHER_USER, OTHER_PASSWORD);
+    other.query("USE cache_keys_a").unwrap().expect_ok();
+    assert_eq!(one(&mut other, read), "changed");
+    // Same user and settings: served.
+    assert_eq!(one(&mut first, read), "a");
+
+    // Settings that change results or their encoding: each value its own entry.
+    for set in [
+        "SET NAMES latin1",
+        "SET sql_mode = 'ANSI_QUOTES'",
+        "SET time_zone = '+05:00'",
+        "SET character_set_results = 'utf8mb3'",
+    ] {
+        let mut s = login(&sluice, "cache_keys_a");
+        s.query(set).unwrap().expect_ok();
+        assert_eq!(one(&mut s, read), "changed", "after {set}");
+    }
+    // The time zone really changes a TIMESTAMP's text: both must be right.
+    let ts = "SELECT CAST(ts AS CHAR) FROM t WHERE id = 1";
+    let mut utc = login(&sluice, "cache_keys_a");
+    utc.query("SET time_zone = '+00:00'").unwrap().expect_ok();
+    let mut east = login(&sluice, "cache_keys_a");
+    east.query("SET time_zone = '+05:00'").unwrap().expect_ok();
+    let at_utc = one(&mut utc, ts);
+    let at_east = one(&mut east, ts);
+    assert_ne!(at_utc, at_east);
+    assert_eq!(one(&mut utc, ts), at_utc);
+    assert_eq!(one(&mut east, ts), at_east);
+}
+
+#[test]
+fn hints_bypass_and_wipe_an_entry() {
+    let server = shared_server();
+    table(server, "cache_hints");
+    let sluice = caching_sluice(server);
+    let mut c = login(&sluice, "cache_hints");
+    let read = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(one(&mut c, read), "a");
+    direct(server, "UPDATE cache_hints.t SET v = 'fresh' WHERE id = 1");
+    assert_eq!(one(&mut c, read), "a");
+    assert_eq!(
+        one(&mut c, "SELECT /*nocache*/ v FROM t WHERE id = 1"),
+        "fresh"
+    );
+    assert_eq!(one(&mut c, read), "a", "nocache leaves the entry alone");
+    assert_eq!(
+        one(&mut c, "SELECT /* wipe */ v FROM t WHERE id = 1"),
+        "fresh"
+    );
+    assert_eq!(one(&mut c, read), "fresh", "wipe refreshed the entry");
+    direct(
+        server,
+        "UPDATE cache_hints.t SET v = 'fresher' WHERE id = 1",
+    );
+    assert_eq!(one(&mut c, read), "fresh", "and it is cached again");
+}
+
+/// COM_STMT_PREPARE; returns the statement id.
+fn prepare(c: &mut RawConn, sql: &str) -> u32 {
+    c.send_command(0x16, sql.as_bytes()).unwrap();
+    let ok = c.read_message().unwrap();
+    assert_eq!(ok[0], 0, "prepare failed: {ok:?}");
+    let id = u32::from_le_bytes(ok[1..5].try_into().unwrap());
+    let columns = u16::from_le_bytes(ok[5..7].try_into().unwrap());
+    let params = u16::from_le_bytes(ok[7..9].try_into().unwrap());
+    // Definitions, each list followed by an EOF (this client has no DEPRECATE_EOF).
+    for count in [params, columns] {
+        if count > 0 {
+            for _ in 0..=count {
+                c.read_message().unwrap();
+            }
+        }
+    }
+    id
+}
+
+/// COM_STMT_EXECUTE with one BIGINT parameter; the first column of each row (a string).
+fn execute(c: &mut RawConn, id: u32, param: i64, send_types: bool) -> Vec<String> {
+    let mut body = id.to_le_bytes().to_vec();
+    body.push(0); // no cursor
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.push(0); // null bitmap
+    body.push(u8::from(send_types));
+    if send_types {
+        body.extend_from_slice(&[8, 0]); // MYSQL_TYPE_LONGLONG
+    }
+    body.extend_from_slice(&param.to_le_bytes());
+    c.send_command(0x17, &body).unwrap();
+    let first = c.read_message().unwrap();
+    assert_ne!(
+        first[0],
+        0xff,
+        "execute failed: {}",
+        String::from_utf8_lossy(&first)
+    );
+    let columns = first[0] as usize;
+    for _ in 0..=columns {
+        c.read_message().unwrap();
+    }
+    let mut values = Vec::new();
+    loop {
+        let row = c.read_message().unwrap();
+        if row[0] == 0xfe && row.len() < 9 {
+            return values;
+        }
+        // Binary row: header, NULL bitmap ((columns + 2 + 7) / 8 bytes), values.
+        let mut r = Cursor::new(&row[1 + (columns + 9) / 8..]);
+        values.push(String::from_utf8_lossy(r.lenenc_bytes().unwrap()).into_owned());
+    }
+}
+
+#[test]
+fn prepared_statements_are_cached_per_parameter_values() {
+    let server = shared_server();
+    table(server, "cache_ps");
+    let sluice = caching_sluice(server);
+    let mut c = login(&sluice, "cache_ps");
+    let id = prepare(&mut c, "SELECT v FROM t WHERE id = ?");
+    assert_eq!(execute(&mut c, id, 1, true), ["a"]);
+    assert_eq!(execute(&mut c, id, 2, false), ["b"]);
+    direct(server, "UPDATE cache_ps.t SET v = CONCAT(v, '!')");
+    assert_eq!(
+        execute(&mut c, id, 1, false),
+        ["a"],
+        "served from the cache"
+    );
+    assert_eq!(execute(&mut c, id, 2, true), ["b"]);
+    // Another connection, another statement id, same text and values: shared.
+    let mut other = login(&sluice, "cache_ps");
+    let other_id = prepare(&mut other, "SELECT v FROM t WHERE id = ?");
+    assert_eq!(execute(&mut other, other_id, 1, true), ["a"]);
+    // A value not seen before reaches the server.
+    direct(server, "INSERT INTO cache_ps.t VALUES (3, 'c', NULL)");
+    assert_eq!(execute(&mut c, id, 3, false), ["c"]);
+    // A prepared write invalidates like a text one.
+    let update = prepare(&mut other, "UPDATE t SET v = 'ps write' WHERE id = ?");
+    let mut body = update.to_le_bytes().to_vec();
+    body.extend_from_slice(&[0, 1, 0, 0, 0, 0, 1, 8, 0]);
+    body.extend_from_slice(&1i64.to_le_bytes());
+    other.command(0x17, &body).unwrap().expect_ok();
+    assert_eq!(execute(&mut c, id, 1, false), ["ps write"]);
+    assert_eq!(execute(&mut c, id, 2, false), ["b!"]);
+    // The text protocol and the binary one never share an entry.
+    assert_eq!(one(&mut c, "SELECT v FROM t WHERE id = 2"), "b!");
+}
+
+/// The last `bytes=used/budget` the cache logged.
+fn logged_usage(sluice: &Sluice) -> Option<(u64, u64)> {
+    let log = sluice.log();
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains("query cache") && l.contains("bytes="))?;
+    let field = line
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("bytes="))?;
+    let (used, budget) = field.trim_end_matches(',').split_once('/')?;
+    Some((used.parse().ok()?, budget.parse().ok()?))
+}
+
+#[test]
+fn the_byte_budget_holds_under_results_many_times_larger() {
+    let server = shared_server();
+    table(server, "cache_budget");
+    let budget = 256 * 1024;
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .cache_rule("all", "(?i)^SELECT", "1h")
+            .cache("max_bytes", budget)
+            .cache("log_interval", "200ms"),
+    );
+    let mut c = login(&sluice, "cache_budget");
+    // 600 distinct results of about 4 KiB: ten times the budget.
+    for round in 0..2 {
+        for i in 0..600 {
+            let v = one(
+                &mut c,
+                &format!("SELECT REPEAT('x', 4000 + {i}) FROM t WHERE id = 1"),
+            );
+            assert_eq!(v.len(), 4000 + i, "round {round}");
+        }
+    }
+    // The most recent results are still served (the cache works under pressure).
+    direct(server, "DELETE FROM cache_budget.t WHERE id = 1");
+    let hits = (590..600)
+        .filter(|i| {
+            let rows = c.query_rows(&format!(
+                "SELECT REPEAT('x', 4000 + {i}) FROM t WHERE id = 1"
+            ));
+            !rows.is_empty()
+        })
+        .count();
+    assert!(hits > 0, "no recent entry survived");
+    assert!(
+        wait_until(Duration::from_secs(5), || logged_usage(&sluice).is_some()),
+        "no cache line in the log:\n{}",
+        sluice.log()
+    );
+    let (used, logged_budget) = logged_usage(&sluice).unwrap();
+    assert_eq!(logged_budget, budget as u64);
+    assert!(
+        used <= budget as u64 && used > budget as u64 / 2,
+        "{used} bytes used"
+    );
+}
+
+/// Concurrent writers (through Sluice) and readers (through Sluice) for a few seconds:
+/// no read may return a value older than one whose write had committed before the read
+/// began.
+#[test]
+fn no_stale_reads_under_concurrent_writes_through_sluice() {
+    let server = dedicated_server(MariaDbOptions::default());
+    direct(
+        &server,
+        "CREATE DATABASE stale; CREATE TABLE stale.c (id INT PRIMARY KEY, n INT NOT NULL);
+         INSERT INTO stale.c VALUES (1, 0), (2, 0), (3, 0);",
+    );
+    let sluice = caching_sluice(&server);
+    let committed: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let reads = Arc::new(AtomicU64::new(0));
+    let stale = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for id in 1..=3usize {
+        let (committed, stop, addr) = (committed.clone(), stop.clone(), sluice.addr());
+        threads.push(std::thread::spawn(move || {
+            let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let in_trx = n.is_multiple_of(3);
+                if in_trx {
+                    c.query("BEGIN").unwrap().expect_ok();
+                }
+                let r = c
+                    .query(&format!("UPDATE stale.c SET n = {n} WHERE id = {id}"))
+                    .unwrap();
+                r.expect_ok();
+                if in_trx {
+                    c.query("COMMIT").unwrap().expect_ok();
+                }
+                committed[id].store(n, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }));
+    }
+    for reader in 0..4usize {
+        let (committed, stop, reads, stale, addr) = (
+            committed.clone(),
+            stop.clone(),
+            reads.clone(),
+            stale.clone(),
+            sluice.addr(),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
+            let mut i = reader;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let id = 1 + i % 3;
+                let floor = committed[id].load(Ordering::SeqCst);
+                let rows = c.query_rows(&format!("SELECT n FROM stale.c WHERE id = {id}"));
+                let n: u64 = rows[0][0].as_deref().unwrap().parse().unwrap();
+                if n < floor {
+                    stale.fetch_add(1, Ordering::Relaxed);
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    let com_select = |s: &MariaDb| -> u64 {
+        let out = s.execute("SHOW GLOBAL STATUS LIKE 'Com_select'").unwrap();
+        out.lines()
+            .nth(1)
+            .unwrap()
+            .split('\t')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let before = com_select(&server);
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(4));
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let backend_selects = com_select(&server) - before;
+    let reads = reads.load(Ordering::Relaxed);
+    eprintln!(
+        "{reads} reads in {:?}, {backend_selects} reached the server, {} stale",
+        started.elapsed(),
+        stale.load(Ordering::Relaxed)
+    );
+    assert_eq!(stale.load(Ordering::Relaxed), 0, "stale reads");
+    assert!(reads > 500, "too few reads to mean anything: {reads}");
+    assert!(
+        backend_selects < reads,
+        "the cache served nothing: {backend_selects} selects for {reads} reads"
+    );
+}
+
+#[test]
+fn sysbench_style_select_results_match_direct_and_are_reused() {
+    let server = shared_server();
+    table(server, "cache_cli");
+    let sluice = caching_sluice(server);
+    let sql = "SELECT id, v, ts FROM t ORDER BY id; SELECT COUNT(*), SUM(id) FROM t;";
+    let direct_out = Client::native(server.port())
+        .database("cache_cli")
+        .query(sql);
+    let first = Client::native(sluice.port())
+        .database("cache_cli")
+        .query(sql);
+    let again = Client::native(sluice.port())
+        .database("cache_cli")
+        .query(sql);
+    first.assert_same_as(&direct_out);
+    again.assert_same_as(&direct_out);
+}
+
+/// GET an admin path as JSON.
+fn admin_get(address: &str, path: &str) -> serde_json::Value {
+    let client =
+        sluice::admin::client::Client::new(address, Some(sluice::config::Secret("t0ken".into())));
+    let response = client.get(path).expect("admin API reachable");
+    assert_eq!(
+        response.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json().unwrap()
+}
+
+fn admin_post(address: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+    let client =
+        sluice::admin::client::Client::new(address, Some(sluice::config::Secret("t0ken".into())));
+    let response = client
+        .send_json("POST", path, &body)
+        .expect("admin API reachable");
+    assert_eq!(
+        response.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json().unwrap()
+}
+
+fn rule_stats<'a>(stats: &'a serde_json::Value, rule: &str) -> &'a serde_json::Value {
+    stats["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["rule"] == rule)
+        .unwrap_or_else(|| panic!("no rule {rule} in {stats:#}"))
+}
+
+#[test]
+fn stats_and_admin_invalidation_and_warm_up() {
+    let server = shared_server();
+    table(server, "cache_admin");
+    let warm = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        warm.path(),
+        format!("@user {NATIVE_USER}\n@schema cache_admin\nSELECT v FROM t WHERE id = 2\n"),
+    )
+    .unwrap();
+    let config = Config::for_server(server)
+        .cache_rule("points", "(?i)^SELECT v FROM t WHERE id", "1h")
+        .cache_rule("others", "(?i)^SELECT", "1h")
+        .admin("t0ken");
+    let address = config.admin_address().unwrap();
+    let sluice = Sluice::start(&config);
+    let mut c = login(&sluice, "cache_admin");
+    let read = "SELECT v FROM t WHERE id = 1";
+    for _ in 0..5 {
+        assert_eq!(one(&mut c, read), "a");
+    }
+    let stats = admin_get(&address, "/v1/cache/stats");
+    let points = rule_stats(&stats, "points");
+    assert_eq!(points["misses"], 1, "{stats:#}");
+    assert_eq!(points["hits"], 4, "{stats:#}");
+    assert_eq!(points["fills"], 1);
+    assert_eq!(points["entries"], 1);
+    assert!(stats["totals"]["bytes"].as_u64().unwrap() > 0);
+    let digest = stats["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["text"].as_str().unwrap().contains("WHERE id = ?"))
+        .unwrap_or_else(|| panic!("no digest in {stats:#}"));
+    assert_eq!(digest["hits"], 4);
+
+    // Admin invalidation: by table, then the entry is filled again.
+    direct(server, "UPDATE cache_admin.t SET v = 'x' WHERE id = 1");
+    let dropped = admin_post(
+        &address,
+        "/v1/cache/invalidate",
+        serde_json::json!({"table": "cache_admin.t"}),
+    );
+    assert_eq!(dropped["invalidated"], 1);
+    assert_eq!(one(&mut c, read), "x");
+    // By rule and by digest.
+    direct(server, "UPDATE cache_admin.t SET v = 'y' WHERE id = 1");
+    admin_post(
+        &address,
+        "/v1/cache/invalidate",
+        serde_json::json!({"rule": "points"}),
+    );
+    assert_eq!(one(&mut c, read), "y");
+    direct(server, "UPDATE cache_admin.t SET v = 'z' WHERE id = 1");
+    let d = digest["digest"].as_str().unwrap();
+    admin_post(
+        &address,
+        "/v1/cache/invalidate",
+        serde_json::json!({"digest": d}),
+    );
+    assert_eq!(one(&mut c, read), "z");
+
+    // Warm-up on demand, with this user's wire flags: the entry is there before any
+    // client asks for it.
+    let report = admin_post(
+        &address,
+        "/v1/cache/warm",
+        serde_json::json!({"file": warm.path()}),
+    );
+    assert_eq!(report["stored"], 1, "{report:#}");
+    direct(
+        server,
+        "UPDATE cache_admin.t SET v = 'after warm' WHERE id = 2",
+    );
+    assert_eq!(one(&mut c, "SELECT v FROM t WHERE id = 2"), "b");
+
+    // Rules changed at runtime: a rule that no longer exists drops its entries.
+    let client =
+        sluice::admin::client::Client::new(&address, Some(sluice::config::Secret("t0ken".into())));
+    let response = client
+        .send_json(
+            "PUT",
+            "/v1/cache/rules",
+            &serde_json::json!([{"name": "others", "match": "(?i)^SELECT", "ttl": "1h"}]),
+        )
+        .unwrap();
+    assert_eq!(response.status, 200);
+    assert_eq!(one(&mut c, "SELECT v FROM t WHERE id = 2"), "after warm");
+    let response = client
+        .send_json(
+            "PUT",
+            "/v1/cache/rules",
+            &serde_json::json!([{"name": "bad", "match": "(", "ttl": "1h"}]),
+        )
+        .unwrap();
+    assert_eq!(response.status, 400);
+}
