@@ -5,12 +5,14 @@
 //! [`classify`] (what the command is and how its response ends) →
 //! [`backend`] (pool lease, backend connection, streamed response).
 //! Around it: [`config`], [`auth`] (user list and verification), [`tls`], [`stats`],
-//! [`shutdown`], [`error`]; and the tools that exercise it: [`sandbox`] (local MariaDB
-//! instances for tests, demo and benchmarks) and [`bench`].
+//! [`shutdown`], [`error`], [`binlog`] (follows the primary's binlog so that the cache
+//! sees writes that bypass Sluice); and the tools that exercise it: [`sandbox`] (local
+//! MariaDB instances for tests, demo and benchmarks) and [`bench`].
 
 pub mod auth;
 pub mod backend;
 pub mod bench;
+pub mod binlog;
 pub mod classify;
 pub mod config;
 pub mod error;

@@ -13,6 +13,8 @@ mod auth;
 mod bad_input;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/binlog.rs"]
+mod binlog;
 #[path = "integration/check_config.rs"]
 mod check_config;
 #[path = "integration/commands.rs"]
