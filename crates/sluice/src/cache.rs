@@ -4,6 +4,7 @@
 //! backend; it does no I/O itself.
 
 pub mod config;
+pub mod invalidation;
 mod stats;
 mod store;
 
@@ -310,6 +311,7 @@ pub struct QueryCache {
     /// Whether the binlog reader is following the primary (false without one).
     binlog_up: AtomicBool,
     binlog_configured: AtomicBool,
+    binlog_status: Mutex<Option<Arc<crate::binlog::BinlogStatus>>>,
 }
 
 impl QueryCache {
@@ -329,6 +331,7 @@ impl QueryCache {
             budget: config.max_bytes,
             binlog_up: AtomicBool::new(false),
             binlog_configured: AtomicBool::new(false),
+            binlog_status: Mutex::new(None),
         }))
     }
 
@@ -604,6 +607,12 @@ impl QueryCache {
         self.binlog_up.store(up, Ordering::Relaxed);
     }
 
+    /// The binlog reader whose state the statistics show.
+    pub fn follow_binlog(&self, status: Arc<crate::binlog::BinlogStatus>) {
+        *self.binlog_status.lock() = Some(status);
+        self.set_binlog_state(false);
+    }
+
     pub fn binlog_up(&self) -> Option<bool> {
         self.binlog_configured
             .load(Ordering::Relaxed)
@@ -619,6 +628,11 @@ impl QueryCache {
             .iter()
             .map(|r| r.stats.to_json(r.name()))
             .collect();
+        let reader = self
+            .binlog_status
+            .lock()
+            .as_ref()
+            .map(|s| serde_json::to_value(s.snapshot()).unwrap_or_default());
         serde_json::json!({
             "totals": self.totals.to_json(entries, bytes, self.budget),
             "binlog": match self.binlog_up() {
@@ -626,6 +640,7 @@ impl QueryCache {
                 Some(true) => serde_json::json!("following"),
                 Some(false) => serde_json::json!("down: entries expire by TTL only"),
             },
+            "binlog_reader": reader,
             "rules": rules,
             "digests": self.digests.to_json(200),
         })

@@ -468,6 +468,10 @@ impl Config {
             p.push("limits.max_client_connections must be at least 1".into());
         }
         p.extend(self.cache.validate());
+        if let Some(b) = &self.cache.binlog {
+            let names: Vec<String> = self.servers.iter().map(|s| s.display_name()).collect();
+            p.extend(b.validate(&names).into_iter().map(|e| format!("cache.{e}")));
+        }
         if tracing_subscriber::EnvFilter::try_new(&self.log.level).is_err() {
             p.push(format!(
                 "log.level: {:?} is not a valid filter",

@@ -2,17 +2,20 @@
 //!
 //! The request path, in the order a statement travels it:
 //! [`server`] accepts → [`frontend`] (handshake, auth, TLS, command loop) →
-//! [`classify`] (what the command is and how its response ends) →
+//! [`classify`] (what the command is and how its response ends; for SQL, what it
+//! reads and writes) → [`cache`] (hits answered from stored packets) →
 //! [`backend`] (pool lease, backend connection, streamed response).
 //! Around it: [`config`], [`auth`] (user list and verification), [`tls`], [`stats`],
-//! [`shutdown`], [`error`]; [`admin`] (the HTTP JSON admin API and `sluice admin`);
-//! and the tools that exercise it: [`sandbox`] (local MariaDB instances for tests, demo
-//! and benchmarks) and [`bench`].
+//! [`shutdown`], [`error`]; [`binlog`] (follows the primary's binlog so that the cache
+//! sees writes that bypass Sluice); [`admin`] (the HTTP JSON admin API and
+//! `sluice admin`); and the tools that exercise it: [`sandbox`] (local MariaDB instances
+//! for tests, demo and benchmarks) and [`bench`].
 
 pub mod admin;
 pub mod auth;
 pub mod backend;
 pub mod bench;
+pub mod binlog;
 pub mod cache;
 pub mod classify;
 pub mod config;

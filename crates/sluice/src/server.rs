@@ -151,6 +151,33 @@ pub async fn run(
         )));
     }
 
+    if let (Some(cache), Some(binlog)) = (&fe.cache, &config.cache.binlog) {
+        if binlog.enabled {
+            let servers: Vec<Arc<Server>> = fe
+                .pools
+                .load()
+                .servers
+                .iter()
+                .map(|p| p.server.clone())
+                .collect();
+            let server = binlog
+                .pick_server(&servers)
+                .context("cache.binlog.server names no server")?;
+            let status = Arc::new(crate::binlog::BinlogStatus::new());
+            cache.follow_binlog(status.clone());
+            let sink = Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
+                cache.clone(),
+            ));
+            tokio::spawn(crate::binlog::run(
+                server,
+                binlog.clone(),
+                sink,
+                status,
+                shutdown.clone(),
+            ));
+        }
+    }
+
     let admin_state = crate::admin::AdminState {
         cache: fe.cache.as_ref().map(|_| {
             Arc::new(frontend::CacheHandle {

@@ -15,6 +15,8 @@ mod auth;
 mod bad_input;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/binlog.rs"]
+mod binlog;
 #[path = "integration/cache.rs"]
 mod cache;
 #[path = "integration/check_config.rs"]

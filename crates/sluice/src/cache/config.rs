@@ -5,7 +5,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use std::path::PathBuf;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
     /// Ordered rules; the first that matches a statement decides. Nothing is cached
@@ -29,6 +29,8 @@ pub struct CacheConfig {
     pub log_interval: Duration,
     /// File of queries to pre-populate the cache with at start (see docs/CONFIGURATION.md).
     pub warm_file: Option<PathBuf>,
+    /// Follow the primary's binlog to invalidate on writes that bypass Sluice.
+    pub binlog: Option<crate::binlog::BinlogConfig>,
 }
 
 impl Default for CacheConfig {
@@ -40,6 +42,7 @@ impl Default for CacheConfig {
             fill_wait: default_fill_wait(),
             log_interval: default_log_interval(),
             warm_file: None,
+            binlog: None,
         }
     }
 }
