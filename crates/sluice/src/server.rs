@@ -128,29 +128,6 @@ pub async fn run(
     let limit = Arc::new(Semaphore::new(
         config.limits.max_client_connections as usize,
     ));
-    let mut accept_tasks = Vec::new();
-    for l in &config.listeners {
-        let listener = TcpListener::bind(&l.address)
-            .await
-            .with_context(|| format!("cannot listen on {}", l.address))?;
-        let tls = match (&l.tls_cert, &l.tls_key) {
-            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
-                c, k,
-            )?)),
-            _ => None,
-        };
-        tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "listening");
-        accept_tasks.push(tokio::spawn(accept_loop(
-            listener,
-            Arc::new(l.clone()),
-            tls,
-            fe.clone(),
-            limit.clone(),
-            shutdown.clone(),
-            drain.guard(),
-        )));
-    }
-
     if let (Some(cache), Some(binlog)) = (&fe.cache, &config.cache.binlog) {
         if binlog.enabled {
             let servers: Vec<Arc<Server>> = fe
@@ -188,6 +165,29 @@ pub async fn run(
         stats: stats.clone(),
     };
     let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;
+
+    let mut accept_tasks = Vec::new();
+    for l in &config.listeners {
+        let listener = TcpListener::bind(&l.address)
+            .await
+            .with_context(|| format!("cannot listen on {}", l.address))?;
+        let tls = match (&l.tls_cert, &l.tls_key) {
+            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
+                c, k,
+            )?)),
+            _ => None,
+        };
+        tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "listening");
+        accept_tasks.push(tokio::spawn(accept_loop(
+            listener,
+            Arc::new(l.clone()),
+            tls,
+            fe.clone(),
+            limit.clone(),
+            shutdown.clone(),
+            drain.guard(),
+        )));
+    }
 
     if let Some(cache) = &fe.cache {
         if !config.cache.log_interval.is_zero() {

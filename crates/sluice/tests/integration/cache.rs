@@ -373,6 +373,9 @@ fn prepared_statements_are_cached_per_parameter_values() {
     assert_eq!(execute(&mut other, other_id, 1, true), ["a"]);
     // A value not seen before reaches the server.
     direct(server, "INSERT INTO cache_ps.t VALUES (3, 'c', NULL)");
+    // `other` bound its types only in an execute the cache answered: the server has
+    // never seen them, and this execute leaves them out.
+    assert_eq!(execute(&mut other, other_id, 3, false), ["c"]);
     assert_eq!(execute(&mut c, id, 3, false), ["c"]);
     // A prepared write invalidates like a text one.
     let update = prepare(&mut other, "UPDATE t SET v = 'ps write' WHERE id = ?");
@@ -809,5 +812,39 @@ fn direct_writes_reach_the_cache_through_the_binlog() {
             .unwrap()
             > 0,
         "{stats:#}"
+    );
+}
+
+#[test]
+fn stale_while_revalidate_serves_the_old_entry_once_then_the_fresh_one() {
+    let server = shared_server();
+    table(server, "cache_swr");
+    let mut rule = toml::Table::new();
+    rule.insert("name".into(), "swr".into());
+    rule.insert("match".into(), "(?i)^SELECT".into());
+    rule.insert("ttl".into(), "300ms".into());
+    rule.insert("stale_while_revalidate".into(), "1h".into());
+    let sluice = Sluice::start(&Config::for_server(server).cache_rule_table(rule));
+    let mut c = login(&sluice, "cache_swr");
+    let read = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(one(&mut c, read), "a");
+    direct(server, "UPDATE cache_swr.t SET v = 'new' WHERE id = 1");
+    assert_eq!(one(&mut c, read), "a", "within the TTL");
+    std::thread::sleep(Duration::from_millis(400));
+    // Past the TTL: the stale entry answers at once, and this session refreshes it.
+    assert_eq!(one(&mut c, read), "a", "stale, served while revalidating");
+    // The refresh runs on this session's connection after the answer: its next
+    // statement waits for it.
+    assert_eq!(
+        one(&mut c, "SELECT 42 FROM DUAL WHERE 0 = 1 UNION SELECT 42"),
+        "42"
+    );
+    let mut other = login(&sluice, "cache_swr");
+    assert_eq!(one(&mut other, read), "new", "the refreshed entry");
+    direct(server, "UPDATE cache_swr.t SET v = 'newer' WHERE id = 1");
+    assert_eq!(
+        one(&mut other, read),
+        "new",
+        "and it is a fresh entry again"
     );
 }

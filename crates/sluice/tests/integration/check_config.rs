@@ -103,3 +103,70 @@ fn serve_runs_from_command_line_flags() {
     assert_eq!(other.code, Some(1), "{other:?}");
     sluice.assert_running();
 }
+
+#[test]
+fn check_config_explains_bad_cache_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = Config::new(shared_server().addr()).to_toml();
+    text.push_str(
+        r#"
+[cache]
+max_bytes = "12 parsecs"
+"#,
+    );
+    let out = run_sluice(&["check-config", &write(&dir, &text)]);
+    assert_ne!(out.code, Some(0));
+    assert!(out.stderr.contains("parsecs"), "{out:?}");
+
+    let mut text = Config::new(shared_server().addr()).to_toml();
+    text.push_str(
+        r#"
+[cache]
+max_bytes = "1KiB"
+
+[[cache.rules]]
+name = "broken-regex"
+match = "SELECT (unclosed"
+ttl = "1m"
+
+[[cache.rules]]
+name = "no-ttl"
+match = "SELECT"
+ttl = "0s"
+
+[[cache.rules]]
+name = "broken-regex"
+ttl = "1m"
+
+[cache.binlog]
+user = ""
+password = "x"
+server = "nope"
+"#,
+    );
+    let out = run_sluice(&["check-config", &write(&dir, &text)]);
+    assert_ne!(out.code, Some(0), "broken rules passed: {out:?}");
+    for reason in [
+        "cache.rules[0] (\"broken-regex\").match: invalid regular expression",
+        "unclosed group",
+        "ttl must be more than 0",
+        "rule name used twice",
+        "needs `match`",
+        "cache.max_bytes",
+        "binlog.user is empty",
+        "no [[servers]] entry is named \"nope\"",
+    ] {
+        assert!(
+            out.stderr.contains(reason),
+            "{reason:?} not in:\n{}",
+            out.stderr
+        );
+    }
+    // A good cache section passes.
+    let mut text = Config::new(shared_server().addr()).to_toml();
+    text.push_str(
+        "\n[cache]\nmax_bytes = \"64MiB\"\n[[cache.rules]]\nname = \"all\"\nmatch = \"(?i)^SELECT\"\nttl = \"1d\"\n",
+    );
+    let out = run_sluice(&["check-config", &write(&dir, &text)]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+}

@@ -87,6 +87,8 @@ struct Prepared {
     /// COM_STMT_SEND_LONG_DATA was used for the next execute: its parameters are not
     /// all in the execute packet, so it can't be keyed.
     long_data: bool,
+    /// The server has been sent the types in `types`.
+    server_has_types: bool,
 }
 
 /// Writes this session made that are not yet committed.
@@ -110,6 +112,8 @@ pub struct CacheState {
     /// reads is cached or served from the cache until it resets.
     temp_tables: bool,
     stmts: HashMap<u32, Prepared>,
+    /// The last statement was answered from the cache.
+    served: bool,
 }
 
 impl CacheState {
@@ -122,6 +126,7 @@ impl CacheState {
             pending: Pending::default(),
             temp_tables: false,
             stmts: HashMap::new(),
+            served: false,
         }
     }
 
@@ -324,6 +329,7 @@ impl Session {
         };
         self.client.rbuf.advance(request.len());
         self.client.write_all(&entry.response).await?;
+        self.cache_state().served = true;
         Stats::incr(&self.fe.stats.cache_hits);
         if refresh {
             return self
@@ -565,6 +571,7 @@ impl Session {
                     kind: kind_of,
                     types: None,
                     long_data: false,
+                    server_has_types: false,
                 },
             );
         }
@@ -594,6 +601,62 @@ impl Session {
             }
             return self.relay(kind).await;
         }
+        let len = id.map_or(len, |id| self.rebind_types(id, len));
+        let params = id
+            .and_then(|id| self.cache_state().stmts.get(&id))
+            .map_or(0, |stmt| stmt.params);
+        let carries_types =
+            types_flag(&self.client.rbuf[HEADER_LEN..HEADER_LEN + len], params) == Some(true);
+        self.cache_state().served = false;
+        let going_on = self.execute_buffered(kind, id, len).await?;
+        // The server holds the types the client last bound when an execute carrying
+        // them reached it, and no longer when the cache answered one.
+        let state = self.cache_state();
+        let served = state.served;
+        if let Some(stmt) = id.and_then(|id| state.stmts.get_mut(&id)) {
+            if carries_types {
+                stmt.server_has_types = !served;
+            }
+        }
+        Ok(going_on)
+    }
+
+    /// An execute that leaves the parameter types out means "as bound last time", but
+    /// the last execute that carried them may have been answered by the cache and never
+    /// reached the server: put the types back in before it goes there. Returns the
+    /// packet's new length.
+    fn rebind_types(&mut self, id: u32, len: usize) -> usize {
+        let state = self.cache.as_mut().expect("only called with a cache");
+        let Some(stmt) = state.stmts.get(&id) else {
+            return len;
+        };
+        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
+        let (Some(false), false, Some(types)) = (
+            types_flag(payload, stmt.params),
+            stmt.server_has_types,
+            stmt.types.as_ref(),
+        ) else {
+            return len;
+        };
+        let flag_at = 10 + (stmt.params as usize).div_ceil(8);
+        let mut rebuilt = Vec::with_capacity(len + types.len());
+        rebuilt.extend_from_slice(&payload[..flag_at]);
+        rebuilt.push(1);
+        rebuilt.extend_from_slice(types);
+        rebuilt.extend_from_slice(&payload[flag_at + 1..]);
+        let mut rbuf = bytes::BytesMut::with_capacity(rebuilt.len() + self.client.rbuf.len());
+        sluice_wire::packet::write_packet(&mut rbuf, 0, &rebuilt);
+        rbuf.extend_from_slice(&self.client.rbuf[HEADER_LEN + len..]);
+        self.client.rbuf = rbuf;
+        rebuilt.len()
+    }
+
+    async fn execute_buffered(
+        &mut self,
+        kind: ResponseKind,
+        id: Option<u32>,
+        len: usize,
+    ) -> Result<bool, SessionError> {
         let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
         let status = self.status();
         let state = self.cache_state();
@@ -644,6 +707,17 @@ impl Session {
 fn stmt_id(buf: &[u8]) -> Option<u32> {
     let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
     Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Whether an execute payload carries its parameter types (the new-params-bound flag);
+/// `None` without parameters or when truncated.
+fn types_flag(payload: &[u8], params: u16) -> Option<bool> {
+    if params == 0 {
+        return None;
+    }
+    payload
+        .get(10 + (params as usize).div_ceil(8))
+        .map(|&flag| flag == 1)
 }
 
 /// The key material of an execute's parameters: their types (sent now or remembered),
@@ -843,6 +917,7 @@ mod tests {
             kind: StmtKind::Read(Vec::new()),
             types: None,
             long_data: false,
+            server_has_types: false,
         };
         // command, id, flags, iterations, null bitmap, new-params-bound, type, value
         let first = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 7, 0, 0, 0];
