@@ -283,18 +283,24 @@ pub fn sluice_config(
 ) -> String {
     let mut text = format!(
         "# Written by `sluice bench` for its {} scenario.\n\
-         [log]\nlevel = \"warn\"\n\n\
+         [log]\nlevel = \"{}\"\n\n\
          [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
          [[users]]\nname = {}\npassword = {}\n\n\
          [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n\
          [pool]\nmax_connections = {pool_max}\n",
         if cached { "cached" } else { "passthrough" },
+        // The cached Sluice logs its hit and miss counts every 10 s.
+        if cached {
+            "warn,sluice::server=info"
+        } else {
+            "warn"
+        },
         toml_string(&creds.user),
         toml_string(&creds.password),
     );
     if cached {
         text.push_str(&format!(
-            "\n[cache]\nmax_bytes = \"{CACHE_BUDGET}\"\n\n\
+            "\n[cache]\nmax_bytes = \"{CACHE_BUDGET}\"\nlog_interval = \"10s\"\n\n\
              [[cache.rules]]\nname = \"every-select\"\nmatch = {}\nttl = \"1d\"\n",
             toml_string(CACHE_ALL_SELECTS)
         ));

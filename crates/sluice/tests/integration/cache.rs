@@ -12,6 +12,7 @@ use crate::support::{
     dedicated_server, fresh_database, shared_server, wait_until, Client, MariaDb, MariaDbOptions,
     Sluice, NATIVE_PASSWORD, NATIVE_USER, OTHER_PASSWORD, OTHER_USER,
 };
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -449,103 +450,6 @@ fn the_byte_budget_holds_under_results_many_times_larger() {
     );
 }
 
-/// Concurrent writers (through Sluice) and readers (through Sluice) for a few seconds:
-/// no read may return a value older than one whose write had committed before the read
-/// began.
-#[test]
-fn no_stale_reads_under_concurrent_writes_through_sluice() {
-    let server = dedicated_server(MariaDbOptions::default());
-    direct(
-        &server,
-        "CREATE DATABASE stale; CREATE TABLE stale.c (id INT PRIMARY KEY, n INT NOT NULL);
-         INSERT INTO stale.c VALUES (1, 0), (2, 0), (3, 0);",
-    );
-    let sluice = caching_sluice(&server);
-    let committed: Arc<Vec<AtomicU64>> = Arc::new((0..4).map(|_| AtomicU64::new(0)).collect());
-    let stop = Arc::new(AtomicBool::new(false));
-    let reads = Arc::new(AtomicU64::new(0));
-    let stale = Arc::new(AtomicU64::new(0));
-    let mut threads = Vec::new();
-    for id in 1..=3usize {
-        let (committed, stop, addr) = (committed.clone(), stop.clone(), sluice.addr());
-        threads.push(std::thread::spawn(move || {
-            let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                let in_trx = n.is_multiple_of(3);
-                if in_trx {
-                    c.query("BEGIN").unwrap().expect_ok();
-                }
-                let r = c
-                    .query(&format!("UPDATE stale.c SET n = {n} WHERE id = {id}"))
-                    .unwrap();
-                r.expect_ok();
-                if in_trx {
-                    c.query("COMMIT").unwrap().expect_ok();
-                }
-                committed[id].store(n, Ordering::SeqCst);
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }));
-    }
-    for reader in 0..4usize {
-        let (committed, stop, reads, stale, addr) = (
-            committed.clone(),
-            stop.clone(),
-            reads.clone(),
-            stale.clone(),
-            sluice.addr(),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
-            let mut i = reader;
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                let id = 1 + i % 3;
-                let floor = committed[id].load(Ordering::SeqCst);
-                let rows = c.query_rows(&format!("SELECT n FROM stale.c WHERE id = {id}"));
-                let n: u64 = rows[0][0].as_deref().unwrap().parse().unwrap();
-                if n < floor {
-                    stale.fetch_add(1, Ordering::Relaxed);
-                }
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    let com_select = |s: &MariaDb| -> u64 {
-        let out = s.execute("SHOW GLOBAL STATUS LIKE 'Com_select'").unwrap();
-        out.lines()
-            .nth(1)
-            .unwrap()
-            .split('\t')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let before = com_select(&server);
-    let started = Instant::now();
-    std::thread::sleep(Duration::from_secs(4));
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
-    let backend_selects = com_select(&server) - before;
-    let reads = reads.load(Ordering::Relaxed);
-    eprintln!(
-        "{reads} reads in {:?}, {backend_selects} reached the server, {} stale",
-        started.elapsed(),
-        stale.load(Ordering::Relaxed)
-    );
-    assert_eq!(stale.load(Ordering::Relaxed), 0, "stale reads");
-    assert!(reads > 500, "too few reads to mean anything: {reads}");
-    assert!(
-        backend_selects < reads,
-        "the cache served nothing: {backend_selects} selects for {reads} reads"
-    );
-}
-
 #[test]
 fn sysbench_style_select_results_match_direct_and_are_reused() {
     let server = shared_server();
@@ -701,120 +605,6 @@ fn stats_and_admin_invalidation_and_warm_up() {
     assert_eq!(response.status, 400);
 }
 
-/// Writers directly on the server (bypassing Sluice) and readers through Sluice, with the
-/// binlog reader on: a read may trail a write only by the binlog's delay. Every read that
-/// returned an older value than one committed before it began is measured; none may trail
-/// by more than a second, and the distribution is printed.
-#[test]
-fn direct_writes_reach_the_cache_through_the_binlog() {
-    let server = dedicated_server(MariaDbOptions::default());
-    direct(
-        &server,
-        "CREATE DATABASE binstale; CREATE TABLE binstale.c (id INT PRIMARY KEY, n INT NOT NULL);
-         INSERT INTO binstale.c VALUES (1, 0), (2, 0);",
-    );
-    let mut binlog = toml::Table::new();
-    binlog.insert("user".into(), NATIVE_USER.into());
-    binlog.insert("password".into(), NATIVE_PASSWORD.into());
-    let config = Config::for_server(&server)
-        .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
-        .cache("binlog", binlog)
-        .admin("t0ken");
-    let address = config.admin_address().unwrap();
-    let sluice = Sluice::start(&config);
-    assert!(
-        wait_until(Duration::from_secs(10), || {
-            admin_get(&address, "/v1/cache/stats")["binlog"] == "following"
-        }),
-        "the binlog reader did not start: {:#}",
-        admin_get(&address, "/v1/cache/stats")
-    );
-
-    // Commit instants: history[id][k] is when value k + 1 committed.
-    let history: Arc<Vec<parking_lot::Mutex<Vec<Instant>>>> = Arc::new(
-        (0..3)
-            .map(|_| parking_lot::Mutex::new(Vec::new()))
-            .collect(),
-    );
-    let stop = Arc::new(AtomicBool::new(false));
-    let lags = Arc::new(parking_lot::Mutex::new(Vec::<Duration>::new()));
-    let reads = Arc::new(AtomicU64::new(0));
-    let mut threads = Vec::new();
-    for id in 1..=2usize {
-        let (history, stop, addr) = (history.clone(), stop.clone(), server.addr());
-        threads.push(std::thread::spawn(move || {
-            let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
-                n += 1;
-                c.query(&format!("UPDATE binstale.c SET n = {n} WHERE id = {id}"))
-                    .unwrap()
-                    .expect_ok();
-                history[id].lock().push(Instant::now());
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        }));
-    }
-    for reader in 0..3usize {
-        let (history, stop, lags, reads, addr) = (
-            history.clone(),
-            stop.clone(),
-            lags.clone(),
-            reads.clone(),
-            sluice.addr(),
-        );
-        threads.push(std::thread::spawn(move || {
-            let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
-            let mut i = reader;
-            while !stop.load(Ordering::Relaxed) {
-                i += 1;
-                let id = 1 + i % 2;
-                let began = Instant::now();
-                let rows = c.query_rows(&format!("SELECT n FROM binstale.c WHERE id = {id}"));
-                let n: usize = rows[0][0].as_deref().unwrap().parse().unwrap();
-                // The next value's commit, if it happened before this read began.
-                if let Some(&next) = history[id].lock().get(n) {
-                    if next < began {
-                        lags.lock().push(began - next);
-                    }
-                }
-                reads.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    std::thread::sleep(Duration::from_secs(4));
-    stop.store(true, Ordering::Relaxed);
-    for t in threads {
-        t.join().unwrap();
-    }
-    let mut lags = lags.lock().clone();
-    lags.sort();
-    let at = |q: f64| lags.get(((lags.len() as f64 - 1.0) * q) as usize).copied();
-    eprintln!(
-        "{} reads through Sluice; {} trailed a direct write that committed before they \
-         began: p50 {:?}, p99 {:?}, max {:?}",
-        reads.load(Ordering::Relaxed),
-        lags.len(),
-        at(0.5),
-        at(0.99),
-        lags.last()
-    );
-    assert!(reads.load(Ordering::Relaxed) > 300);
-    assert!(
-        lags.last().is_none_or(|l| *l < Duration::from_secs(1)),
-        "a read trailed a committed write by {:?}",
-        lags.last()
-    );
-    let stats = admin_get(&address, "/v1/cache/stats");
-    assert!(
-        stats["totals"]["tables_invalidated"]["binlog"]
-            .as_u64()
-            .unwrap()
-            > 0,
-        "{stats:#}"
-    );
-}
-
 #[test]
 fn stale_while_revalidate_serves_the_old_entry_once_then_the_fresh_one() {
     let server = shared_server();
@@ -846,5 +636,205 @@ fn stale_while_revalidate_serves_the_old_entry_once_then_the_fresh_one() {
         one(&mut other, read),
         "new",
         "and it is a fresh entry again"
+    );
+}
+
+/// What a staleness run saw.
+struct Staleness {
+    reads: u64,
+    /// For each read that returned an older value than one whose write had committed
+    /// (its writer had its OK) before the read began: how long before.
+    lags: Vec<Duration>,
+}
+
+/// The staleness checker: one writer per row of `db.c (id, n)` on `writer`, setting
+/// n = 1, 2, 3... (every third in an explicit transaction), and readers through
+/// `reader` reading the rows, for `run`. Each write's commit instant is kept, so every
+/// read can be checked against the writes that committed before it began.
+fn check_staleness(writer: SocketAddr, reader: SocketAddr, db: &str, run: Duration) -> Staleness {
+    const ROWS: usize = 3;
+    let history: Arc<Vec<parking_lot::Mutex<Vec<Instant>>>> = Arc::new(
+        (0..=ROWS)
+            .map(|_| parking_lot::Mutex::new(Vec::new()))
+            .collect(),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let lags = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let reads = Arc::new(AtomicU64::new(0));
+    let mut threads = Vec::new();
+    for id in 1..=ROWS {
+        let (history, stop, db) = (history.clone(), stop.clone(), db.to_owned());
+        threads.push(std::thread::spawn(move || {
+            let mut c = RawConn::login_ok(writer, NATIVE_USER, NATIVE_PASSWORD);
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                let in_trx = n.is_multiple_of(3);
+                if in_trx {
+                    c.query("BEGIN").unwrap().expect_ok();
+                }
+                c.query(&format!("UPDATE {db}.c SET n = {n} WHERE id = {id}"))
+                    .unwrap()
+                    .expect_ok();
+                if in_trx {
+                    c.query("COMMIT").unwrap().expect_ok();
+                }
+                history[id].lock().push(Instant::now());
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }));
+    }
+    for first in 0..4usize {
+        let (history, stop, lags, reads, db) = (
+            history.clone(),
+            stop.clone(),
+            lags.clone(),
+            reads.clone(),
+            db.to_owned(),
+        );
+        threads.push(std::thread::spawn(move || {
+            let mut c = RawConn::login_ok(reader, NATIVE_USER, NATIVE_PASSWORD);
+            let mut i = first;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                let id = 1 + i % ROWS;
+                let began = Instant::now();
+                let rows = c.query_rows(&format!("SELECT n FROM {db}.c WHERE id = {id}"));
+                let n: usize = rows[0][0].as_deref().unwrap().parse().unwrap();
+                // When value n + 1 committed, if before this read began.
+                if let Some(&next) = history[id].lock().get(n) {
+                    if next < began {
+                        lags.lock().push(began - next);
+                    }
+                }
+                reads.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    std::thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    let mut lags = lags.lock().clone();
+    lags.sort();
+    Staleness {
+        reads: reads.load(Ordering::Relaxed),
+        lags,
+    }
+}
+
+fn counter_table(server: &MariaDb, db: &str) {
+    direct(
+        server,
+        &format!(
+            "CREATE DATABASE {db}; CREATE TABLE {db}.c (id INT PRIMARY KEY, n INT NOT NULL);
+             INSERT INTO {db}.c VALUES (1, 0), (2, 0), (3, 0);"
+        ),
+    );
+}
+
+fn com_select(server: &MariaDb) -> u64 {
+    let out = server
+        .execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
+        .unwrap();
+    out.lines()
+        .nth(1)
+        .unwrap()
+        .split('\t')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Writers and readers both through Sluice: not one read may be stale.
+#[test]
+fn no_stale_reads_under_concurrent_writes_through_sluice() {
+    let server = dedicated_server(MariaDbOptions::default());
+    counter_table(&server, "stale");
+    let sluice = caching_sluice(&server);
+    let before = com_select(&server);
+    let seen = check_staleness(
+        sluice.addr(),
+        sluice.addr(),
+        "stale",
+        Duration::from_secs(4),
+    );
+    let backend_selects = com_select(&server) - before;
+    eprintln!(
+        "{} reads, {backend_selects} reached the server, {} stale",
+        seen.reads,
+        seen.lags.len()
+    );
+    assert_eq!(seen.lags, Vec::<Duration>::new(), "stale reads");
+    assert!(
+        seen.reads > 500,
+        "too few reads to mean anything: {}",
+        seen.reads
+    );
+    assert!(
+        backend_selects < seen.reads,
+        "the cache served nothing: {backend_selects} selects for {} reads",
+        seen.reads
+    );
+}
+
+/// Writers directly on the server (bypassing Sluice), readers through Sluice, with the
+/// binlog reader on: a read may trail a committed write only by the binlog's delay. No
+/// read may trail by a second; the distribution is printed.
+#[test]
+fn direct_writes_reach_the_cache_through_the_binlog() {
+    let server = dedicated_server(MariaDbOptions::default());
+    counter_table(&server, "binstale");
+    let mut binlog = toml::Table::new();
+    binlog.insert("user".into(), NATIVE_USER.into());
+    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    let config = Config::for_server(&server)
+        .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
+        .cache("binlog", binlog)
+        .admin("t0ken");
+    let address = config.admin_address().unwrap();
+    let sluice = Sluice::start(&config);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            admin_get(&address, "/v1/cache/stats")["binlog"] == "following"
+        }),
+        "the binlog reader did not start: {:#}",
+        admin_get(&address, "/v1/cache/stats")
+    );
+    let seen = check_staleness(
+        server.addr(),
+        sluice.addr(),
+        "binstale",
+        Duration::from_secs(4),
+    );
+    let at = |q: f64| {
+        seen.lags
+            .get(((seen.lags.len() as f64 - 1.0) * q) as usize)
+            .copied()
+    };
+    eprintln!(
+        "{} reads through Sluice; {} trailed a direct write that committed before they \
+         began: p50 {:?}, p99 {:?}, max {:?}",
+        seen.reads,
+        seen.lags.len(),
+        at(0.5),
+        at(0.99),
+        seen.lags.last()
+    );
+    assert!(seen.reads > 300, "too few reads: {}", seen.reads);
+    assert!(
+        seen.lags.last().is_none_or(|l| *l < Duration::from_secs(1)),
+        "a read trailed a committed write by {:?}",
+        seen.lags.last()
+    );
+    let stats = admin_get(&address, "/v1/cache/stats");
+    assert!(
+        stats["totals"]["tables_invalidated"]["binlog"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{stats:#}"
     );
 }

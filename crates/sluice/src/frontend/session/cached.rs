@@ -181,6 +181,14 @@ impl CacheState {
     }
 }
 
+impl Drop for CacheState {
+    /// A session can end with writes not yet bumped (its backend lost mid-commit): they
+    /// may have committed, and a needless invalidation costs only a refill.
+    fn drop(&mut self) {
+        self.flush();
+    }
+}
+
 /// Why a statement is not served from the cache before it is even looked up.
 fn eligible(state: &CacheState, status: StatusFlags, hints: Hints) -> bool {
     !hints.nocache
