@@ -57,20 +57,39 @@ pub struct Snapshot {
     tables: Box<[(Arc<TableGen>, u64)]>,
 }
 
-/// Per-table generation counters, plus a global one for writes whose tables are unknown.
-#[derive(Default)]
+/// Per-table generation counters, plus a global one for writes whose tables are
+/// unknown, and one bumped by every write (what reads through views depend on: their
+/// base tables are not in the statement).
 pub struct Generations {
     tables: RwLock<HashMap<TableRef, Arc<TableGen>>>,
     global: AtomicU64,
     global_cause: AtomicU8,
+    any: Arc<TableGen>,
+}
+
+impl Default for Generations {
+    fn default() -> Self {
+        Generations {
+            tables: RwLock::default(),
+            global: AtomicU64::new(0),
+            global_cause: AtomicU8::new(0),
+            any: Arc::new(TableGen {
+                gen: AtomicU64::new(0),
+                last_cause: AtomicU8::new(0),
+            }),
+        }
+    }
 }
 
 impl Generations {
     /// Captures the current generations of `tables`, creating counters as needed. Must
     /// happen before the query is sent: a write committing after this makes it stale.
-    pub fn capture(&self, tables: &[TableRef]) -> Snapshot {
+    pub fn capture(&self, tables: &[TableRef], any_write: bool) -> Snapshot {
         let global = self.global.load(Ordering::Acquire);
-        let mut deps = Vec::with_capacity(tables.len());
+        let mut deps = Vec::with_capacity(tables.len() + 1);
+        if any_write {
+            deps.push((self.any.clone(), self.any.gen.load(Ordering::Acquire)));
+        }
         for t in tables {
             let found = self.tables.read().get(t).cloned();
             let gen = found.unwrap_or_else(|| {
@@ -98,6 +117,8 @@ impl Generations {
     pub fn bump<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>, cause: Cause) -> u64 {
         let map = self.tables.read();
         let mut n = 0;
+        self.any.last_cause.store(cause as u8, Ordering::Relaxed);
+        self.any.gen.fetch_add(1, Ordering::AcqRel);
         for t in tables {
             if let Some(g) = map.get(t) {
                 g.last_cause.store(cause as u8, Ordering::Relaxed);
@@ -312,6 +333,9 @@ pub struct QueryCache {
     binlog_up: AtomicBool,
     binlog_configured: AtomicBool,
     binlog_status: Mutex<Option<Arc<crate::binlog::BinlogStatus>>>,
+    /// The views on the server, lowercased; `None` until read, and again after DDL
+    /// may have changed them.
+    views: RwLock<Option<std::collections::HashSet<TableRef>>>,
 }
 
 impl QueryCache {
@@ -332,6 +356,7 @@ impl QueryCache {
             binlog_up: AtomicBool::new(false),
             binlog_configured: AtomicBool::new(false),
             binlog_status: Mutex::new(None),
+            views: RwLock::new(None),
         }))
     }
 
@@ -429,7 +454,7 @@ impl QueryCache {
             key,
             rule,
             digest,
-            snapshot: Some(self.gens.capture(tables)),
+            snapshot: Some(self.gens.capture(tables, self.reads_view(tables))),
             started: Instant::now(),
             flight,
         })
@@ -497,9 +522,47 @@ impl QueryCache {
             key: key.into(),
             rule: entry.rule.clone(),
             digest: entry.digest.clone(),
-            snapshot: Some(self.gens.capture(tables)),
+            snapshot: Some(self.gens.capture(tables, self.reads_view(tables))),
             started: Instant::now(),
             flight: Arc::new(Flight::default()),
+        }
+    }
+
+    /// The query that lists the server's views for [`Self::set_views`]: one row, a JSON
+    /// array of [schema, name] pairs (NULL when there are none).
+    pub const VIEWS_QUERY: &'static str = "SELECT JSON_ARRAYAGG(JSON_ARRAY(TABLE_SCHEMA, \
+        TABLE_NAME)) FROM information_schema.VIEWS";
+
+    /// Whether the views must be read (again) before the next fill.
+    pub fn views_unknown(&self) -> bool {
+        self.views.read().is_none()
+    }
+
+    /// Records the answer to [`Self::VIEWS_QUERY`]; an unreadable answer leaves the
+    /// views unknown, so that every read depends on every write.
+    pub fn set_views(&self, answer: Option<&[u8]>) {
+        let parsed: Option<Vec<(String, String)>> = match answer {
+            None => Some(Vec::new()),
+            Some(json) => serde_json::from_slice(json).ok(),
+        };
+        if let Some(list) = parsed {
+            let set = list
+                .into_iter()
+                .map(|(schema, table)| TableRef {
+                    schema: schema.to_ascii_lowercase(),
+                    table: table.to_ascii_lowercase(),
+                })
+                .collect();
+            *self.views.write() = Some(set);
+        }
+    }
+
+    /// Whether a read of `tables` may go through a view (or nobody knows): its entry
+    /// then depends on every write, since a view's base tables are not in the text.
+    fn reads_view(&self, tables: &[TableRef]) -> bool {
+        match &*self.views.read() {
+            Some(views) => tables.iter().any(|t| views.contains(t)),
+            None => true,
         }
     }
 
@@ -509,13 +572,25 @@ impl QueryCache {
         tables: impl IntoIterator<Item = &'a TableRef>,
         cause: Cause,
     ) {
-        let n = self.gens.bump(tables, cause);
+        let tables: Vec<&TableRef> = tables.into_iter().collect();
+        // Renaming or altering a view names it: the set of views may have changed.
+        if self
+            .views
+            .read()
+            .as_ref()
+            .is_some_and(|v| tables.iter().any(|t| v.contains(*t)))
+        {
+            *self.views.write() = None;
+        }
+        let n = self.gens.bump(tables.iter().copied(), cause);
         self.totals.table_bumps(cause, n);
     }
 
     /// Everything is stale: a write whose tables are unknown, an admin call, or a gap
     /// in the binlog.
     pub fn invalidate_all(&self, cause: Cause) -> u64 {
+        // Unknown writes include DDL that creates or drops views.
+        *self.views.write() = None;
         self.gens.bump_all(cause);
         self.totals.invalidated(cause);
         self.drop_where(cause, |_| true)
@@ -731,6 +806,9 @@ pub(crate) mod tests {
     }
 
     fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
+        if c.views_unknown() {
+            c.set_views(Some(br#"[["db", "v"]]"#));
+        }
         let q = Candidate {
             text: b"select 1",
             user: "u",
@@ -854,6 +932,26 @@ pub(crate) mod tests {
             c.lookup(b"k"),
             Lookup::Stale { refresh: true, .. }
         ));
+    }
+
+    #[test]
+    fn reads_through_views_depend_on_every_write() {
+        let c = cache();
+        let ticket = fill(&c, b"view", &[t("v")]);
+        assert!(c.store(ticket, vec![1]));
+        let ticket = fill(&c, b"table", &[t("a")]);
+        assert!(c.store(ticket, vec![1]));
+        c.invalidate_tables([&t("unrelated")], Cause::Binlog);
+        assert!(matches!(c.lookup(b"view"), Lookup::Miss));
+        assert!(matches!(c.lookup(b"table"), Lookup::Hit(_)));
+        // Views unknown (after DDL): every read depends on every write.
+        c.invalidate_all(Cause::Write);
+        assert!(c.views_unknown());
+        assert!(c.reads_view(&[t("a")]));
+        c.set_views(Some(b"not json"));
+        assert!(c.views_unknown());
+        c.set_views(None);
+        assert!(!c.reads_view(&[t("v")]), "no views at all");
     }
 
     #[test]

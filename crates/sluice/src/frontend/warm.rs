@@ -159,6 +159,14 @@ pub async fn warm_group(
         }
     };
     let (prefix, schema) = session_key(&user.name, wire, mariadb, &values);
+    if cache.views_unknown() {
+        if let Ok(Ok(answer)) = conn
+            .query_scalar(crate::cache::QueryCache::VIEWS_QUERY)
+            .await
+        {
+            cache.set_views(answer.as_deref());
+        }
+    }
     for q in &g.queries {
         let text = q.as_bytes();
         let Analysis::Read {

@@ -421,6 +421,15 @@ impl Session {
         let Some((rule, digest)) = cache.rule_for(&candidate) else {
             return self.relay(kind).await;
         };
+        if cache.views_unknown() {
+            if let Some(backend) = self.backend.as_mut() {
+                match backend.query_scalar(QueryCache::VIEWS_QUERY).await? {
+                    Ok(answer) => cache.set_views(answer.as_deref()),
+                    // Left unknown: this entry depends on every write.
+                    Err(err) => tracing::debug!(%err, "views unknown"),
+                }
+            }
+        }
         match cache.begin_fill(key.clone(), rule, digest, &tables) {
             Fill::Leader(ticket) => self.fill(ticket, kind).await,
             Fill::Follower(flight) => {
