@@ -874,3 +874,82 @@ fn reads_through_a_view_see_writes_to_its_base_table() {
         .expect_ok();
     assert_eq!(one(&mut c, "SELECT v FROM w WHERE id = 1"), "c");
 }
+
+/// Eight clients ask for the same slow result at once: the server runs it once.
+#[test]
+fn concurrent_misses_make_one_backend_query() {
+    let server = dedicated_server(MariaDbOptions::default());
+    direct(&server, "CREATE DATABASE single");
+    let sluice = caching_sluice(&server);
+    // About half a second of work on the server, and deterministic (the Sequence
+    // engine's virtual table, in a database of our own: system schemas aren't cached).
+    let slow = "SELECT SUM(seq) FROM single.seq_1_to_3000000";
+    let expected = server
+        .execute(slow)
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_owned();
+    let ready = Arc::new(std::sync::Barrier::new(9));
+    let go = Arc::new(std::sync::Barrier::new(9));
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (addr, ready, go) = (sluice.addr(), ready.clone(), go.clone());
+            std::thread::spawn(move || {
+                let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
+                // Learns the session's settings (and the views) before the count starts.
+                assert_eq!(one(&mut c, "SELECT 1"), "1");
+                ready.wait();
+                go.wait();
+                (one(&mut c, slow), c)
+            })
+        })
+        .collect();
+    ready.wait();
+    let before = com_select(&server);
+    go.wait();
+    // Connections stay open until counted: a closed one is cleaned by the pool, which
+    // runs statements of its own.
+    let mut open = Vec::new();
+    for c in clients {
+        let (value, conn) = c.join().unwrap();
+        assert_eq!(value, expected);
+        open.push(conn);
+    }
+    assert_eq!(
+        com_select(&server) - before,
+        1,
+        "the slow statement ran more than once"
+    );
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let started = Instant::now();
+    assert_eq!(one(&mut c, slow), expected);
+    assert!(
+        started.elapsed() < Duration::from_millis(200),
+        "not served from the cache"
+    );
+}
+
+#[test]
+fn results_over_the_entry_limit_stream_whole_and_are_not_kept() {
+    let server = shared_server();
+    table(server, "cache_large");
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .cache_rule("all", "(?i)^SELECT", "1h")
+            .cache("max_entry_bytes", "16KiB"),
+    );
+    let mut c = login(&sluice, "cache_large");
+    let large = "SELECT CONCAT(v, REPEAT('x', 100000)) FROM t WHERE id = 1";
+    assert_eq!(one(&mut c, large).len(), 100_001);
+    direct(server, "UPDATE cache_large.t SET v = 'z' WHERE id = 1");
+    assert!(
+        one(&mut c, large).starts_with('z'),
+        "a large result was cached"
+    );
+    let small = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(one(&mut c, small), "z");
+    direct(server, "UPDATE cache_large.t SET v = 'y' WHERE id = 1");
+    assert_eq!(one(&mut c, small), "z", "small results are still cached");
+}
