@@ -445,6 +445,13 @@ impl QueryCache {
             if let Some(f) = inflight.get(&key) {
                 return Fill::Follower(f.clone());
             }
+            // A leader may have stored the entry since this session's lookup missed:
+            // then there is nothing to fetch, only to look up again.
+            if self.store.contains(&key) {
+                let done = Flight::default();
+                done.done.store(true, Ordering::Release);
+                return Fill::Follower(Arc::new(done));
+            }
             let flight = Arc::new(Flight::default());
             inflight.insert(key.clone(), flight.clone());
             flight
@@ -856,6 +863,21 @@ pub(crate) mod tests {
             panic!("expected to follow");
         };
         drop(leader);
+        // A miss that reaches begin_fill after the entry was stored follows a flight
+        // that is already over, and looks up again.
+        let stored = fill(&c, b"stored", &[]);
+        assert!(c.store(stored, vec![1]));
+        let (rule, digest) = c
+            .rule_for(&Candidate {
+                text: b"select 1",
+                user: "u",
+                schema: None,
+            })
+            .unwrap();
+        let Fill::Follower(over) = c.begin_fill(b"stored".to_vec(), rule, digest, &[]) else {
+            panic!("the entry is there: nothing to lead");
+        };
+        assert!(over.done.load(Ordering::Acquire));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

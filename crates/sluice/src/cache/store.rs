@@ -124,6 +124,11 @@ impl Store {
         Ok(evicted)
     }
 
+    /// Whether an entry is stored under `key` (without counting a hit).
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.shard(key).lock().map.contains_key(key)
+    }
+
     /// Removes the entry under `key` if it is still `expected` (another session may
     /// have refilled it meanwhile).
     pub fn remove_if(&self, key: &[u8], expected: &Arc<Entry>) -> bool {
