@@ -812,6 +812,17 @@ pub(crate) mod tests {
         }
     }
 
+    /// Asks to fill `key` for a statement every test rule matches.
+    fn begin(c: &Arc<QueryCache>, key: &[u8]) -> Fill {
+        let q = Candidate {
+            text: b"select 1",
+            user: "u",
+            schema: None,
+        };
+        let (rule, digest) = c.rule_for(&q).unwrap();
+        c.begin_fill(key.to_vec(), rule, digest, &[])
+    }
+
     fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
         if c.views_unknown() {
             c.set_views(Some(br#"[["db", "v"]]"#));
@@ -852,14 +863,7 @@ pub(crate) mod tests {
     fn second_asker_follows_and_is_released_when_the_leader_gives_up() {
         let c = cache();
         let leader = fill(&c, b"k", &[]);
-        let (rule, digest) = c
-            .rule_for(&Candidate {
-                text: b"select 1",
-                user: "u",
-                schema: None,
-            })
-            .unwrap();
-        let Fill::Follower(flight) = c.begin_fill(b"k".to_vec(), rule, digest, &[]) else {
+        let Fill::Follower(flight) = begin(&c, b"k") else {
             panic!("expected to follow");
         };
         drop(leader);
@@ -867,14 +871,7 @@ pub(crate) mod tests {
         // that is already over, and looks up again.
         let stored = fill(&c, b"stored", &[]);
         assert!(c.store(stored, vec![1]));
-        let (rule, digest) = c
-            .rule_for(&Candidate {
-                text: b"select 1",
-                user: "u",
-                schema: None,
-            })
-            .unwrap();
-        let Fill::Follower(over) = c.begin_fill(b"stored".to_vec(), rule, digest, &[]) else {
+        let Fill::Follower(over) = begin(&c, b"stored") else {
             panic!("the entry is there: nothing to lead");
         };
         assert!(over.done.load(Ordering::Acquire));
