@@ -331,7 +331,6 @@ pub struct QueryCache {
     pub budget: u64,
     /// Whether the binlog reader is following the primary (false without one).
     binlog_up: AtomicBool,
-    binlog_configured: AtomicBool,
     binlog_status: Mutex<Option<Arc<crate::binlog::BinlogStatus>>>,
     /// The views on the server, lowercased; `None` until read, and again after DDL
     /// may have changed them.
@@ -354,7 +353,6 @@ impl QueryCache {
             fill_wait: config.fill_wait,
             budget: config.max_bytes,
             binlog_up: AtomicBool::new(false),
-            binlog_configured: AtomicBool::new(false),
             binlog_status: Mutex::new(None),
             views: RwLock::new(None),
         }))
@@ -685,7 +683,6 @@ impl QueryCache {
 
     /// The binlog reader's state: while it is down, entries expire by TTL only.
     pub fn set_binlog_state(&self, up: bool) {
-        self.binlog_configured.store(true, Ordering::Relaxed);
         self.binlog_up.store(up, Ordering::Relaxed);
     }
 
@@ -696,8 +693,9 @@ impl QueryCache {
     }
 
     pub fn binlog_up(&self) -> Option<bool> {
-        self.binlog_configured
-            .load(Ordering::Relaxed)
+        self.binlog_status
+            .lock()
+            .is_some()
             .then(|| self.binlog_up.load(Ordering::Relaxed))
     }
 

@@ -134,9 +134,6 @@ impl Frontend {
     /// A client of `user` logged in with `params`: remember them, and warm what was
     /// waiting for this user.
     pub(crate) fn client_logged_in(self: &Arc<Self>, user: &str, params: &ConnParams) {
-        if self.cache.is_none() {
-            return;
-        }
         {
             let mut seen = self.client_params.lock();
             if seen.get(user) != Some(params) {

@@ -107,8 +107,10 @@ async fn serve(
         return;
     }
     tracing::debug!(user = %session.user.name, "logged in");
-    let params = session.key(&session.user).params;
-    fe.client_logged_in(&session.user.name, &params);
+    if fe.cache.is_some() {
+        let params = session.key(&session.user).params;
+        fe.client_logged_in(&session.user.name, &params);
+    }
     match session.command_loop(&mut shutdown).await {
         Ok(()) => tracing::debug!("session ended"),
         Err(e) => {
@@ -331,7 +333,7 @@ impl Session {
             if let (Some(Event::Done(status)), Some(c)) = (event, cache.as_deref_mut()) {
                 // Before the client can see its statement end: once it has, anything it
                 // tells others ("committed") must already hold for the cache.
-                c.response_ending(status.unwrap_or(backend.status));
+                c.response_ending(status, backend.status);
             }
             if n > 0 {
                 if let Some(r) = record.as_deref_mut() {

@@ -157,10 +157,16 @@ impl CacheState {
         }
     }
 
-    /// A response is about to reach the client with this final status: if no
-    /// transaction is open, the writes it made (or committed) are bumped now.
-    pub fn response_ending(&mut self, status: StatusFlags) {
-        if !status.in_transaction() {
+    /// A response is about to reach the client, ending with `status` (`None` for an
+    /// error, which leaves the session's `previous` status as it was). Session state
+    /// the server reports changed makes the settings unknown; if no transaction is open,
+    /// the writes the statement made (or committed) are bumped now. A response that
+    /// never ends loses the backend, and so the session, whose drop bumps them.
+    pub fn response_ending(&mut self, status: Option<StatusFlags>, previous: StatusFlags) {
+        if status.is_some_and(|s| s.contains(StatusFlags::SESSION_STATE_CHANGED)) {
+            self.settings_changed();
+        }
+        if !status.unwrap_or(previous).in_transaction() {
             self.flush();
         }
     }
@@ -254,7 +260,6 @@ impl Session {
                 going_on
             }
         };
-        self.after_response();
         Ok(going_on)
     }
 
@@ -268,17 +273,6 @@ impl Session {
             self.client.read_more().await?;
         }
         Ok(true)
-    }
-
-    fn after_response(&mut self) {
-        let status = self.status();
-        let state = self.cache_state();
-        if status.contains(StatusFlags::SESSION_STATE_CHANGED) {
-            state.settings_changed();
-        }
-        if !status.in_transaction() {
-            state.flush();
-        }
     }
 
     /// Reads the settings that key this session's entries. False when they can't be
