@@ -49,6 +49,15 @@ pub trait CacheAdmin: Send + Sync + 'static {
     fn warm(&self, file: Option<PathBuf>) -> WarmFuture;
 }
 
+/// What the admin API shows of client sessions and the backend pools.
+pub trait SessionsAdmin: Send + Sync + 'static {
+    /// One object per client session: id, user, client address, state, pin and backend.
+    fn sessions(&self) -> Value;
+    /// Totals: sessions, backend connections per server, the multiplexing ratio, pins by
+    /// reason, queue length and waits.
+    fn pool(&self) -> Value;
+}
+
 /// What [`CacheAdmin::warm`] returns: the warm-up runs on its own task, so it must be
 /// `Send + 'static`.
 pub type WarmFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Send>>;
@@ -75,6 +84,7 @@ pub enum Invalidate {
 pub struct AdminState {
     /// `None` when no cache is configured: its endpoints then answer 404.
     pub cache: Option<Arc<dyn CacheAdmin>>,
+    pub sessions: Option<Arc<dyn SessionsAdmin>>,
     pub stats: Arc<Stats>,
 }
 
@@ -148,6 +158,8 @@ pub fn router(token: &Secret, state: AdminState) -> Router {
         .route("/v1/cache/rules", get(get_rules).put(put_rules))
         .route("/v1/cache/invalidate", post(invalidate))
         .route("/v1/cache/warm", post(warm))
+        .route("/v1/sessions", get(sessions))
+        .route("/v1/pool", get(pool))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -309,6 +321,21 @@ async fn process_stats(State(state): State<Shared>) -> Json<Value> {
         .map(|(name, _, value)| (name.to_owned(), Value::from(value)))
         .collect();
     Json(Value::Object(counters))
+}
+
+fn sessions_admin(state: &AdminState) -> Result<&Arc<dyn SessionsAdmin>, ApiError> {
+    state
+        .sessions
+        .as_ref()
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no sessions here"))
+}
+
+async fn sessions(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(sessions_admin(&state)?.sessions()))
+}
+
+async fn pool(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(sessions_admin(&state)?.pool()))
 }
 
 async fn cache_stats(State(state): State<Shared>) -> ApiResult {
@@ -483,6 +510,7 @@ mod tests {
             .unwrap();
         let state = || AdminState {
             cache: None,
+            sessions: None,
             stats: Arc::new(Stats::default()),
         };
         let (trigger, shutdown) = crate::shutdown::channel();

@@ -19,6 +19,8 @@ pub struct User {
     /// for plain passwords, learnt after the first full authentication otherwise.
     sha2_cache: Mutex<Option<[u8; 32]>>,
     pub backend: BackendCredentials,
+    /// This user's own client connection limit, if set.
+    pub max_connections: Option<u32>,
 }
 
 /// The account a user's backend connections log in as.
@@ -72,6 +74,7 @@ impl User {
                 user: c.backend_user.clone().unwrap_or_else(|| c.name.clone()),
                 password: backend_password,
             },
+            max_connections: c.max_connections,
         }
     }
 
@@ -204,6 +207,7 @@ mod tests {
             auth_plugin: AuthPlugin::CachingSha2,
             backend_user: None,
             backend_password: Some(Secret("b".into())),
+            max_connections: None,
         })
     }
 

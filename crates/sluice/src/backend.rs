@@ -4,8 +4,8 @@
 mod conn;
 mod pool;
 
-pub use conn::{BackendConn, ConnParams};
-pub use pool::{probe, PoolKey, PooledConn, Pools, ServerPool};
+pub use conn::{BackendConn, BackendStmt, ConnParams, Vars, LOGIN_VARS};
+pub use pool::{probe, PoolKey, PooledConn, Pools, QueueStats, ServerPool};
 
 use crate::config::{ServerConfig, TlsMode};
 use std::sync::Arc;

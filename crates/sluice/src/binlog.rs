@@ -439,6 +439,7 @@ impl ReaderTask {
             wire_caps: CapabilityFlags::TRANSACTIONS,
             mariadb_caps: 0,
             charset: 45,
+            track_state: false,
         };
         let mut conn = BackendConn::connect(self.server.clone(), &creds, &params, None).await?;
         // Announces that this replica understands checksums: the primary then sends

@@ -1,6 +1,7 @@
 //! What a client command is and what the proxy does with it: forward it (and how its
 //! response ends), handle it in Sluice, or refuse it with a MySQL error.
 
+pub mod effects;
 pub mod sql;
 
 use crate::error::code;

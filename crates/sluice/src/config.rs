@@ -119,6 +119,9 @@ pub struct UserConfig {
     pub backend_user: Option<String>,
     /// Password for `backend_user`. Default: `password`.
     pub backend_password: Option<Secret>,
+    /// Most client connections of this user at once; more get error 1203. Default:
+    /// `limits.max_user_connections`.
+    pub max_connections: Option<u32>,
 }
 
 impl std::fmt::Debug for UserConfig {
@@ -192,9 +195,32 @@ pub struct PoolConfig {
     /// Limit for TCP connect plus backend handshake. Default "5s".
     #[serde(default = "default_connect_timeout", with = "humantime_serde")]
     pub connect_timeout: Duration,
-    /// How long a client waits for a backend connection when the pool is full. Default "10s".
-    #[serde(default = "default_acquire_timeout", with = "humantime_serde")]
-    pub acquire_timeout: Duration,
+    /// How long a statement waits in the queue for a backend connection when every one
+    /// is busy; past it the client gets error 9001. Default "10s".
+    #[serde(
+        default = "default_acquire_timeout",
+        with = "humantime_serde",
+        alias = "acquire_timeout"
+    )]
+    pub queue_timeout: Duration,
+    /// Most statements waiting for a connection of one server; more are refused at once
+    /// (error 9001). Default 10000.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: u32,
+    /// Multiplexing: a client holds a backend connection only during a statement, a
+    /// transaction, or while it holds state that can't move; otherwise its statements
+    /// may run on any connection, brought in line with its session state. Default true.
+    #[serde(default = "default_true")]
+    pub multiplex: bool,
+    /// Backend prepared statements kept per connection for multiplexed sessions; the
+    /// least recently used is closed past it. Default 256.
+    #[serde(default = "default_prepared_per_connection")]
+    pub max_prepared_per_connection: u32,
+    /// After a write through a multiplexed session, how long its connection is kept
+    /// while the client is idle, so that `LAST_INSERT_ID()` and `ROW_COUNT()` in its next
+    /// statement read the server's own values. Default "100ms".
+    #[serde(default = "default_write_hold", with = "humantime_serde")]
+    pub write_hold: Duration,
     /// How often idle connections are checked. Default "5s".
     #[serde(default = "default_check_interval", with = "humantime_serde")]
     pub check_interval: Duration,
@@ -207,7 +233,11 @@ impl Default for PoolConfig {
             min_idle: 0,
             idle_timeout: default_idle_timeout(),
             connect_timeout: default_connect_timeout(),
-            acquire_timeout: default_acquire_timeout(),
+            queue_timeout: default_acquire_timeout(),
+            max_queue: default_max_queue(),
+            multiplex: true,
+            max_prepared_per_connection: default_prepared_per_connection(),
+            write_hold: default_write_hold(),
             check_interval: default_check_interval(),
         }
     }
@@ -225,6 +255,18 @@ fn default_connect_timeout() -> Duration {
 fn default_acquire_timeout() -> Duration {
     Duration::from_secs(10)
 }
+fn default_max_queue() -> u32 {
+    10_000
+}
+fn default_true() -> bool {
+    true
+}
+fn default_prepared_per_connection() -> u32 {
+    256
+}
+fn default_write_hold() -> Duration {
+    Duration::from_millis(100)
+}
 fn default_check_interval() -> Duration {
     Duration::from_secs(5)
 }
@@ -235,6 +277,10 @@ pub struct LimitsConfig {
     /// Most client connections at once; more get error 1040. Default 10000.
     #[serde(default = "default_max_clients")]
     pub max_client_connections: u32,
+    /// Most client connections of one user at once (0: no limit); a user's own
+    /// `max_connections` wins. More get error 1203. Default 0.
+    #[serde(default)]
+    pub max_user_connections: u32,
     /// Time a client has to complete its login. Default "10s".
     #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
     pub handshake_timeout: Duration,
@@ -251,6 +297,7 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         LimitsConfig {
             max_client_connections: default_max_clients(),
+            max_user_connections: 0,
             handshake_timeout: default_handshake_timeout(),
             shutdown_grace: default_shutdown_grace(),
             max_decoded_packet: default_max_decoded_packet(),
@@ -350,6 +397,7 @@ impl Config {
                         auth_plugin: AuthPlugin::Native,
                         backend_user: None,
                         backend_password: None,
+                        max_connections: None,
                     }),
                     _ => problems.push(format!(
                         "--user must be NAME:PASSWORD, got {:?}",

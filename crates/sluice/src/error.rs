@@ -14,6 +14,8 @@ pub mod code {
     pub const ER_NET_PACKETS_OUT_OF_ORDER: u16 = 1156;
     pub const ER_NET_PACKET_TOO_LARGE: u16 = 1153;
     pub const ER_NO_SUCH_THREAD: u16 = 1094;
+    pub const ER_UNKNOWN_STMT_HANDLER: u16 = 1243;
+    pub const ER_TOO_MANY_USER_CONNECTIONS: u16 = 1203;
     pub const ER_SERVER_SHUTDOWN: u16 = 1053;
     pub const ER_SECURE_TRANSPORT_REQUIRED: u16 = 3159;
     /// Client libraries turn any 2000-2999 code a server sends into "malformed packet",
@@ -68,6 +70,8 @@ pub enum BackendError {
         waited: Duration,
         max: u32,
     },
+    #[error("too many statements are queued for server '{server}' (max {max})")]
+    QueueFull { server: String, max: u32 },
     #[error("server '{server}' does not support {what}")]
     Unsupported { server: String, what: String },
 }
@@ -81,6 +85,7 @@ impl BackendError {
             BackendError::Connect { .. }
                 | BackendError::ConnectTimeout { .. }
                 | BackendError::PoolTimeout { .. }
+                | BackendError::QueueFull { .. }
         )
     }
 
@@ -125,7 +130,7 @@ impl BackendError {
                 "HY000",
                 format!("SSL connection error with server '{server}': {reason}"),
             ),
-            e @ BackendError::PoolTimeout { .. } => {
+            e @ (BackendError::PoolTimeout { .. } | BackendError::QueueFull { .. }) => {
                 ErrPacket::new(code::POOL_TIMEOUT, "HY000", format!("Sluice: {e}"))
             }
             e @ BackendError::Unsupported { .. } => ErrPacket::new(

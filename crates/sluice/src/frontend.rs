@@ -6,16 +6,19 @@ mod cache_admin;
 mod client;
 mod login;
 mod session;
+mod sessions_admin;
 pub mod warm;
 
 pub use cache_admin::CacheHandle;
 pub use client::ClientConn;
+pub use session::mux::{MuxStats, PinReason};
 pub use session::run;
+pub use sessions_admin::SessionsHandle;
 
 use crate::auth::{RsaKey, Users};
 use crate::backend::{ConnParams, Pools};
 use crate::cache::QueryCache;
-use crate::config::{LimitsConfig, ListenerConfig, ProtocolConfig};
+use crate::config::{Config, LimitsConfig, ListenerConfig, PoolConfig, ProtocolConfig};
 use crate::stats::Stats;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -68,11 +71,21 @@ impl Default for Identity {
     }
 }
 
-/// Where a session's backend work currently runs, for translating `KILL`.
+/// A session as KILL and the admin interface see it: where its backend work runs (the
+/// last connection it used, when it holds none now).
 #[derive(Clone, Debug)]
 pub struct SessionEntry {
     pub server: String,
     pub thread_id: u32,
+    pub user: String,
+    pub client: std::net::SocketAddr,
+    /// It holds a backend connection now.
+    pub attached: bool,
+    /// Why it keeps its connection between statements, when multiplexed.
+    pub pinned: Option<&'static str>,
+    pub multiplexed: bool,
+    /// Told to end (KILL of a session that holds no connection).
+    pub kill: Arc<tokio::sync::Notify>,
 }
 
 /// State every session shares. Reloadable parts are swapped whole.
@@ -82,6 +95,10 @@ pub struct Frontend {
     pub identity: ArcSwap<Identity>,
     pub limits: LimitsConfig,
     pub protocol: ProtocolConfig,
+    pub pool_config: PoolConfig,
+    pub mux_stats: MuxStats,
+    /// Client connections per user, for the per-user limit.
+    user_connections: Mutex<HashMap<String, u32>>,
     pub stats: Arc<Stats>,
     rsa: OnceLock<Option<Arc<RsaKey>>>,
     rsa_path: Option<std::path::PathBuf>,
@@ -96,24 +113,25 @@ pub struct Frontend {
 }
 
 impl Frontend {
+    /// Users, limits and protocol settings come from `config`.
     pub fn new(
-        users: Users,
+        config: &Config,
         pools: Pools,
-        limits: LimitsConfig,
-        protocol: ProtocolConfig,
         stats: Arc<Stats>,
-        rsa_path: Option<std::path::PathBuf>,
         cache: Option<Arc<QueryCache>>,
     ) -> Frontend {
         Frontend {
-            users: ArcSwap::from_pointee(users),
+            users: ArcSwap::from_pointee(Users::from_config(&config.users)),
             pools: ArcSwap::from_pointee(pools),
             identity: ArcSwap::from_pointee(Identity::default()),
-            limits,
-            protocol,
+            limits: config.limits.clone(),
+            protocol: config.protocol.clone(),
+            pool_config: config.pool.clone(),
+            mux_stats: MuxStats::default(),
+            user_connections: Mutex::new(HashMap::new()),
             stats,
             rsa: OnceLock::new(),
-            rsa_path,
+            rsa_path: config.listeners.iter().find_map(|l| l.rsa_key.clone()),
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             cache,
@@ -167,6 +185,27 @@ impl Frontend {
                 "cache warmed"
             );
         });
+    }
+
+    /// Counts a client of `user` in, unless that makes more than `max` (0: no limit).
+    pub(crate) fn user_connected(&self, user: &str, max: u32) -> bool {
+        let mut counts = self.user_connections.lock();
+        let n = counts.entry(user.to_owned()).or_default();
+        if max > 0 && *n >= max {
+            return false;
+        }
+        *n += 1;
+        true
+    }
+
+    pub(crate) fn user_disconnected(&self, user: &str) {
+        let mut counts = self.user_connections.lock();
+        if let Some(n) = counts.get_mut(user) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(user);
+            }
+        }
     }
 
     pub fn next_connection_id(&self) -> u32 {

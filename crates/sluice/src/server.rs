@@ -94,16 +94,7 @@ pub async fn run(
     } else {
         None
     };
-    let rsa_path = config.listeners.iter().find_map(|l| l.rsa_key.clone());
-    let fe = Arc::new(Frontend::new(
-        Users::from_config(&config.users),
-        pools,
-        config.limits.clone(),
-        config.protocol.clone(),
-        stats.clone(),
-        rsa_path,
-        cache.clone(),
-    ));
+    let fe = Arc::new(Frontend::new(&config, pools, stats.clone(), cache.clone()));
     if let Some(file) = &config.cache.warm_file {
         let groups =
             frontend::warm::load(file).map_err(|e| anyhow::anyhow!("cache.warm_file: {e}"))?;
@@ -162,6 +153,7 @@ pub async fn run(
                 warm_file: config.cache.warm_file.clone(),
             }) as Arc<dyn crate::admin::CacheAdmin>
         }),
+        sessions: Some(Arc::new(frontend::SessionsHandle { fe: fe.clone() })),
         stats: stats.clone(),
     };
     let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;

@@ -37,6 +37,8 @@ mod harness;
 mod large_packets;
 #[path = "integration/lifecycle.rs"]
 mod lifecycle;
+#[path = "integration/multiplex.rs"]
+mod multiplex;
 #[path = "integration/pool.rs"]
 mod pool;
 #[path = "integration/proxy_paths.rs"]

@@ -37,6 +37,12 @@ impl Header {
     }
 }
 
+/// The sequence id and payload of the single-chunk packet that fills `buf` exactly.
+pub fn split_packet(buf: &[u8]) -> Option<(u8, &[u8])> {
+    let h = Header::parse(buf)?;
+    (buf.len() == HEADER_LEN + h.len && !h.continues()).then(|| (h.seq, &buf[HEADER_LEN..]))
+}
+
 /// One logical packet, reassembled from its chunks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Packet {

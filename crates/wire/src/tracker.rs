@@ -115,6 +115,22 @@ impl ResponseTracker {
         self.state == State::Done
     }
 
+    /// Whether the packet about to be fed is an OK packet (which may carry session
+    /// state): an OK where a response or result may start, or the OK-formatted
+    /// terminator of a result set under `CLIENT_DEPRECATE_EOF`.
+    pub fn is_ok_packet(&self, head: &[u8], len: usize) -> bool {
+        if len >= crate::packet::MAX_PAYLOAD {
+            return false;
+        }
+        match (self.state, head.first().copied()) {
+            (State::Single | State::First, Some(OK_HEADER)) => true,
+            (State::Rows, Some(EOF_HEADER)) => {
+                self.deprecate_eof && self.kind != ResponseKind::FieldList
+            }
+            _ => false,
+        }
+    }
+
     /// Feeds one logical packet: `head` holds its first `min(len, HEAD_NEEDED)` payload
     /// bytes and `len` is the payload length of its first chunk.
     pub fn feed(&mut self, head: &[u8], len: usize) -> Result<Step, ProtocolError> {
@@ -287,6 +303,11 @@ impl ResponseTracker {
 pub enum Event {
     Done(Option<StatusFlags>),
     LocalInfile,
+    /// With [`Scanner::intercept_ok`]: an OK packet of `len` bytes (header included)
+    /// starts right after the bytes counted. The caller consumes it whole, then scans on.
+    Ok {
+        len: usize,
+    },
 }
 
 /// Walks a response byte stream chunk by chunk, checking sequence ids and feeding the
@@ -300,6 +321,7 @@ pub struct Scanner {
     continuing: bool,
     pending: Option<Event>,
     next_seq: u8,
+    intercept: bool,
 }
 
 impl Scanner {
@@ -311,7 +333,14 @@ impl Scanner {
             continuing: false,
             pending: None,
             next_seq: first_seq,
+            intercept: false,
         }
+    }
+
+    /// Surfaces every OK packet whole as [`Event::Ok`] instead of counting it as
+    /// forwardable, for a caller that reads or rewrites them.
+    pub fn intercept_ok(&mut self, on: bool) {
+        self.intercept = on;
     }
 
     /// After the client's LOCAL INFILE data: the response goes on at `next_seq`.
@@ -362,6 +391,25 @@ impl Scanner {
             let body = &buf[pos + HEADER_LEN..];
             if body.len() < need {
                 return Ok((pos, None));
+            }
+            if self.intercept && self.tracker.is_ok_packet(&body[..need], h.len) {
+                if body.len() < h.len {
+                    return Ok((pos, None));
+                }
+                match self.tracker.feed(&body[..need], h.len)? {
+                    Step::Done(status) => self.pending = Some(Event::Done(status)),
+                    Step::Continue => {}
+                    Step::LocalInfile => {
+                        return Err(ProtocolError::Malformed("LOCAL INFILE request in an OK"))
+                    }
+                }
+                self.next_seq = self.next_seq.wrapping_add(1);
+                return Ok((
+                    pos,
+                    Some(Event::Ok {
+                        len: HEADER_LEN + h.len,
+                    }),
+                ));
             }
             let step = self.tracker.feed(&body[..need], h.len)?;
             self.next_seq = self.next_seq.wrapping_add(1);
@@ -535,6 +583,113 @@ mod tests {
             }
         }
         events
+    }
+
+    /// Like [`scan_all`] with OK packets intercepted: each one is taken whole out of the
+    /// stream as a caller would. Returns (offset, event) and the OK packets taken.
+    fn scan_intercepting(
+        kind: ResponseKind,
+        deprecate_eof: bool,
+        bytes: &[u8],
+        piece: usize,
+    ) -> (Vec<(usize, Event)>, Vec<Vec<u8>>) {
+        let mut s = Scanner::new(ResponseTracker::new(kind, caps(deprecate_eof)), 1);
+        s.intercept_ok(true);
+        let (mut events, mut oks) = (Vec::new(), Vec::new());
+        let (mut fed, mut done) = (0usize, 0usize);
+        while done < bytes.len()
+            || events
+                .last()
+                .is_some_and(|(_, e)| matches!(e, Event::Ok { .. }))
+        {
+            fed = (fed + piece).min(bytes.len());
+            loop {
+                let (n, ev) = s.scan(&bytes[done..fed]).unwrap();
+                done += n;
+                match ev {
+                    Some(Event::Ok { len }) => {
+                        assert!(done + len <= fed, "an OK is reported only when whole");
+                        oks.push(bytes[done..done + len].to_vec());
+                        done += len;
+                        events.push((done, Event::Ok { len }));
+                    }
+                    Some(e) => events.push((done, e)),
+                    None => break,
+                }
+                if done == fed && !matches!(events.last(), Some((_, Event::Ok { .. }))) {
+                    break;
+                }
+            }
+            if done == bytes.len() && !matches!(events.last(), Some((_, Event::Ok { .. }))) {
+                break;
+            }
+        }
+        (events, oks)
+    }
+
+    #[test]
+    fn intercepted_oks_come_whole_and_the_end_still_follows() {
+        for piece in [1, 3, 7, 4096] {
+            // A lone OK, then the done event with no more bytes.
+            let bytes = stream(&[ok(2)]);
+            let (ev, oks) = scan_intercepting(ResponseKind::Query, false, &bytes, piece);
+            assert_eq!(
+                ev,
+                vec![
+                    (bytes.len(), Event::Ok { len: bytes.len() }),
+                    (bytes.len(), Event::Done(Some(StatusFlags(2))))
+                ]
+            );
+            assert_eq!(oks, vec![bytes.to_vec()]);
+
+            // Deprecate-EOF result set: its terminator is an OK.
+            let packets = result_set(1, &[b"\x011"], true, 2);
+            let bytes = stream(&packets);
+            let (ev, oks) = scan_intercepting(ResponseKind::Query, true, &bytes, piece);
+            let last = packets.last().unwrap().len() + HEADER_LEN;
+            assert_eq!(
+                ev,
+                vec![
+                    (bytes.len(), Event::Ok { len: last }),
+                    (bytes.len(), Event::Done(Some(StatusFlags(2))))
+                ],
+                "piece {piece}"
+            );
+            assert_eq!(oks.len(), 1);
+
+            // Classic EOF terminators are not OKs.
+            let bytes = stream(&result_set(1, &[b"\x011"], false, 2));
+            let (ev, oks) = scan_intercepting(ResponseKind::Query, false, &bytes, piece);
+            assert_eq!(ev, vec![(bytes.len(), Event::Done(Some(StatusFlags(2))))]);
+            assert!(oks.is_empty());
+
+            // Multi-results: an OK with more results, a result set, the final OK.
+            let mut packets = vec![ok(MORE)];
+            packets.extend(result_set(1, &[b"\x011"], true, MORE));
+            packets.push(ok(0));
+            let bytes = stream(&packets);
+            let (ev, oks) =
+                scan_intercepting(ResponseKind::Execute { cursor: false }, true, &bytes, piece);
+            assert_eq!(oks.len(), 3, "piece {piece}: {ev:?}");
+            assert_eq!(
+                ev.last(),
+                Some(&(bytes.len(), Event::Done(Some(StatusFlags(0)))))
+            );
+
+            // An error is no OK; a Single-kind OK is.
+            let bytes = stream(&[err_packet()]);
+            let (ev, oks) = scan_intercepting(ResponseKind::Query, true, &bytes, piece);
+            assert_eq!(ev, vec![(bytes.len(), Event::Done(None))]);
+            assert!(oks.is_empty());
+            let bytes = stream(&[ok(2)]);
+            let (_, oks) = scan_intercepting(ResponseKind::Single, true, &bytes, piece);
+            assert_eq!(oks.len(), 1);
+        }
+    }
+
+    /// A minimal ERR payload.
+    fn err_packet() -> Vec<u8> {
+        b"\xff\x10\x04#42000oops".to_vec()
     }
 
     #[test]

@@ -39,6 +39,18 @@ enum AdminCommand {
     /// The query cache.
     #[command(subcommand)]
     Cache(CacheCommand),
+    /// Client sessions: user, state, why pinned, backend connection.
+    Sessions {
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Backend pools and multiplexing: connections, ratio, pins by reason, queue.
+    Pool {
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -137,7 +149,52 @@ fn execute(args: AdminArgs) -> Result<String, Failure> {
             })
         }
         AdminCommand::Cache(command) => cache(&client, command),
+        AdminCommand::Sessions { json } => {
+            let sessions = call(&client, "GET", "/v1/sessions", None)?;
+            Ok(if json {
+                pretty(&sessions)
+            } else {
+                format_sessions(&sessions)
+            })
+        }
+        AdminCommand::Pool { json } => {
+            let pool = call(&client, "GET", "/v1/pool", None)?;
+            Ok(if json {
+                pretty(&pool)
+            } else {
+                key_values(&flatten(&pool))
+            })
+        }
     }
+}
+
+/// Sessions as a table, one line each.
+fn format_sessions(sessions: &Value) -> String {
+    let mut out = format!(
+        "{:>8}  {:<16} {:<22} {:<7} {:<24} {}\n",
+        "id", "user", "client", "state", "pinned", "backend"
+    );
+    for s in sessions.as_array().into_iter().flatten() {
+        let text = |k: &str| s[k].as_str().unwrap_or("-").to_owned();
+        let backend = match &s["backend"] {
+            Value::Object(b) => format!(
+                "{}#{}",
+                b.get("server").and_then(Value::as_str).unwrap_or("?"),
+                b.get("thread_id").and_then(Value::as_u64).unwrap_or(0)
+            ),
+            _ => "-".into(),
+        };
+        out.push_str(&format!(
+            "{:>8}  {:<16} {:<22} {:<7} {:<24} {}\n",
+            s["id"].as_u64().unwrap_or(0),
+            text("user"),
+            text("client"),
+            text("state"),
+            text("pinned"),
+            backend
+        ));
+    }
+    out
 }
 
 fn cache(client: &Client, command: CacheCommand) -> Result<String, Failure> {

@@ -39,7 +39,36 @@ pub struct ConnParams {
     /// The client's MariaDB extended capabilities (content-only ones).
     pub mariadb_caps: u32,
     pub charset: u8,
+    /// The connection reports every system variable change in its OK packets (for
+    /// multiplexed sessions, which must know their state exactly).
+    pub track_state: bool,
 }
+
+/// Tracked session variables that differ from a fresh connection's: name → value, as the
+/// server reports them.
+pub type Vars = std::collections::BTreeMap<Box<[u8]>, Box<[u8]>>;
+
+/// A prepared statement on one backend connection, shared by the multiplexed sessions
+/// that prepared the same text on the same schema.
+#[derive(Debug)]
+pub struct BackendStmt {
+    pub id: u32,
+    pub params: u16,
+    /// The parameter types the server last had bound for it, if any.
+    pub types: Option<Vec<u8>>,
+    pub last_used: u64,
+}
+
+/// The variables whose value on a fresh connection comes from the login (the client's
+/// character set), not from their global value: restored to this, not to DEFAULT.
+pub const LOGIN_VARS: [&str; 4] = [
+    "character_set_client",
+    "character_set_connection",
+    "character_set_results",
+    "collation_connection",
+];
+
+static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 pub struct BackendConn {
     pub(crate) stream: Stream,
@@ -53,6 +82,18 @@ pub struct BackendConn {
     pub status: StatusFlags,
     /// The default schema, when known.
     pub schema: Option<Vec<u8>>,
+    /// Unique for the life of the process: which connection a session's
+    /// `LAST_INSERT_ID()` lives on.
+    pub id: u64,
+    /// Session variables changed since login, as tracked (multiplexed sessions only).
+    pub vars: Vars,
+    /// The values of [`LOGIN_VARS`] right after login, when state is tracked.
+    pub login_vars: Vec<Option<Vec<u8>>>,
+    /// What `LAST_INSERT_ID()` returns here, when known (multiplexed sessions only).
+    pub last_insert_id: Option<u64>,
+    /// Prepared statements by schema and text (multiplexed sessions only).
+    pub prepared: std::collections::HashMap<Box<[u8]>, BackendStmt>,
+    pub prepared_clock: u64,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -89,8 +130,17 @@ impl BackendConn {
             caps: CapabilityFlags(0),
             status: StatusFlags(0),
             schema: database.map(<[u8]>::to_vec),
+            id: NEXT_CONN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            vars: Vars::new(),
+            login_vars: Vec::new(),
+            last_insert_id: Some(0),
+            prepared: std::collections::HashMap::new(),
+            prepared_clock: 0,
         };
         conn.login(creds, params, database).await?;
+        if params.track_state && conn.caps.contains(CapabilityFlags::SESSION_TRACK) {
+            conn.start_tracking().await?;
+        }
         Ok(conn)
     }
 
@@ -367,6 +417,81 @@ impl BackendConn {
                 Ok(Ok(ok))
             }
         }
+    }
+
+    /// Asks the server to report every system variable and schema change, and learns
+    /// the values the login gave to the variables that don't restore to DEFAULT.
+    pub(crate) async fn start_tracking(&mut self) -> Result<(), BackendError> {
+        let set = "SET SESSION session_track_system_variables='*', session_track_schema=ON";
+        if let Err(err) = self.simple_query(set).await? {
+            return Err(BackendError::Rejected {
+                server: self.server.name.clone(),
+                err,
+            });
+        }
+        let probe = format!("SELECT @@{}", LOGIN_VARS.join(", @@"));
+        match self.query_row(&probe).await? {
+            Ok(Some(values)) => self.login_vars = values,
+            Ok(None) => {}
+            Err(err) => {
+                return Err(BackendError::Rejected {
+                    server: self.server.name.clone(),
+                    err,
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a statement Sluice issues itself whose answer is a single OK or ERR.
+    pub async fn simple_query(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(Command::Query as u8);
+        payload.extend_from_slice(sql.as_bytes());
+        self.simple_command(&payload).await
+    }
+
+    /// Sends a command that gets no response (COM_STMT_CLOSE).
+    pub async fn send_only(&mut self, payload: &[u8]) -> Result<(), BackendError> {
+        self.write_packet(0, payload).await
+    }
+
+    /// COM_STMT_PREPARE issued by Sluice: the statement id and parameter count, or the
+    /// server's error. The rest of the response is read and dropped.
+    pub async fn prepare(
+        &mut self,
+        sql: &[u8],
+    ) -> Result<Result<(u32, u16), ErrPacket>, BackendError> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(Command::StmtPrepare as u8);
+        payload.extend_from_slice(sql);
+        self.write_packet(0, &payload).await?;
+        let mut tracker = ResponseTracker::new(ResponseKind::Prepare, self.caps);
+        let mut first: Option<Bytes> = None;
+        loop {
+            let p = self.read_packet().await?;
+            let head = &p.payload[..p.payload.len().min(HEAD_NEEDED)];
+            let step = tracker
+                .feed(head, p.payload.len())
+                .map_err(|e| self.proto_err(e))?;
+            first.get_or_insert(p.payload);
+            if let Step::Done(_) = step {
+                break;
+            }
+        }
+        let first = first.expect("one packet was read");
+        if first.first() == Some(&ERR_HEADER) {
+            return Ok(Err(ErrPacket::parse(&first).map_err(|e| self.proto_err(e))?));
+        }
+        if first.len() < 9 {
+            return Err(self.proto_err(ProtocolError::Malformed("prepare OK")));
+        }
+        let id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
+        let params = u16::from_le_bytes([first[7], first[8]]);
+        Ok(Ok((id, params)))
     }
 
     /// COM_RESET_CONNECTION: rolls back, drops temporary tables and locks, resets session

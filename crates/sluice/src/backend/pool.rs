@@ -1,8 +1,14 @@
-//! Connection pools, one per server. A client takes a [`PooledConn`] by lease and gives
-//! it back by dropping it: clean connections are reset (COM_RESET_CONNECTION) and kept
-//! idle, broken ones are closed. Idle connections are checked for server-side close.
-//! The lease is per session for now; the API does not change when it becomes per
-//! statement or per transaction.
+//! Connection pools, one per server. A client takes a [`PooledConn`] by lease. A session
+//! that holds its connection for its whole life gives it back by dropping it: it is reset
+//! (COM_RESET_CONNECTION) and kept idle. A multiplexed session gives it back after each
+//! statement or transaction with [`PooledConn::release`], keeping its session state, which
+//! the next lessee brings in line with its own.
+//!
+//! Every open connection, leased or idle, holds one of the server's `max_connections`
+//! slots. When none is free, leases wait in one FIFO queue per server (bounded in length
+//! and time): a released connection goes to the first waiter, as it is when the waiter
+//! wants the same login and wire format, else its slot does (the connection is closed and
+//! the waiter opens its own).
 
 use super::{BackendConn, ConnParams, Server};
 use crate::auth::BackendCredentials;
@@ -12,12 +18,12 @@ use crate::stats::Stats;
 use parking_lot::Mutex;
 use sluice_wire::handshake::InitialHandshake;
 use sluice_wire::packet::take_packet;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::oneshot;
 
 /// Which idle connections can serve a lease: same backend login, same wire format.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -28,28 +34,65 @@ pub struct PoolKey {
 
 struct Idle {
     conn: BackendConn,
-    permit: OwnedSemaphorePermit,
     since: Instant,
+}
+
+/// What a waiter is handed: a connection of its kind, or a slot to open one in.
+// Moved once per lease; boxing would cost an allocation on every one.
+#[allow(clippy::large_enum_variant)]
+enum Grant {
+    Conn(BackendConn),
+    Slot,
+}
+
+struct Waiter {
+    id: u64,
+    key: PoolKey,
+    tx: oneshot::Sender<Grant>,
+}
+
+/// The server's slots: open connections, idle ones by kind, and the queue of waiters.
+struct Slots {
+    open: usize,
+    idle: HashMap<PoolKey, Vec<Idle>>,
+    waiters: VecDeque<Waiter>,
+}
+
+/// Queue figures of one server, for the admin interface.
+#[derive(Default)]
+pub struct QueueStats {
+    /// Leases that had to wait.
+    pub waits: AtomicU64,
+    /// Total time they waited, in microseconds.
+    pub wait_micros: AtomicU64,
+    /// Longest wait so far, in microseconds.
+    pub max_wait_micros: AtomicU64,
+    /// Waits that ran out of time, and leases refused because the queue was full.
+    pub timeouts: AtomicU64,
+    pub rejected: AtomicU64,
 }
 
 pub struct ServerPool {
     pub server: Arc<Server>,
-    /// One permit per open connection, leased or idle: the server's connection limit.
-    permits: Arc<Semaphore>,
-    idle: Mutex<HashMap<PoolKey, Vec<Idle>>>,
+    slots: Mutex<Slots>,
     /// Keys (and schemas) clients have used: `min_idle` is kept for these.
     warm: Mutex<HashMap<PoolKey, Option<Vec<u8>>>>,
     cfg: PoolConfig,
     stats: Arc<Stats>,
+    pub queue: QueueStats,
+    next_waiter: AtomicU64,
+    /// Leases handed out and not yet given back.
+    leased: AtomicUsize,
 }
 
-/// A leased backend connection. Dropping it gives it back to its pool.
+/// A leased backend connection. Dropping it gives it back to its pool, reset.
 pub struct PooledConn {
     conn: Option<BackendConn>,
-    permit: Option<OwnedSemaphorePermit>,
     pool: Arc<ServerPool>,
     key: PoolKey,
     broken: bool,
+    /// Usable now, but in a state no other lessee may inherit: closed when given back.
+    retired: bool,
 }
 
 impl std::ops::Deref for PooledConn {
@@ -71,99 +114,303 @@ impl PooledConn {
         self.broken = true;
     }
 
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Keeps working for this lessee, but is closed instead of being given back.
+    pub fn retire(&mut self) {
+        self.retired = true;
+    }
+
     pub fn pool(&self) -> &Arc<ServerPool> {
         &self.pool
+    }
+
+    /// Gives the connection back as it is, session state included, for the next lessee
+    /// to bring in line. A broken one is closed instead.
+    pub fn release(mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        self.pool.leased.fetch_sub(1, Ordering::Relaxed);
+        if self.broken || self.retired || !conn.rbuf.is_empty() {
+            self.pool.closed();
+            return;
+        }
+        self.pool.put(self.key.clone(), conn);
     }
 }
 
 impl Drop for PooledConn {
     fn drop(&mut self) {
-        let (Some(conn), Some(permit)) = (self.conn.take(), self.permit.take()) else {
+        let Some(conn) = self.conn.take() else {
             return;
         };
-        if self.broken || !conn.rbuf.is_empty() {
+        self.pool.leased.fetch_sub(1, Ordering::Relaxed);
+        if self.broken || self.retired || !conn.rbuf.is_empty() {
+            self.pool.closed();
             return;
         }
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.pool.closed();
             return;
         };
         let pool = self.pool.clone();
         let key = self.key.clone();
-        rt.spawn(async move { pool.give_back(key, conn, permit).await });
+        rt.spawn(async move { pool.give_back(key, conn).await });
     }
 }
 
 impl ServerPool {
     pub fn new(server: Arc<Server>, cfg: PoolConfig, stats: Arc<Stats>) -> Arc<ServerPool> {
         let pool = Arc::new(ServerPool {
-            permits: Arc::new(Semaphore::new(server.max_connections as usize)),
             server,
-            idle: Mutex::new(HashMap::new()),
+            slots: Mutex::new(Slots {
+                open: 0,
+                idle: HashMap::new(),
+                waiters: VecDeque::new(),
+            }),
             warm: Mutex::new(HashMap::new()),
             cfg,
             stats,
+            queue: QueueStats::default(),
+            next_waiter: AtomicU64::new(0),
+            leased: AtomicUsize::new(0),
         });
         tokio::spawn(maintain(Arc::downgrade(&pool)));
         pool
     }
 
+    /// (open, idle, leased, waiting) connections and leases right now.
+    pub fn counts(&self) -> (usize, usize, usize, usize) {
+        let slots = self.slots.lock();
+        let idle = slots.idle.values().map(Vec::len).sum();
+        (
+            slots.open,
+            idle,
+            self.leased.load(Ordering::Relaxed),
+            slots.waiters.len(),
+        )
+    }
+
     /// Leases a connection for `key` whose default schema is `schema`: an idle one if a
-    /// healthy one exists, else a new one, waiting up to the acquire timeout for room.
+    /// healthy one exists, else a new one, waiting in the queue for room up to the
+    /// queue timeout.
     pub async fn lease(
         self: &Arc<Self>,
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<PooledConn, BackendError> {
-        self.warm
-            .lock()
-            .insert(key.clone(), schema.map(<[u8]>::to_vec));
-        let deadline = Instant::now() + self.cfg.acquire_timeout;
-        loop {
-            if let Some(idle) = self.take_idle(key, schema) {
-                return Ok(self.wrap(key, idle.conn, idle.permit));
-            }
-            let permit = match self.permits.clone().try_acquire_owned() {
-                Ok(p) => Some(p),
-                Err(_) => {
-                    // Full: an idle connection of another kind gives its place up.
-                    self.evict_one_idle();
-                    let wait = deadline
-                        .saturating_duration_since(Instant::now())
-                        .min(Duration::from_millis(50));
-                    tokio::time::timeout(wait, self.permits.clone().acquire_owned())
-                        .await
-                        .ok()
-                        .and_then(Result::ok)
+        self.lease_preferring(key, schema, |_| 0).await
+    }
+
+    /// A connection for `key` if one is idle or a slot is free now; `None` rather than
+    /// waiting in the queue.
+    pub async fn try_lease(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<Option<PooledConn>, BackendError> {
+        match self.try_take(key, schema, &|_: &BackendConn| 0) {
+            Taken::Conn(conn) => Ok(Some(self.wrap(key, conn))),
+            Taken::Full => Ok(None),
+            Taken::Slot => match self.open(key, schema).await {
+                Ok(conn) => Ok(Some(self.wrap(key, conn))),
+                Err(e) => {
+                    self.closed();
+                    Err(e)
                 }
-            };
-            if let Some(permit) = permit {
-                let conn = self.open(key, schema).await?;
-                return Ok(self.wrap(key, conn, permit));
+            },
+        }
+    }
+
+    /// [`Self::lease`], choosing among idle connections the one `score` rates highest
+    /// (a multiplexed session prefers one whose state already matches its own).
+    pub async fn lease_preferring(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+        score: impl Fn(&BackendConn) -> u32,
+    ) -> Result<PooledConn, BackendError> {
+        {
+            let mut warm = self.warm.lock();
+            if !warm.contains_key(key) {
+                warm.insert(key.clone(), schema.map(<[u8]>::to_vec));
             }
-            if Instant::now() >= deadline {
-                Stats::incr(&self.stats.pool_timeouts);
-                return Err(BackendError::PoolTimeout {
-                    server: self.server.name.clone(),
-                    waited: self.cfg.acquire_timeout,
-                    max: self.server.max_connections,
-                });
+        }
+        let grant = match self.try_take(key, schema, &score) {
+            Taken::Conn(conn) => return Ok(self.wrap(key, conn)),
+            Taken::Slot => Grant::Slot,
+            Taken::Full => self.wait(key).await?,
+        };
+        match grant {
+            Grant::Conn(conn) if conn.looks_healthy() => return Ok(self.wrap(key, conn)),
+            // Closed by the server while idle: its slot is ours to open in.
+            Grant::Conn(conn) => drop(conn),
+            Grant::Slot => {}
+        }
+        match self.open(key, schema).await {
+            Ok(conn) => Ok(self.wrap(key, conn)),
+            Err(e) => {
+                self.closed();
+                Err(e)
             }
         }
     }
 
-    fn wrap(
-        self: &Arc<Self>,
+    /// Takes an idle connection of `key`, or a free slot, or says the server is full.
+    /// With no schema wanted, only a connection without one will do (a schema can't be
+    /// unselected); an idle connection of another kind gives its slot up when full.
+    fn try_take(
+        &self,
         key: &PoolKey,
-        conn: BackendConn,
-        permit: OwnedSemaphorePermit,
-    ) -> PooledConn {
+        schema: Option<&[u8]>,
+        score: &impl Fn(&BackendConn) -> u32,
+    ) -> Taken {
+        let mut victims = Vec::new();
+        let taken = {
+            let mut slots = self.slots.lock();
+            let taken = loop {
+                let Some(list) = slots.idle.get_mut(key) else {
+                    break None;
+                };
+                let best = list
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| schema.is_some() || c.conn.schema.is_none())
+                    .max_by_key(|(i, c)| (score(&c.conn), *i))
+                    .map(|(i, _)| i);
+                let Some(i) = best else { break None };
+                let candidate = list.swap_remove(i);
+                if candidate.conn.looks_healthy() {
+                    break Some(candidate.conn);
+                }
+                tracing::debug!(server = %self.server.name, "dropping idle connection closed by the server");
+                victims.push(candidate);
+                slots.open -= 1;
+            };
+            match taken {
+                Some(conn) => Taken::Conn(conn),
+                None if slots.open < self.server.max_connections as usize => {
+                    slots.open += 1;
+                    Taken::Slot
+                }
+                None => match oldest_idle(&mut slots.idle) {
+                    Some(victim) => {
+                        victims.push(victim);
+                        Taken::Slot
+                    }
+                    None => Taken::Full,
+                },
+            }
+        };
+        drop(victims);
+        taken
+    }
+
+    /// Queues for the next connection or slot given back, up to the queue timeout.
+    async fn wait(self: &Arc<Self>, key: &PoolKey) -> Result<Grant, BackendError> {
+        let (tx, mut rx) = oneshot::channel();
+        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut slots = self.slots.lock();
+            if slots.waiters.len() >= self.cfg.max_queue as usize {
+                drop(slots);
+                Stats::incr(&self.queue.rejected);
+                Stats::incr(&self.stats.pool_timeouts);
+                return Err(BackendError::QueueFull {
+                    server: self.server.name.clone(),
+                    max: self.cfg.max_queue,
+                });
+            }
+            slots.waiters.push_back(Waiter {
+                id,
+                key: key.clone(),
+                tx,
+            });
+        }
+        let started = Instant::now();
+        let got = tokio::time::timeout(self.cfg.queue_timeout, &mut rx).await;
+        let waited = started.elapsed().as_micros() as u64;
+        Stats::incr(&self.queue.waits);
+        Stats::add(&self.queue.wait_micros, waited);
+        self.queue
+            .max_wait_micros
+            .fetch_max(waited, Ordering::Relaxed);
+        match got {
+            Ok(Ok(grant)) => Ok(grant),
+            _ => {
+                // Out of time (or the pool is going away): leave the queue, and hand on
+                // anything given to us in the meantime.
+                self.slots.lock().waiters.retain(|w| w.id != id);
+                rx.close();
+                if let Ok(grant) = rx.try_recv() {
+                    match grant {
+                        Grant::Conn(conn) => self.put(key.clone(), conn),
+                        Grant::Slot => self.closed(),
+                    }
+                }
+                Stats::incr(&self.queue.timeouts);
+                Stats::incr(&self.stats.pool_timeouts);
+                Err(BackendError::PoolTimeout {
+                    server: self.server.name.clone(),
+                    waited: self.cfg.queue_timeout,
+                    max: self.server.max_connections,
+                })
+            }
+        }
+    }
+
+    fn wrap(self: &Arc<Self>, key: &PoolKey, conn: BackendConn) -> PooledConn {
+        self.leased.fetch_add(1, Ordering::Relaxed);
         PooledConn {
             conn: Some(conn),
-            permit: Some(permit),
             pool: self.clone(),
             key: key.clone(),
             broken: false,
+            retired: false,
         }
+    }
+
+    /// A clean connection comes back: to the first waiter (as it is when the waiter wants
+    /// its kind, else as a slot), or to the idle list.
+    fn put(&self, key: PoolKey, conn: BackendConn) {
+        let mut conn = Some(conn);
+        let mut closing = None;
+        {
+            let mut slots = self.slots.lock();
+            while let Some(w) = slots.waiters.pop_front() {
+                let c = conn.take().expect("kept until handed over");
+                let grant = if w.key == key {
+                    Grant::Conn(c)
+                } else {
+                    closing = Some(c);
+                    Grant::Slot
+                };
+                match w.tx.send(grant) {
+                    Ok(()) => break,
+                    Err(Grant::Conn(c)) => conn = Some(c),
+                    Err(Grant::Slot) => conn = closing.take(),
+                }
+            }
+            if let Some(conn) = conn {
+                slots.idle.entry(key).or_default().push(Idle {
+                    conn,
+                    since: Instant::now(),
+                });
+            }
+        }
+        drop(closing);
+    }
+
+    /// A connection was closed (or never opened): its slot goes to the first waiter.
+    fn closed(&self) {
+        let mut slots = self.slots.lock();
+        while let Some(w) = slots.waiters.pop_front() {
+            if w.tx.send(Grant::Slot).is_ok() {
+                return;
+            }
+        }
+        slots.open -= 1;
     }
 
     async fn open(
@@ -190,53 +437,19 @@ impl ServerPool {
         result
     }
 
-    /// An idle connection for `key`, preferring one already on `schema`; with a schema
-    /// wanted any will do (the caller selects it), with none wanted only a connection
-    /// without one (a schema can't be unselected). Health is checked outside the lock.
-    fn take_idle(&self, key: &PoolKey, schema: Option<&[u8]>) -> Option<Idle> {
-        loop {
-            let candidate = {
-                let mut idle = self.idle.lock();
-                let list = idle.get_mut(key)?;
-                let i = list
-                    .iter()
-                    .rposition(|c| c.conn.schema.as_deref() == schema)
-                    .or_else(|| schema.and(list.len().checked_sub(1)))?;
-                list.swap_remove(i)
-            };
-            if candidate.conn.looks_healthy() {
-                return Some(candidate);
-            }
-            tracing::debug!(server = %self.server.name, "dropping idle connection closed by the server");
-        }
-    }
-
-    /// Closes the longest-idle connection of any kind, giving its place to a new one.
-    fn evict_one_idle(&self) {
-        let victim = {
-            let mut idle = self.idle.lock();
-            let oldest = idle
-                .iter()
-                .flat_map(|(key, list)| {
-                    list.iter().enumerate().map(move |(i, c)| (c.since, key, i))
-                })
-                .min_by_key(|(since, _, _)| *since)
-                .map(|(_, key, i)| (key.clone(), i));
-            oldest.and_then(|(key, i)| idle.get_mut(&key).map(|list| list.swap_remove(i)))
-        };
-        drop(victim);
-    }
-
-    /// Cleans a returned connection and keeps it idle, or closes it when cleaning fails.
-    async fn give_back(
-        self: Arc<Self>,
-        key: PoolKey,
-        mut conn: BackendConn,
-        permit: OwnedSemaphorePermit,
-    ) {
+    /// Cleans a connection a session held for its whole life and keeps it idle, or
+    /// closes it when cleaning fails.
+    async fn give_back(self: Arc<Self>, key: PoolKey, mut conn: BackendConn) {
         let clean = async {
             if !conn.reset().await? {
                 return Ok::<bool, BackendError>(false);
+            }
+            // The reset dropped the statements and variables, tracking settings included.
+            conn.prepared.clear();
+            conn.vars.clear();
+            conn.last_insert_id = Some(0);
+            if key.params.track_state {
+                conn.start_tracking().await?;
             }
             // COM_RESET_CONNECTION keeps the schema; learn it so leases can match on it.
             match conn.query_scalar("SELECT DATABASE()").await? {
@@ -248,14 +461,11 @@ impl ServerPool {
         match tokio::time::timeout(self.cfg.connect_timeout, clean).await {
             Ok(Ok(true)) => {
                 Stats::incr(&self.stats.backend_resets);
-                self.idle.lock().entry(key).or_default().push(Idle {
-                    conn,
-                    permit,
-                    since: Instant::now(),
-                });
+                self.put(key, conn);
             }
             other => {
                 tracing::debug!(server = %self.server.name, ?other, "closing backend connection that could not be reset");
+                self.closed();
             }
         }
     }
@@ -264,9 +474,9 @@ impl ServerPool {
     /// connections up to `min_idle` for the kinds clients use.
     async fn maintain_once(self: &Arc<Self>) {
         let expired: Vec<Idle> = {
-            let mut idle = self.idle.lock();
+            let mut slots = self.slots.lock();
             let mut out = Vec::new();
-            for list in idle.values_mut() {
+            for list in slots.idle.values_mut() {
                 let mut i = 0;
                 while i < list.len() {
                     if list[i].since.elapsed() > self.cfg.idle_timeout
@@ -278,6 +488,7 @@ impl ServerPool {
                     }
                 }
             }
+            slots.open -= out.len();
             out
         };
         drop(expired);
@@ -291,22 +502,42 @@ impl ServerPool {
             .map(|(k, s)| (k.clone(), s.clone()))
             .collect();
         for (key, schema) in warm {
-            let have = self.idle.lock().get(&key).map_or(0, Vec::len);
+            let have = self.slots.lock().idle.get(&key).map_or(0, Vec::len);
             for _ in have..self.cfg.min_idle as usize {
-                let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-                    return;
-                };
+                {
+                    let mut slots = self.slots.lock();
+                    if slots.open >= self.server.max_connections as usize {
+                        return;
+                    }
+                    slots.open += 1;
+                }
                 match self.open(&key, schema.as_deref()).await {
-                    Ok(conn) => self.idle.lock().entry(key.clone()).or_default().push(Idle {
-                        conn,
-                        permit,
-                        since: Instant::now(),
-                    }),
-                    Err(_) => return,
+                    Ok(conn) => self.put(key.clone(), conn),
+                    Err(_) => {
+                        self.closed();
+                        return;
+                    }
                 }
             }
         }
     }
+}
+
+#[allow(clippy::large_enum_variant)]
+enum Taken {
+    Conn(BackendConn),
+    Slot,
+    Full,
+}
+
+/// Removes the longest-idle connection of any kind, so its slot can serve another kind.
+fn oldest_idle(idle: &mut HashMap<PoolKey, Vec<Idle>>) -> Option<Idle> {
+    let (key, i) = idle
+        .iter()
+        .flat_map(|(key, list)| list.iter().enumerate().map(move |(i, c)| (c.since, key, i)))
+        .min_by_key(|(since, _, _)| *since)
+        .map(|(_, key, i)| (key.clone(), i))?;
+    idle.get_mut(&key).map(|list| list.swap_remove(i))
 }
 
 async fn maintain(pool: Weak<ServerPool>) {
@@ -343,12 +574,45 @@ impl Pools {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<PooledConn, BackendError> {
+        self.lease_preferring(key, schema, |_| 0).await
+    }
+
+    /// A connection from the next server in turn that has one free now, or `None`.
+    pub async fn try_lease(
+        &self,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<Option<PooledConn>, BackendError> {
+        let n = self.servers.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut last = None;
+        for i in 0..n {
+            match self.servers[(start + i) % n].try_lease(key, schema).await {
+                Ok(Some(c)) => return Ok(Some(c)),
+                Ok(None) => {}
+                Err(e) if e.retry_safe() => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        match last {
+            Some(e) => Err(e),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Self::lease`], preferring the idle connections `score` rates highest.
+    pub async fn lease_preferring(
+        &self,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+        score: impl Fn(&BackendConn) -> u32,
+    ) -> Result<PooledConn, BackendError> {
         let n = self.servers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
         for i in 0..n {
             let pool = &self.servers[(start + i) % n];
-            match pool.lease(key, schema).await {
+            match pool.lease_preferring(key, schema, &score).await {
                 Ok(c) => return Ok(c),
                 Err(e) if e.retry_safe() => last = Some(e),
                 Err(e) => return Err(e),

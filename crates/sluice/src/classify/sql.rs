@@ -191,7 +191,7 @@ pub fn analyze(sql: &[u8], default_schema: Option<&str>) -> Analysis {
 // Lexer
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     /// Unquoted identifier or keyword.
     Word,
     /// `` `identifier` ``.
@@ -215,16 +215,16 @@ enum Kind {
 }
 
 #[derive(Clone, Copy, Debug)]
-struct Tok {
-    kind: Kind,
-    start: usize,
-    end: usize,
+pub(crate) struct Tok {
+    pub(crate) kind: Kind,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
     /// Whitespace or a comment came right before it.
     space: bool,
 }
 
 #[derive(Clone)]
-struct Lexer<'a> {
+pub(crate) struct Lexer<'a> {
     s: &'a [u8],
     pos: usize,
     /// Inside `/*! ... */`, whose content is code and whose `*/` is skipped.
@@ -234,7 +234,7 @@ struct Lexer<'a> {
 }
 
 impl<'a> Lexer<'a> {
-    fn new(s: &'a [u8]) -> Self {
+    pub(crate) fn new(s: &'a [u8]) -> Self {
         Lexer {
             s,
             pos: 0,
@@ -465,7 +465,7 @@ fn quoted_end(s: &[u8], open: usize, q: u8, escapes: bool) -> usize {
 }
 
 /// The next token that is not a comment; comments count as whitespace.
-fn code_token(lex: &mut Lexer) -> Option<Tok> {
+pub(crate) fn code_token(lex: &mut Lexer) -> Option<Tok> {
     let mut space = false;
     loop {
         let mut t = lex.next_raw()?;
@@ -1488,7 +1488,7 @@ fn qualified(ts: &mut Toks, first: Tok, schema: Option<&str>) -> TableRef {
 }
 
 /// An identifier's name: quotes removed, doubled quotes undone, ASCII lowercased.
-fn ident_text(s: &[u8], t: Tok) -> String {
+pub(crate) fn ident_text(s: &[u8], t: Tok) -> String {
     let raw = &s[t.start..t.end];
     let mut name = Vec::with_capacity(raw.len());
     match t.kind {

@@ -14,13 +14,16 @@ use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::Command;
 use sluice_wire::handshake::ChangeUser;
+use sluice_wire::packet::Header;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
-use sluice_wire::{CapabilityFlags, ProtocolError};
+use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
+use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(super) mod cached;
+pub mod mux;
 
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
@@ -34,6 +37,10 @@ struct Session {
     backend: Option<PooledConn>,
     /// The session's side of the query cache, when one is configured.
     cache: Option<cached::CacheState>,
+    /// Multiplexing state, when the session's connections are shared.
+    mux: Option<mux::Mux>,
+    /// Told to end by a KILL from another session.
+    kill: Arc<tokio::sync::Notify>,
 }
 
 /// Serves one accepted client until it quits, fails, or shutdown stops it between
@@ -47,21 +54,30 @@ pub async fn run(
 ) {
     let id = fe.next_connection_id();
     let span = tracing::info_span!("session", id, client = %client.peer);
-    let _registered = Registered { fe: fe.clone(), id };
-    serve(fe, id, client, listener, tls, shutdown)
+    let _registered = Registered {
+        fe: fe.clone(),
+        id,
+        user: None,
+    };
+    let mut registered = _registered;
+    serve(fe, id, client, listener, tls, shutdown, &mut registered)
         .instrument(span)
         .await;
 }
 
-/// Removes the session from the KILL registry however it ends.
+/// Removes the session from the registry, and from its user's count, however it ends.
 struct Registered {
     fe: Arc<Frontend>,
     id: u32,
+    user: Option<String>,
 }
 
 impl Drop for Registered {
     fn drop(&mut self) {
         self.fe.sessions.lock().remove(&self.id);
+        if let Some(u) = &self.user {
+            self.fe.user_disconnected(u);
+        }
     }
 }
 
@@ -72,6 +88,7 @@ async fn serve(
     listener: Arc<ListenerConfig>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     mut shutdown: Shutdown,
+    registered: &mut Registered,
 ) {
     let login = tokio::time::timeout(
         fe.limits.handshake_timeout,
@@ -94,14 +111,48 @@ async fn serve(
         },
         _ = shutdown.stopping() => return,
     };
+    let user = logged_in.user.clone();
+    let max = user
+        .max_connections
+        .unwrap_or(fe.limits.max_user_connections);
+    if !fe.user_connected(&user.name, max) {
+        Stats::incr(&fe.stats.client_connections_refused);
+        let err = ErrPacket::new(
+            code::ER_TOO_MANY_USER_CONNECTIONS,
+            "42000",
+            format!(
+                "User {} already has more than 'max_user_connections' active connections",
+                user.name
+            ),
+        );
+        let _ = client.write_err(logged_in.next_seq, &err).await;
+        return;
+    }
+    registered.user = Some(user.name.clone());
+    let kill = Arc::new(tokio::sync::Notify::new());
+    fe.sessions.lock().insert(
+        id,
+        SessionEntry {
+            server: String::new(),
+            thread_id: 0,
+            user: user.name.clone(),
+            client: client.peer,
+            attached: false,
+            pinned: None,
+            multiplexed: fe.pool_config.multiplex,
+            kill: kill.clone(),
+        },
+    );
     let mut session = Session {
         fe: fe.clone(),
         id,
         client,
-        user: logged_in.user.clone(),
+        user,
         charset: logged_in.charset,
         backend: None,
         cache: fe.cache.clone().map(cached::CacheState::new),
+        mux: None,
+        kill,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -152,6 +203,7 @@ async fn answer_protocol_error(client: &mut ClientConn, e: &SessionError, seq: u
 }
 
 impl Session {
+    /// The pool key of connections that speak exactly the client's wire format.
     fn key(&self, user: &User) -> PoolKey {
         PoolKey {
             creds: user.backend.clone(),
@@ -159,7 +211,38 @@ impl Session {
                 wire_caps: self.client.caps.0 & CapabilityFlags::WIRE_FORMAT,
                 mariadb_caps: self.client.mariadb_caps,
                 charset: self.charset,
+                track_state: false,
             },
+        }
+    }
+
+    /// The pool key a multiplexed session's connections have: the client's format with
+    /// session tracking on (OK packets are rewritten for clients that lack it).
+    fn mux_key(&self, user: &User) -> PoolKey {
+        let mut key = self.key(user);
+        key.params.wire_caps |= CapabilityFlags::SESSION_TRACK;
+        key.params.track_state = true;
+        key
+    }
+
+    /// Whether this session's connections are shared: configured, and the servers
+    /// report session state.
+    fn multiplexed(&self) -> bool {
+        self.fe.pool_config.multiplex
+            && self
+                .fe
+                .identity
+                .load()
+                .caps
+                .contains(CapabilityFlags::SESSION_TRACK)
+    }
+
+    /// The status flags the client last saw.
+    fn last_status(&self) -> StatusFlags {
+        match (&self.backend, &self.mux) {
+            (Some(b), _) => b.status,
+            (None, Some(m)) => m.status,
+            (None, None) => StatusFlags::default(),
         }
     }
 
@@ -168,12 +251,15 @@ impl Session {
     async fn finish_login(&mut self, l: LoggedIn) -> bool {
         match self.attach(self.user.clone(), l.database.as_deref()).await {
             Ok(Ok(())) => {
-                let status = self.backend.as_ref().map(|b| b.status).unwrap_or_default();
+                let status = self.last_status();
                 let ok = OkPacket {
                     status,
                     ..Default::default()
                 };
-                self.client.write_ok(l.next_seq, &ok).await.is_ok()
+                if self.client.write_ok(l.next_seq, &ok).await.is_err() {
+                    return false;
+                }
+                self.release_if_free().await.is_ok()
             }
             Ok(Err(err)) => {
                 let _ = self.client.write_err(l.next_seq, &err).await;
@@ -195,6 +281,9 @@ impl Session {
         schema: Option<&[u8]>,
     ) -> Result<Result<(), ErrPacket>, BackendError> {
         self.backend = None;
+        if self.multiplexed() {
+            return self.attach_multiplexed(user, schema).await;
+        }
         let key = self.key(&user);
         let pools = self.fe.pools.load_full();
         let mut conn = match pools.lease(&key, schema).await {
@@ -209,13 +298,13 @@ impl Session {
                 }
             }
         }
-        self.fe.sessions.lock().insert(
-            self.id,
-            SessionEntry {
-                server: conn.server.name.clone(),
-                thread_id: conn.thread_id,
-            },
-        );
+        self.mux = None;
+        if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
+            e.server = conn.server.name.clone();
+            e.thread_id = conn.thread_id;
+            e.attached = true;
+            e.user = user.name.clone();
+        }
         self.user = user;
         self.backend = Some(conn);
         if let Some(c) = self.cache.as_mut() {
@@ -224,14 +313,63 @@ impl Session {
         Ok(Ok(()))
     }
 
+    /// A multiplexed session starts with a fresh state and no connection. A schema asked
+    /// for is checked on a connection if one is free right now; otherwise the first
+    /// statement's `COM_INIT_DB` checks it (a login never waits in the queue).
+    async fn attach_multiplexed(
+        &mut self,
+        user: Arc<User>,
+        schema: Option<&[u8]>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        let key = self.mux_key(&user);
+        let translate = !self.client.caps.contains(CapabilityFlags::SESSION_TRACK);
+        let owned = schema.map(<[u8]>::to_vec);
+        match self.mux.as_mut() {
+            Some(m) => m.reset(key.clone(), owned),
+            None => self.mux = Some(mux::Mux::new(key.clone(), owned, translate)),
+        }
+        if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
+            e.user = user.name.clone();
+        }
+        self.user = user;
+        if let Some(c) = self.cache.as_mut() {
+            c.reset(schema);
+        }
+        let Some(db) = schema else {
+            return Ok(Ok(()));
+        };
+        let pools = self.fe.pools.load_full();
+        let mut conn = match pools.try_lease(&key, schema).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(Ok(())),
+            Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
+            Err(e) => return Err(e),
+        };
+        if conn.schema.as_deref() != Some(db) {
+            if let Err(err) = conn.init_db(db).await? {
+                return Ok(Err(err));
+            }
+        }
+        self.backend = Some(conn);
+        self.publish();
+        Ok(Ok(()))
+    }
+
     async fn command_loop(&mut self, shutdown: &mut Shutdown) -> Result<(), SessionError> {
         loop {
             if shutdown.is_stopping() {
                 return Ok(());
             }
+            let hold = self.mux.as_ref().and_then(|m| m.hold_until);
+            let kill = self.kill.clone();
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
                 _ = shutdown.stopping() => return Ok(()),
+                _ = kill.notified() => return Ok(()),
+                _ = sleep_until(hold), if hold.is_some() => {
+                    self.end_hold().await?;
+                    continue;
+                }
             };
             if header.seq != 0 {
                 let e = SessionError::ClientProtocol(ProtocolError::Sequence {
@@ -250,6 +388,11 @@ impl Session {
                     Stats::incr(&self.fe.stats.commands_refused);
                     let seq = self.client.skip_packet().await?;
                     self.client.write_err(seq, &err).await?;
+                }
+                Action::Forward(kind) if self.mux.is_some() => {
+                    if !self.forward_multiplexed(kind, header.len).await? {
+                        return Ok(());
+                    }
                 }
                 Action::Forward(kind) => {
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
@@ -281,6 +424,44 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// A command of a multiplexed session: on a connection brought in line with the
+    /// session, then the connection goes back unless something keeps it.
+    async fn forward_multiplexed(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        let command = Command::from_byte(self.client.rbuf[4]);
+        let client_id = self
+            .client
+            .rbuf
+            .get(5..9)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let fx = match self.mux_prepare(len).await? {
+            mux::Ready::Go(fx) => fx,
+            mux::Ready::Done(going_on) => return Ok(going_on),
+        };
+        let going_on = if self.cache.is_some() {
+            let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
+            self.forward_cached(kind, len).await?
+        } else {
+            self.relay(kind).await?
+        };
+        if !going_on {
+            return Ok(false);
+        }
+        if command == Some(Command::SetOption) {
+            // The multi-statement option is part of the pool key, and a reset does not
+            // restore it: the session keeps this connection, which serves no one after.
+            if let Some(b) = self.backend.as_mut() {
+                b.retire();
+            }
+            self.mux_pin_option();
+        }
+        self.mux_finish(&fx, command, client_id).await?;
+        Ok(true)
     }
 
     /// Forwards the command at the front of the client buffer and streams its response.
@@ -317,6 +498,11 @@ impl Session {
         }
 
         let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), span.next_seq());
+        let mut mux = self.mux.as_mut();
+        if mux.is_some() {
+            scanner.intercept_ok(true);
+        }
+        let mut first = true;
         loop {
             let (n, event) = match scanner.scan(&backend.rbuf) {
                 Ok(r) => r,
@@ -336,6 +522,11 @@ impl Session {
                 c.response_ending(status, backend.status);
             }
             if n > 0 {
+                if std::mem::take(&mut first) {
+                    if let Some(m) = mux.as_deref_mut() {
+                        m.patch_prepare_ok(&mut backend.rbuf[..n]);
+                    }
+                }
                 if let Some(r) = record.as_deref_mut() {
                     r.push(&backend.rbuf[..n]);
                 }
@@ -348,7 +539,39 @@ impl Session {
                 backend.advance(n);
             }
             match event {
+                Some(Event::Ok { len }) => {
+                    first = false;
+                    let m = mux
+                        .as_deref_mut()
+                        .expect("OK packets are intercepted when multiplexing");
+                    let translated = match m.observe_ok(&backend.rbuf[..len]) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            backend.mark_broken();
+                            let err = BackendError::Protocol {
+                                server: backend.server.name.clone(),
+                                source: e,
+                            };
+                            tracing::warn!(error = %err, "closing session");
+                            return Err(err.into());
+                        }
+                    };
+                    let packet = translated.as_deref().unwrap_or(&backend.rbuf[..len]);
+                    if let Some(r) = record.as_deref_mut() {
+                        r.push(packet);
+                    }
+                    if let Err(e) = client.stream_write(packet).await {
+                        backend.mark_broken();
+                        Stats::incr(&self.fe.stats.client_aborts);
+                        return Err(e.into());
+                    }
+                    Stats::add(&self.fe.stats.bytes_from_backends, len as u64);
+                    backend.advance(len);
+                }
                 Some(Event::Done(status)) => {
+                    if let Some(m) = mux.as_deref_mut() {
+                        m.observed.status = status;
+                    }
                     client.flush().await?;
                     if let Some(s) = status {
                         backend.status = s;
@@ -431,14 +654,23 @@ impl Session {
                 if let Some(cs) = request.charset {
                     self.charset = cs as u8;
                 }
+                let previous = self.user.name.clone();
                 match self.attach(user, request.database.as_deref()).await {
                     Ok(Ok(())) => {
-                        let status = self.backend.as_ref().map(|b| b.status).unwrap_or_default();
+                        if previous != self.user.name {
+                            self.fe.user_disconnected(&previous);
+                            // Counted without a limit: the login already passed.
+                            self.fe.user_connected(&self.user.name, 0);
+                        }
+                        let status = self.last_status();
                         let ok = OkPacket {
                             status,
                             ..Default::default()
                         };
                         self.client.write_ok(next_seq, &ok).await?;
+                        if self.mux.is_some() {
+                            self.release_if_free().await?;
+                        }
                         Ok(true)
                     }
                     Ok(Err(err)) => {
@@ -469,16 +701,24 @@ impl Session {
             self.client.write_err(seq, &err).await?;
             return Ok(true);
         };
+        if !query_only {
+            // A multiplexed session may hold no connection to kill: it is told directly.
+            target.kill.notify_one();
+        }
+        if target.multiplexed && !target.attached {
+            self.client.write_ok(seq, &OkPacket::default()).await?;
+            return Ok(true);
+        }
         let sql = format!(
             "KILL {}{}",
             if query_only { "QUERY " } else { "" },
             target.thread_id
         );
         let pools = self.fe.pools.load_full();
-        let Some(own) = self.backend.as_ref() else {
-            return Ok(false);
-        };
-        let same_server = own.server.name == target.server;
+        let same_server = self
+            .backend
+            .as_ref()
+            .is_some_and(|own| own.server.name == target.server);
         let result = if same_server {
             self.backend
                 .as_mut()
@@ -593,6 +833,14 @@ async fn lost_backend(
     tracing::warn!(error = %e, "backend lost during a statement");
     let _ = client.write_err(seq, &e.to_err_packet()).await;
     Ok(false)
+}
+
+/// Waits until `at`, or forever without one (the branch is disabled then anyway).
+async fn sleep_until(at: Option<std::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(Instant::from_std(at)).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// MySQL's answer to KILL of a connection id it does not know.

@@ -133,6 +133,7 @@ impl AdminServer {
         stats.client_connections.store(17, Ordering::Relaxed);
         let state = AdminState {
             cache: with_cache.then(|| cache.clone() as Arc<dyn CacheAdmin>),
+            sessions: None,
             stats,
         };
         let config = AdminConfig {

@@ -500,6 +500,7 @@ fn commit_to_sink_delay() {
         wire_caps: 0,
         mariadb_caps: 0,
         charset: 45,
+        track_state: false,
     };
     let mut conn = reader
         .rt

@@ -211,7 +211,7 @@ impl Session {
     }
 
     fn status(&self) -> StatusFlags {
-        self.backend.as_ref().map(|b| b.status).unwrap_or_default()
+        self.last_status()
     }
 
     /// Forwards a command with the cache in the path. Returns false when the session
@@ -355,10 +355,11 @@ impl Session {
         let cache = self.cache_state().cache.clone();
         let ticket = cache.begin_refresh(key, stale, &tables);
         let limit = cache.entry_limit();
+        let translate = self.mux.as_ref().is_some_and(|m| m.translate_ok);
         let Some(backend) = self.backend.as_mut() else {
             return Ok(false);
         };
-        match fetch(backend, request, kind, limit).await {
+        match fetch(backend, request, kind, limit, translate).await {
             Ok(Some(response)) if storable(&response, backend.status) => {
                 cache.store(ticket, response);
             }
@@ -848,15 +849,18 @@ fn last_packet(buf: &[u8]) -> Option<&[u8]> {
 }
 
 /// Sends `request` and reads its whole response without a client (a background
-/// refresh). `None` when it is larger than `limit`.
+/// refresh). `None` when it is larger than `limit`. With `translate`, OK packets are
+/// recorded without session tracking, for a client that did not negotiate it.
 pub(crate) async fn fetch(
     backend: &mut crate::backend::PooledConn,
     request: &[u8],
     kind: ResponseKind,
     limit: usize,
+    translate: bool,
 ) -> Result<Option<Vec<u8>>, BackendError> {
     backend.write_all(request).await?;
     let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), 1);
+    scanner.intercept_ok(translate);
     let mut record = Recording::new(limit);
     loop {
         let (n, event) = scanner
@@ -868,6 +872,19 @@ pub(crate) async fn fetch(
         record.push(&backend.rbuf[..n]);
         backend.advance(n);
         match event {
+            Some(Event::Ok { len }) => {
+                let translated = sluice_wire::packet::split_packet(&backend.rbuf[..len])
+                    .ok_or(sluice_wire::ProtocolError::Malformed("OK packet"))
+                    .and_then(|(seq, p)| Ok((seq, sluice_wire::session_track::translate_ok(p)?)))
+                    .map_err(|source| BackendError::Protocol {
+                        server: backend.server.name.clone(),
+                        source,
+                    })?;
+                let mut packet = bytes::BytesMut::new();
+                sluice_wire::packet::write_packet(&mut packet, translated.0, &translated.1);
+                record.push(&packet);
+                backend.advance(len);
+            }
             Some(Event::Done(status)) => {
                 if let Some(s) = status {
                     backend.status = s;

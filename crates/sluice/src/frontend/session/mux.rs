@@ -1,0 +1,1240 @@
+//! Multiplexing: a session holds a backend connection only while it needs one — during
+//! a statement and its response, inside a transaction, and while it holds state that
+//! can't move (pins). Otherwise its connection goes back to the pool after each
+//! statement, and the next statement runs on whichever connection is free, first brought
+//! in line with the session's state: schema and system variables, known exactly from
+//! the server's session tracking rather than guessed from SQL.
+//!
+//! Prepared statements get session-level ids; each connection keeps its own backend
+//! statements by schema and text, prepared again lazily where an execute lands.
+
+use super::Session;
+use crate::backend::{BackendStmt, PoolKey, Vars, LOGIN_VARS};
+use crate::classify::effects::Effects;
+use crate::error::{code, SessionError};
+use crate::stats::Stats;
+use sluice_wire::command::Command;
+use sluice_wire::packet::split_packet;
+use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::response::{ErrPacket, OkPacket};
+use sluice_wire::session_track::{parse_full_ok, translate_ok, StateChange};
+use sluice_wire::ProtocolError;
+use sluice_wire::StatusFlags;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+/// Statements up to this size are read whole before they are forwarded, so their effect
+/// on the session can be known. Larger ones stream, their effects read from their head.
+const MAX_BUFFERED: usize = 1 << 20;
+
+/// Why a session keeps its backend connection between statements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PinReason {
+    Transaction,
+    TemporaryTable,
+    NamedLock,
+    TableLock,
+    FoundRows,
+    Xa,
+    Handler,
+    SqlPrepared,
+    NextTransaction,
+    UserVariables,
+    Cursor,
+    LongData,
+    SessionTracking,
+    SqlLogBin,
+    FixedVariable,
+    WriteHold,
+}
+
+impl PinReason {
+    pub const ALL: [PinReason; 16] = [
+        PinReason::Transaction,
+        PinReason::TemporaryTable,
+        PinReason::NamedLock,
+        PinReason::TableLock,
+        PinReason::FoundRows,
+        PinReason::Xa,
+        PinReason::Handler,
+        PinReason::SqlPrepared,
+        PinReason::NextTransaction,
+        PinReason::UserVariables,
+        PinReason::Cursor,
+        PinReason::LongData,
+        PinReason::SessionTracking,
+        PinReason::SqlLogBin,
+        PinReason::FixedVariable,
+        PinReason::WriteHold,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PinReason::Transaction => "transaction",
+            PinReason::TemporaryTable => "temporary_table",
+            PinReason::NamedLock => "named_lock",
+            PinReason::TableLock => "table_lock",
+            PinReason::FoundRows => "found_rows",
+            PinReason::Xa => "xa",
+            PinReason::Handler => "handler",
+            PinReason::SqlPrepared => "sql_prepared_statement",
+            PinReason::NextTransaction => "next_transaction_characteristics",
+            PinReason::UserVariables => "user_variables",
+            PinReason::Cursor => "cursor",
+            PinReason::LongData => "long_data",
+            PinReason::SessionTracking => "session_tracking_changed",
+            PinReason::SqlLogBin => "sql_log_bin",
+            PinReason::FixedVariable => "fixed_variable",
+            PinReason::WriteHold => "write_hold",
+        }
+    }
+}
+
+/// Multiplexing figures of the whole process.
+#[derive(Default)]
+pub struct MuxStats {
+    /// Times a statement had to take a connection from the pool.
+    pub leases: AtomicU64,
+    /// Times a connection went back to the pool between statements.
+    pub releases: AtomicU64,
+    /// Leases whose connection needed bringing in line, and the statements that took.
+    pub syncs: AtomicU64,
+    pub sync_statements: AtomicU64,
+    /// Statements prepared again on another connection.
+    pub reprepares: AtomicU64,
+    /// Sessions pinned, by reason (indexed like [`PinReason::ALL`]).
+    pub pins: [AtomicU64; 16],
+}
+
+impl MuxStats {
+    pub fn pin(&self, reason: PinReason) {
+        let i = PinReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .expect("listed");
+        Stats::incr(&self.pins[i]);
+    }
+}
+
+/// State that can't move to another connection, cleared by the statements that end it.
+#[derive(Default, Debug)]
+struct Pins {
+    temp_tables: BTreeSet<String>,
+    named_locks: u32,
+    table_locks: bool,
+    found_rows: bool,
+    xa: bool,
+    handlers: BTreeSet<String>,
+    sql_prepared: BTreeSet<String>,
+    next_transaction: bool,
+    user_vars: bool,
+    cursors: BTreeSet<u32>,
+    long_data: bool,
+    tracking: bool,
+    fixed_variable: bool,
+}
+
+impl Pins {
+    fn reason(&self) -> Option<PinReason> {
+        Some(if !self.temp_tables.is_empty() {
+            PinReason::TemporaryTable
+        } else if self.named_locks > 0 {
+            PinReason::NamedLock
+        } else if self.table_locks {
+            PinReason::TableLock
+        } else if self.xa {
+            PinReason::Xa
+        } else if !self.handlers.is_empty() {
+            PinReason::Handler
+        } else if !self.sql_prepared.is_empty() {
+            PinReason::SqlPrepared
+        } else if self.user_vars {
+            PinReason::UserVariables
+        } else if !self.cursors.is_empty() {
+            PinReason::Cursor
+        } else if self.long_data {
+            PinReason::LongData
+        } else if self.tracking {
+            PinReason::SessionTracking
+        } else if self.fixed_variable {
+            PinReason::FixedVariable
+        } else if self.found_rows {
+            PinReason::FoundRows
+        } else if self.next_transaction {
+            PinReason::NextTransaction
+        } else {
+            return None;
+        })
+    }
+}
+
+/// A statement the client prepared, under the id Sluice gave it.
+#[derive(Debug)]
+struct ClientStmt {
+    /// Schema and text: what a connection's backend statement is found by.
+    key: Box<[u8]>,
+    text: Box<[u8]>,
+    params: u16,
+    /// The parameter types the client last bound.
+    types: Option<Vec<u8>>,
+}
+
+/// A COM_STMT_PREPARE in flight: the backend statement key, the text, and the id the
+/// client will know it by.
+pub(super) struct Preparing {
+    key: Box<[u8]>,
+    text: Box<[u8]>,
+    id: u32,
+}
+
+/// What the response to the statement in flight did, from its OK packets.
+#[derive(Default, Debug)]
+pub(super) struct Observed {
+    /// The final status, absent after an error.
+    pub status: Option<StatusFlags>,
+    pub affected_rows: u64,
+    pub last_insert_id: u64,
+    /// `insert_id` or `timestamp`-like variables were set: pin.
+    pub fixed_variable: bool,
+    pub tracking_changed: bool,
+    pub last_insert_id_set: bool,
+    /// Session state (variables, schema) changed: the connection's copy follows.
+    pub state_changed: bool,
+}
+
+/// The multiplexing state of one session.
+pub(super) struct Mux {
+    pub key: PoolKey,
+    pub schema: Option<Vec<u8>>,
+    pub vars: Vars,
+    pins: Pins,
+    /// Status flags of the last response (what the client believes).
+    pub status: StatusFlags,
+    /// The session's `LAST_INSERT_ID()`, unless `lid_dirty`.
+    last_insert_id: u64,
+    /// A statement may have changed it on the connection held now: read it there before
+    /// leaving.
+    lid_dirty: bool,
+    /// After a write, keep the connection while idle until then.
+    pub hold_until: Option<Instant>,
+    stmts: HashMap<u32, ClientStmt>,
+    next_stmt: u32,
+    /// The client did not negotiate CLIENT_SESSION_TRACK: OK packets are rewritten.
+    pub translate_ok: bool,
+    /// A COM_STMT_PREPARE in flight: its key, text and the id the client will see.
+    pub preparing: Option<Preparing>,
+    /// The backend id and parameter count the prepare in flight got.
+    pub prepared: Option<(u32, u16)>,
+    pub observed: Observed,
+    /// Whether the last lease needed no state change.
+    pub pinned_since: Option<PinReason>,
+}
+
+impl Mux {
+    pub fn new(key: PoolKey, schema: Option<Vec<u8>>, translate_ok: bool) -> Mux {
+        Mux {
+            key,
+            schema,
+            vars: Vars::new(),
+            pins: Pins::default(),
+            status: StatusFlags(StatusFlags::AUTOCOMMIT),
+            last_insert_id: 0,
+            lid_dirty: false,
+            hold_until: None,
+            stmts: HashMap::new(),
+            next_stmt: 1,
+            translate_ok,
+            preparing: None,
+            prepared: None,
+            observed: Observed::default(),
+            pinned_since: None,
+        }
+    }
+
+    /// Back to a fresh login's state (COM_RESET_CONNECTION, COM_CHANGE_USER).
+    pub fn reset(&mut self, key: PoolKey, schema: Option<Vec<u8>>) {
+        let translate_ok = self.translate_ok;
+        *self = Mux::new(key, schema, translate_ok);
+    }
+
+    /// Why the session must keep its connection, given the server's last status.
+    pub fn pin_reason(&self, status: StatusFlags) -> Option<PinReason> {
+        if status.in_transaction() {
+            return Some(PinReason::Transaction);
+        }
+        if let Some(r) = self.pins.reason() {
+            return Some(r);
+        }
+        if self
+            .vars
+            .get(b"sql_log_bin".as_slice())
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0")
+        {
+            return Some(PinReason::SqlLogBin);
+        }
+        None
+    }
+
+    /// Applies one session-tracking entry of an OK packet the session's statement got.
+    pub fn track(&mut self, change: &StateChange<'_>) {
+        match change {
+            StateChange::SystemVariable { name, value } => {
+                let name = name.to_ascii_lowercase();
+                match name.as_slice() {
+                    b"session_track_system_variables"
+                    | b"session_track_schema"
+                    | b"session_track_state_change"
+                    | b"session_track_transaction_info"
+                    | b"session_track_gtids" => self.observed.tracking_changed = true,
+                    b"last_insert_id" => self.observed.last_insert_id_set = true,
+                    // Read-only: reported, never set.
+                    b"last_gtid" | b"in_transaction" | b"warning_count" | b"error_count"
+                    | b"external_user" | b"proxy_user" => {}
+                    b"insert_id" | b"timestamp" | b"rand_seed1" | b"rand_seed2"
+                    | b"pseudo_thread_id" | b"identity" => self.observed.fixed_variable = true,
+                    _ => {
+                        self.vars.insert(name.into(), (*value).into());
+                    }
+                }
+            }
+            // Empty: no schema (a procedure of another schema returned to none).
+            StateChange::Schema(name) => {
+                self.schema = (!name.is_empty()).then(|| name.to_vec());
+            }
+            _ => {}
+        }
+    }
+
+    /// Notes what a statement did to unmovable state. `ok`: it did not fail.
+    pub fn apply_effects(&mut self, fx: &Effects, ok: bool) {
+        let p = &mut self.pins;
+        for t in &fx.tables_dropped {
+            p.temp_tables.remove(t);
+        }
+        for h in &fx.handler_closed {
+            p.handlers.remove(h);
+        }
+        for s in &fx.sql_deallocated {
+            p.sql_prepared.remove(s);
+        }
+        if fx.release_all_locks {
+            p.named_locks = 0;
+        } else if fx.release_lock {
+            p.named_locks = p.named_locks.saturating_sub(1);
+        }
+        if fx.table_locks == Some(false) {
+            p.table_locks = false;
+        }
+        if fx.xa == Some(false) {
+            p.xa = false;
+        }
+        if !ok {
+            return;
+        }
+        p.temp_tables.extend(fx.temp_created.iter().cloned());
+        p.handlers.extend(fx.handler_opened.iter().cloned());
+        p.sql_prepared.extend(fx.sql_prepared.iter().cloned());
+        if fx.get_lock {
+            p.named_locks += 1;
+        }
+        if fx.table_locks == Some(true) {
+            p.table_locks = true;
+        }
+        if fx.xa == Some(true) {
+            p.xa = true;
+        }
+        if fx.calc_found_rows {
+            p.found_rows = true;
+        }
+        if fx.next_transaction {
+            p.next_transaction = true;
+        }
+        if !fx.user_vars_assigned.is_empty() {
+            p.user_vars = true;
+        }
+        if fx.touches_session_tracking {
+            p.tracking = true;
+        }
+    }
+
+    /// Learns what an OK packet of the statement's response says (affected rows, last
+    /// insert id, session state changes). Returns the packet rewritten for a client
+    /// without CLIENT_SESSION_TRACK, when it is one.
+    pub fn observe_ok(&mut self, packet: &[u8]) -> Result<Option<Vec<u8>>, ProtocolError> {
+        let Some((seq, payload)) = split_packet(packet) else {
+            return Err(ProtocolError::Malformed("OK packet"));
+        };
+        let ok = parse_full_ok(payload, true)?;
+        self.observed.affected_rows = ok.affected_rows;
+        if ok.last_insert_id != 0 {
+            self.observed.last_insert_id = ok.last_insert_id;
+        }
+        for change in &ok.changes {
+            self.track(change);
+        }
+        if !ok.changes.is_empty() {
+            self.observed.state_changed = true;
+        }
+        if !self.translate_ok {
+            return Ok(None);
+        }
+        let t = translate_ok(payload)?;
+        let mut out = bytes::BytesMut::with_capacity(t.len() + HEADER_LEN);
+        sluice_wire::packet::write_packet(&mut out, seq, &t);
+        Ok(Some(out.to_vec()))
+    }
+
+    /// In the first bytes of a prepare's response, puts the id the client will know the
+    /// statement by in place of the connection's, and notes the connection's.
+    pub fn patch_prepare_ok(&mut self, bytes: &mut [u8]) {
+        let Some(Preparing { id: client_id, .. }) = &self.preparing else {
+            return;
+        };
+        if bytes.len() < HEADER_LEN + 9 || bytes[HEADER_LEN] != 0 {
+            return;
+        }
+        let p = &mut bytes[HEADER_LEN..];
+        let backend_id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
+        let params = u16::from_le_bytes([p[7], p[8]]);
+        p[1..5].copy_from_slice(&client_id.to_le_bytes());
+        self.prepared = Some((backend_id, params));
+    }
+
+    /// A statement ended: one-statement pins that it consumed are cleared.
+    fn statement_done(&mut self, fx: &Effects, status: StatusFlags) {
+        if !fx.calc_found_rows {
+            self.pins.found_rows = false;
+        }
+        if !fx.next_transaction && !status.in_transaction() {
+            self.pins.next_transaction = false;
+        }
+    }
+}
+
+/// The SET statement that brings a connection's variables (`have`) to the session's
+/// (`want`): changed ones set to the session's value, extra ones back to their login
+/// value. None when nothing differs.
+pub(super) fn sync_statement(
+    want: &Vars,
+    have: &Vars,
+    login_vars: &[Option<Vec<u8>>],
+    last_insert_id: Option<u64>,
+) -> Option<String> {
+    let mut sql = String::new();
+    let add = |sql: &mut String, name: &[u8], value: &str| {
+        sql.push_str(if sql.is_empty() { "SET SESSION " } else { ", " });
+        sql.push_str(&String::from_utf8_lossy(name));
+        sql.push('=');
+        sql.push_str(value);
+    };
+    for (name, value) in want {
+        if have.get(name) != Some(value) {
+            add(&mut sql, name, &literal(name, value));
+        }
+    }
+    for name in have.keys() {
+        if want.contains_key(name) {
+            continue;
+        }
+        let login = LOGIN_VARS
+            .iter()
+            .position(|v| v.as_bytes() == name.as_ref())
+            .map(|i| login_vars.get(i).and_then(Option::as_deref));
+        let value = match login {
+            Some(Some(v)) => literal(name, v),
+            Some(None) => "NULL".to_owned(),
+            None => "DEFAULT".to_owned(),
+        };
+        add(&mut sql, name, &value);
+    }
+    if let Some(id) = last_insert_id {
+        add(&mut sql, b"last_insert_id", &id.to_string());
+    }
+    (!sql.is_empty()).then_some(sql)
+}
+
+/// A tracked value as SQL: numbers bare, text quoted (hex when it holds a quote or a
+/// backslash, whose meaning depends on sql_mode), and an empty character set as NULL.
+fn literal(name: &[u8], value: &[u8]) -> String {
+    if value.is_empty() && name.starts_with(b"character_set_") {
+        return "NULL".into();
+    }
+    let numeric = !value.is_empty()
+        && value
+            .iter()
+            .enumerate()
+            .all(|(i, b)| b.is_ascii_digit() || (*b == b'-' && i == 0) || *b == b'.')
+        && value.iter().filter(|b| **b == b'.').count() <= 1
+        && value.iter().any(u8::is_ascii_digit);
+    if numeric {
+        return String::from_utf8_lossy(value).into_owned();
+    }
+    if value.iter().any(|b| matches!(b, b'\'' | b'\\' | 0)) || std::str::from_utf8(value).is_err() {
+        let mut s = String::with_capacity(3 + value.len() * 2);
+        s.push_str("X'");
+        for b in value {
+            let _ = write!(s, "{b:02X}");
+        }
+        s.push('\'');
+        return s;
+    }
+    format!("'{}'", String::from_utf8_lossy(value))
+}
+
+/// Whether a command may generate an insert id (so `LAST_INSERT_ID()` must be the
+/// session's before it runs): INSERT, REPLACE, LOAD DATA, CALL, a multi-statement, or an
+/// execute (whose text was seen at prepare time; checked cheaply by assuming it may).
+fn may_insert(command: Option<Command>, packet: &[u8]) -> bool {
+    match command {
+        Some(Command::StmtExecute) => true,
+        Some(Command::Query) => {
+            let text = packet.get(HEADER_LEN + 1..).unwrap_or_default();
+            let start = text
+                .iter()
+                .position(|b| !b.is_ascii_whitespace())
+                .unwrap_or(text.len());
+            let head = &text[start..text.len().min(start + 8)];
+            let starts =
+                |kw: &[u8]| head.len() >= kw.len() && head[..kw.len()].eq_ignore_ascii_case(kw);
+            !head.first().is_some_and(u8::is_ascii_alphabetic)
+                || starts(b"INSERT")
+                || starts(b"REPLACE")
+                || starts(b"LOAD")
+                || starts(b"CALL")
+                || text.contains(&b';')
+        }
+        _ => false,
+    }
+}
+
+/// The statement id of a COM_STMT_* packet at the front of `buf`.
+fn stmt_id(buf: &[u8]) -> Option<u32> {
+    let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn put_stmt_id(buf: &mut [u8], id: u32) {
+    buf[HEADER_LEN + 1..HEADER_LEN + 5].copy_from_slice(&id.to_le_bytes());
+}
+
+/// The key a connection's backend statement is found by: schema and text.
+fn stmt_key(schema: Option<&[u8]>, text: &[u8]) -> Box<[u8]> {
+    let schema = schema.unwrap_or(b"");
+    let mut k = Vec::with_capacity(schema.len() + 1 + text.len());
+    k.extend_from_slice(schema);
+    k.push(0);
+    k.extend_from_slice(text);
+    k.into()
+}
+
+/// Outcome of getting the statement in the client buffer ready to forward.
+pub(super) enum Ready {
+    /// Forward it.
+    Go(Effects),
+    /// Answered (or refused) already; the session goes on or not.
+    Done(bool),
+}
+
+impl Session {
+    fn mux(&mut self) -> &mut Mux {
+        self.mux.as_mut().expect("only called when multiplexing")
+    }
+
+    /// Gets the command at the front of the client buffer ready to go to a backend
+    /// connection: reads it whole when small, learns its effects, takes a connection if
+    /// the session has none and brings it in line, and maps statement ids.
+    pub(super) async fn mux_prepare(&mut self, len: usize) -> Result<Ready, SessionError> {
+        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
+        let whole = len <= MAX_BUFFERED;
+        if whole {
+            while self.client.rbuf.len() < HEADER_LEN + len {
+                self.client.read_more().await?;
+            }
+        }
+        let visible = self.client.rbuf.len().min(HEADER_LEN + len);
+        let fx = match command {
+            Some(Command::Query) => {
+                crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible])
+            }
+            _ => Effects::default(),
+        };
+        match command {
+            Some(Command::StmtClose) => {
+                // The backend statement stays for whoever prepares the same text.
+                if let Some(id) = stmt_id(&self.client.rbuf) {
+                    let mux = self.mux();
+                    mux.stmts.remove(&id);
+                    mux.pins.cursors.remove(&id);
+                }
+                self.client.skip_packet().await?;
+                return Ok(Ready::Done(true));
+            }
+            Some(Command::Ping) if self.backend.is_none() => {
+                // Sluice is up and a connection will be found when there is work.
+                let seq = self.client.skip_packet().await?;
+                let ok = OkPacket {
+                    status: self.mux().status,
+                    ..Default::default()
+                };
+                self.client.write_ok(seq, &ok).await?;
+                return Ok(Ready::Done(true));
+            }
+            Some(Command::ResetConnection) if self.backend.is_none() => {
+                let seq = self.client.skip_packet().await?;
+                let (key, schema) = {
+                    let m = self.mux();
+                    (m.key.clone(), m.schema.clone())
+                };
+                self.mux().reset(key, schema);
+                if let Some(c) = self.cache.as_mut() {
+                    c.reset(None);
+                }
+                let ok = OkPacket {
+                    status: StatusFlags(StatusFlags::AUTOCOMMIT),
+                    ..Default::default()
+                };
+                self.client.write_ok(seq, &ok).await?;
+                return Ok(Ready::Done(true));
+            }
+            Some(Command::StmtReset) if self.backend.is_none() => {
+                // Nothing of it lives on a connection: no cursor, no long data.
+                let known =
+                    stmt_id(&self.client.rbuf).is_some_and(|id| self.mux().stmts.contains_key(&id));
+                let seq = self.client.skip_packet().await?;
+                if known {
+                    let ok = OkPacket {
+                        status: self.mux().status,
+                        ..Default::default()
+                    };
+                    self.client.write_ok(seq, &ok).await?;
+                } else {
+                    self.client
+                        .write_err(seq, &unknown_statement("mysqld_stmt_reset"))
+                        .await?;
+                }
+                return Ok(Ready::Done(true));
+            }
+            _ => {}
+        }
+        let is_stmt_command = matches!(
+            command,
+            Some(
+                Command::StmtExecute
+                    | Command::StmtFetch
+                    | Command::StmtReset
+                    | Command::StmtSendLongData
+            )
+        );
+        let client_id = if is_stmt_command {
+            stmt_id(&self.client.rbuf)
+        } else {
+            None
+        };
+        if is_stmt_command && !client_id.is_some_and(|id| self.mux().stmts.contains_key(&id)) {
+            // An id never handed out: the server's answer, without asking it.
+            let what = match command {
+                Some(Command::StmtExecute) => "mysqld_stmt_execute",
+                Some(Command::StmtFetch) => "mysqld_stmt_fetch",
+                Some(Command::StmtReset) => "mysqld_stmt_reset",
+                _ => "mysqld_stmt_send_long_data",
+            };
+            let no_reply = command == Some(Command::StmtSendLongData);
+            let seq = self.client.skip_packet().await?;
+            if !no_reply {
+                self.client.write_err(seq, &unknown_statement(what)).await?;
+            }
+            return Ok(Ready::Done(true));
+        }
+        let needs_lid = fx.last_insert_id || may_insert(command, &self.client.rbuf[..visible]);
+        match self.acquire(needs_lid).await? {
+            Ok(()) => {}
+            Err(answer) => {
+                let seq = self.client.skip_packet().await?;
+                self.client.write_err(seq, &answer).await?;
+                self.release_if_free().await?;
+                return Ok(Ready::Done(true));
+            }
+        }
+        if command == Some(Command::StmtPrepare) {
+            let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
+            let mux = self.mux();
+            let key = stmt_key(mux.schema.as_deref(), &text);
+            let id = mux.next_stmt;
+            mux.next_stmt = mux.next_stmt.wrapping_add(1).max(1);
+            mux.preparing = Some(Preparing { key, text, id });
+            mux.prepared = None;
+        }
+        if let Some(id) = client_id {
+            if !whole && command == Some(Command::StmtExecute) {
+                let seq = self.client.skip_packet().await?;
+                let err = ErrPacket::new(
+                    code::ER_NET_PACKET_TOO_LARGE,
+                    "08S01",
+                    "Sluice: an execute over 1 MiB can't be multiplexed",
+                );
+                self.client.write_err(seq, &err).await?;
+                return Ok(Ready::Done(true));
+            }
+            match self.map_statement(id, command, len).await? {
+                Ok(true) => {}
+                Ok(false) => {
+                    let seq = self.client.skip_packet().await?;
+                    let ok = OkPacket {
+                        status: self.mux().status,
+                        ..Default::default()
+                    };
+                    self.client.write_ok(seq, &ok).await?;
+                    self.release_if_free().await?;
+                    return Ok(Ready::Done(true));
+                }
+                Err(err) => {
+                    let seq = self.client.skip_packet().await?;
+                    self.client.write_err(seq, &err).await?;
+                    self.release_if_free().await?;
+                    return Ok(Ready::Done(true));
+                }
+            }
+        }
+        self.mux().observed = Observed::default();
+        Ok(Ready::Go(fx))
+    }
+
+    /// Makes sure the session has a connection whose state is its own. The inner error
+    /// is for the client (the connection could not be had, or brought in line).
+    /// `needs_lid`: the statement reads or may change `LAST_INSERT_ID()`, so the
+    /// connection must hold the session's value first.
+    async fn acquire(&mut self, needs_lid: bool) -> Result<Result<(), ErrPacket>, SessionError> {
+        if self.backend.is_none() {
+            let (key, schema, hash) = {
+                let m = self.mux();
+                (m.key.clone(), m.schema.clone(), vars_fingerprint(&m.vars))
+            };
+            let pools = self.fe.pools.load_full();
+            let score = |c: &crate::backend::BackendConn| {
+                u32::from(c.schema == schema) * 2 + u32::from(vars_fingerprint(&c.vars) == hash)
+            };
+            match pools.lease_preferring(&key, schema.as_deref(), score).await {
+                Ok(conn) => {
+                    Stats::incr(&self.fe.mux_stats.leases);
+                    self.backend = Some(conn);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "no backend connection for a statement");
+                    return Ok(Err(e.to_err_packet()));
+                }
+            }
+            self.publish();
+        }
+        let backend = self.backend.as_mut().expect("just taken");
+        let mux = self.mux.as_mut().expect("multiplexing");
+        let mut statements = 0;
+        if backend.schema != mux.schema {
+            if let Some(db) = mux.schema.clone() {
+                statements += 1;
+                match backend.init_db(&db).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(err)) => return Ok(Err(err)),
+                    Err(e) => {
+                        backend.mark_broken();
+                        self.backend = None;
+                        return Ok(Err(e.to_err_packet()));
+                    }
+                }
+            }
+        }
+        let lid =
+            (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
+                .then_some(mux.last_insert_id);
+        if let Some(sql) = sync_statement(&mux.vars, &backend.vars, &backend.login_vars, lid) {
+            statements += 1;
+            match backend.simple_query(&sql).await {
+                Ok(Ok(_)) => {
+                    backend.vars = mux.vars.clone();
+                    if lid.is_some() {
+                        backend.last_insert_id = lid;
+                    }
+                }
+                Ok(Err(err)) => {
+                    tracing::warn!(%err, "could not bring a backend connection in line with a session");
+                    backend.mark_broken();
+                    self.backend = None;
+                    return Ok(Err(err));
+                }
+                Err(e) => {
+                    backend.mark_broken();
+                    self.backend = None;
+                    return Ok(Err(e.to_err_packet()));
+                }
+            }
+        }
+        if statements > 0 {
+            Stats::incr(&self.fe.mux_stats.syncs);
+            Stats::add(&self.fe.mux_stats.sync_statements, statements);
+        }
+        Ok(Ok(()))
+    }
+
+    /// Rewrites the client's statement id in the command at the front of the buffer to
+    /// this connection's backend statement, preparing it here first if needed, and puts
+    /// the parameter types back in an execute when the backend statement lacks them.
+    /// False: a reset of a statement this connection never ran, answered OK here.
+    async fn map_statement(
+        &mut self,
+        id: u32,
+        command: Option<Command>,
+        len: usize,
+    ) -> Result<Result<bool, ErrPacket>, SessionError> {
+        let max = self.fe.pool_config.max_prepared_per_connection as usize;
+        let backend = self.backend.as_mut().expect("acquired");
+        let mux = self.mux.as_mut().expect("multiplexing");
+        let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
+        backend.prepared_clock += 1;
+        let clock = backend.prepared_clock;
+        let backend_id = match backend.prepared.get_mut(&stmt.key) {
+            Some(b) => {
+                b.last_used = clock;
+                b.id
+            }
+            None => {
+                if command == Some(Command::StmtReset) {
+                    return Ok(Ok(false));
+                }
+                Stats::incr(&self.fe.mux_stats.reprepares);
+                let prepared = match backend.prepare(&stmt.text).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        backend.mark_broken();
+                        return Err(e.into());
+                    }
+                };
+                let (bid, params) = match prepared {
+                    Ok(p) => p,
+                    Err(err) => return Ok(Err(err)),
+                };
+                stmt.params = params;
+                evict_prepared(backend, max).await?;
+                backend.prepared.insert(
+                    stmt.key.clone(),
+                    BackendStmt {
+                        id: bid,
+                        params,
+                        types: None,
+                        last_used: clock,
+                    },
+                );
+                bid
+            }
+        };
+        put_stmt_id(&mut self.client.rbuf, backend_id);
+        match command {
+            Some(Command::StmtExecute) => {
+                let bstmt = backend.prepared.get_mut(&stmt.key).expect("just found");
+                let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
+                let params = stmt.params as usize;
+                let flag_at = 10 + params.div_ceil(8);
+                if params > 0 && payload.len() > flag_at {
+                    if payload[flag_at] == 1 {
+                        let types = payload.get(flag_at + 1..flag_at + 1 + 2 * params);
+                        if let Some(t) = types {
+                            stmt.types = Some(t.to_vec());
+                            bstmt.types = Some(t.to_vec());
+                        }
+                    } else if bstmt.types != stmt.types {
+                        if let Some(types) = stmt.types.clone() {
+                            splice_types(&mut self.client.rbuf, len, flag_at, &types);
+                            bstmt.types = Some(types);
+                        }
+                    }
+                }
+            }
+            Some(Command::StmtSendLongData) => mux.pins.long_data = true,
+            Some(Command::StmtReset) => {
+                mux.pins.long_data = false;
+                mux.pins.cursors.remove(&id);
+            }
+            _ => {}
+        }
+        Ok(Ok(true))
+    }
+
+    /// After the statement's response: learn what it did, and give the connection back
+    /// unless something keeps it.
+    pub(super) async fn mux_finish(
+        &mut self,
+        fx: &Effects,
+        command: Option<Command>,
+        client_id: Option<u32>,
+    ) -> Result<(), SessionError> {
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        let mux = self.mux.as_mut().expect("multiplexing");
+        let observed = std::mem::take(&mut mux.observed);
+        if observed.state_changed {
+            backend.vars = mux.vars.clone();
+            backend.schema = mux.schema.clone();
+        }
+        let status = backend.status;
+        mux.status = status;
+        mux.apply_effects(fx, observed.status.is_some());
+        mux.statement_done(fx, status);
+        if observed.tracking_changed {
+            mux.pins.tracking = true;
+        }
+        if observed.fixed_variable {
+            mux.pins.fixed_variable = true;
+        }
+        // An insert id in the OK may be generated (the function's new value) or given
+        // (no change): the value is read from the connection before leaving it. So is
+        // one `LAST_INSERT_ID(expr)` may have set.
+        if observed.last_insert_id != 0 || observed.last_insert_id_set || fx.last_insert_id {
+            mux.lid_dirty = true;
+            backend.last_insert_id = None;
+        }
+        match command {
+            Some(Command::StmtPrepare) => {
+                if let (Some(Preparing { key, text, id }), Some((bid, params))) =
+                    (mux.preparing.take(), mux.prepared.take())
+                {
+                    backend.prepared_clock += 1;
+                    let clock = backend.prepared_clock;
+                    let max = self.fe.pool_config.max_prepared_per_connection as usize;
+                    if let Some(old) = backend.prepared.remove(&key) {
+                        close_backend_stmt(backend, old.id).await?;
+                    }
+                    evict_prepared(backend, max).await?;
+                    backend.prepared.insert(
+                        key.clone(),
+                        BackendStmt {
+                            id: bid,
+                            params,
+                            types: None,
+                            last_used: clock,
+                        },
+                    );
+                    mux.stmts.insert(
+                        id,
+                        ClientStmt {
+                            key,
+                            text,
+                            params,
+                            types: None,
+                        },
+                    );
+                }
+                mux.preparing = None;
+            }
+            Some(Command::StmtExecute) => {
+                if let Some(id) = client_id {
+                    mux.pins.long_data = false;
+                    if status.contains(StatusFlags::CURSOR_EXISTS) {
+                        mux.pins.cursors.insert(id);
+                    } else {
+                        mux.pins.cursors.remove(&id);
+                    }
+                }
+            }
+            Some(Command::StmtFetch) => {
+                if let Some(id) = client_id {
+                    if status.contains(StatusFlags::LAST_ROW_SENT) || observed.status.is_none() {
+                        mux.pins.cursors.remove(&id);
+                    }
+                }
+            }
+            Some(Command::ResetConnection) => {
+                let (key, schema) = (mux.key.clone(), mux.schema.clone());
+                mux.reset(key, schema);
+                backend.vars.clear();
+                backend.prepared.clear();
+                // The reset turned tracking off on this connection.
+                if let Err(e) = backend.start_tracking().await {
+                    backend.mark_broken();
+                    return Err(e.into());
+                }
+            }
+            _ => {}
+        }
+        let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
+        if wrote && !status.in_transaction() && !self.fe.pool_config.write_hold.is_zero() {
+            mux.hold_until = Some(Instant::now() + self.fe.pool_config.write_hold);
+        } else {
+            mux.hold_until = None;
+        }
+        self.release_if_free().await
+    }
+
+    /// Gives the connection back unless the session must keep it; a broken one is
+    /// closed. Before leaving, the connection's `LAST_INSERT_ID()` is read if a
+    /// statement may have changed it.
+    pub(super) async fn release_if_free(&mut self) -> Result<(), SessionError> {
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        if backend.is_broken() {
+            self.backend = None;
+            self.publish();
+            return Ok(());
+        }
+        let mux = self.mux.as_mut().expect("multiplexing");
+        let reason = mux.pin_reason(backend.status);
+        if reason != mux.pinned_since {
+            if let Some(r) = reason {
+                self.fe.mux_stats.pin(r);
+            }
+            mux.pinned_since = reason;
+            self.publish();
+            let mux = self.mux.as_mut().expect("multiplexing");
+            if reason.is_some() || mux.hold_until.is_some() {
+                return Ok(());
+            }
+        } else if reason.is_some() || mux.hold_until.is_some() {
+            return Ok(());
+        }
+        let backend = self.backend.as_mut().expect("checked");
+        let mux = self.mux.as_mut().expect("multiplexing");
+        if mux.lid_dirty {
+            match backend.query_scalar("SELECT LAST_INSERT_ID()").await {
+                Ok(Ok(v)) => {
+                    mux.last_insert_id = v
+                        .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
+                        .unwrap_or(0);
+                    mux.lid_dirty = false;
+                    backend.last_insert_id = Some(mux.last_insert_id);
+                }
+                Ok(Err(err)) => {
+                    tracing::debug!(%err, "LAST_INSERT_ID() unreadable: keeping the connection");
+                    return Ok(());
+                }
+                Err(e) => {
+                    backend.mark_broken();
+                    self.backend = None;
+                    self.publish();
+                    return Err(e.into());
+                }
+            }
+            // Reading it leaves the value where it was on this connection.
+        }
+        let backend = self.backend.take().expect("checked");
+        backend.release();
+        Stats::incr(&self.fe.mux_stats.releases);
+        self.publish();
+        Ok(())
+    }
+
+    /// COM_SET_OPTION changed the multi-statement option: the connection is kept.
+    pub(super) fn mux_pin_option(&mut self) {
+        self.mux().pins.fixed_variable = true;
+    }
+
+    /// The write hold ran out while the client was idle.
+    pub(super) async fn end_hold(&mut self) -> Result<(), SessionError> {
+        self.mux().hold_until = None;
+        self.release_if_free().await
+    }
+
+    /// Updates the session's row in the registry the admin interface and KILL read.
+    pub(super) fn publish(&self) {
+        let mut sessions = self.fe.sessions.lock();
+        let Some(entry) = sessions.get_mut(&self.id) else {
+            return;
+        };
+        match &self.backend {
+            Some(b) => {
+                entry.server = b.server.name.clone();
+                entry.thread_id = b.thread_id;
+                entry.attached = true;
+            }
+            None => {
+                entry.attached = false;
+            }
+        }
+        entry.pinned = self
+            .mux
+            .as_ref()
+            .and_then(|m| m.pinned_since)
+            .map(PinReason::as_str);
+    }
+}
+
+/// Closes the least recently used backend statements past the per-connection bound.
+async fn evict_prepared(
+    backend: &mut crate::backend::PooledConn,
+    max: usize,
+) -> Result<(), SessionError> {
+    while backend.prepared.len() >= max.max(1) {
+        let Some(key) = backend
+            .prepared
+            .iter()
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        let old = backend.prepared.remove(&key).expect("just found");
+        close_backend_stmt(backend, old.id).await?;
+    }
+    Ok(())
+}
+
+async fn close_backend_stmt(
+    backend: &mut crate::backend::PooledConn,
+    id: u32,
+) -> Result<(), SessionError> {
+    let mut payload = [0u8; 5];
+    payload[0] = Command::StmtClose as u8;
+    payload[1..].copy_from_slice(&id.to_le_bytes());
+    if let Err(e) = backend.send_only(&payload).await {
+        backend.mark_broken();
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// Puts parameter types into an execute sent without them (new-params-bound flag 0),
+/// for a backend statement that never had them bound.
+fn splice_types(rbuf: &mut bytes::BytesMut, len: usize, flag_at: usize, types: &[u8]) {
+    let payload = &rbuf[HEADER_LEN..HEADER_LEN + len];
+    let mut rebuilt = Vec::with_capacity(len + types.len());
+    rebuilt.extend_from_slice(&payload[..flag_at]);
+    rebuilt.push(1);
+    rebuilt.extend_from_slice(types);
+    rebuilt.extend_from_slice(&payload[flag_at + 1..]);
+    let mut out = bytes::BytesMut::with_capacity(rebuilt.len() + rbuf.len());
+    sluice_wire::packet::write_packet(&mut out, 0, &rebuilt);
+    out.extend_from_slice(&rbuf[HEADER_LEN + len..]);
+    *rbuf = out;
+}
+
+fn vars_fingerprint(vars: &Vars) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    vars.hash(&mut h);
+    h.finish()
+}
+
+/// The server's error for a statement id it does not know.
+fn unknown_statement(what: &str) -> ErrPacket {
+    ErrPacket::new(
+        code::ER_UNKNOWN_STMT_HANDLER,
+        "HY000",
+        format!("Unknown prepared statement handler given to {what}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> Vars {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.as_bytes().into(), v.as_bytes().into()))
+            .collect()
+    }
+
+    #[test]
+    fn one_set_brings_a_connection_in_line() {
+        let want = vars(&[("sql_mode", "ANSI_QUOTES"), ("time_zone", "+01:00")]);
+        let have = vars(&[
+            ("time_zone", "+01:00"),
+            ("sort_buffer_size", "262144"),
+            ("character_set_results", "latin1"),
+        ]);
+        let login = vec![
+            Some(b"utf8mb4".to_vec()),
+            Some(b"utf8mb4".to_vec()),
+            None,
+            Some(b"utf8mb4_general_ci".to_vec()),
+        ];
+        let sql = sync_statement(&want, &have, &login, None).unwrap();
+        assert_eq!(
+            sql,
+            "SET SESSION sql_mode='ANSI_QUOTES', character_set_results=NULL, \
+             sort_buffer_size=DEFAULT"
+        );
+        assert_eq!(sync_statement(&want, &want, &login, None), None);
+        assert_eq!(
+            sync_statement(&want, &want, &login, Some(7)).unwrap(),
+            "SET SESSION last_insert_id=7"
+        );
+    }
+
+    #[test]
+    fn literals_survive_any_sql_mode() {
+        assert_eq!(literal(b"sort_buffer_size", b"262144"), "262144");
+        assert_eq!(literal(b"timestamp", b"5.000000"), "5.000000");
+        assert_eq!(literal(b"auto_increment_offset", b"-1"), "-1");
+        assert_eq!(literal(b"time_zone", b"+01:00"), "'+01:00'");
+        assert_eq!(literal(b"sql_mode", b""), "''");
+        assert_eq!(literal(b"character_set_results", b""), "NULL");
+        assert_eq!(literal(b"x", b"a'b"), "X'612762'");
+        assert_eq!(literal(b"x", b"a\\b"), "X'615C62'");
+        assert_eq!(literal(b"x", b"."), "'.'");
+        assert_eq!(literal(b"x", b"1.2.3"), "'1.2.3'");
+    }
+
+    #[test]
+    fn pins_end_when_their_state_is_cleared() {
+        let key = PoolKey {
+            creds: crate::auth::BackendCredentials {
+                user: "u".into(),
+                password: crate::config::Secret(String::new()),
+            },
+            params: crate::backend::ConnParams {
+                wire_caps: 0,
+                mariadb_caps: 0,
+                charset: 45,
+                track_state: true,
+            },
+        };
+        let mut m = Mux::new(key, None, false);
+        let idle = StatusFlags(StatusFlags::AUTOCOMMIT);
+        let create = Effects {
+            temp_created: vec!["t".into()],
+            ..Default::default()
+        };
+        m.apply_effects(&create, false);
+        assert_eq!(m.pin_reason(idle), None, "a failed CREATE leaves nothing");
+        m.apply_effects(&create, true);
+        assert_eq!(m.pin_reason(idle), Some(PinReason::TemporaryTable));
+        let drop = Effects {
+            tables_dropped: vec!["t".into()],
+            ..Default::default()
+        };
+        m.apply_effects(&drop, true);
+        assert_eq!(m.pin_reason(idle), None);
+
+        let lock = Effects {
+            get_lock: true,
+            ..Default::default()
+        };
+        m.apply_effects(&lock, true);
+        m.apply_effects(&lock, true);
+        let release = Effects {
+            release_lock: true,
+            ..Default::default()
+        };
+        m.apply_effects(&release, true);
+        assert_eq!(m.pin_reason(idle), Some(PinReason::NamedLock));
+        m.apply_effects(&release, true);
+        assert_eq!(m.pin_reason(idle), None);
+
+        let calc = Effects {
+            calc_found_rows: true,
+            ..Default::default()
+        };
+        m.apply_effects(&calc, true);
+        m.statement_done(&calc, idle);
+        assert_eq!(m.pin_reason(idle), Some(PinReason::FoundRows));
+        m.statement_done(&Effects::default(), idle);
+        assert_eq!(m.pin_reason(idle), None);
+
+        let in_trx = StatusFlags(StatusFlags::AUTOCOMMIT | StatusFlags::IN_TRANS);
+        assert_eq!(m.pin_reason(in_trx), Some(PinReason::Transaction));
+        m.vars
+            .insert(b"sql_log_bin".as_slice().into(), b"OFF".as_slice().into());
+        assert_eq!(m.pin_reason(idle), Some(PinReason::SqlLogBin));
+    }
+}
