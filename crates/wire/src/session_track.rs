@@ -96,9 +96,10 @@ fn entry(kind: u8, data: &[u8]) -> Result<StateChange<'_>, ProtocolError> {
 }
 
 /// The OK packet payload a server writes for a client without `CLIENT_SESSION_TRACK`,
-/// from one written for a client with it: no session-state block, the flag cleared, and
-/// the info string as the rest of the packet.
-pub fn translate_ok(payload: &[u8]) -> Result<BytesMut, ProtocolError> {
+/// from one written for a client with it: no session-state block and the flag cleared.
+/// The info string stays length-coded when `lenenc_info` (MariaDB writes it so for every
+/// client, and nothing when it is empty); otherwise it is the rest of the packet (MySQL).
+pub fn translate_ok(payload: &[u8], lenenc_info: bool) -> Result<BytesMut, ProtocolError> {
     let ok = parse_full_ok(payload, true)?;
     let mut b = BytesMut::with_capacity(16 + ok.info.len());
     b.put_u8(payload[0]);
@@ -106,7 +107,11 @@ pub fn translate_ok(payload: &[u8]) -> Result<BytesMut, ProtocolError> {
     put_lenenc_int(&mut b, ok.last_insert_id);
     b.put_u16_le(ok.status.0 & !StatusFlags::SESSION_STATE_CHANGED);
     b.put_u16_le(ok.warnings);
-    b.put_slice(ok.info);
+    if lenenc_info && !ok.info.is_empty() {
+        crate::lenenc::put_lenenc_bytes(&mut b, ok.info);
+    } else {
+        b.put_slice(ok.info);
+    }
     Ok(b)
 }
 
@@ -193,23 +198,29 @@ mod tests {
     #[test]
     fn translation_drops_tracking_and_keeps_the_info() {
         let p = tracked(0xc002, b"Rows matched: 1", &[var("time_zone", "+01:00")]);
-        let t = translate_ok(&p).unwrap();
+        // MySQL: the info is the rest of the packet.
+        let t = translate_ok(&p, false).unwrap();
         let ok = parse_full_ok(&t, false).unwrap();
         assert_eq!(ok.status.0, 0x8002);
         assert_eq!(ok.info, b"Rows matched: 1");
         assert!(ok.changes.is_empty());
         assert_eq!(&t[t.len() - 15..], b"Rows matched: 1");
+        // MariaDB: length-coded, as it writes it for every client.
+        let t = translate_ok(&p, true).unwrap();
+        assert_eq!(&t[t.len() - 16..], b"\x0fRows matched: 1");
         // Empty info: nothing after the warnings, as a server writes it.
-        let t = translate_ok(&tracked(0x0002, b"", &[])).unwrap();
-        assert_eq!(t.len(), 1 + 1 + 1 + 2 + 2);
+        for lenenc in [false, true] {
+            let t = translate_ok(&tracked(0x0002, b"", &[]), lenenc).unwrap();
+            assert_eq!(t.len(), 1 + 1 + 1 + 2 + 2);
+        }
         // The 0xFE-headed OK that ends a result set keeps its header.
         let mut end = tracked(0x0002, b"", &[]);
         end[0] = 0xfe;
-        assert_eq!(translate_ok(&end).unwrap()[0], 0xfe);
+        assert_eq!(translate_ok(&end, true).unwrap()[0], 0xfe);
         // A bare OK (nothing after the warnings) reads and translates.
         let bare = &tracked(0x0002, b"", &[])[..7];
         assert_eq!(parse_full_ok(bare, true).unwrap().info, b"");
-        assert_eq!(translate_ok(bare).unwrap().len(), 7);
+        assert_eq!(translate_ok(bare, true).unwrap().len(), 7);
     }
 
     #[test]
@@ -225,7 +236,7 @@ mod tests {
         );
         for end in 0..p.len() {
             let _ = parse_full_ok(&p[..end], true);
-            let _ = translate_ok(&p[..end]);
+            let _ = translate_ok(&p[..end], true);
         }
         assert!(parse_full_ok(&p[..p.len() - 1], true).is_err());
         assert!(parse_full_ok(&[0xff, 1, 2], true).is_err());

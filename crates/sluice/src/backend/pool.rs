@@ -200,7 +200,9 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<PooledConn, BackendError> {
-        self.lease_preferring(key, schema, |_| 0).await
+        // Already on the schema: no COM_INIT_DB to send.
+        self.lease_preferring(key, schema, |c| u32::from(c.schema.as_deref() == schema))
+            .await
     }
 
     /// A connection for `key` if one is idle or a slot is free now; `None` rather than
@@ -243,8 +245,13 @@ impl ServerPool {
             Taken::Full => self.wait(key).await?,
         };
         match grant {
-            Grant::Conn(conn) if conn.looks_healthy() => return Ok(self.wrap(key, conn)),
-            // Closed by the server while idle: its slot is ours to open in.
+            Grant::Conn(conn)
+                if conn.looks_healthy() && (schema.is_some() || conn.schema.is_none()) =>
+            {
+                return Ok(self.wrap(key, conn))
+            }
+            // Closed by the server while idle, or on a schema that can't be unselected:
+            // its slot is ours to open in.
             Grant::Conn(conn) => drop(conn),
             Grant::Slot => {}
         }

@@ -323,10 +323,13 @@ impl Session {
     ) -> Result<Result<(), ErrPacket>, BackendError> {
         let key = self.mux_key(&user);
         let translate = !self.client.caps.contains(CapabilityFlags::SESSION_TRACK);
+        // MariaDB (which does not set CLIENT_LONG_PASSWORD) length-codes the info string
+        // of an OK for every client; MySQL only for clients that track session state.
+        let mariadb = self.fe.identity.load().caps.0 & CapabilityFlags::LONG_PASSWORD == 0;
         let owned = schema.map(<[u8]>::to_vec);
         match self.mux.as_mut() {
             Some(m) => m.reset(key.clone(), owned),
-            None => self.mux = Some(mux::Mux::new(key.clone(), owned, translate)),
+            None => self.mux = Some(mux::Mux::new(key.clone(), owned, translate, mariadb)),
         }
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
             e.user = user.name.clone();
@@ -335,9 +338,8 @@ impl Session {
         if let Some(c) = self.cache.as_mut() {
             c.reset(schema);
         }
-        let Some(db) = schema else {
-            return Ok(Ok(()));
-        };
+        // Unless the pool is busy, the login proves the server is there, takes the
+        // backend login, and knows the schema.
         let pools = self.fe.pools.load_full();
         let mut conn = match pools.try_lease(&key, schema).await {
             Ok(Some(c)) => c,
@@ -345,9 +347,11 @@ impl Session {
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
         };
-        if conn.schema.as_deref() != Some(db) {
-            if let Err(err) = conn.init_db(db).await? {
-                return Ok(Err(err));
+        if let Some(db) = schema {
+            if conn.schema.as_deref() != Some(db) {
+                if let Err(err) = conn.init_db(db).await? {
+                    return Ok(Err(err));
+                }
             }
         }
         self.backend = Some(conn);
@@ -544,7 +548,7 @@ impl Session {
                     let m = mux
                         .as_deref_mut()
                         .expect("OK packets are intercepted when multiplexing");
-                    let translated = match m.observe_ok(&backend.rbuf[..len]) {
+                    let (translated, status) = match m.observe_ok(&backend.rbuf[..len]) {
                         Ok(t) => t,
                         Err(e) => {
                             backend.mark_broken();
@@ -556,6 +560,13 @@ impl Session {
                             return Err(err.into());
                         }
                     };
+                    if !status.more_results() {
+                        if let Some(c) = cache.as_deref_mut() {
+                            // The response's last packet: as for Done, before the client
+                            // can see it.
+                            c.response_ending(Some(status), backend.status);
+                        }
+                    }
                     let packet = translated.as_deref().unwrap_or(&backend.rbuf[..len]);
                     if let Some(r) = record.as_deref_mut() {
                         r.push(packet);

@@ -201,7 +201,7 @@ pub async fn warm_group(
             &request,
             ResponseKind::Query,
             cache.entry_limit(),
-            false,
+            None,
         )
         .await
         {

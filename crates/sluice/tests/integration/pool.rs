@@ -1,5 +1,5 @@
-//! The backend connection pool, seen from outside: a released connection is reset and
-//! reused, never carries a schema to the next client, is waited for within a bound, is
+//! The backend connection pool without multiplexing (each session holds one connection
+//! from login to quit), seen from outside: a released connection is reset and reused, never carries a schema to the next client, is waited for within a bound, is
 //! replaced when the server closes it, expires when idle, and is kept warm; malformed
 //! client input is counted. Backend threads are watched in the server's process list.
 
@@ -13,6 +13,11 @@ use crate::support::{
     fresh_database, shared_server, wait_until, Config, MariaDb, Sluice, NATIVE_PASSWORD,
     NATIVE_USER,
 };
+
+/// A Sluice config whose sessions keep their connection for their whole life.
+fn session_pooling(server: &MariaDb) -> Config {
+    Config::for_server(server).pool("multiplex", false)
+}
 
 /// How long a released connection must have been asleep, after its reset, before a test
 /// takes it to be idle in the pool (the reset and Sluice's `SELECT DATABASE()` follow
@@ -121,7 +126,7 @@ fn wait_pooled(server: &MariaDb, sluice: &Sluice, id: u64, query_id: u64) {
 /// A config in front of the shared server whose only server, "db1", takes at most
 /// `max` connections.
 fn with_max_connections(max: u32) -> Config {
-    let mut config = Config::for_server(shared_server());
+    let mut config = session_pooling(shared_server());
     config.servers[0].max_connections = Some(max);
     config
 }
@@ -133,7 +138,7 @@ fn with_max_connections(max: u32) -> Config {
 fn released_connection_is_reset_and_reused() {
     let server = shared_server();
     fresh_database(server, "pool_reuse");
-    let sluice = Sluice::start(&Config::for_server(server));
+    let sluice = Sluice::start(&session_pooling(server));
 
     let mut first = login(&sluice, None);
     first.query("SET @x = 42").unwrap().expect_ok();
@@ -275,7 +280,7 @@ fn full_pool_times_out_then_recovers() {
 #[test]
 fn idle_connection_killed_by_the_server_is_replaced() {
     let server = shared_server();
-    let sluice = Sluice::start(&Config::for_server(server));
+    let sluice = Sluice::start(&session_pooling(server));
 
     let mut a = login(&sluice, None);
     let thread = backend_thread(&mut a);
@@ -317,7 +322,7 @@ fn idle_connection_killed_by_the_server_is_replaced() {
 #[test]
 fn idle_connection_expires() {
     let server = shared_server();
-    let config = Config::for_server(server)
+    let config = session_pooling(server)
         .pool("idle_timeout", "1s")
         .pool("check_interval", "200ms");
     let sluice = Sluice::start(&config);
@@ -355,7 +360,7 @@ fn min_idle_connections_are_kept_open() {
                IDENTIFIED VIA mysql_native_password USING PASSWORD('{password}');"
         ))
         .expect("creating the test's own account");
-    let config = Config::for_server(server)
+    let config = session_pooling(server)
         .user(User::native(user, password))
         .pool("min_idle", 2)
         .pool("check_interval", "200ms");
@@ -394,7 +399,7 @@ fn min_idle_connections_are_kept_open() {
 /// each count as a client protocol error, reported in the final counts at shutdown.
 #[test]
 fn client_protocol_errors_are_counted() {
-    let mut sluice = Sluice::start(&Config::for_server(shared_server()));
+    let mut sluice = Sluice::start(&session_pooling(shared_server()));
 
     let mut garbage = RawConn::connect(sluice.addr()).expect("connecting to sluice");
     garbage.write_raw_packet(1, b"garbage").unwrap();

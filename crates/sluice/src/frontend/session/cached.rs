@@ -355,7 +355,10 @@ impl Session {
         let cache = self.cache_state().cache.clone();
         let ticket = cache.begin_refresh(key, stale, &tables);
         let limit = cache.entry_limit();
-        let translate = self.mux.as_ref().is_some_and(|m| m.translate_ok);
+        let translate = self
+            .mux
+            .as_ref()
+            .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
         let Some(backend) = self.backend.as_mut() else {
             return Ok(false);
         };
@@ -850,17 +853,19 @@ fn last_packet(buf: &[u8]) -> Option<&[u8]> {
 
 /// Sends `request` and reads its whole response without a client (a background
 /// refresh). `None` when it is larger than `limit`. With `translate`, OK packets are
-/// recorded without session tracking, for a client that did not negotiate it.
+/// recorded without session tracking, for a client that did not negotiate it (the info
+/// string length-coded when it holds true).
 pub(crate) async fn fetch(
     backend: &mut crate::backend::PooledConn,
     request: &[u8],
     kind: ResponseKind,
     limit: usize,
-    translate: bool,
+    translate: Option<bool>,
 ) -> Result<Option<Vec<u8>>, BackendError> {
     backend.write_all(request).await?;
     let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), 1);
-    scanner.intercept_ok(translate);
+    let lenenc_info = translate.unwrap_or(false);
+    scanner.intercept_ok(translate.is_some());
     let mut record = Recording::new(limit);
     loop {
         let (n, event) = scanner
@@ -875,7 +880,12 @@ pub(crate) async fn fetch(
             Some(Event::Ok { len }) => {
                 let translated = sluice_wire::packet::split_packet(&backend.rbuf[..len])
                     .ok_or(sluice_wire::ProtocolError::Malformed("OK packet"))
-                    .and_then(|(seq, p)| Ok((seq, sluice_wire::session_track::translate_ok(p)?)))
+                    .and_then(|(seq, p)| {
+                        Ok((
+                            seq,
+                            sluice_wire::session_track::translate_ok(p, lenenc_info)?,
+                        ))
+                    })
                     .map_err(|source| BackendError::Protocol {
                         server: backend.server.name.clone(),
                         source,

@@ -221,8 +221,10 @@ pub(super) struct Mux {
     pub hold_until: Option<Instant>,
     stmts: HashMap<u32, ClientStmt>,
     next_stmt: u32,
-    /// The client did not negotiate CLIENT_SESSION_TRACK: OK packets are rewritten.
+    /// The client did not negotiate CLIENT_SESSION_TRACK: OK packets are rewritten, with
+    /// the info string length-coded when this holds (MariaDB's way).
     pub translate_ok: bool,
+    pub lenenc_info: bool,
     /// A COM_STMT_PREPARE in flight: its key, text and the id the client will see.
     pub preparing: Option<Preparing>,
     /// The backend id and parameter count the prepare in flight got.
@@ -233,7 +235,12 @@ pub(super) struct Mux {
 }
 
 impl Mux {
-    pub fn new(key: PoolKey, schema: Option<Vec<u8>>, translate_ok: bool) -> Mux {
+    pub fn new(
+        key: PoolKey,
+        schema: Option<Vec<u8>>,
+        translate_ok: bool,
+        lenenc_info: bool,
+    ) -> Mux {
         Mux {
             key,
             schema,
@@ -246,6 +253,7 @@ impl Mux {
             stmts: HashMap::new(),
             next_stmt: 1,
             translate_ok,
+            lenenc_info,
             preparing: None,
             prepared: None,
             observed: Observed::default(),
@@ -255,8 +263,7 @@ impl Mux {
 
     /// Back to a fresh login's state (COM_RESET_CONNECTION, COM_CHANGE_USER).
     pub fn reset(&mut self, key: PoolKey, schema: Option<Vec<u8>>) {
-        let translate_ok = self.translate_ok;
-        *self = Mux::new(key, schema, translate_ok);
+        *self = Mux::new(key, schema, self.translate_ok, self.lenenc_info);
     }
 
     /// Why the session must keep its connection, given the server's last status.
@@ -361,8 +368,12 @@ impl Mux {
 
     /// Learns what an OK packet of the statement's response says (affected rows, last
     /// insert id, session state changes). Returns the packet rewritten for a client
-    /// without CLIENT_SESSION_TRACK, when it is one.
-    pub fn observe_ok(&mut self, packet: &[u8]) -> Result<Option<Vec<u8>>, ProtocolError> {
+    /// without CLIENT_SESSION_TRACK, when it is one, and the OK's status.
+    #[allow(clippy::type_complexity)]
+    pub fn observe_ok(
+        &mut self,
+        packet: &[u8],
+    ) -> Result<(Option<Vec<u8>>, StatusFlags), ProtocolError> {
         let Some((seq, payload)) = split_packet(packet) else {
             return Err(ProtocolError::Malformed("OK packet"));
         };
@@ -378,12 +389,12 @@ impl Mux {
             self.observed.state_changed = true;
         }
         if !self.translate_ok {
-            return Ok(None);
+            return Ok((None, ok.status));
         }
-        let t = translate_ok(payload)?;
+        let t = translate_ok(payload, self.lenenc_info)?;
         let mut out = bytes::BytesMut::with_capacity(t.len() + HEADER_LEN);
         sluice_wire::packet::write_packet(&mut out, seq, &t);
-        Ok(Some(out.to_vec()))
+        Ok((Some(out.to_vec()), ok.status))
     }
 
     /// In the first bytes of a prepare's response, puts the id the client will know the
@@ -668,14 +679,12 @@ impl Session {
         }
         if let Some(id) = client_id {
             if !whole && command == Some(Command::StmtExecute) {
-                let seq = self.client.skip_packet().await?;
-                let err = ErrPacket::new(
-                    code::ER_NET_PACKET_TOO_LARGE,
-                    "08S01",
-                    "Sluice: an execute over 1 MiB can't be multiplexed",
-                );
-                self.client.write_err(seq, &err).await?;
-                return Ok(Ready::Done(true));
+                // Streamed: only its head, up to the parameter types, is looked at.
+                let params = self.mux().stmts.get(&id).map_or(0, |s| s.params as usize);
+                let head = (11 + params.div_ceil(8) + 2 * params).min(len);
+                while self.client.rbuf.len() < HEADER_LEN + head {
+                    self.client.read_more().await?;
+                }
             }
             match self.map_statement(id, command, len).await? {
                 Ok(true) => {}
@@ -831,7 +840,8 @@ impl Session {
         match command {
             Some(Command::StmtExecute) => {
                 let bstmt = backend.prepared.get_mut(&stmt.key).expect("just found");
-                let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
+                let seen = len.min(self.client.rbuf.len() - HEADER_LEN);
+                let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + seen];
                 let params = stmt.params as usize;
                 let flag_at = 10 + params.div_ceil(8);
                 if params > 0 && payload.len() > flag_at {
@@ -843,6 +853,16 @@ impl Session {
                         }
                     } else if bstmt.types != stmt.types {
                         if let Some(types) = stmt.types.clone() {
+                            if seen < len {
+                                // Too large to rebuild; rare: a huge execute that relies
+                                // on types bound by an execute that ran elsewhere.
+                                return Ok(Err(ErrPacket::new(
+                                    code::ER_NET_PACKET_TOO_LARGE,
+                                    "08S01",
+                                    "Sluice: an execute over 1 MiB must carry its \
+                                     parameter types when multiplexed",
+                                )));
+                            }
                             splice_types(&mut self.client.rbuf, len, flag_at, &types);
                             bstmt.types = Some(types);
                         }
@@ -957,7 +977,13 @@ impl Session {
             _ => {}
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
-        if wrote && !status.in_transaction() && !self.fe.pool_config.write_hold.is_zero() {
+        // Not while others wait for a connection: they come first.
+        let queue = backend.pool().counts().3;
+        if wrote
+            && queue == 0
+            && !status.in_transaction()
+            && !self.fe.pool_config.write_hold.is_zero()
+        {
             mux.hold_until = Some(Instant::now() + self.fe.pool_config.write_hold);
         } else {
             mux.hold_until = None;
@@ -969,7 +995,7 @@ impl Session {
     /// closed. Before leaving, the connection's `LAST_INSERT_ID()` is read if a
     /// statement may have changed it.
     pub(super) async fn release_if_free(&mut self) -> Result<(), SessionError> {
-        let Some(backend) = self.backend.as_mut() else {
+        let (Some(backend), Some(_)) = (self.backend.as_mut(), self.mux.as_ref()) else {
             return Ok(());
         };
         if backend.is_broken() {
@@ -1189,7 +1215,7 @@ mod tests {
                 track_state: true,
             },
         };
-        let mut m = Mux::new(key, None, false);
+        let mut m = Mux::new(key, None, false, true);
         let idle = StatusFlags(StatusFlags::AUTOCOMMIT);
         let create = Effects {
             temp_created: vec!["t".into()],
