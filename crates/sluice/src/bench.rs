@@ -10,6 +10,7 @@
 //! [`chart`] turn them into tables, charts, Markdown and HTML.
 
 mod chart;
+pub mod mux;
 mod mysqlslap;
 mod render;
 mod report;
@@ -797,6 +798,7 @@ impl Bench<'_> {
                     pool_max: plan.pool_max(),
                     sluice_bin: sluice_bin(args)?,
                     dir: self.out.to_path_buf(),
+                    extra_config: String::new(),
                 },
                 &creds,
             )?

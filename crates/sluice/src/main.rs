@@ -40,6 +40,9 @@ enum Command {
     Admin(Box<sluice::admin::cli::AdminArgs>),
     /// Benchmark: sysbench direct vs through Sluice, with ratios.
     Bench(Box<sluice::bench::BenchArgs>),
+    /// Benchmark of multiplexing: a thousand sysbench threads direct vs through a few
+    /// dozen backend connections, and ten thousand idle clients on Sluice.
+    BenchMux(Box<sluice::bench::mux::MuxArgs>),
 }
 
 #[derive(clap::Args)]
@@ -76,6 +79,13 @@ fn main() -> ExitCode {
             }
         },
         Command::Admin(args) => sluice::admin::cli::run(*args),
+        Command::BenchMux(args) => match sluice::bench::mux::run(*args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice bench-mux: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Bench(args) => match sluice::bench::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -50,6 +50,8 @@ pub struct EmbeddedOptions {
     pub sluice_bin: PathBuf,
     /// Where the Sluice configurations and logs go.
     pub dir: PathBuf,
+    /// Appended to each Sluice configuration (more sections, e.g. `[limits]`).
+    pub extra_config: String,
 }
 
 /// A Sluice the benchmark talks to.
@@ -171,7 +173,8 @@ impl Topology {
             let name = if cached { "cached" } else { "passthrough" };
             let port = sandbox::free_port();
             let config = opts.dir.join(format!("sluice-{name}.toml"));
-            let text = sluice_config(port, backend, creds, opts.pool_max, cached);
+            let mut text = sluice_config(port, backend, creds, opts.pool_max, cached);
+            text.push_str(&opts.extra_config);
             std::fs::write(&config, text)
                 .with_context(|| format!("writing {}", config.display()))?;
             let log = opts.dir.join(format!("sluice-{name}.log"));
@@ -199,6 +202,20 @@ impl Topology {
             topology.sluices.push(sluice);
         }
         Ok(topology)
+    }
+
+    /// The embedded MariaDB's process id, to read its memory.
+    pub fn mariadb_pid(&self) -> Option<u32> {
+        self.mariadb.as_ref().map(MariaDb::pid)
+    }
+
+    /// Runs SQL on the embedded MariaDB as its administrator; the last line of output.
+    pub fn admin_scalar(&self, sql: &str) -> Option<String> {
+        let out = self.mariadb.as_ref()?.execute(sql).ok()?;
+        out.lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .map(String::from)
     }
 
     /// Servers that already run; checks that each accepts TCP connections.
