@@ -71,21 +71,68 @@ impl Default for Identity {
     }
 }
 
-/// A session as KILL and the admin interface see it: where its backend work runs (the
-/// last connection it used, when it holds none now).
-#[derive(Clone, Debug)]
+/// A session as KILL and the admin interface see it.
+#[derive(Clone)]
 pub struct SessionEntry {
-    pub server: String,
-    pub thread_id: u32,
     pub user: String,
     pub client: std::net::SocketAddr,
-    /// It holds a backend connection now.
-    pub attached: bool,
-    /// Why it keeps its connection between statements, when multiplexed.
-    pub pinned: Option<&'static str>,
     pub multiplexed: bool,
     /// Told to end (KILL of a session that holds no connection).
     pub kill: Arc<tokio::sync::Notify>,
+    pub live: Arc<SessionLive>,
+}
+
+/// What changes with every statement of a multiplexed session: kept in atomics the
+/// session writes without taking the registry's lock.
+#[derive(Default)]
+pub struct SessionLive {
+    attached: std::sync::atomic::AtomicBool,
+    thread_id: AtomicU32,
+    /// 0: not pinned; else 1 + the reason's index in [`PinReason::ALL`].
+    pinned: std::sync::atomic::AtomicU8,
+    /// The server of the connection held now, or last.
+    server: Mutex<Option<Arc<crate::backend::Server>>>,
+}
+
+impl SessionLive {
+    pub fn attach(&self, server: &Arc<crate::backend::Server>, thread_id: u32) {
+        self.thread_id.store(thread_id, Ordering::Relaxed);
+        self.attached.store(true, Ordering::Relaxed);
+        let mut s = self.server.lock();
+        if !s.as_ref().is_some_and(|old| Arc::ptr_eq(old, server)) {
+            *s = Some(server.clone());
+        }
+    }
+
+    pub fn detach(&self) {
+        self.attached.store(false, Ordering::Relaxed);
+    }
+
+    pub fn pin(&self, reason: Option<PinReason>) {
+        let code = reason.map_or(0, |r| {
+            1 + PinReason::ALL.iter().position(|x| *x == r).expect("listed") as u8
+        });
+        self.pinned.store(code, Ordering::Relaxed);
+    }
+
+    pub fn attached(&self) -> bool {
+        self.attached.load(Ordering::Relaxed)
+    }
+
+    pub fn thread_id(&self) -> u32 {
+        self.thread_id.load(Ordering::Relaxed)
+    }
+
+    pub fn server_name(&self) -> Option<String> {
+        self.server.lock().as_ref().map(|s| s.name.clone())
+    }
+
+    pub fn pinned(&self) -> Option<&'static str> {
+        match self.pinned.load(Ordering::Relaxed) {
+            0 => None,
+            i => PinReason::ALL.get(i as usize - 1).map(|r| r.as_str()),
+        }
+    }
 }
 
 /// State every session shares. Reloadable parts are swapped whole.

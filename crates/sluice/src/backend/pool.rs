@@ -26,10 +26,42 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 
 /// Which idle connections can serve a lease: same backend login, same wire format.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Cheap to clone and to hash, since multiplexed sessions lease per statement.
+#[derive(Clone, Debug)]
 pub struct PoolKey {
-    pub creds: BackendCredentials,
+    pub creds: Arc<BackendCredentials>,
     pub params: ConnParams,
+    hash: u64,
+}
+
+impl PoolKey {
+    pub fn new(creds: Arc<BackendCredentials>, params: ConnParams) -> PoolKey {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        creds.hash(&mut h);
+        params.hash(&mut h);
+        PoolKey {
+            creds,
+            params,
+            hash: h.finish(),
+        }
+    }
+}
+
+impl PartialEq for PoolKey {
+    fn eq(&self, other: &PoolKey) -> bool {
+        self.hash == other.hash
+            && self.params == other.params
+            && (Arc::ptr_eq(&self.creds, &other.creds) || self.creds == other.creds)
+    }
+}
+
+impl Eq for PoolKey {}
+
+impl std::hash::Hash for PoolKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
 }
 
 struct Idle {

@@ -3,7 +3,7 @@
 //! MySQL error or a clean close and never touches another session.
 
 use super::login::{self, AuthOutcome, LoggedIn};
-use super::{ClientConn, Frontend, SessionEntry};
+use super::{ClientConn, Frontend, SessionEntry, SessionLive};
 use crate::auth::User;
 use crate::backend::{ConnParams, PoolKey, PooledConn};
 use crate::classify::{classify, Action};
@@ -41,6 +41,8 @@ struct Session {
     mux: Option<mux::Mux>,
     /// Told to end by a KILL from another session.
     kill: Arc<tokio::sync::Notify>,
+    /// What the registry shows of this session's backend connection and pin.
+    live: Arc<SessionLive>,
 }
 
 /// Serves one accepted client until it quits, fails, or shutdown stops it between
@@ -130,17 +132,15 @@ async fn serve(
     }
     registered.user = Some(user.name.clone());
     let kill = Arc::new(tokio::sync::Notify::new());
+    let live = Arc::new(SessionLive::default());
     fe.sessions.lock().insert(
         id,
         SessionEntry {
-            server: String::new(),
-            thread_id: 0,
             user: user.name.clone(),
             client: client.peer,
-            attached: false,
-            pinned: None,
             multiplexed: fe.pool_config.multiplex,
             kill: kill.clone(),
+            live: live.clone(),
         },
     );
     let mut session = Session {
@@ -153,6 +153,7 @@ async fn serve(
         cache: fe.cache.clone().map(cached::CacheState::new),
         mux: None,
         kill,
+        live,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -205,24 +206,26 @@ async fn answer_protocol_error(client: &mut ClientConn, e: &SessionError, seq: u
 impl Session {
     /// The pool key of connections that speak exactly the client's wire format.
     fn key(&self, user: &User) -> PoolKey {
-        PoolKey {
-            creds: user.backend.clone(),
-            params: ConnParams {
-                wire_caps: self.client.caps.0 & CapabilityFlags::WIRE_FORMAT,
-                mariadb_caps: self.client.mariadb_caps,
-                charset: self.charset,
-                track_state: false,
-            },
+        PoolKey::new(Arc::new(user.backend.clone()), self.params(false))
+    }
+
+    fn params(&self, multiplexed: bool) -> ConnParams {
+        let mut wire_caps = self.client.caps.0 & CapabilityFlags::WIRE_FORMAT;
+        if multiplexed {
+            wire_caps |= CapabilityFlags::SESSION_TRACK;
+        }
+        ConnParams {
+            wire_caps,
+            mariadb_caps: self.client.mariadb_caps,
+            charset: self.charset,
+            track_state: multiplexed,
         }
     }
 
     /// The pool key a multiplexed session's connections have: the client's format with
     /// session tracking on (OK packets are rewritten for clients that lack it).
     fn mux_key(&self, user: &User) -> PoolKey {
-        let mut key = self.key(user);
-        key.params.wire_caps |= CapabilityFlags::SESSION_TRACK;
-        key.params.track_state = true;
-        key
+        PoolKey::new(Arc::new(user.backend.clone()), self.params(true))
     }
 
     /// Whether this session's connections are shared: configured, and the servers
@@ -299,10 +302,8 @@ impl Session {
             }
         }
         self.mux = None;
+        self.live.attach(&conn.server, conn.thread_id);
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
-            e.server = conn.server.name.clone();
-            e.thread_id = conn.thread_id;
-            e.attached = true;
             e.user = user.name.clone();
         }
         self.user = user;
@@ -716,20 +717,21 @@ impl Session {
             // A multiplexed session may hold no connection to kill: it is told directly.
             target.kill.notify_one();
         }
-        if target.multiplexed && !target.attached {
+        if target.multiplexed && !target.live.attached() {
             self.client.write_ok(seq, &OkPacket::default()).await?;
             return Ok(true);
         }
         let sql = format!(
             "KILL {}{}",
             if query_only { "QUERY " } else { "" },
-            target.thread_id
+            target.live.thread_id()
         );
+        let target_server = target.live.server_name().unwrap_or_default();
         let pools = self.fe.pools.load_full();
         let same_server = self
             .backend
             .as_ref()
-            .is_some_and(|own| own.server.name == target.server);
+            .is_some_and(|own| own.server.name == target_server);
         let result = if same_server {
             self.backend
                 .as_mut()
@@ -740,7 +742,7 @@ impl Session {
             let Some(pool) = pools
                 .servers
                 .iter()
-                .find(|p| p.server.name == target.server)
+                .find(|p| p.server.name == target_server)
             else {
                 let err = unknown_thread(id);
                 self.client.write_err(seq, &err).await?;

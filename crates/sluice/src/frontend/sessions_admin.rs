@@ -17,7 +17,8 @@ impl SessionsAdmin for SessionsHandle {
         let mut rows: Vec<Value> = sessions
             .iter()
             .map(|(id, s)| {
-                let state = match (s.attached, s.pinned) {
+                let (attached, pinned) = (s.live.attached(), s.live.pinned());
+                let state = match (attached, pinned) {
                     (true, Some(_)) => "pinned",
                     (true, None) => "active",
                     (false, _) => "idle",
@@ -28,10 +29,10 @@ impl SessionsAdmin for SessionsHandle {
                     "client": s.client.to_string(),
                     "multiplexed": s.multiplexed,
                     "state": state,
-                    "pinned": s.pinned,
-                    "backend": s.attached.then(|| json!({
-                        "server": s.server,
-                        "thread_id": s.thread_id,
+                    "pinned": pinned,
+                    "backend": attached.then(|| json!({
+                        "server": s.live.server_name(),
+                        "thread_id": s.live.thread_id(),
                     })),
                 })
             })
@@ -43,8 +44,11 @@ impl SessionsAdmin for SessionsHandle {
     fn pool(&self) -> Value {
         let (clients, attached, pinned) = {
             let sessions = self.fe.sessions.lock();
-            let attached = sessions.values().filter(|s| s.attached).count();
-            let pinned = sessions.values().filter(|s| s.pinned.is_some()).count();
+            let attached = sessions.values().filter(|s| s.live.attached()).count();
+            let pinned = sessions
+                .values()
+                .filter(|s| s.live.pinned().is_some())
+                .count();
             (sessions.len(), attached, pinned)
         };
         let pools = self.fe.pools.load_full();

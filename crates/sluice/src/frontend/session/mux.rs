@@ -848,8 +848,13 @@ impl Session {
                     if payload[flag_at] == 1 {
                         let types = payload.get(flag_at + 1..flag_at + 1 + 2 * params);
                         if let Some(t) = types {
-                            stmt.types = Some(t.to_vec());
-                            bstmt.types = Some(t.to_vec());
+                            // Drivers send the same types with every execute.
+                            if stmt.types.as_deref() != Some(t) {
+                                stmt.types = Some(t.to_vec());
+                            }
+                            if bstmt.types.as_deref() != Some(t) {
+                                bstmt.types = Some(t.to_vec());
+                            }
                         }
                     } else if bstmt.types != stmt.types {
                         if let Some(types) = stmt.types.clone() {
@@ -1062,25 +1067,12 @@ impl Session {
 
     /// Updates the session's row in the registry the admin interface and KILL read.
     pub(super) fn publish(&self) {
-        let mut sessions = self.fe.sessions.lock();
-        let Some(entry) = sessions.get_mut(&self.id) else {
-            return;
-        };
         match &self.backend {
-            Some(b) => {
-                entry.server = b.server.name.clone();
-                entry.thread_id = b.thread_id;
-                entry.attached = true;
-            }
-            None => {
-                entry.attached = false;
-            }
+            Some(b) => self.live.attach(&b.server, b.thread_id),
+            None => self.live.detach(),
         }
-        entry.pinned = self
-            .mux
-            .as_ref()
-            .and_then(|m| m.pinned_since)
-            .map(PinReason::as_str);
+        self.live
+            .pin(self.mux.as_ref().and_then(|m| m.pinned_since));
     }
 }
 
@@ -1203,18 +1195,18 @@ mod tests {
 
     #[test]
     fn pins_end_when_their_state_is_cleared() {
-        let key = PoolKey {
-            creds: crate::auth::BackendCredentials {
+        let key = PoolKey::new(
+            std::sync::Arc::new(crate::auth::BackendCredentials {
                 user: "u".into(),
                 password: crate::config::Secret(String::new()),
-            },
-            params: crate::backend::ConnParams {
+            }),
+            crate::backend::ConnParams {
                 wire_caps: 0,
                 mariadb_caps: 0,
                 charset: 45,
                 track_state: true,
             },
-        };
+        );
         let mut m = Mux::new(key, None, false, true);
         let idle = StatusFlags(StatusFlags::AUTOCOMMIT);
         let create = Effects {
