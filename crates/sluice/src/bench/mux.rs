@@ -70,9 +70,12 @@ struct ThreadRun {
     qps: Option<f64>,
     p95_ms: Option<f64>,
     errors: Option<u64>,
-    /// The server's resident memory and its peak, mid-run, in MiB.
+    /// The server's resident memory and its peak so far (all runs), mid-run, in MiB.
     server_rss_mib: Option<f64>,
     server_hwm_mib: Option<f64>,
+    /// What the server says its threads use now (`Memory_used`), mid-run, in MiB: unlike
+    /// RSS, it falls again after a run with many connections.
+    server_memory_used_mib: Option<f64>,
     /// `Threads_connected` on the server mid-run (includes the sampling connection).
     server_connections: Option<u64>,
     sluice_rss_mib: Option<f64>,
@@ -139,6 +142,7 @@ pub fn run(args: MuxArgs) -> anyhow::Result<()> {
     });
     std::fs::create_dir_all(out.join("raw"))
         .with_context(|| format!("creating {}", out.display()))?;
+    std::fs::create_dir_all(out.join("idle"))?;
     let sluice_bin = match &args.sluice_bin {
         Some(b) => b.clone(),
         None => std::env::current_exe()?,
@@ -272,6 +276,7 @@ fn spec(threads: u32, duration: Duration, data: DataSet) -> RunSpec {
 struct Sample {
     server_rss: Option<f64>,
     server_hwm: Option<f64>,
+    memory_used: Option<f64>,
     connections: Option<u64>,
     sluice_rss: Option<f64>,
 }
@@ -281,9 +286,15 @@ fn sample(topology: &Topology) -> Sample {
     Sample {
         server_rss: server.map(|m| m.0),
         server_hwm: server.map(|m| m.1),
+        memory_used: topology
+            .admin_scalar("SHOW GLOBAL STATUS LIKE 'Memory_used'")
+            .and_then(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+            .map(|b| b / 1024.0 / 1024.0),
+        // Not counting the connection that asks.
         connections: topology
             .admin_scalar("SHOW GLOBAL STATUS LIKE 'Threads_connected'")
-            .and_then(|l| l.split_whitespace().last()?.parse().ok()),
+            .and_then(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+            .map(|n| n.saturating_sub(1)),
         sluice_rss: topology
             .passthrough
             .as_ref()
@@ -336,6 +347,7 @@ fn thread_run(
         errors: None,
         server_rss_mib: None,
         server_hwm_mib: None,
+        server_memory_used_mib: None,
         server_connections: None,
         sluice_rss_mib: None,
         failure: None,
@@ -354,6 +366,7 @@ fn thread_run(
     );
     run.server_rss_mib = s.server_rss;
     run.server_hwm_mib = s.server_hwm;
+    run.server_memory_used_mib = s.memory_used;
     run.server_connections = s.connections;
     run.sluice_rss_mib = (scenario == "sluice").then_some(s.sluice_rss).flatten();
     match stats {
@@ -596,19 +609,20 @@ fn markdown(r: &Results) -> String {
     );
     let _ = writeln!(
         s,
-        "| threads | scenario | qps | p95 ms | errors | server connections | server RSS MiB | server peak MiB | Sluice RSS MiB |"
+        "| threads | scenario | qps | p95 ms | errors | server connections | server Memory_used MiB | server RSS MiB | server peak so far MiB | Sluice RSS MiB |"
     );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
     for run in &r.runs {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             run.threads,
             run.scenario,
             cell(run.qps, 0),
             cell(run.p95_ms, 1),
             run.errors.map_or("-".into(), |e| e.to_string()),
             run.server_connections.map_or("-".into(), |c| c.to_string()),
+            cell(run.server_memory_used_mib, 0),
             cell(run.server_rss_mib, 0),
             cell(run.server_hwm_mib, 0),
             run.sluice_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
@@ -684,6 +698,7 @@ mod tests {
             errors: Some(0),
             server_rss_mib: Some(300.0),
             server_hwm_mib: Some(310.0),
+            server_memory_used_mib: Some(50.0),
             server_connections: Some(33),
             sluice_rss_mib: None,
             failure: None,

@@ -84,6 +84,20 @@ impl ClientConn {
         self.stream.write_all(bytes).await
     }
 
+    /// [`Self::stream_write`] of two pieces in one system call where it can.
+    pub async fn stream_write_two(&mut self, a: &[u8], b: &[u8]) -> std::io::Result<()> {
+        let mut bufs = [std::io::IoSlice::new(a), std::io::IoSlice::new(b)];
+        let mut rest: &mut [std::io::IoSlice<'_>] = &mut bufs;
+        while !rest.is_empty() {
+            let n = self.stream.write_vectored(rest).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            std::io::IoSlice::advance_slices(&mut rest, n);
+        }
+        Ok(())
+    }
+
     pub async fn flush(&mut self) -> std::io::Result<()> {
         self.stream.flush().await
     }

@@ -526,60 +526,65 @@ impl Session {
                 // tells others ("committed") must already hold for the cache.
                 c.response_ending(status, backend.status);
             }
-            if n > 0 {
+            // An intercepted OK packet (multiplexing) is read for the session's state,
+            // rewritten if the client needs it, and written with the bytes before it.
+            let mut ok_len = 0;
+            let mut translated = None;
+            if let Some(Event::Ok { len }) = event {
+                let m = mux
+                    .as_deref_mut()
+                    .expect("OK packets are intercepted when multiplexing");
+                let status = match m.observe_ok(&backend.rbuf[n..n + len]) {
+                    Ok((t, status)) => {
+                        translated = t;
+                        status
+                    }
+                    Err(e) => {
+                        backend.mark_broken();
+                        let err = BackendError::Protocol {
+                            server: backend.server.name.clone(),
+                            source: e,
+                        };
+                        tracing::warn!(error = %err, "closing session");
+                        return Err(err.into());
+                    }
+                };
+                if !status.more_results() {
+                    if let Some(c) = cache.as_deref_mut() {
+                        // The response's last packet: as for Done, before the client can
+                        // see it.
+                        c.response_ending(Some(status), backend.status);
+                    }
+                }
+                ok_len = len;
+            }
+            if n + ok_len > 0 {
                 if std::mem::take(&mut first) {
                     if let Some(m) = mux.as_deref_mut() {
                         m.patch_prepare_ok(&mut backend.rbuf[..n]);
                     }
                 }
+                let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
+                let ok = translated.as_deref().unwrap_or(ok);
                 if let Some(r) = record.as_deref_mut() {
-                    r.push(&backend.rbuf[..n]);
+                    r.push(before);
+                    r.push(ok);
                 }
-                if let Err(e) = client.stream_write(&backend.rbuf[..n]).await {
+                let written = if translated.is_some() {
+                    client.stream_write_two(before, ok).await
+                } else {
+                    client.stream_write(&backend.rbuf[..n + ok_len]).await
+                };
+                if let Err(e) = written {
                     backend.mark_broken();
                     Stats::incr(&self.fe.stats.client_aborts);
                     return Err(e.into());
                 }
-                Stats::add(&self.fe.stats.bytes_from_backends, n as u64);
-                backend.advance(n);
+                Stats::add(&self.fe.stats.bytes_from_backends, (n + ok_len) as u64);
+                backend.advance(n + ok_len);
             }
             match event {
-                Some(Event::Ok { len }) => {
-                    first = false;
-                    let m = mux
-                        .as_deref_mut()
-                        .expect("OK packets are intercepted when multiplexing");
-                    let (translated, status) = match m.observe_ok(&backend.rbuf[..len]) {
-                        Ok(t) => t,
-                        Err(e) => {
-                            backend.mark_broken();
-                            let err = BackendError::Protocol {
-                                server: backend.server.name.clone(),
-                                source: e,
-                            };
-                            tracing::warn!(error = %err, "closing session");
-                            return Err(err.into());
-                        }
-                    };
-                    if !status.more_results() {
-                        if let Some(c) = cache.as_deref_mut() {
-                            // The response's last packet: as for Done, before the client
-                            // can see it.
-                            c.response_ending(Some(status), backend.status);
-                        }
-                    }
-                    let packet = translated.as_deref().unwrap_or(&backend.rbuf[..len]);
-                    if let Some(r) = record.as_deref_mut() {
-                        r.push(packet);
-                    }
-                    if let Err(e) = client.stream_write(packet).await {
-                        backend.mark_broken();
-                        Stats::incr(&self.fe.stats.client_aborts);
-                        return Err(e.into());
-                    }
-                    Stats::add(&self.fe.stats.bytes_from_backends, len as u64);
-                    backend.advance(len);
-                }
+                Some(Event::Ok { .. }) => {}
                 Some(Event::Done(status)) => {
                     if let Some(m) = mux.as_deref_mut() {
                         m.observed.status = status;
