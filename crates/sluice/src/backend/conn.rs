@@ -422,7 +422,8 @@ impl BackendConn {
     /// Asks the server to report every system variable and schema change, and learns
     /// the values the login gave to the variables that don't restore to DEFAULT.
     pub(crate) async fn start_tracking(&mut self) -> Result<(), BackendError> {
-        let set = "SET SESSION session_track_system_variables='*', session_track_schema=ON";
+        let set = "SET SESSION session_track_system_variables='*', session_track_schema=ON, \
+                   session_track_state_change=ON";
         if let Err(err) = self.simple_query(set).await? {
             return Err(BackendError::Rejected {
                 server: self.server.name.clone(),

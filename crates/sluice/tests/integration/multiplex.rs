@@ -262,6 +262,40 @@ fn unmovable_state_pins_the_session_until_it_is_cleared() {
 }
 
 #[test]
+fn state_only_the_server_sees_pins_too() {
+    let server = shared_server();
+    fresh_database(server, "mux_hidden");
+    server
+        .execute("CREATE PROCEDURE mux_hidden.mk() CREATE TEMPORARY TABLE mux_hidden.made (a INT)")
+        .unwrap();
+    let sluice = sluice(server, 1);
+    let mut a = login(&sluice, Some("mux_hidden"));
+    let mut b = login(&sluice, Some("mux_hidden"));
+    // Nothing in "CALL mk()" says a temporary table appears; the server's state-change
+    // report does.
+    ok(&mut a, "CALL mk()");
+    assert!(
+        !free(&mut b),
+        "the procedure's temporary table must keep A's connection"
+    );
+    assert_eq!(one(&mut a, "SELECT COUNT(*) FROM made"), "0");
+    let sessions_free = {
+        drop(a);
+        wait_until(Duration::from_secs(5), || free(&mut b))
+    };
+    assert!(sessions_free);
+    // The same through a prepared statement, whose text Sluice does not read.
+    let mut c = login(&sluice, Some("mux_hidden"));
+    let id = prepare(&mut c, "SET @via_execute = ?");
+    assert_eq!(execute_ok(&mut c, id, 7), Ok(()));
+    assert!(
+        !free(&mut b),
+        "a user variable set by an execute keeps the connection"
+    );
+    assert_eq!(one(&mut c, "SELECT @via_execute"), "7");
+}
+
+#[test]
 fn a_session_with_autocommit_off_holds_its_connection_only_inside_transactions() {
     let server = shared_server();
     fresh_database(server, "mux_ac");
@@ -405,6 +439,22 @@ fn execute(conn: &mut RawConn, id: u32, param: i64, bind: bool) -> Result<Vec<St
         // 0x00, NULL bitmap (1 byte for one column), the value as a length-coded string.
         let mut r = Cursor::new(&row[2..]);
         values.push(String::from_utf8_lossy(r.lenenc_bytes().unwrap()).into_owned());
+    }
+}
+
+/// COM_STMT_EXECUTE of a statement that answers OK, with one BIGINT parameter.
+fn execute_ok(conn: &mut RawConn, id: u32, param: i64) -> Result<(), u16> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&id.to_le_bytes());
+    body.push(0);
+    body.extend_from_slice(&1u32.to_le_bytes());
+    body.extend_from_slice(&[0, 1, 8, 0]);
+    body.extend_from_slice(&param.to_le_bytes());
+    conn.send_command(0x17, &body).unwrap();
+    let first = conn.read_message().unwrap();
+    match first[0] {
+        0 => Ok(()),
+        _ => Err(u16::from_le_bytes([first[1], first[2]])),
     }
 }
 

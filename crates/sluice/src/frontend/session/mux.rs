@@ -48,10 +48,11 @@ pub enum PinReason {
     SqlLogBin,
     FixedVariable,
     WriteHold,
+    UnknownState,
 }
 
 impl PinReason {
-    pub const ALL: [PinReason; 16] = [
+    pub const ALL: [PinReason; 17] = [
         PinReason::Transaction,
         PinReason::TemporaryTable,
         PinReason::NamedLock,
@@ -68,6 +69,7 @@ impl PinReason {
         PinReason::SqlLogBin,
         PinReason::FixedVariable,
         PinReason::WriteHold,
+        PinReason::UnknownState,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +90,7 @@ impl PinReason {
             PinReason::SqlLogBin => "sql_log_bin",
             PinReason::FixedVariable => "fixed_variable",
             PinReason::WriteHold => "write_hold",
+            PinReason::UnknownState => "session_state_changed",
         }
     }
 }
@@ -105,7 +108,7 @@ pub struct MuxStats {
     /// Statements prepared again on another connection.
     pub reprepares: AtomicU64,
     /// Sessions pinned, by reason (indexed like [`PinReason::ALL`]).
-    pub pins: [AtomicU64; 16],
+    pub pins: [AtomicU64; 17],
 }
 
 impl MuxStats {
@@ -134,6 +137,9 @@ struct Pins {
     long_data: bool,
     tracking: bool,
     fixed_variable: bool,
+    /// The server said the session's state changed in a way neither tracking nor the
+    /// statement's text explains (a temporary table created by a procedure...).
+    unknown_state: bool,
 }
 
 impl Pins {
@@ -160,6 +166,8 @@ impl Pins {
             PinReason::SessionTracking
         } else if self.fixed_variable {
             PinReason::FixedVariable
+        } else if self.unknown_state {
+            PinReason::UnknownState
         } else if self.found_rows {
             PinReason::FoundRows
         } else if self.next_transaction {
@@ -202,6 +210,8 @@ pub(super) struct Observed {
     pub last_insert_id_set: bool,
     /// Session state (variables, schema) changed: the connection's copy follows.
     pub state_changed: bool,
+    /// The server reported a state change with no variable or schema behind it.
+    pub bare_state_change: bool,
 }
 
 /// The multiplexing state of one session.
@@ -387,6 +397,15 @@ impl Mux {
         }
         if !ok.changes.is_empty() {
             self.observed.state_changed = true;
+        }
+        let explained = ok.changes.iter().any(|c| {
+            matches!(
+                c,
+                StateChange::SystemVariable { .. } | StateChange::Schema(_)
+            )
+        });
+        if !explained && ok.changes.contains(&StateChange::StateChanged) {
+            self.observed.bare_state_change = true;
         }
         if !self.translate_ok {
             return Ok((None, ok.status));
@@ -910,6 +929,18 @@ impl Session {
         }
         if observed.fixed_variable {
             mux.pins.fixed_variable = true;
+        }
+        // What the text explains (temporary tables, user variables, SQL prepared
+        // statements, handlers) is tracked as such; anything else can't move.
+        let text_explains = !fx.temp_created.is_empty()
+            || !fx.tables_dropped.is_empty()
+            || !fx.user_vars_assigned.is_empty()
+            || !fx.sql_prepared.is_empty()
+            || !fx.sql_deallocated.is_empty()
+            || !fx.handler_opened.is_empty()
+            || !fx.handler_closed.is_empty();
+        if observed.bare_state_change && !text_explains {
+            mux.pins.unknown_state = true;
         }
         // An insert id in the OK may be generated (the function's new value) or given
         // (no change): the value is read from the connection before leaving it. So is
