@@ -89,6 +89,9 @@ pub struct BackendConn {
     pub vars: Vars,
     /// The values of [`LOGIN_VARS`] right after login, when state is tracked.
     pub login_vars: Vec<Option<Vec<u8>>>,
+    /// User variables multiplexed sessions set here, as the literals that set them
+    /// (`NULL` once cleared for another session).
+    pub user_vars: std::collections::BTreeMap<Box<[u8]>, String>,
     /// What `LAST_INSERT_ID()` returns here, when known (multiplexed sessions only).
     pub last_insert_id: Option<u64>,
     /// Prepared statements by schema and text (multiplexed sessions only).
@@ -134,6 +137,7 @@ impl BackendConn {
             vars: Vars::new(),
             login_vars: Vec::new(),
             last_insert_id: Some(0),
+            user_vars: std::collections::BTreeMap::new(),
             prepared: std::collections::HashMap::new(),
             prepared_clock: 0,
         };
@@ -535,6 +539,24 @@ impl BackendConn {
         &mut self,
         sql: &str,
     ) -> Result<Result<Option<Vec<Option<Vec<u8>>>>, ErrPacket>, BackendError> {
+        let packets = self.query_packets(sql).await?;
+        first_row(&packets, self.caps).map_err(|e| self.proto_err(e))
+    }
+
+    /// [`Self::query_row`] with each column's type (the `MYSQL_TYPE_*` byte).
+    #[allow(clippy::type_complexity)]
+    pub async fn query_typed_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Option<Vec<(u8, Option<Vec<u8>>)>>, ErrPacket>, BackendError> {
+        let packets = self.query_packets(sql).await?;
+        let row = first_row(&packets, self.caps).map_err(|e| self.proto_err(e))?;
+        let types = column_types(&packets).map_err(|e| self.proto_err(e))?;
+        Ok(row.map(|row| row.map(|values| types.into_iter().zip(values).collect())))
+    }
+
+    /// Sends a query and reads every packet of its response.
+    async fn query_packets(&mut self, sql: &str) -> Result<Vec<Bytes>, BackendError> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(sql.as_bytes());
@@ -563,7 +585,7 @@ impl BackendConn {
                 }
             }
         }
-        first_row(&packets, self.caps).map_err(|e| self.proto_err(e))
+        Ok(packets)
     }
 
     /// Whether this idle connection is still usable: nothing to read and not closed.
@@ -575,6 +597,30 @@ impl BackendConn {
     pub fn advance(&mut self, n: usize) {
         self.rbuf.advance(n);
     }
+}
+
+/// The column types of a text result (empty for an OK or ERR).
+fn column_types(packets: &[Bytes]) -> Result<Vec<u8>, ProtocolError> {
+    let Some(first) = packets.first() else {
+        return Ok(Vec::new());
+    };
+    if matches!(first.first(), Some(&ERR_HEADER) | Some(&OK_HEADER)) {
+        return Ok(Vec::new());
+    }
+    let columns = Reader::new(first).lenenc_int("column count")? as usize;
+    let mut types = Vec::with_capacity(columns);
+    for def in packets.iter().skip(1).take(columns) {
+        let mut r = Reader::new(def);
+        // catalog, schema, table, org_table, name, org_name, then the fixed fields.
+        for _ in 0..6 {
+            r.lenenc_bytes("column definition")?;
+        }
+        r.lenenc_int("fixed fields length")?;
+        r.u16("character set")?;
+        r.u32("column length")?;
+        types.push(r.u8("column type")?);
+    }
+    Ok(types)
 }
 
 /// The values of the first row of a text result, or the server's error.

@@ -69,6 +69,9 @@ struct Idle {
     since: Instant,
 }
 
+/// Idle for less than this, a connection is not checked for a server-side close.
+const FRESH: Duration = Duration::from_millis(100);
+
 /// What a waiter is handed: a connection of its kind, or a slot to open one in.
 // Moved once per lease; boxing would cost an allocation on every one.
 #[allow(clippy::large_enum_variant)]
@@ -232,8 +235,7 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<PooledConn, BackendError> {
-        // Already on the schema: no COM_INIT_DB to send.
-        self.lease_preferring(key, schema, |c| u32::from(c.schema.as_deref() == schema))
+        self.lease_preferring(key, schema, on_schema(schema), 1)
             .await
     }
 
@@ -244,7 +246,7 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<Option<PooledConn>, BackendError> {
-        match self.try_take(key, schema, &|_: &BackendConn| 0) {
+        match self.try_take(key, schema, &|_: &BackendConn| 0, 0) {
             Taken::Conn(conn) => Ok(Some(self.wrap(key, conn))),
             Taken::Full => Ok(None),
             Taken::Slot => match self.open(key, schema).await {
@@ -258,12 +260,14 @@ impl ServerPool {
     }
 
     /// [`Self::lease`], choosing among idle connections the one `score` rates highest
-    /// (a multiplexed session prefers one whose state already matches its own).
+    /// (a multiplexed session prefers one whose state already matches its own); the
+    /// first one scoring `perfect` is taken at once.
     pub async fn lease_preferring(
         self: &Arc<Self>,
         key: &PoolKey,
         schema: Option<&[u8]>,
         score: impl Fn(&BackendConn) -> u32,
+        perfect: u32,
     ) -> Result<PooledConn, BackendError> {
         {
             let mut warm = self.warm.lock();
@@ -271,7 +275,7 @@ impl ServerPool {
                 warm.insert(key.clone(), schema.map(<[u8]>::to_vec));
             }
         }
-        let grant = match self.try_take(key, schema, &score) {
+        let grant = match self.try_take(key, schema, &score, perfect) {
             Taken::Conn(conn) => return Ok(self.wrap(key, conn)),
             Taken::Slot => Grant::Slot,
             Taken::Full => self.wait(key).await?,
@@ -304,6 +308,7 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
         score: &impl Fn(&BackendConn) -> u32,
+        perfect: u32,
     ) -> Taken {
         let mut victims = Vec::new();
         let taken = {
@@ -312,15 +317,25 @@ impl ServerPool {
                 let Some(list) = slots.idle.get_mut(key) else {
                     break None;
                 };
-                let best = list
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, c)| schema.is_some() || c.conn.schema.is_none())
-                    .max_by_key(|(i, c)| (score(&c.conn), *i))
-                    .map(|(i, _)| i);
-                let Some(i) = best else { break None };
+                // Most recently used first; the first one scoring `perfect` ends the search.
+                let mut best: Option<(usize, u32)> = None;
+                for (i, c) in list.iter().enumerate().rev() {
+                    if schema.is_none() && c.conn.schema.is_some() {
+                        continue;
+                    }
+                    let s = score(&c.conn);
+                    if best.is_none_or(|(_, b)| s > b) {
+                        best = Some((i, s));
+                    }
+                    if s >= perfect {
+                        break;
+                    }
+                }
+                let Some((i, _)) = best else { break None };
                 let candidate = list.swap_remove(i);
-                if candidate.conn.looks_healthy() {
+                // A connection used moments ago is taken as is: the check costs a system
+                // call, and multiplexed sessions lease for every statement.
+                if candidate.since.elapsed() < FRESH || candidate.conn.looks_healthy() {
                     break Some(candidate.conn);
                 }
                 tracing::debug!(server = %self.server.name, "dropping idle connection closed by the server");
@@ -487,6 +502,7 @@ impl ServerPool {
             conn.prepared.clear();
             conn.vars.clear();
             conn.last_insert_id = Some(0);
+            conn.user_vars.clear();
             if key.params.track_state {
                 conn.start_tracking().await?;
             }
@@ -569,6 +585,11 @@ enum Taken {
     Full,
 }
 
+/// Scores a connection already on `schema` (no COM_INIT_DB to send) above the others.
+fn on_schema(schema: Option<&[u8]>) -> impl Fn(&BackendConn) -> u32 + '_ {
+    move |c| u32::from(c.schema.as_deref() == schema)
+}
+
 /// Removes the longest-idle connection of any kind, so its slot can serve another kind.
 fn oldest_idle(idle: &mut HashMap<PoolKey, Vec<Idle>>) -> Option<Idle> {
     let (key, i) = idle
@@ -613,7 +634,8 @@ impl Pools {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<PooledConn, BackendError> {
-        self.lease_preferring(key, schema, |_| 0).await
+        self.lease_preferring(key, schema, on_schema(schema), 1)
+            .await
     }
 
     /// A connection from the next server in turn that has one free now, or `None`.
@@ -645,13 +667,14 @@ impl Pools {
         key: &PoolKey,
         schema: Option<&[u8]>,
         score: impl Fn(&BackendConn) -> u32,
+        perfect: u32,
     ) -> Result<PooledConn, BackendError> {
         let n = self.servers.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last = None;
         for i in 0..n {
             let pool = &self.servers[(start + i) % n];
-            match pool.lease_preferring(key, schema, &score).await {
+            match pool.lease_preferring(key, schema, &score, perfect).await {
                 Ok(c) => return Ok(c),
                 Err(e) if e.retry_safe() => last = Some(e),
                 Err(e) => return Err(e),

@@ -253,12 +253,56 @@ fn unmovable_state_pins_the_session_until_it_is_cleared() {
         ("SELECT COUNT(*) FROM t", "2"),
         &["ROLLBACK"],
     );
-    // User variables can't be carried yet: they pin for the rest of the session.
-    ok(&mut a, "SET @mine = 41 + 1");
-    assert!(!free(&mut b));
-    assert_eq!(one(&mut a, "SELECT @mine"), "42");
-    drop(a);
-    assert!(wait_until(Duration::from_secs(5), || free(&mut b)));
+}
+
+#[test]
+fn user_variables_are_carried_with_their_types_and_never_leak() {
+    let server = shared_server();
+    let sluice = sluice(server, 1);
+    let mut a = login(&sluice, None);
+    let mut b = login(&sluice, None);
+    let mut straight = direct(server, None);
+    let setup = [
+        "SET @i = 41 + 1, @d = 1.50, @f = 0.25e0, @n = NULL",
+        "SET NAMES latin1",
+        "SET @s = _utf8mb4 'Éclair' COLLATE utf8mb4_unicode_ci, @bin = X'00FF'",
+        "SELECT 7, 'into' INTO @x, @y",
+        "SELECT @z := 'assigned'",
+        "SET NAMES utf8mb4",
+    ];
+    for sql in setup {
+        let through = a.query(sql).unwrap();
+        assert!(!matches!(through, Reply::Err(_)), "{sql}: {through:?}");
+        let reply = straight.query(sql).unwrap();
+        assert!(!matches!(reply, Reply::Err(_)), "{sql}: {reply:?}");
+        // Another session runs on the one connection in between, every time.
+        assert!(free(&mut b), "user variables must not pin A ({sql})");
+    }
+    let checks = [
+        "SELECT @i, @i / 5, @d, @d * 3, @f, @f + 1, @n IS NULL",
+        "SELECT @s, COLLATION(@s), @s = 'eclair', LENGTH(@s)",
+        "SELECT HEX(@bin), COLLATION(@bin), @x + 1, @y, @z",
+    ];
+    for sql in checks {
+        assert_eq!(
+            format!("{:?}", a.query(sql).unwrap()),
+            format!("{:?}", straight.query(sql).unwrap()),
+            "{sql}\n{}",
+            sluice.log()
+        );
+        // B never sees A's variables on the shared connection.
+        let rows = b.query_rows("SELECT @i, @s, @x, @z");
+        assert_eq!(
+            rows,
+            vec![vec![None, None, None, None]],
+            "A's variables leaked to B"
+        );
+    }
+    // B's own variable does not reach A either, and changing one is carried.
+    ok(&mut b, "SET @i = 'b'");
+    ok(&mut a, "SET @i = @i + 1");
+    assert_eq!(one(&mut a, "SELECT @i"), "43");
+    assert_eq!(one(&mut b, "SELECT @i"), "b");
 }
 
 #[test]
@@ -625,25 +669,26 @@ fn clients_that_vanish_leave_nothing_dirty_behind() {
 #[test]
 fn client_connection_limits_answer_1040_and_1203() {
     let server = shared_server();
-    let sluice = Sluice::start(
-        &Config::for_server(server)
-            .limit("max_client_connections", 3)
-            .limit("max_user_connections", 2),
-    );
-    let _a = login(&sluice, None);
-    let _b = login(&sluice, None);
-    match RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, None) {
+    let per_user = Sluice::start(&Config::for_server(server).limit("max_user_connections", 2));
+    let _a = login(&per_user, None);
+    let _b = login(&per_user, None);
+    match RawConn::login(per_user.addr(), NATIVE_USER, NATIVE_PASSWORD, None) {
         Err(crate::support::wire::LoginError::Denied(e)) => {
             assert_eq!((e.code, e.state.as_str()), (1203, "42000"), "{e:?}")
         }
         Err(other) => panic!("third client of one user: {other:?}"),
         Ok(_) => panic!("a third client of one user logged in"),
     }
-    let _c = RawConn::login(sluice.addr(), OTHER_USER, OTHER_PASSWORD, None).unwrap();
-    let mut stream = std::net::TcpStream::connect(sluice.addr()).unwrap();
+    // Another user is not limited by the first one's count.
+    let _c = RawConn::login(per_user.addr(), OTHER_USER, OTHER_PASSWORD, None).unwrap();
+
+    let global = Sluice::start(&Config::for_server(server).limit("max_client_connections", 2));
+    let _d = login(&global, None);
+    let _e = RawConn::login(global.addr(), OTHER_USER, OTHER_PASSWORD, None).unwrap();
+    let mut stream = std::net::TcpStream::connect(global.addr()).unwrap();
     match expect_refusal(&mut stream, Duration::from_secs(10)) {
         Ok(Refusal::Err(e)) => assert_eq!(e.code, 1040, "{e:?}"),
-        other => panic!("fourth client: {other:?}"),
+        other => panic!("third client: {other:?}"),
     }
 }
 

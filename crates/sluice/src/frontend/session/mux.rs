@@ -219,6 +219,9 @@ pub(super) struct Mux {
     pub key: PoolKey,
     pub schema: Option<Vec<u8>>,
     pub vars: Vars,
+    /// The session's user variables, as literals that recreate them with their type
+    /// and collation: carried to whichever connection runs its next statement.
+    user_vars: std::collections::BTreeMap<Box<[u8]>, String>,
     pins: Pins,
     /// Status flags of the last response (what the client believes).
     pub status: StatusFlags,
@@ -255,6 +258,7 @@ impl Mux {
             key,
             schema,
             vars: Vars::new(),
+            user_vars: std::collections::BTreeMap::new(),
             pins: Pins::default(),
             status: StatusFlags(StatusFlags::AUTOCOMMIT),
             last_insert_id: 0,
@@ -368,9 +372,7 @@ impl Mux {
         if fx.next_transaction {
             p.next_transaction = true;
         }
-        if !fx.user_vars_assigned.is_empty() {
-            p.user_vars = true;
-        }
+
         if fx.touches_session_tracking {
             p.tracking = true;
         }
@@ -735,15 +737,16 @@ impl Session {
     /// connection must hold the session's value first.
     async fn acquire(&mut self, needs_lid: bool) -> Result<Result<(), ErrPacket>, SessionError> {
         if self.backend.is_none() {
-            let (key, schema, hash) = {
-                let m = self.mux();
-                (m.key.clone(), m.schema.clone(), vars_fingerprint(&m.vars))
-            };
             let pools = self.fe.pools.load_full();
+            let m = self.mux.as_ref().expect("multiplexing");
+            // Same schema and variables: nothing to send before the statement.
             let score = |c: &crate::backend::BackendConn| {
-                u32::from(c.schema == schema) * 2 + u32::from(vars_fingerprint(&c.vars) == hash)
+                u32::from(c.schema == m.schema) * 2 + u32::from(c.vars == m.vars)
             };
-            match pools.lease_preferring(&key, schema.as_deref(), score).await {
+            let leased = pools
+                .lease_preferring(&m.key, m.schema.as_deref(), score, 3)
+                .await;
+            match leased {
                 Ok(conn) => {
                     Stats::incr(&self.fe.mux_stats.leases);
                     self.backend = Some(conn);
@@ -775,13 +778,23 @@ impl Session {
         let lid =
             (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
                 .then_some(mux.last_insert_id);
-        if let Some(sql) = sync_statement(&mux.vars, &backend.vars, &backend.login_vars, lid) {
+        let user_sets = user_var_sets(&mux.user_vars, &backend.user_vars);
+        let sync = sync_statement(&mux.vars, &backend.vars, &backend.login_vars, lid);
+        let sync = match (sync, user_sets.is_empty()) {
+            (sync, true) => sync,
+            (Some(sql), false) => Some(format!("{sql}, {}", assignments(&user_sets))),
+            (None, false) => Some(format!("SET {}", assignments(&user_sets))),
+        };
+        if let Some(sql) = sync {
             statements += 1;
             match backend.simple_query(&sql).await {
                 Ok(Ok(_)) => {
                     backend.vars = mux.vars.clone();
                     if lid.is_some() {
                         backend.last_insert_id = lid;
+                    }
+                    for (name, literal) in user_sets {
+                        backend.user_vars.insert(name, literal);
                     }
                 }
                 Ok(Err(err)) => {
@@ -930,6 +943,9 @@ impl Session {
         if observed.fixed_variable {
             mux.pins.fixed_variable = true;
         }
+        if !fx.user_vars_assigned.is_empty() {
+            carry_user_vars(backend, mux, &fx.user_vars_assigned).await?;
+        }
         // What the text explains (temporary tables, user variables, SQL prepared
         // statements, handlers) is tracked as such; anything else can't move.
         let text_explains = !fx.temp_created.is_empty()
@@ -1004,6 +1020,8 @@ impl Session {
                 mux.reset(key, schema);
                 backend.vars.clear();
                 backend.prepared.clear();
+                backend.user_vars.clear();
+                backend.last_insert_id = Some(0);
                 // The reset turned tracking off on this connection.
                 if let Err(e) = backend.start_tracking().await {
                     backend.mark_broken();
@@ -1014,9 +1032,8 @@ impl Session {
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
-        let queue = backend.pool().counts().3;
         if wrote
-            && queue == 0
+            && backend.pool().counts().3 == 0
             && !status.in_transaction()
             && !self.fe.pool_config.write_hold.is_zero()
         {
@@ -1107,6 +1124,125 @@ impl Session {
     }
 }
 
+/// Reads the values the statement gave to `names` on the session's connection, as
+/// literals that recreate them elsewhere; when they can't be read, the session is pinned.
+async fn carry_user_vars(
+    backend: &mut crate::backend::PooledConn,
+    mux: &mut Mux,
+    names: &[String],
+) -> Result<(), SessionError> {
+    let mut sql = String::from("SELECT ");
+    for (i, name) in names.iter().enumerate() {
+        let v = user_var_ref(name.as_bytes());
+        // HEX: a string's own bytes, not converted to the session's result charset.
+        let sep = if i > 0 { ", " } else { "" };
+        let _ = write!(sql, "{sep}{v}, HEX({v}), COLLATION({v})");
+    }
+    let row = match backend.query_typed_row(&sql).await {
+        Ok(Ok(Some(row))) if row.len() == 3 * names.len() => row,
+        Ok(other) => {
+            tracing::debug!(
+                ?other,
+                "user variables unreadable: the session keeps its connection"
+            );
+            mux.pins.user_vars = true;
+            return Ok(());
+        }
+        Err(e) => {
+            backend.mark_broken();
+            return Err(e.into());
+        }
+    };
+    for (name, cols) in names.iter().zip(row.chunks(3)) {
+        let (kind, value) = &cols[0];
+        let hex = cols[1].1.as_deref().unwrap_or_default();
+        let collation = cols[2].1.as_deref().unwrap_or(b"binary");
+        let literal = user_var_literal(*kind, value.as_deref(), hex, collation);
+        let name: Box<[u8]> = name.as_bytes().into();
+        backend.user_vars.insert(name.clone(), literal.clone());
+        mux.user_vars.insert(name, literal);
+    }
+    Ok(())
+}
+
+/// `@name`, quoted so that any name is safe.
+fn user_var_ref(name: &[u8]) -> String {
+    format!("@`{}`", String::from_utf8_lossy(name).replace('`', "``"))
+}
+
+/// The SQL that recreates a user variable read back as `value` with column type `kind`,
+/// its bytes in `hex` and `collation`: integers and decimals as written (their literals
+/// have those types), doubles with an exponent, strings as hex with their character set
+/// and collation.
+fn user_var_literal(kind: u8, value: Option<&[u8]>, hex: &[u8], collation: &[u8]) -> String {
+    const DECIMAL: u8 = 0;
+    const TINY: u8 = 1;
+    const SHORT: u8 = 2;
+    const LONG: u8 = 3;
+    const FLOAT: u8 = 4;
+    const DOUBLE: u8 = 5;
+    const LONGLONG: u8 = 8;
+    const INT24: u8 = 9;
+    const NEWDECIMAL: u8 = 246;
+    let Some(value) = value else {
+        return "NULL".into();
+    };
+    let text = String::from_utf8_lossy(value);
+    match kind {
+        TINY | SHORT | LONG | LONGLONG | INT24 | DECIMAL | NEWDECIMAL
+            if !text.is_empty()
+                && text
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b == b'-' || b == b'.') =>
+        {
+            text.into_owned()
+        }
+        FLOAT | DOUBLE if text.parse::<f64>().is_ok() => {
+            if text.contains(['e', 'E']) {
+                text.into_owned()
+            } else {
+                format!("{text}e0")
+            }
+        }
+        _ => {
+            let hex = String::from_utf8_lossy(hex);
+            let collation = String::from_utf8_lossy(collation);
+            if collation == "binary" || !collation.contains('_') {
+                format!("_binary X'{hex}'")
+            } else {
+                let charset = collation.split('_').next().unwrap_or("binary");
+                format!("_{charset} X'{hex}' COLLATE {collation}")
+            }
+        }
+    }
+}
+
+/// The user variables a connection must get for a session: the session's that differ,
+/// and NULL for those another session left there.
+fn user_var_sets(
+    want: &std::collections::BTreeMap<Box<[u8]>, String>,
+    have: &std::collections::BTreeMap<Box<[u8]>, String>,
+) -> Vec<(Box<[u8]>, String)> {
+    let mut out: Vec<(Box<[u8]>, String)> = want
+        .iter()
+        .filter(|(n, v)| have.get(*n) != Some(*v))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    out.extend(
+        have.iter()
+            .filter(|(n, v)| !want.contains_key(*n) && v.as_str() != "NULL")
+            .map(|(n, _)| (n.clone(), "NULL".to_owned())),
+    );
+    out
+}
+
+fn assignments(sets: &[(Box<[u8]>, String)]) -> String {
+    sets.iter()
+        .map(|(n, v)| format!("{}={v}", user_var_ref(n)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Closes the least recently used backend statements past the per-connection bound.
 async fn evict_prepared(
     backend: &mut crate::backend::PooledConn,
@@ -1156,13 +1292,6 @@ fn splice_types(rbuf: &mut bytes::BytesMut, len: usize, flag_at: usize, types: &
     *rbuf = out;
 }
 
-fn vars_fingerprint(vars: &Vars) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    vars.hash(&mut h);
-    h.finish()
-}
-
 /// The server's error for a statement id it does not know.
 fn unknown_statement(what: &str) -> ErrPacket {
     ErrPacket::new(
@@ -1208,6 +1337,41 @@ mod tests {
             sync_statement(&want, &want, &login, Some(7)).unwrap(),
             "SET SESSION last_insert_id=7"
         );
+    }
+
+    #[test]
+    fn user_variables_are_recreated_with_their_type() {
+        assert_eq!(
+            user_var_literal(8, Some(b"-42"), b"2D3432", b"binary"),
+            "-42"
+        );
+        assert_eq!(user_var_literal(246, Some(b"1.50"), b"", b"binary"), "1.50");
+        assert_eq!(user_var_literal(5, Some(b"0.25"), b"", b"binary"), "0.25e0");
+        assert_eq!(user_var_literal(5, Some(b"1e300"), b"", b"binary"), "1e300");
+        assert_eq!(user_var_literal(6, None, b"", b"binary"), "NULL");
+        // The text as converted for the client is not used: the hex of its own bytes is.
+        assert_eq!(
+            user_var_literal(253, Some(b"\xe9'"), b"C3A927", b"utf8mb4_unicode_ci"),
+            "_utf8mb4 X'C3A927' COLLATE utf8mb4_unicode_ci"
+        );
+        assert_eq!(
+            user_var_literal(252, Some(b"\x00\xff"), b"00FF", b"binary"),
+            "_binary X'00FF'"
+        );
+        assert_eq!(user_var_ref(b"a`b"), "@`a``b`");
+        let want: std::collections::BTreeMap<Box<[u8]>, String> =
+            [(b"a".as_slice().into(), "1".to_owned())].into();
+        let have: std::collections::BTreeMap<Box<[u8]>, String> = [
+            (b"a".as_slice().into(), "2".to_owned()),
+            (b"other".as_slice().into(), "'x'".to_owned()),
+            (b"gone".as_slice().into(), "NULL".to_owned()),
+        ]
+        .into();
+        assert_eq!(
+            assignments(&user_var_sets(&want, &have)),
+            "@`a`=1, @`other`=NULL"
+        );
+        assert!(user_var_sets(&want, &want).is_empty());
     }
 
     #[test]
