@@ -470,24 +470,10 @@ impl BackendConn {
         &mut self,
         sql: &[u8],
     ) -> Result<Result<(u32, u16), ErrPacket>, BackendError> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(Command::StmtPrepare as u8);
-        payload.extend_from_slice(sql);
-        self.write_packet(0, &payload).await?;
-        let mut tracker = ResponseTracker::new(ResponseKind::Prepare, self.caps);
-        let mut first: Option<Bytes> = None;
-        loop {
-            let p = self.read_packet().await?;
-            let head = &p.payload[..p.payload.len().min(HEAD_NEEDED)];
-            let step = tracker
-                .feed(head, p.payload.len())
-                .map_err(|e| self.proto_err(e))?;
-            first.get_or_insert(p.payload);
-            if let Step::Done(_) = step {
-                break;
-            }
-        }
-        let first = first.expect("one packet was read");
+        let packets = self
+            .command_packets(Command::StmtPrepare, sql, ResponseKind::Prepare)
+            .await?;
+        let first = packets.into_iter().next().expect("one packet was read");
         if first.first() == Some(&ERR_HEADER) {
             return Ok(Err(ErrPacket::parse(&first).map_err(|e| self.proto_err(e))?));
         }
@@ -557,11 +543,22 @@ impl BackendConn {
 
     /// Sends a query and reads every packet of its response.
     async fn query_packets(&mut self, sql: &str) -> Result<Vec<Bytes>, BackendError> {
-        let mut payload = Vec::with_capacity(sql.len() + 1);
-        payload.push(Command::Query as u8);
-        payload.extend_from_slice(sql.as_bytes());
+        self.command_packets(Command::Query, sql.as_bytes(), ResponseKind::Query)
+            .await
+    }
+
+    /// Sends `command` with `body` and reads every packet of its response.
+    async fn command_packets(
+        &mut self,
+        command: Command,
+        body: &[u8],
+        kind: ResponseKind,
+    ) -> Result<Vec<Bytes>, BackendError> {
+        let mut payload = Vec::with_capacity(body.len() + 1);
+        payload.push(command as u8);
+        payload.extend_from_slice(body);
         self.write_packet(0, &payload).await?;
-        let mut tracker = ResponseTracker::new(ResponseKind::Query, self.caps);
+        let mut tracker = ResponseTracker::new(kind, self.caps);
         let mut packets = Vec::new();
         loop {
             let p = self.read_packet().await?;

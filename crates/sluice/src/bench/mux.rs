@@ -369,14 +369,7 @@ fn thread_run(
     run.server_memory_used_mib = s.memory_used;
     run.server_connections = s.connections;
     run.sluice_rss_mib = (scenario == "sluice").then_some(s.sluice_rss).flatten();
-    match stats {
-        Ok(st) => {
-            run.qps = Some(st.queries_per_sec);
-            run.p95_ms = Some(st.latency_percentile_ms);
-            run.errors = Some(st.ignored_errors);
-        }
-        Err(e) => run.failure = Some(format!("{e:#}")),
-    }
+    (run.qps, run.p95_ms, run.errors, run.failure) = outcome(stats);
     run
 }
 
@@ -457,14 +450,7 @@ fn idle_run(
         out.join("raw/idle-clients-sysbench.txt"),
     );
     run.server_connections = s.connections;
-    match stats {
-        Ok(st) => {
-            run.qps = Some(st.queries_per_sec);
-            run.p95_ms = Some(st.latency_percentile_ms);
-            run.errors = Some(st.ignored_errors);
-        }
-        Err(e) => run.failure = Some(format!("{e:#}")),
-    }
+    (run.qps, run.p95_ms, run.errors, run.failure) = outcome(stats);
     let mut clients = clients;
     let sample: Vec<&mut IdleClient> = clients.iter_mut().step_by(100).collect();
     run.pings_sent = sample.len() as u32;
@@ -479,6 +465,22 @@ fn idle_run(
     });
     drop(clients);
     run
+}
+
+/// qps, p95 latency, errors and the failure, from a sysbench run.
+#[allow(clippy::type_complexity)]
+fn outcome(
+    stats: anyhow::Result<super::sysbench::RunStats>,
+) -> (Option<f64>, Option<f64>, Option<u64>, Option<String>) {
+    match stats {
+        Ok(st) => (
+            Some(st.queries_per_sec),
+            Some(st.latency_percentile_ms),
+            Some(st.ignored_errors),
+            None,
+        ),
+        Err(e) => (None, None, None, Some(format!("{e:#}"))),
+    }
 }
 
 /// A logged-in client connection that stays idle.

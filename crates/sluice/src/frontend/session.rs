@@ -511,15 +511,7 @@ impl Session {
         loop {
             let (n, event) = match scanner.scan(&backend.rbuf) {
                 Ok(r) => r,
-                Err(e) => {
-                    backend.mark_broken();
-                    let err = BackendError::Protocol {
-                        server: backend.server.name.clone(),
-                        source: e,
-                    };
-                    tracing::warn!(error = %err, "closing session");
-                    return Err(err.into());
-                }
+                Err(e) => return Err(broke_protocol(backend, e)),
             };
             if let (Some(Event::Done(status)), Some(c)) = (event, cache.as_deref_mut()) {
                 // Before the client can see its statement end: once it has, anything it
@@ -539,15 +531,7 @@ impl Session {
                         translated = t;
                         status
                     }
-                    Err(e) => {
-                        backend.mark_broken();
-                        let err = BackendError::Protocol {
-                            server: backend.server.name.clone(),
-                            source: e,
-                        };
-                        tracing::warn!(error = %err, "closing session");
-                        return Err(err.into());
-                    }
+                    Err(e) => return Err(broke_protocol(backend, e)),
                 };
                 if !status.more_results() {
                     if let Some(c) = cache.as_deref_mut() {
@@ -816,6 +800,17 @@ async fn forward_packet(
             return Err(Forward::Client(e));
         }
     }
+}
+
+/// The backend's response broke the protocol: its connection can't be trusted again.
+fn broke_protocol(backend: &mut PooledConn, source: ProtocolError) -> SessionError {
+    backend.mark_broken();
+    let err = BackendError::Protocol {
+        server: backend.server.name.clone(),
+        source,
+    };
+    tracing::warn!(error = %err, "closing session");
+    err.into()
 }
 
 /// LOAD DATA LOCAL INFILE: the client streams the file in packets ending with an empty
