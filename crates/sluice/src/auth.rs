@@ -18,7 +18,8 @@ pub struct User {
     /// SHA256(SHA256(password)) for the `caching_sha2_password` fast path: known up front
     /// for plain passwords, learnt after the first full authentication otherwise.
     sha2_cache: Mutex<Option<[u8; 32]>>,
-    pub backend: BackendCredentials,
+    /// Shared by every pool key of this user: keys then compare by pointer.
+    pub backend: std::sync::Arc<BackendCredentials>,
     /// This user's own client connection limit, if set.
     pub max_connections: Option<u32>,
 }
@@ -70,10 +71,10 @@ impl User {
             plugin: c.auth_plugin,
             native_hash,
             sha2_cache: Mutex::new(sha2),
-            backend: BackendCredentials {
+            backend: std::sync::Arc::new(BackendCredentials {
                 user: c.backend_user.clone().unwrap_or_else(|| c.name.clone()),
                 password: backend_password,
-            },
+            }),
             max_connections: c.max_connections,
         }
     }

@@ -206,7 +206,7 @@ async fn answer_protocol_error(client: &mut ClientConn, e: &SessionError, seq: u
 impl Session {
     /// The pool key of connections that speak exactly the client's wire format.
     fn key(&self, user: &User) -> PoolKey {
-        PoolKey::new(Arc::new(user.backend.clone()), self.params(false))
+        PoolKey::new(user.backend.clone(), self.params(false))
     }
 
     fn params(&self, multiplexed: bool) -> ConnParams {
@@ -225,7 +225,7 @@ impl Session {
     /// The pool key a multiplexed session's connections have: the client's format with
     /// session tracking on (OK packets are rewritten for clients that lack it).
     fn mux_key(&self, user: &User) -> PoolKey {
-        PoolKey::new(Arc::new(user.backend.clone()), self.params(true))
+        PoolKey::new(user.backend.clone(), self.params(true))
     }
 
     /// Whether this session's connections are shared: configured, and the servers
@@ -361,16 +361,18 @@ impl Session {
     }
 
     async fn command_loop(&mut self, shutdown: &mut Shutdown) -> Result<(), SessionError> {
+        // One registration for the whole session, not one per statement.
+        let kill = self.kill.clone();
+        let mut killed = std::pin::pin!(kill.notified());
         loop {
             if shutdown.is_stopping() {
                 return Ok(());
             }
             let hold = self.mux.as_ref().and_then(|m| m.hold_until);
-            let kill = self.kill.clone();
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
                 _ = shutdown.stopping() => return Ok(()),
-                _ = kill.notified() => return Ok(()),
+                _ = &mut killed => return Ok(()),
                 _ = sleep_until(hold), if hold.is_some() => {
                     self.end_hold().await?;
                     continue;

@@ -116,7 +116,7 @@ pub async fn warm_group(
         return;
     };
     let (wire, mariadb) = (params.wire_caps, params.mariadb_caps);
-    let key = PoolKey::new(Arc::new(user.backend.clone()), params);
+    let key = PoolKey::new(user.backend.clone(), params);
     let pools = fe.pools.load_full();
     let mut conn = match pools
         .lease(&key, g.schema.as_deref().map(str::as_bytes))

@@ -693,6 +693,30 @@ fn client_connection_limits_answer_1040_and_1203() {
 }
 
 #[test]
+fn kill_ends_a_session_that_holds_no_connection() {
+    let server = shared_server();
+    let sluice = sluice(server, 1);
+    let mut idle = login(&sluice, None);
+    let mut killer = login(&sluice, None);
+    assert_eq!(one(&mut idle, "SELECT 1"), "1");
+    // KILL QUERY of a session with nothing running is a no-op; KILL ends it.
+    ok(
+        &mut killer,
+        &format!("KILL QUERY {}", idle.greeting.connection_id),
+    );
+    assert_eq!(one(&mut idle, "SELECT 2"), "2");
+    ok(
+        &mut killer,
+        &format!("KILL {}", idle.greeting.connection_id),
+    );
+    match expect_refusal(&mut idle.stream, Duration::from_secs(10)) {
+        Ok(Refusal::Closed) => {}
+        other => panic!("the killed session: {other:?}"),
+    }
+    assert!(free(&mut killer));
+}
+
+#[test]
 fn the_mariadb_client_and_sysbench_work_on_two_connections() {
     let server = shared_server();
     fresh_database(server, "mux_cli");
