@@ -506,6 +506,17 @@ impl BackendConn {
         Ok(r)
     }
 
+    /// Makes `db` the default schema unless it already is (or none is asked for).
+    pub async fn ensure_schema(
+        &mut self,
+        db: Option<&[u8]>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        match db {
+            Some(db) if self.schema.as_deref() != Some(db) => self.init_db(db).await,
+            _ => Ok(Ok(())),
+        }
+    }
+
     /// Runs a query Sluice issues itself and returns the first column of the first row
     /// of its result (`None` for SQL NULL or no rows).
     pub async fn query_scalar(

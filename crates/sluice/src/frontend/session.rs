@@ -294,12 +294,8 @@ impl Session {
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
         };
-        if let Some(db) = schema {
-            if conn.schema.as_deref() != Some(db) {
-                if let Err(err) = conn.init_db(db).await? {
-                    return Ok(Err(err));
-                }
-            }
+        if let Err(err) = conn.ensure_schema(schema).await? {
+            return Ok(Err(err));
         }
         self.mux = None;
         self.live.attach(&conn.server, conn.thread_id);
@@ -348,12 +344,8 @@ impl Session {
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
         };
-        if let Some(db) = schema {
-            if conn.schema.as_deref() != Some(db) {
-                if let Err(err) = conn.init_db(db).await? {
-                    return Ok(Err(err));
-                }
-            }
+        if let Err(err) = conn.ensure_schema(schema).await? {
+            return Ok(Err(err));
         }
         self.backend = Some(conn);
         self.publish();

@@ -555,8 +555,11 @@ fn a_surge_waits_in_order_and_past_the_limit_gets_a_clear_error() {
     let admin = config.admin_address().unwrap();
     let mut holder = login(&sluice, None);
     ok(&mut holder, "BEGIN");
-    let pool = admin_get(&admin, "/v1/pool");
-    assert_eq!(pool["sessions_pinned"], 1, "{pool}");
+    // The pin is recorded just after the OK reaches the client.
+    let pinned = wait_until(Duration::from_secs(5), || {
+        admin_get(&admin, "/v1/pool")["sessions_pinned"] == 1
+    });
+    assert!(pinned, "{}", admin_get(&admin, "/v1/pool"));
     let sessions = admin_get(&admin, "/v1/sessions");
     assert_eq!(sessions[0]["pinned"], "transaction", "{sessions}");
     assert_eq!(sessions[0]["state"], "pinned", "{sessions}");
