@@ -700,13 +700,21 @@ impl Session {
             // A multiplexed session may hold no connection to kill: it is told directly.
             target.kill.notify_one();
         }
-        if target.multiplexed && !target.live.attached() {
+        let own_thread = self.backend.as_ref().map(|b| b.thread_id);
+        if target.multiplexed
+            && (!target.live.attached() || own_thread == Some(target.live.thread_id()))
+        {
+            // Nothing of it runs on a server now (the connection it last used may even
+            // be this session's).
             self.client.write_ok(seq, &OkPacket::default()).await?;
             return Ok(true);
         }
+        // A multiplexed session's connection goes back to the pool after the statement:
+        // only its statement is interrupted; the session, told above, ends by itself.
+        let query = query_only || target.multiplexed;
         let sql = format!(
             "KILL {}{}",
-            if query_only { "QUERY " } else { "" },
+            if query { "QUERY " } else { "" },
             target.live.thread_id()
         );
         let target_server = target.live.server_name().unwrap_or_default();
@@ -739,6 +747,10 @@ impl Session {
         };
         match result {
             Ok(Ok(_)) => self.client.write_ok(seq, &OkPacket::default()).await?,
+            // A multiplexed session finished its statement meanwhile: nothing to stop.
+            Ok(Err(err)) if err.code == code::ER_NO_SUCH_THREAD && target.multiplexed => {
+                self.client.write_ok(seq, &OkPacket::default()).await?
+            }
             Ok(Err(err)) => {
                 // The server names its own thread id; the client knows ours.
                 let err = if err.code == code::ER_NO_SUCH_THREAD {
