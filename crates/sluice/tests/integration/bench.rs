@@ -371,3 +371,74 @@ fn a_killed_benchmark_leaves_nothing_running() {
         "Sluice (pid {pid}) outlived the killed benchmark"
     );
 }
+
+/// `sluice bench-mux` in miniature: its own servers, both parts, every figure present and
+/// plausible (a few idle clients, a pool of two).
+#[test]
+fn the_multiplexing_benchmark_measures_both_parts() {
+    let out = tempfile::tempdir().unwrap();
+    let mut child = Command::new(SLUICE_BIN)
+        .args([
+            "bench-mux",
+            "--threads",
+            "4",
+            "--backend-connections",
+            "2",
+            "--idle-clients",
+            "50",
+            "--active-threads",
+            "4",
+            "--idle-backend-connections",
+            "3",
+            "--duration",
+            "2s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--sluice-bin",
+            SLUICE_BIN,
+            "--out",
+        ])
+        .arg(out.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting sluice bench-mux");
+    let status = wait_child(&mut child, Duration::from_secs(240)).unwrap();
+    if status.is_none() {
+        let _ = child.kill();
+    }
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    let r = results(out.path());
+    let runs = rows(&r, "runs");
+    assert_eq!(runs.len(), 2, "{r}");
+    for run in runs {
+        assert!(run["qps"].as_f64().unwrap() > 0.0, "{run}");
+        assert_eq!(run["errors"], 0, "{run}");
+        assert!(
+            run["server_memory_used_mib"].as_f64().unwrap() > 0.0,
+            "{run}"
+        );
+    }
+    let through = runs.iter().find(|x| x["scenario"] == "sluice").unwrap();
+    assert!(
+        through["server_connections"].as_u64().unwrap() <= 2,
+        "{through}"
+    );
+    let idle = &r["idle"];
+    assert_eq!(idle["logged_in"], 50, "{idle}");
+    assert!(
+        idle["bytes_per_idle_client"].as_f64().unwrap() > 0.0,
+        "{idle}"
+    );
+    assert!(idle["server_connections"].as_u64().unwrap() <= 3, "{idle}");
+    assert_eq!(idle["pings_sent"], 1, "{idle}");
+    assert_eq!(idle["pings_answered"], 1, "{idle}");
+    assert!(idle["failure"].is_null(), "{idle}");
+    let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
+    assert!(md.contains("| 4 | sluice |"), "{md}");
+    assert!(md.contains("50 of 50"), "{md}");
+}
