@@ -58,6 +58,19 @@ pub trait SessionsAdmin: Send + Sync + 'static {
     fn pool(&self) -> Value;
 }
 
+/// What the admin API needs from routing: servers with their role, health and lag,
+/// and the operator's actions on them.
+pub trait ServersAdmin: Send + Sync + 'static {
+    /// The writer, every server's state, and the routing counters.
+    fn servers(&self) -> Value;
+    /// Moves the writer (to the server named, or the most advanced replica) without
+    /// losing writes. Ok: a JSON report.
+    fn switchover(&self, to: Option<String>) -> WarmFuture;
+    /// Takes a server out of routing (`enabled: false`) or puts it back, which also
+    /// clears a failover's fence.
+    fn set_enabled(&self, server: &str, enabled: bool) -> Result<Value, String>;
+}
+
 /// What [`CacheAdmin::warm`] returns: the warm-up runs on its own task, so it must be
 /// `Send + 'static`.
 pub type WarmFuture = Pin<Box<dyn Future<Output = Result<Value, String>> + Send>>;
@@ -85,6 +98,7 @@ pub struct AdminState {
     /// `None` when no cache is configured: its endpoints then answer 404.
     pub cache: Option<Arc<dyn CacheAdmin>>,
     pub sessions: Option<Arc<dyn SessionsAdmin>>,
+    pub servers: Option<Arc<dyn ServersAdmin>>,
     pub stats: Arc<Stats>,
 }
 
@@ -160,6 +174,10 @@ pub fn router(token: &Secret, state: AdminState) -> Router {
         .route("/v1/cache/warm", post(warm))
         .route("/v1/sessions", get(sessions))
         .route("/v1/pool", get(pool))
+        .route("/v1/servers", get(servers))
+        .route("/v1/servers/switchover", post(switchover))
+        .route("/v1/servers/{name}/enable", post(enable_server))
+        .route("/v1/servers/{name}/disable", post(disable_server))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -445,6 +463,53 @@ async fn warm(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) 
     }
 }
 
+fn servers_admin(state: &AdminState) -> Result<&Arc<dyn ServersAdmin>, ApiError> {
+    state
+        .servers
+        .as_ref()
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no servers here"))
+}
+
+async fn servers(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(servers_admin(&state)?.servers()))
+}
+
+/// `{"to": "name"}` or an empty body (the most advanced replica).
+async fn switchover(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> ApiResult {
+    let servers = servers_admin(&state)?.clone();
+    let body = json_body(body, Some(json!({})))?;
+    let to = match body.get("to") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ApiError::bad_request("\"to\" must be a server name")),
+    };
+    servers
+        .switchover(to)
+        .await
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::CONFLICT, e))
+}
+
+async fn enable_server(
+    State(state): State<Shared>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> ApiResult {
+    servers_admin(&state)?
+        .set_enabled(&name, true)
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, e))
+}
+
+async fn disable_server(
+    State(state): State<Shared>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> ApiResult {
+    servers_admin(&state)?
+        .set_enabled(&name, false)
+        .map(Json)
+        .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,6 +576,7 @@ mod tests {
         let state = || AdminState {
             cache: None,
             sessions: None,
+            servers: None,
             stats: Arc::new(Stats::default()),
         };
         let (trigger, shutdown) = crate::shutdown::channel();

@@ -5,7 +5,7 @@ mod conn;
 mod pool;
 
 pub use conn::{BackendConn, BackendStmt, ConnParams, Vars, LOGIN_VARS};
-pub use pool::{probe, PoolKey, PooledConn, Pools, QueueStats, ServerPool};
+pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
 
 use crate::config::{ServerConfig, TlsMode};
 use std::sync::Arc;

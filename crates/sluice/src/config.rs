@@ -27,6 +27,12 @@ pub struct Config {
     pub cache: crate::cache::CacheConfig,
     #[serde(default)]
     pub admin: AdminConfig,
+    #[serde(default)]
+    pub routing: crate::router::config::RoutingConfig,
+    #[serde(default)]
+    pub monitor: crate::router::config::MonitorConfig,
+    #[serde(default)]
+    pub failover: crate::router::config::FailoverConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -172,6 +178,43 @@ pub struct ServerConfig {
     pub tls_ca: Option<PathBuf>,
     /// Verify the server certificate (needs `tls_ca`). Default: true when `tls_ca` is set.
     pub tls_verify: Option<bool>,
+    /// "auto" (default: writer when `read_only` is off), "writer" or "reader".
+    #[serde(default)]
+    pub role: crate::router::config::RoleConfig,
+    /// Share of reads among readers of equal latency. Default 1.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Zone (rack, availability zone) the server is in; see `routing.zone`.
+    pub zone: Option<String>,
+    /// Replication lag past which it gets no reads. Default `routing.max_lag`.
+    #[serde(default, with = "humantime_serde::option")]
+    pub max_lag: Option<Duration>,
+    /// Named groups routing rules can send statements to.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl ServerConfig {
+    /// A server at `address` with every other setting at its default.
+    pub fn at(address: &str) -> ServerConfig {
+        ServerConfig {
+            name: None,
+            address: address.into(),
+            max_connections: None,
+            tls: TlsMode::Disabled,
+            tls_ca: None,
+            tls_verify: None,
+            role: Default::default(),
+            weight: default_weight(),
+            zone: None,
+            max_lag: None,
+            groups: Vec::new(),
+        }
+    }
 }
 
 impl ServerConfig {
@@ -373,18 +416,7 @@ impl Config {
                 .collect();
         }
         if !o.backends.is_empty() {
-            self.servers = o
-                .backends
-                .iter()
-                .map(|a| ServerConfig {
-                    name: None,
-                    address: a.clone(),
-                    max_connections: None,
-                    tls: TlsMode::Disabled,
-                    tls_ca: None,
-                    tls_verify: None,
-                })
-                .collect();
+            self.servers = o.backends.iter().map(|a| ServerConfig::at(a)).collect();
         }
         if !o.users.is_empty() {
             self.users.clear();
@@ -489,8 +521,26 @@ impl Config {
         if self.servers.is_empty() {
             p.push("no [[servers]]: give at least one backend address".into());
         }
+        let mut server_names = std::collections::HashSet::new();
+        let mut addresses = std::collections::HashSet::new();
+        let mut writers = 0;
         for (i, s) in self.servers.iter().enumerate() {
             let at = format!("servers[{i}] ({})", s.display_name());
+            if !server_names.insert(s.display_name()) {
+                p.push(format!("{at}: another server has the same name"));
+            }
+            if !addresses.insert(s.address.to_ascii_lowercase()) {
+                p.push(format!(
+                    "{at}: another server has the same address {}",
+                    s.address
+                ));
+            }
+            if s.weight == 0 {
+                p.push(format!("{at}.weight must be at least 1"));
+            }
+            if s.role == crate::router::config::RoleConfig::Writer {
+                writers += 1;
+            }
             if !valid_host_port(&s.address) {
                 p.push(format!("{at}.address: {:?} is not host:port", s.address));
             }
@@ -506,6 +556,27 @@ impl Config {
                 p.push(format!("{at}: tls_verify needs tls_ca"));
             }
         }
+        if writers > 1 {
+            p.push(format!(
+                "{writers} servers have role = \"writer\": at most one may (use \"auto\" to let the monitor choose)"
+            ));
+        }
+        if self.servers.len() > 1
+            && !self
+                .servers
+                .iter()
+                .any(|s| s.role != crate::router::config::RoleConfig::Reader)
+        {
+            p.push("every server has role = \"reader\": no server could take writes".into());
+        }
+        let groups: Vec<String> = self
+            .servers
+            .iter()
+            .flat_map(|s| s.groups.iter().cloned())
+            .collect();
+        p.extend(self.routing.validate(&groups));
+        p.extend(self.monitor.validate());
+        p.extend(self.failover.validate());
         if self.pool.max_connections == 0 {
             p.push("pool.max_connections must be at least 1".into());
         }

@@ -25,6 +25,10 @@ pub mod code {
     pub const ER_MALFORMED_PACKET: u16 = 1835;
     /// Same code ProxySQL uses for "no backend connection within the wait limit".
     pub const POOL_TIMEOUT: u16 = 9001;
+    /// No server can take the statement (no writer during a failover, no reader).
+    pub const NO_SERVER: u16 = 9002;
+    pub const ER_NOT_ALLOWED_COMMAND: u16 = 1148;
+    pub const ER_QUERY_INTERRUPTED: u16 = 1317;
 }
 
 /// Which side of the proxy a failure came from.
@@ -74,6 +78,11 @@ pub enum BackendError {
     QueueFull { server: String, max: u32 },
     #[error("server '{server}' does not support {what}")]
     Unsupported { server: String, what: String },
+    #[error("no {role} server is available (waited {waited:?})")]
+    NoServer {
+        role: &'static str,
+        waited: Duration,
+    },
 }
 
 impl BackendError {
@@ -86,6 +95,7 @@ impl BackendError {
                 | BackendError::ConnectTimeout { .. }
                 | BackendError::PoolTimeout { .. }
                 | BackendError::QueueFull { .. }
+                | BackendError::NoServer { .. }
         )
     }
 
@@ -132,6 +142,9 @@ impl BackendError {
             ),
             e @ (BackendError::PoolTimeout { .. } | BackendError::QueueFull { .. }) => {
                 ErrPacket::new(code::POOL_TIMEOUT, "HY000", format!("Sluice: {e}"))
+            }
+            e @ BackendError::NoServer { .. } => {
+                ErrPacket::new(code::NO_SERVER, "HY000", format!("Sluice: {e}"))
             }
             e @ BackendError::Unsupported { .. } => ErrPacket::new(
                 code::ER_CONNECT_TO_FOREIGN_DATA_SOURCE,

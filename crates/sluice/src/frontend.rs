@@ -5,20 +5,23 @@
 mod cache_admin;
 mod client;
 mod login;
+mod servers_admin;
 mod session;
 mod sessions_admin;
 pub mod warm;
 
 pub use cache_admin::CacheHandle;
 pub use client::ClientConn;
+pub use servers_admin::ServersHandle;
 pub use session::mux::{MuxStats, PinReason};
 pub use session::run;
 pub use sessions_admin::SessionsHandle;
 
 use crate::auth::{RsaKey, Users};
-use crate::backend::{ConnParams, Pools};
+use crate::backend::ConnParams;
 use crate::cache::QueryCache;
 use crate::config::{Config, LimitsConfig, ListenerConfig, PoolConfig, ProtocolConfig};
+use crate::router::Router;
 use crate::stats::Stats;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -138,7 +141,7 @@ impl SessionLive {
 /// State every session shares. Reloadable parts are swapped whole.
 pub struct Frontend {
     pub users: ArcSwap<Users>,
-    pub pools: ArcSwap<Pools>,
+    pub router: ArcSwap<Router>,
     pub identity: ArcSwap<Identity>,
     pub limits: LimitsConfig,
     pub protocol: ProtocolConfig,
@@ -163,13 +166,13 @@ impl Frontend {
     /// Users, limits and protocol settings come from `config`.
     pub fn new(
         config: &Config,
-        pools: Pools,
+        router: Arc<Router>,
         stats: Arc<Stats>,
         cache: Option<Arc<QueryCache>>,
     ) -> Frontend {
         Frontend {
             users: ArcSwap::from_pointee(Users::from_config(&config.users)),
-            pools: ArcSwap::from_pointee(pools),
+            router: ArcSwap::new(router),
             identity: ArcSwap::from_pointee(Identity::default()),
             limits: config.limits.clone(),
             protocol: config.protocol.clone(),

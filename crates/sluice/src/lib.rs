@@ -4,7 +4,9 @@
 //! [`server`] accepts → [`frontend`] (handshake, auth, TLS, command loop) →
 //! [`classify`] (what the command is and how its response ends; for SQL, what it
 //! reads and writes) → [`cache`] (hits answered from stored packets) →
+//! [`router`] (writer or a reader, by rules, transaction state and load) →
 //! [`backend`] (pool lease, backend connection, streamed response).
+//! [`monitor`] watches every server and moves the writer when it fails.
 //! Around it: [`config`], [`auth`] (user list and verification), [`tls`], [`stats`],
 //! [`shutdown`], [`error`]; [`binlog`] (follows the primary's binlog so that the cache
 //! sees writes that bypass Sluice); [`admin`] (the HTTP JSON admin API and
@@ -21,6 +23,8 @@ pub mod classify;
 pub mod config;
 pub mod error;
 pub mod frontend;
+pub mod monitor;
+pub mod router;
 pub mod sandbox;
 pub mod server;
 pub mod shutdown;

@@ -1,12 +1,14 @@
 //! The accept side: listeners, the client-connection limit, one task per client, and
 //! the process lifecycle (signals, reload of users and servers, graceful shutdown).
 
+use crate::auth::BackendCredentials;
 use crate::auth::Users;
-use crate::backend::{probe, Pools, Server, ServerPool};
+use crate::backend::{probe, Server, ServerPool};
 use crate::cache::QueryCache;
 use crate::config::{Config, ListenerConfig, Overrides};
 use crate::error::code;
 use crate::frontend::{self, ClientConn, Frontend, Identity};
+use crate::router::Router;
 use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use crate::stream::Stream;
@@ -19,42 +21,97 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Semaphore;
 
-/// Builds the pools for `config`, reusing the pool of any server whose settings did not
-/// change so that its idle connections survive a reload.
-fn build_pools(
+/// Builds the router for `config`, reusing the pool (and what the monitor knew) of any
+/// server whose settings did not change, so that its idle connections survive a reload.
+fn build_router(
     config: &Config,
     stats: &Arc<Stats>,
-    previous: Option<&Pools>,
-) -> anyhow::Result<Pools> {
-    let mut servers = Vec::new();
+    previous: Option<&Router>,
+) -> anyhow::Result<Arc<Router>> {
+    let mut members = Vec::new();
     for s in &config.servers {
         let server = Server::from_config(s, config.pool.max_connections)
             .with_context(|| format!("server {}", s.display_name()))?;
         let reused = previous.and_then(|p| {
-            p.servers
-                .iter()
-                .find(|old| {
-                    old.server.name == server.name
-                        && old.server.address == server.address
-                        && old.server.tls == server.tls
-                        && old.server.max_connections == server.max_connections
-                        && s.tls_ca.is_none()
-                })
-                .cloned()
+            p.members.iter().find(|old| {
+                let o = &old.pool.server;
+                o.name == server.name
+                    && o.address == server.address
+                    && o.tls == server.tls
+                    && o.max_connections == server.max_connections
+                    && s.tls_ca.is_none()
+            })
         });
-        servers.push(reused.unwrap_or_else(|| {
-            ServerPool::new(Arc::new(server), config.pool.clone(), stats.clone())
+        let pool = match reused {
+            Some(m) => m.pool.clone(),
+            None => ServerPool::new(Arc::new(server), config.pool.clone(), stats.clone()),
+        };
+        members.push(Router::member(
+            pool,
+            s,
+            &config.routing,
+            reused.map(|m| m.as_ref()),
+        ));
+    }
+    let router = Router::new(
+        members,
+        config.routing.clone(),
+        config.monitor.clone(),
+        config.failover.clone(),
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    if let Some(p) = previous {
+        // Keep the writer across a reload unless the monitor disagrees.
+        if let Some(w) = p.writer() {
+            if let Some(m) = router.by_name(w.name()) {
+                router.set_writer(Some(m.clone()));
+                router.elect();
+            }
+        }
+    }
+    Ok(Arc::new(router))
+}
+
+/// The account the monitor logs in with: `[monitor]`, else the first user's backend
+/// account.
+fn monitor_creds(config: &Config) -> Option<Arc<BackendCredentials>> {
+    if let (Some(u), Some(p)) = (&config.monitor.user, &config.monitor.password) {
+        return Some(Arc::new(BackendCredentials {
+            user: u.clone(),
+            password: p.clone(),
         }));
     }
-    Ok(Pools::new(servers))
+    let u = config.users.first()?;
+    Some(Arc::new(BackendCredentials {
+        user: u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
+        password: u.backend_password.clone().or_else(|| u.password.clone())?,
+    }))
+}
+
+/// Checks every server once, then watches them (one task each) and the writer.
+async fn start_monitor(router: &Arc<Router>, config: &Config, shutdown: Shutdown) {
+    let Some(creds) = monitor_creds(config) else {
+        tracing::warn!("no account for the monitor: servers are not checked");
+        return;
+    };
+    if router.members.len() > 1 {
+        crate::monitor::check_all_once(router, &creds).await;
+        match router.writer() {
+            Some(w) => tracing::info!(writer = w.name(), "servers checked"),
+            None => tracing::warn!(
+                "no server can take writes yet: writes wait up to failover.write_wait for one"
+            ),
+        }
+    }
+    crate::monitor::spawn(router, creds, shutdown);
 }
 
 /// Learns the version and capabilities clients should see from the first server that
 /// answers, retrying in the background until one does.
 async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
     loop {
-        let pools = fe.pools.load_full();
-        for pool in &pools.servers {
+        let router = fe.router.load_full();
+        for pool in router.pools() {
             if let Some(hs) = probe(&pool.server, Duration::from_secs(2)).await {
                 let identity = Identity {
                     version: announced.clone().unwrap_or_else(|| {
@@ -81,7 +138,7 @@ pub async fn run(
     overrides: Overrides,
 ) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
-    let pools = build_pools(&config, &stats, None)?;
+    let router = build_router(&config, &stats, None)?;
     let cache = if config.cache.enabled() {
         let cache = QueryCache::new(&config.cache)
             .map_err(|p| anyhow::anyhow!("cache rules: {}", p.join("; ")))?;
@@ -94,7 +151,12 @@ pub async fn run(
     } else {
         None
     };
-    let fe = Arc::new(Frontend::new(&config, pools, stats.clone(), cache.clone()));
+    let fe = Arc::new(Frontend::new(
+        &config,
+        router.clone(),
+        stats.clone(),
+        cache.clone(),
+    ));
     if let Some(file) = &config.cache.warm_file {
         let groups =
             frontend::warm::load(file).map_err(|e| anyhow::anyhow!("cache.warm_file: {e}"))?;
@@ -115,19 +177,14 @@ pub async fn run(
     .await;
 
     let (trigger, shutdown) = shutdown::channel();
+    start_monitor(&router, &config, shutdown.clone()).await;
     let drain = Drain::new();
     let limit = Arc::new(Semaphore::new(
         config.limits.max_client_connections as usize,
     ));
     if let (Some(cache), Some(binlog)) = (&fe.cache, &config.cache.binlog) {
         if binlog.enabled {
-            let servers: Vec<Arc<Server>> = fe
-                .pools
-                .load()
-                .servers
-                .iter()
-                .map(|p| p.server.clone())
-                .collect();
+            let servers: Vec<Arc<Server>> = router.pools().map(|p| p.server.clone()).collect();
             let server = binlog
                 .pick_server(&servers)
                 .context("cache.binlog.server names no server")?;
@@ -154,6 +211,10 @@ pub async fn run(
             }) as Arc<dyn crate::admin::CacheAdmin>
         }),
         sessions: Some(Arc::new(frontend::SessionsHandle { fe: fe.clone() })),
+        servers: Some(Arc::new(frontend::ServersHandle {
+            fe: fe.clone(),
+            creds: monitor_creds(&config),
+        })),
         stats: stats.clone(),
     };
     let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;
@@ -198,7 +259,7 @@ pub async fn run(
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = hup.recv() => reload(&fe, &stats, config_path.as_deref(), &overrides),
+            _ = hup.recv() => reload(&fe, &stats, config_path.as_deref(), &overrides, &shutdown),
         }
     }
     tracing::info!(grace = ?config.limits.shutdown_grace, "shutting down: no new clients, running statements may finish");
@@ -225,6 +286,7 @@ fn reload(
     stats: &Arc<Stats>,
     path: Option<&std::path::Path>,
     overrides: &Overrides,
+    shutdown: &Shutdown,
 ) {
     let Some(path) = path else {
         tracing::info!("SIGHUP: no configuration file to reload");
@@ -245,9 +307,14 @@ fn reload(
         }
         return;
     }
-    let previous = fe.pools.load_full();
-    match build_pools(&config, stats, Some(&previous)) {
-        Ok(pools) => fe.pools.store(Arc::new(pools)),
+    let previous = fe.router.load_full();
+    match build_router(&config, stats, Some(&previous)) {
+        Ok(router) => {
+            if let Some(creds) = monitor_creds(&config) {
+                crate::monitor::spawn(&router, creds, shutdown.clone());
+            }
+            fe.router.store(router);
+        }
         Err(e) => {
             tracing::error!(error = %e, "reload failed; keeping the running configuration");
             return;

@@ -552,6 +552,19 @@ impl BackendConn {
         Ok(row.map(|row| row.map(|values| types.into_iter().zip(values).collect())))
     }
 
+    /// [`Self::query_row`] with each column's name (`SHOW SLAVE STATUS` and the like,
+    /// whose columns are found by name).
+    #[allow(clippy::type_complexity)]
+    pub async fn query_named_row(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Option<Vec<(String, Option<Vec<u8>>)>>, ErrPacket>, BackendError> {
+        let packets = self.query_packets(sql).await?;
+        let row = first_row(&packets, self.caps).map_err(|e| self.proto_err(e))?;
+        let names = column_names(&packets).map_err(|e| self.proto_err(e))?;
+        Ok(row.map(|row| row.map(|values| names.into_iter().zip(values).collect())))
+    }
+
     /// Sends a query and reads every packet of its response.
     async fn query_packets(&mut self, sql: &str) -> Result<Vec<Bytes>, BackendError> {
         self.command_packets(Command::Query, sql.as_bytes(), ResponseKind::Query)
@@ -629,6 +642,27 @@ fn column_types(packets: &[Bytes]) -> Result<Vec<u8>, ProtocolError> {
         types.push(r.u8("column type")?);
     }
     Ok(types)
+}
+
+/// The column names of a text result (empty for an OK or ERR).
+fn column_names(packets: &[Bytes]) -> Result<Vec<String>, ProtocolError> {
+    let Some(first) = packets.first() else {
+        return Ok(Vec::new());
+    };
+    if matches!(first.first(), Some(&ERR_HEADER) | Some(&OK_HEADER)) {
+        return Ok(Vec::new());
+    }
+    let columns = Reader::new(first).lenenc_int("column count")? as usize;
+    let mut names = Vec::with_capacity(columns);
+    for def in packets.iter().skip(1).take(columns) {
+        let mut r = Reader::new(def);
+        // catalog, schema, table, org_table, then the name.
+        for _ in 0..4 {
+            r.lenenc_bytes("column definition")?;
+        }
+        names.push(String::from_utf8_lossy(r.lenenc_bytes("column name")?).into_owned());
+    }
+    Ok(names)
 }
 
 /// The values of the first row of a text result, or the server's error.

@@ -215,6 +215,11 @@ impl ServerPool {
         pool
     }
 
+    /// Leases handed out and not yet given back: the statements in flight here.
+    pub fn leased(&self) -> usize {
+        self.leased.load(Ordering::Relaxed)
+    }
+
     /// (open, idle, leased, waiting) connections and leases right now.
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let slots = self.slots.lock();
@@ -586,7 +591,7 @@ enum Taken {
 }
 
 /// Scores a connection already on `schema` (no COM_INIT_DB to send) above the others.
-fn on_schema(schema: Option<&[u8]>) -> impl Fn(&BackendConn) -> u32 + '_ {
+pub fn on_schema(schema: Option<&[u8]>) -> impl Fn(&BackendConn) -> u32 + '_ {
     move |c| u32::from(c.schema.as_deref() == schema)
 }
 
@@ -609,78 +614,6 @@ async fn maintain(pool: Weak<ServerPool>) {
         tokio::time::sleep(interval).await;
         let Some(p) = pool.upgrade() else { return };
         p.maintain_once().await;
-    }
-}
-
-/// The servers sessions are spread over. Until routing exists, servers are treated as
-/// equivalent: new sessions go round-robin, skipping servers that can't be reached.
-pub struct Pools {
-    pub servers: Vec<Arc<ServerPool>>,
-    next: AtomicUsize,
-}
-
-impl Pools {
-    pub fn new(servers: Vec<Arc<ServerPool>>) -> Pools {
-        Pools {
-            servers,
-            next: AtomicUsize::new(0),
-        }
-    }
-
-    /// Leases from the next server in turn; on an error that proves nothing was sent
-    /// (connect failure, pool timeout), tries the others before giving up.
-    pub async fn lease(
-        &self,
-        key: &PoolKey,
-        schema: Option<&[u8]>,
-    ) -> Result<PooledConn, BackendError> {
-        self.lease_preferring(key, schema, on_schema(schema), 1)
-            .await
-    }
-
-    /// A connection from the next server in turn that has one free now, or `None`.
-    pub async fn try_lease(
-        &self,
-        key: &PoolKey,
-        schema: Option<&[u8]>,
-    ) -> Result<Option<PooledConn>, BackendError> {
-        let n = self.servers.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut last = None;
-        for i in 0..n {
-            match self.servers[(start + i) % n].try_lease(key, schema).await {
-                Ok(Some(c)) => return Ok(Some(c)),
-                Ok(None) => {}
-                Err(e) if e.retry_safe() => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        match last {
-            Some(e) => Err(e),
-            None => Ok(None),
-        }
-    }
-
-    /// [`Self::lease`], preferring the idle connections `score` rates highest.
-    pub async fn lease_preferring(
-        &self,
-        key: &PoolKey,
-        schema: Option<&[u8]>,
-        score: impl Fn(&BackendConn) -> u32,
-        perfect: u32,
-    ) -> Result<PooledConn, BackendError> {
-        let n = self.servers.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut last = None;
-        for i in 0..n {
-            let pool = &self.servers[(start + i) % n];
-            match pool.lease_preferring(key, schema, &score, perfect).await {
-                Ok(c) => return Ok(c),
-                Err(e) if e.retry_safe() => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        Err(last.expect("at least one server is configured"))
     }
 }
 

@@ -5,16 +5,17 @@
 use super::login::{self, AuthOutcome, LoggedIn};
 use super::{ClientConn, Frontend, SessionEntry, SessionLive};
 use crate::auth::User;
-use crate::backend::{ConnParams, PoolKey, PooledConn};
+use crate::backend::{on_schema, ConnParams, PoolKey, PooledConn};
 use crate::classify::{classify, Action};
 use crate::config::ListenerConfig;
 use crate::error::{code, BackendError, SessionError};
+use crate::router::Target;
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::Command;
 use sluice_wire::handshake::ChangeUser;
-use sluice_wire::packet::Header;
+use sluice_wire::packet::{Header, HEADER_LEN};
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
@@ -24,6 +25,7 @@ use tracing::Instrument;
 
 pub(super) mod cached;
 pub mod mux;
+pub mod route;
 
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
@@ -43,6 +45,21 @@ struct Session {
     kill: Arc<tokio::sync::Notify>,
     /// What the registry shows of this session's backend connection and pin.
     live: Arc<SessionLive>,
+    /// The server `backend` is on.
+    member: Option<Arc<crate::router::Member>>,
+    /// A routing rule's time limit for the statement in flight.
+    timeout: Option<std::time::Duration>,
+    /// Where the statement in flight was routed.
+    target: Option<crate::router::Target>,
+    /// The statement in flight may be sent again elsewhere if its server is lost
+    /// before any of the response reached the client (plain reads outside
+    /// transactions).
+    retry_armed: bool,
+    /// ... and that happened: the relay wrote nothing to the client.
+    lost_quietly: bool,
+    /// A lost server ends only the statement in flight, not the session: multiplexed,
+    /// outside a transaction, holding nothing on that connection.
+    survive_loss: bool,
 }
 
 /// Serves one accepted client until it quits, fails, or shutdown stops it between
@@ -154,6 +171,12 @@ async fn serve(
         mux: None,
         kill,
         live,
+        member: None,
+        timeout: None,
+        target: None,
+        retry_armed: false,
+        lost_quietly: false,
+        survive_loss: false,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -288,8 +311,12 @@ impl Session {
             return self.attach_multiplexed(user, schema).await;
         }
         let key = self.key(&user);
-        let pools = self.fe.pools.load_full();
-        let mut conn = match pools.lease(&key, schema).await {
+        let router = self.fe.router.load_full();
+        let leased = router
+            .lease(&Target::Writer, &key, schema, on_schema(schema), 1)
+            .await
+            .map(|(conn, _)| conn);
+        let mut conn = match leased {
             Ok(c) => c,
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
@@ -337,8 +364,8 @@ impl Session {
         }
         // Unless the pool is busy, the login proves the server is there, takes the
         // backend login, and knows the schema.
-        let pools = self.fe.pools.load_full();
-        let mut conn = match pools.try_lease(&key, schema).await {
+        let router = self.fe.router.load_full();
+        let mut conn = match router.try_lease_writer(&key, schema).await {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(Ok(())),
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
@@ -438,19 +465,81 @@ impl Session {
             .rbuf
             .get(5..9)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let fx = match self.mux_prepare(len).await? {
-            mux::Ready::Go(fx) => fx,
-            mux::Ready::Done(going_on) => return Ok(going_on),
-        };
-        let going_on = if self.cache.is_some() {
-            let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
-            self.forward_cached(kind, len).await?
+        // A plain read that loses its server before any reply can run again elsewhere:
+        // keep the client's bytes as they came (ids are rewritten on the way).
+        let router = self.fe.router.load_full();
+        let copy = if router.splits() && self.cache.is_none() && len <= mux::MAX_BUFFERED {
+            while self.client.rbuf.len() < HEADER_LEN + len {
+                self.client.read_more().await?;
+            }
+            Some(self.client.rbuf[..HEADER_LEN + len].to_vec())
         } else {
-            self.relay(kind).await?
+            None
         };
-        if !going_on {
-            return Ok(false);
-        }
+        let mut attempts = 0;
+        let fx = loop {
+            let fx = match self.mux_prepare(len).await? {
+                mux::Ready::Go(fx) => fx,
+                mux::Ready::Done(going_on) => return Ok(going_on),
+            };
+            let timer = match (self.timeout.take(), &self.backend, &self.member) {
+                (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
+                    &router,
+                    m.clone(),
+                    self.key(&self.user),
+                    b.thread_id,
+                    after,
+                )),
+                _ => None,
+            };
+            let in_trx = self
+                .backend
+                .as_ref()
+                .is_some_and(|b| b.status.in_transaction());
+            self.retry_armed = copy.is_some()
+                && attempts < 2
+                && !in_trx
+                && matches!(self.target, Some(crate::router::Target::Reader { .. }));
+            self.survive_loss = !in_trx
+                && self.backend.as_ref().is_some_and(|b| {
+                    self.mux
+                        .as_ref()
+                        .is_some_and(|m| m.pin_reason(b.status).is_none())
+                });
+            self.lost_quietly = false;
+            let going_on = if self.cache.is_some() {
+                let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
+                self.forward_cached(kind, len).await?
+            } else {
+                self.relay(kind).await?
+            };
+            if let Some(t) = timer {
+                t.abort();
+            }
+            self.retry_armed = false;
+            self.survive_loss = false;
+            if self.lost_quietly {
+                // Nothing reached the client: the same bytes go to another server.
+                attempts += 1;
+                Stats::incr(&router.stats.retried_reads);
+                if let Some(b) = self.backend.as_mut() {
+                    b.mark_broken();
+                }
+                self.backend = None;
+                self.member = None;
+                self.publish();
+                let copy = copy.as_ref().expect("armed only with a copy");
+                let rest = self.client.rbuf.split();
+                self.client.rbuf.extend_from_slice(copy);
+                self.client.rbuf.extend_from_slice(&rest);
+                tracing::info!("read retried on another server after its server was lost");
+                continue;
+            }
+            if !going_on {
+                return Ok(false);
+            }
+            break fx;
+        };
         if command == Some(Command::SetOption) {
             // The multi-statement option is part of the pool key, and a reset does not
             // restore it: the session keeps this connection, which serves no one after.
@@ -481,12 +570,21 @@ impl Session {
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
+        let mut ttfb_of = self.member.clone();
+        let retry_armed = self.retry_armed;
 
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);
         match forward_packet(client, backend, &mut span, &self.fe).await {
             Ok(()) => {}
-            Err(Forward::Backend(e)) => return lost_backend(client, e, span.next_seq()).await,
+            Err(Forward::Backend(e)) if retry_armed => {
+                tracing::debug!(error = %e, "server lost before the statement was sent");
+                self.lost_quietly = true;
+                return Ok(true);
+            }
+            Err(Forward::Backend(e)) => {
+                return lost_backend(client, e, span.next_seq(), self.survive_loss).await
+            }
             Err(Forward::Client(e)) => {
                 Stats::incr(&self.fe.stats.client_aborts);
                 return Err(e);
@@ -502,6 +600,7 @@ impl Session {
             scanner.intercept_ok(true);
         }
         let mut first = true;
+        let sent_at = Instant::now();
         loop {
             let (n, event) = match scanner.scan(&backend.rbuf) {
                 Ok(r) => r,
@@ -596,7 +695,20 @@ impl Session {
                     if let Err(e) = backend.read_more().await {
                         backend.mark_broken();
                         Stats::incr(&self.fe.stats.backend_errors);
-                        return lost_backend(client, e, scanner.next_seq()).await;
+                        if retry_armed && first {
+                            tracing::debug!(error = %e, "server lost before any reply");
+                            if let Some(r) = record.as_deref_mut() {
+                                r.abandon();
+                            }
+                            self.lost_quietly = true;
+                            return Ok(true);
+                        }
+                        // Mid-result, the client's framing can't be trusted to go on.
+                        let survive = self.survive_loss && first;
+                        return lost_backend(client, e, scanner.next_seq(), survive).await;
+                    }
+                    if let Some(m) = ttfb_of.take() {
+                        m.observe_ttfb(sent_at.elapsed());
                     }
                 }
             }
@@ -718,7 +830,7 @@ impl Session {
             target.live.thread_id()
         );
         let target_server = target.live.server_name().unwrap_or_default();
-        let pools = self.fe.pools.load_full();
+        let router = self.fe.router.load_full();
         let same_server = self
             .backend
             .as_ref()
@@ -730,11 +842,7 @@ impl Session {
                 .query_scalar(&sql)
                 .await
         } else {
-            let Some(pool) = pools
-                .servers
-                .iter()
-                .find(|p| p.server.name == target_server)
-            else {
+            let Some(pool) = router.pools().find(|p| p.server.name == target_server) else {
                 let err = unknown_thread(id);
                 self.client.write_err(seq, &err).await?;
                 return Ok(true);
@@ -848,10 +956,14 @@ async fn lost_backend(
     client: &mut ClientConn,
     e: BackendError,
     seq: u8,
+    survive: bool,
 ) -> Result<bool, SessionError> {
     tracing::warn!(error = %e, "backend lost during a statement");
     let _ = client.write_err(seq, &e.to_err_packet()).await;
-    Ok(false)
+    // A multiplexed session outside a transaction lost nothing but this statement: its
+    // next one runs on another connection. Otherwise, as with a server that went away,
+    // the session ends.
+    Ok(survive)
 }
 
 /// Waits until `at`, or forever without one (the branch is disabled then anyway).

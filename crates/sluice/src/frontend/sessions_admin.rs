@@ -51,11 +51,10 @@ impl SessionsAdmin for SessionsHandle {
                 .count();
             (sessions.len(), attached, pinned)
         };
-        let pools = self.fe.pools.load_full();
+        let router = self.fe.router.load_full();
         let mut backend_open = 0;
-        let servers: Vec<Value> = pools
-            .servers
-            .iter()
+        let servers: Vec<Value> = router
+            .pools()
             .map(|p| {
                 let (open, idle, leased, waiting) = p.counts();
                 backend_open += open;

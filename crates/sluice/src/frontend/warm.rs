@@ -117,11 +117,19 @@ pub async fn warm_group(
     };
     let (wire, mariadb) = (params.wire_caps, params.mariadb_caps);
     let key = PoolKey::new(user.backend.clone(), params);
-    let pools = fe.pools.load_full();
-    let mut conn = match pools
-        .lease(&key, g.schema.as_deref().map(str::as_bytes))
+    let router = fe.router.load_full();
+    let schema = g.schema.as_deref().map(str::as_bytes);
+    let leased = router
+        .lease(
+            &crate::router::Target::Writer,
+            &key,
+            schema,
+            crate::backend::on_schema(schema),
+            1,
+        )
         .await
-    {
+        .map(|(conn, _)| conn);
+    let mut conn = match leased {
         Ok(c) => c,
         Err(e) => {
             report.failed += g.queries.len() as u64;

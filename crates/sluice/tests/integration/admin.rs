@@ -134,6 +134,7 @@ impl AdminServer {
         let state = AdminState {
             cache: with_cache.then(|| cache.clone() as Arc<dyn CacheAdmin>),
             sessions: None,
+            servers: None,
             stats,
         };
         let config = AdminConfig {

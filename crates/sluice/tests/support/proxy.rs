@@ -40,6 +40,12 @@ pub struct Config {
     pub cache: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub admin: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub routing: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub monitor: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub failover: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -114,6 +120,29 @@ pub struct Server {
     pub tls_ca: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_verify: Option<bool>,
+    /// Routing settings of the server (role, weight, zone, max_lag, groups).
+    #[serde(flatten)]
+    pub extra: toml::Table,
+}
+
+impl Server {
+    pub fn new(name: &str, address: SocketAddr) -> Server {
+        Server {
+            name: name.to_owned(),
+            address: address.to_string(),
+            max_connections: None,
+            tls: None,
+            tls_ca: None,
+            tls_verify: None,
+            extra: toml::Table::new(),
+        }
+    }
+
+    /// Set a routing setting of the server (`weight`, `zone`, `role`...).
+    pub fn set(mut self, key: &str, value: impl Into<toml::Value>) -> Server {
+        self.extra.insert(key.to_owned(), value.into());
+        self
+    }
 }
 
 impl Config {
@@ -136,20 +165,46 @@ impl Config {
                 User::native(super::NATIVE_USER, super::NATIVE_PASSWORD),
                 User::native(super::OTHER_USER, super::OTHER_PASSWORD),
             ],
-            servers: vec![Server {
-                name: "db1".to_owned(),
-                address: backend.to_string(),
-                max_connections: None,
-                tls: None,
-                tls_ca: None,
-                tls_verify: None,
-            }],
+            servers: vec![Server::new("db1", backend)],
             pool: toml::Table::new(),
             limits: toml::Table::new(),
             protocol: toml::Table::new(),
             cache: toml::Table::new(),
             admin: toml::Table::new(),
+            routing: toml::Table::new(),
+            monitor: toml::Table::new(),
+            failover: toml::Table::new(),
         }
+    }
+
+    /// Set `[routing] key = value`.
+    pub fn routing(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.routing.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Set `[monitor] key = value`.
+    pub fn monitor(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.monitor.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Set `[failover] key = value`.
+    pub fn failover(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.failover.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Add a `[[routing.rules]]` table.
+    pub fn routing_rule(mut self, rule: toml::Table) -> Config {
+        let rules = self
+            .routing
+            .entry("rules")
+            .or_insert_with(|| toml::Value::Array(Vec::new()));
+        if let toml::Value::Array(a) = rules {
+            a.push(toml::Value::Table(rule));
+        }
+        self
     }
 
     /// [`Config::new`] in front of a sandbox server.

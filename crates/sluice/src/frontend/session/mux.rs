@@ -27,7 +27,7 @@ use std::time::Instant;
 
 /// Statements up to this size are read whole before they are forwarded, so their effect
 /// on the session can be known. Larger ones stream, their effects read from their head.
-const MAX_BUFFERED: usize = 1 << 20;
+pub(super) const MAX_BUFFERED: usize = 1 << 20;
 
 /// Why a session keeps its backend connection between statements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -187,6 +187,8 @@ struct ClientStmt {
     params: u16,
     /// The parameter types the client last bound.
     types: Option<Vec<u8>>,
+    /// A plain read, which may run on a replica.
+    plain_read: bool,
 }
 
 /// A COM_STMT_PREPARE in flight: the backend statement key, the text, and the id the
@@ -208,6 +210,8 @@ pub(super) struct Observed {
     pub fixed_variable: bool,
     pub tracking_changed: bool,
     pub last_insert_id_set: bool,
+    /// The GTID the statement's transaction was logged with (`last_gtid` tracking).
+    pub last_gtid: Option<Vec<u8>>,
     /// Session state (variables, schema) changed: the connection's copy follows.
     pub state_changed: bool,
     /// The server reported a state change with no variable or schema behind it.
@@ -245,6 +249,8 @@ pub(super) struct Mux {
     pub observed: Observed,
     /// Whether the last lease needed no state change.
     pub pinned_since: Option<PinReason>,
+    /// The session's latest write, which its reads must see (read-your-writes).
+    pub last_gtid: Option<crate::router::gtid::GtidPos>,
 }
 
 impl Mux {
@@ -272,6 +278,7 @@ impl Mux {
             prepared: None,
             observed: Observed::default(),
             pinned_since: None,
+            last_gtid: None,
         }
     }
 
@@ -310,9 +317,10 @@ impl Mux {
                     | b"session_track_transaction_info"
                     | b"session_track_gtids" => self.observed.tracking_changed = true,
                     b"last_insert_id" => self.observed.last_insert_id_set = true,
+                    b"last_gtid" => self.observed.last_gtid = Some(value.to_vec()),
                     // Read-only: reported, never set.
-                    b"last_gtid" | b"in_transaction" | b"warning_count" | b"error_count"
-                    | b"external_user" | b"proxy_user" => {}
+                    b"in_transaction" | b"warning_count" | b"error_count" | b"external_user"
+                    | b"proxy_user" => {}
                     b"insert_id" | b"timestamp" | b"rand_seed1" | b"rand_seed2"
                     | b"pseudo_thread_id" | b"identity" => self.observed.fixed_variable = true,
                     _ => {
@@ -680,7 +688,29 @@ impl Session {
             return Ok(Ready::Done(true));
         }
         let needs_lid = fx.last_insert_id || may_insert(command, &self.client.rbuf[..visible]);
-        match self.acquire(needs_lid).await? {
+        let router = self.fe.router.load_full();
+        let stmt = client_id
+            .filter(|_| command == Some(Command::StmtExecute))
+            .and_then(|id| self.mux.as_ref().expect("multiplexing").stmts.get(&id))
+            .map(|s| (s.text.clone(), s.plain_read));
+        let routed = match self.route(
+            &router,
+            command,
+            &fx,
+            visible,
+            stmt.as_ref().map(|(t, r)| (&t[..], *r)),
+        ) {
+            Ok(r) => r,
+            Err(err) => {
+                let seq = self.client.skip_packet().await?;
+                self.client.write_err(seq, &err).await?;
+                self.release_if_free().await?;
+                return Ok(Ready::Done(true));
+            }
+        };
+        self.timeout = routed.timeout;
+        self.target = Some(routed.target.clone());
+        match self.acquire(needs_lid, &router, routed.target).await? {
             Ok(()) => {}
             Err(answer) => {
                 let seq = self.client.skip_packet().await?;
@@ -735,28 +765,61 @@ impl Session {
     /// is for the client (the connection could not be had, or brought in line).
     /// `needs_lid`: the statement reads or may change `LAST_INSERT_ID()`, so the
     /// connection must hold the session's value first.
-    async fn acquire(&mut self, needs_lid: bool) -> Result<Result<(), ErrPacket>, SessionError> {
-        if self.backend.is_none() {
-            let pools = self.fe.pools.load_full();
+    async fn acquire(
+        &mut self,
+        needs_lid: bool,
+        router: &std::sync::Arc<crate::router::Router>,
+        mut target: crate::router::Target,
+    ) -> Result<Result<(), ErrPacket>, SessionError> {
+        use crate::router::Target;
+        // A connection kept only by a write hold on another server than the one the
+        // statement must go to is given back first; a pinned one stays, whatever the
+        // statement (the state it holds can't move).
+        if self.backend.is_some() && target == Target::Writer && !self.on_writer(router) {
+            let pinned = {
+                let m = self.mux.as_ref().expect("multiplexing");
+                let status = self.backend.as_ref().expect("checked").status;
+                m.pin_reason(status).is_some()
+            };
+            if !pinned {
+                self.mux().hold_until = None;
+                self.release_if_free().await?;
+            }
+        }
+        while self.backend.is_none() {
             let m = self.mux.as_ref().expect("multiplexing");
             // Same schema and variables: nothing to send before the statement.
             let score = |c: &crate::backend::BackendConn| {
                 u32::from(c.schema == m.schema) * 2 + u32::from(c.vars == m.vars)
             };
-            let leased = pools
-                .lease_preferring(&m.key, m.schema.as_deref(), score, 3)
+            let leased = router
+                .lease(&target, &m.key, m.schema.as_deref(), score, 3)
                 .await;
-            match leased {
-                Ok(conn) => {
+            let pick = match leased {
+                Ok((conn, pick)) => {
                     Stats::incr(&self.fe.mux_stats.leases);
                     self.backend = Some(conn);
+                    self.member = Some(pick.member.clone());
+                    pick
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "no backend connection for a statement");
                     return Ok(Err(e.to_err_packet()));
                 }
-            }
+            };
             self.publish();
+            if let Some(need) = &pick.wait_for {
+                if !self.wait_for_gtid(router, &pick.member, need).await {
+                    // Not caught up in time: the writer has it.
+                    if let Some(b) = self.backend.take() {
+                        b.release();
+                    }
+                    self.member = None;
+                    target = Target::Writer;
+                    continue;
+                }
+            }
+            super::route::count(router, &pick.member, &target);
         }
         let backend = self.backend.as_mut().expect("just taken");
         let mux = self.mux.as_mut().expect("multiplexing");
@@ -933,6 +996,12 @@ impl Session {
             backend.vars = mux.vars.clone();
             backend.schema = mux.schema.clone();
         }
+        if let Some(gtid) = &observed.last_gtid {
+            let router = self.fe.router.load_full();
+            self.note_gtid(&router, gtid);
+        }
+        let backend = self.backend.as_mut().expect("checked above");
+        let mux = self.mux.as_mut().expect("multiplexing");
         let status = backend.status;
         mux.status = status;
         mux.apply_effects(fx, observed.status.is_some());
@@ -986,6 +1055,10 @@ impl Session {
                             last_used: clock,
                         },
                     );
+                    let plain_read = crate::router::rules::is_plain_read(
+                        &text,
+                        &crate::classify::effects::effects(&text),
+                    );
                     mux.stmts.insert(
                         id,
                         ClientStmt {
@@ -993,6 +1066,7 @@ impl Session {
                             text,
                             params,
                             types: None,
+                            plain_read,
                         },
                     );
                 }

@@ -1,0 +1,125 @@
+//! What the admin API shows of the servers (role, health, lag, GTID, load and the
+//! routing counters) and the operator's actions: switchover, enable, disable.
+
+use super::Frontend;
+use crate::admin::{ServersAdmin, WarmFuture};
+use crate::auth::BackendCredentials;
+use crate::router::{Health, Member, Router};
+use serde_json::{json, Value};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The servers' side of the admin API, reading through the frontend's router.
+pub struct ServersHandle {
+    pub fe: Arc<Frontend>,
+    /// The account switchovers use (the monitor's).
+    pub creds: Option<Arc<BackendCredentials>>,
+}
+
+fn role(router: &Router, m: &Arc<Member>) -> &'static str {
+    if router.writer().is_some_and(|w| Arc::ptr_eq(&w, m)) {
+        return "writer";
+    }
+    let s = m.state.load();
+    if m.fenced.load(Ordering::Relaxed) {
+        "fenced"
+    } else if m.disabled.load(Ordering::Relaxed) {
+        "disabled"
+    } else if s.health == Health::Down {
+        "down"
+    } else if s.lagging {
+        "lagging"
+    } else if s.read_only == Some(true) || s.galera.as_ref().is_some_and(|g| g.synced()) {
+        "reader"
+    } else if s.health == Health::Unknown {
+        "unknown"
+    } else {
+        // Writable but not the writer: kept out, it would take writes apart.
+        "standby"
+    }
+}
+
+fn member_json(router: &Router, m: &Arc<Member>) -> Value {
+    let s = m.state.load();
+    let (open, idle, leased, waiting) = m.pool.counts();
+    json!({
+        "name": m.name(),
+        "address": m.pool.server.address,
+        "role": role(router, m),
+        "configured_role": format!("{:?}", m.role).to_lowercase(),
+        "health": s.health,
+        "read_only": s.read_only,
+        "weight": m.weight,
+        "zone": m.zone,
+        "groups": m.groups,
+        "max_lag_seconds": m.max_lag.as_secs_f64(),
+        "lag_seconds": s.replica.as_ref().and_then(|r| r.seconds_behind),
+        "lagging": s.lagging,
+        "replication": s.replica,
+        "galera": s.galera,
+        "gtid_current_pos": s.gtid.as_ref().map(|g| g.to_string()),
+        "ping_ms": s.ping.map(|p| p.as_secs_f64() * 1000.0),
+        "error": s.error,
+        "ttfb_ms": m.ttfb().as_secs_f64() * 1000.0,
+        "reads": m.reads.load(Ordering::Relaxed),
+        "writes": m.writes.load(Ordering::Relaxed),
+        "connections": { "open": open, "idle": idle, "leased": leased, "waiting": waiting },
+        "fenced": m.fenced.load(Ordering::Relaxed),
+        "disabled": m.disabled.load(Ordering::Relaxed),
+    })
+}
+
+impl ServersAdmin for ServersHandle {
+    fn servers(&self) -> Value {
+        let router = self.fe.router.load_full();
+        let st = &router.stats;
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        json!({
+            "writer": router.writer().map(|w| w.name().to_owned()),
+            "switchover_in_progress": router.paused.load(Ordering::Relaxed),
+            "read_write_split": router.splits(),
+            "consistency": super::session::route::consistency_name(router.routing.consistency),
+            "servers": router.members.iter().map(|m| member_json(&router, m)).collect::<Vec<_>>(),
+            "rules": router.rules.load().hits().into_iter()
+                .map(|(name, hits)| json!({"name": name, "hits": hits})).collect::<Vec<_>>(),
+            "stats": {
+                "reads_to_readers": n(&st.reads_to_readers),
+                "reads_to_writer": n(&st.reads_to_writer),
+                "gtid_waits": n(&st.gtid_waits),
+                "gtid_wait_timeouts": n(&st.gtid_wait_timeouts),
+                "retried_reads": n(&st.retried_reads),
+                "writer_waits": n(&st.writer_waits),
+                "writer_wait_timeouts": n(&st.writer_wait_timeouts),
+                "failovers": n(&st.failovers),
+                "switchovers": n(&st.switchovers),
+                "blocked_by_rules": n(&st.blocked),
+                "statement_timeouts": n(&st.timeouts),
+            },
+            "last_failover": *st.last_failover.lock(),
+        })
+    }
+
+    fn switchover(&self, to: Option<String>) -> WarmFuture {
+        let router = self.fe.router.load_full();
+        let creds = self.creds.clone();
+        Box::pin(async move {
+            let creds = creds.ok_or("no account for the monitor: switchover is not possible")?;
+            let record =
+                crate::monitor::failover::switchover(&router, &creds, to.as_deref()).await?;
+            Ok(serde_json::to_value(record).unwrap_or_default())
+        })
+    }
+
+    fn set_enabled(&self, server: &str, enabled: bool) -> Result<Value, String> {
+        let router = self.fe.router.load_full();
+        let m = router
+            .by_name(server)
+            .ok_or_else(|| format!("no server is named {server:?}"))?;
+        m.disabled.store(!enabled, Ordering::Relaxed);
+        if enabled {
+            m.fenced.store(false, Ordering::Relaxed);
+        }
+        router.elect();
+        Ok(member_json(&router, m))
+    }
+}

@@ -1,0 +1,220 @@
+//! The session's side of routing (multiplexed sessions): where the statement at the
+//! front of the client buffer goes — rules and hints first, then the writer for
+//! anything but a plain read outside a transaction — the GTID a read must see, the
+//! wait for it on a replica, and a rule's statement timeout.
+
+use super::Session;
+use crate::classify::effects::Effects;
+use crate::router::config::Consistency;
+use crate::router::gtid::GtidPos;
+use crate::router::rules::{is_plain_read, Route, Statement};
+use crate::router::{Member, Router, Target};
+use crate::stats::Stats;
+use sluice_wire::command::Command;
+use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::response::ErrPacket;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Where a statement goes and what else a rule asked for.
+pub(super) struct Routed {
+    pub target: Target,
+    pub timeout: Option<Duration>,
+}
+
+impl Session {
+    /// Routes the command at the front of the client buffer (`visible` bytes of it are
+    /// there). `stmt_text`: for an execute, the prepared statement's text and whether
+    /// it is a plain read. A rule that refuses the statement gives its error.
+    pub(super) fn route(
+        &self,
+        router: &Router,
+        command: Option<Command>,
+        fx: &Effects,
+        visible: usize,
+        stmt: Option<(&[u8], bool)>,
+    ) -> Result<Routed, ErrPacket> {
+        let mux = self.mux.as_ref().expect("multiplexing");
+        let rules = router.rules.load();
+        if !router.splits() && rules.is_empty() {
+            return Ok(Routed {
+                target: Target::Writer,
+                timeout: None,
+            });
+        }
+        let payload = &self.client.rbuf[HEADER_LEN..visible];
+        let text: Option<&[u8]> = match command {
+            Some(Command::Query | Command::StmtPrepare) => Some(&payload[1..]),
+            Some(Command::StmtExecute) => stmt.map(|(t, _)| t),
+            _ => None,
+        };
+        let decision = match text {
+            Some(text) if !rules.is_empty() || memchr_comment(text) => rules.decide(&Statement {
+                text,
+                user: &self.user.name,
+                schema: mux.schema.as_deref(),
+                client: self.client.peer.ip(),
+            }),
+            _ => Default::default(),
+        };
+        if let Some(err) = decision.error {
+            Stats::incr(&router.stats.blocked);
+            return Err(err);
+        }
+        let in_trx = mux.status.in_transaction()
+            || mux
+                .vars
+                .get(b"autocommit".as_slice())
+                .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0");
+        let route = match decision.route {
+            // A transaction's statements stay together, whatever a rule says.
+            _ if in_trx => Route::Writer,
+            Some(r) => r,
+            None => {
+                let read = match command {
+                    Some(Command::Query | Command::StmtPrepare) => {
+                        text.is_some_and(|t| is_plain_read(t, fx))
+                    }
+                    Some(Command::StmtExecute) => {
+                        // A cursor pins the session: keep pins on the writer.
+                        let cursor = payload.get(5).is_some_and(|f| f & 0x07 != 0);
+                        !cursor && stmt.is_some_and(|(_, read)| read)
+                    }
+                    _ => false,
+                };
+                if read {
+                    Route::Readers
+                } else {
+                    Route::Writer
+                }
+            }
+        };
+        let target = match route {
+            Route::Writer => Target::Writer,
+            Route::Group(g) => Target::Group(g),
+            Route::Readers => {
+                let consistency = decision.consistency.unwrap_or(router.routing.consistency);
+                Target::Reader {
+                    need: router.needed_gtid(consistency, mux.last_gtid.as_ref()),
+                }
+            }
+        };
+        Ok(Routed {
+            target,
+            timeout: decision.timeout,
+        })
+    }
+
+    /// Before a read on a replica that must see `need`: waits there up to
+    /// `routing.consistency_wait`. False: the replica did not get there in time.
+    pub(super) async fn wait_for_gtid(
+        &mut self,
+        router: &Router,
+        member: &Member,
+        need: &GtidPos,
+    ) -> bool {
+        let Some(backend) = self.backend.as_mut() else {
+            return false;
+        };
+        Stats::incr(&router.stats.gtid_waits);
+        let secs = router.routing.consistency_wait.as_secs_f64();
+        let sql = format!("SELECT MASTER_GTID_WAIT('{need}', {secs:.3})");
+        match backend.query_scalar(&sql).await {
+            Ok(Ok(Some(v))) if v == b"0" => {
+                member.note_applied(need);
+                true
+            }
+            Ok(_) => {
+                Stats::incr(&router.stats.gtid_wait_timeouts);
+                false
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "GTID wait failed");
+                backend.mark_broken();
+                false
+            }
+        }
+    }
+
+    /// The statement's OK said which GTID its transaction got: reads after it must
+    /// see it.
+    pub(super) fn note_gtid(&mut self, router: &Router, gtid: &[u8]) {
+        let Some(pos) = std::str::from_utf8(gtid).ok().and_then(GtidPos::parse) else {
+            return;
+        };
+        if pos.is_empty() {
+            return;
+        }
+        router.note_write(&pos);
+        let mux = self.mux.as_mut().expect("multiplexing");
+        mux.last_gtid
+            .get_or_insert_with(GtidPos::default)
+            .merge(&pos);
+    }
+
+    /// Whether the held connection is on the writer.
+    pub(super) fn on_writer(&self, router: &Router) -> bool {
+        match (&self.member, router.writer()) {
+            (Some(m), Some(w)) => Arc::ptr_eq(m, &w),
+            _ => router.members.len() == 1,
+        }
+    }
+}
+
+/// A routing hint can only be in a comment.
+fn memchr_comment(text: &[u8]) -> bool {
+    text.windows(2).any(|w| w == b"/*")
+}
+
+/// Cancels the statement running on `thread_id` of `member` after `after`, with
+/// `KILL QUERY` on a connection of its own, unless dropped first. The client gets the
+/// server's error 1317, and the session goes on.
+pub(super) fn statement_timeout(
+    router: &Arc<Router>,
+    member: Arc<Member>,
+    key: crate::backend::PoolKey,
+    thread_id: u32,
+    after: Duration,
+) -> tokio::task::JoinHandle<()> {
+    let router = router.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(after).await;
+        Stats::incr(&router.stats.timeouts);
+        match member.pool.lease(&key, None).await {
+            Ok(mut c) => {
+                let _ = c.query_scalar(&format!("KILL QUERY {thread_id}")).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "statement timeout: no connection to cancel it"),
+        }
+    })
+}
+
+/// Consistency names for the admin view.
+pub fn consistency_name(c: Consistency) -> &'static str {
+    match c {
+        Consistency::None => "none",
+        Consistency::Session => "session",
+        Consistency::Global => "global",
+    }
+}
+
+/// Counts the statement for the member it runs on.
+pub(super) fn count(router: &Router, member: &Member, target: &Target) {
+    match target {
+        Target::Reader { .. } => {
+            let on_writer = router
+                .writer()
+                .is_some_and(|w| std::ptr::eq(w.as_ref(), member));
+            if on_writer {
+                Stats::incr(&router.stats.reads_to_writer);
+            } else {
+                Stats::incr(&router.stats.reads_to_readers);
+            }
+            member.reads.fetch_add(1, Ordering::Relaxed);
+        }
+        _ => {
+            member.writes.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,304 @@
+//! Monitor: one task per server checks it every `monitor.interval` (connect, then
+//! `read_only`, GTID position, replication threads and lag, Galera state) and
+//! publishes a [`ServerState`]; a server changes health only after several checks
+//! agree. After each check the router elects the writer again. When the writer is
+//! down and a replica can take over, [`failover`] promotes the most advanced one.
+
+pub mod failover;
+
+use crate::auth::BackendCredentials;
+use crate::backend::{BackendConn, ConnParams};
+use crate::error::BackendError;
+use crate::router::gtid::GtidPos;
+use crate::router::{GaleraState, Health, Member, ReplicaState, Router};
+use crate::shutdown::Shutdown;
+use sluice_wire::CapabilityFlags;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Parameters of the monitor's own connections: plain text protocol, no tracking.
+pub(crate) fn params() -> ConnParams {
+    ConnParams {
+        wire_caps: CapabilityFlags::TRANSACTIONS,
+        mariadb_caps: 0,
+        charset: 45,
+        track_state: false,
+    }
+}
+
+/// Starts a checking task per member, and the failover task. They end with shutdown
+/// or when the router is replaced by a reload.
+pub fn spawn(router: &Arc<Router>, creds: Arc<BackendCredentials>, shutdown: Shutdown) {
+    for (i, _) in router.members.iter().enumerate() {
+        tokio::spawn(watch(
+            Arc::downgrade(router),
+            i,
+            creds.clone(),
+            shutdown.clone(),
+        ));
+    }
+    if router.members.len() > 1 {
+        tokio::spawn(failover::watch(Arc::downgrade(router), creds, shutdown));
+    }
+}
+
+/// Checks every member once, in parallel, bounded by the check timeout: the state
+/// the first clients are routed by.
+pub async fn check_all_once(router: &Arc<Router>, creds: &Arc<BackendCredentials>) {
+    let mut set = tokio::task::JoinSet::new();
+    for m in &router.members {
+        let (m, creds, cfg) = (m.clone(), creds.clone(), router.monitor.clone());
+        set.spawn(async move {
+            let mut conn = None;
+            let result = check(&m, &mut conn, &creds, cfg.timeout).await;
+            publish(&m, result, &mut Counters::default(), &cfg);
+        });
+    }
+    set.join_all().await;
+    router.elect();
+}
+
+/// Consecutive results, for the health and lag hysteresis.
+#[derive(Default)]
+struct Counters {
+    failures: u32,
+    successes: u32,
+    in_lag: u32,
+}
+
+async fn watch(
+    router: Weak<Router>,
+    index: usize,
+    creds: Arc<BackendCredentials>,
+    mut shutdown: Shutdown,
+) {
+    let mut conn: Option<BackendConn> = None;
+    let mut counters = Counters::default();
+    loop {
+        let (member, interval, timeout) = {
+            let Some(r) = router.upgrade() else { return };
+            (
+                r.members[index].clone(),
+                r.monitor.interval,
+                r.monitor.timeout,
+            )
+        };
+        let started = Instant::now();
+        let result = tokio::select! {
+            r = check(&member, &mut conn, &creds, timeout) => r,
+            _ = shutdown.stopping() => return,
+        };
+        {
+            let Some(r) = router.upgrade() else { return };
+            let before = member.state.load().health;
+            publish(&member, result, &mut counters, &r.monitor);
+            let after = member.state.load().health;
+            if before != after {
+                tracing::info!(server = member.name(), from = ?before, to = ?after, "server health changed");
+            }
+            let writer_before = r.writer().map(|w| w.name().to_owned());
+            r.elect();
+            if writer_before.is_some() && r.writer().is_none() {
+                r.writer_changed.notify_waiters();
+            }
+        }
+        let next = interval.saturating_sub(started.elapsed());
+        tokio::select! {
+            _ = tokio::time::sleep(next) => {}
+            _ = shutdown.stopping() => return,
+        }
+    }
+}
+
+/// One check's findings, before hysteresis.
+struct Observation {
+    ping: Duration,
+    read_only: bool,
+    gtid: Option<GtidPos>,
+    replica: Option<ReplicaState>,
+    galera: Option<GaleraState>,
+}
+
+/// Connects if needed (reusing the last check's connection), then reads what routing
+/// needs. Any failure closes the connection: the next check starts afresh.
+async fn check(
+    member: &Member,
+    conn: &mut Option<BackendConn>,
+    creds: &BackendCredentials,
+    timeout: Duration,
+) -> Result<Observation, String> {
+    let started = Instant::now();
+    let work = async {
+        if conn.is_none() {
+            *conn = Some(
+                BackendConn::connect(member.pool.server.clone(), creds, &params(), None)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let c = conn.as_mut().expect("just connected");
+        observe(c).await
+    };
+    let result = match tokio::time::timeout(timeout, work).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer within {timeout:?}")),
+    };
+    match result {
+        Ok(mut o) => {
+            o.ping = started.elapsed();
+            Ok(o)
+        }
+        Err(e) => {
+            *conn = None;
+            Err(e)
+        }
+    }
+}
+
+fn text(v: &Option<Vec<u8>>) -> String {
+    v.as_deref()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .unwrap_or_default()
+}
+
+async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
+    let err = |e: BackendError| e.to_string();
+    let row = c
+        .query_row("SELECT @@global.read_only, @@global.gtid_current_pos, @@global.wsrep_on")
+        .await
+        .map_err(err)?
+        .map_err(|e| format!("status query refused: {}", e.message))?
+        .ok_or("status query returned no row")?;
+    let read_only = text(&row[0]) == "1";
+    let gtid = GtidPos::parse(&text(&row[1]));
+    let galera = if text(&row[2]) == "1" {
+        Some(galera_state(c).await?)
+    } else {
+        None
+    };
+    let replica = match c.query_named_row("SHOW SLAVE STATUS").await.map_err(err)? {
+        Ok(Some(cols)) => Some(replica_state(&cols)),
+        Ok(None) => None,
+        Err(e) => return Err(format!("SHOW SLAVE STATUS refused: {}", e.message)),
+    };
+    Ok(Observation {
+        ping: Duration::ZERO,
+        read_only,
+        gtid,
+        replica,
+        galera,
+    })
+}
+
+async fn galera_state(c: &mut BackendConn) -> Result<GaleraState, String> {
+    let row = c
+        .query_row(
+            "SELECT \
+             MAX(IF(VARIABLE_NAME='WSREP_LOCAL_STATE', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_READY', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_CLUSTER_STATUS', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_CLUSTER_SIZE', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_FLOW_CONTROL_PAUSED_NS', VARIABLE_VALUE, NULL)) \
+             FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME LIKE 'WSREP%'",
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("wsrep status refused: {}", e.message))?
+        .ok_or("wsrep status returned no row")?;
+    Ok(GaleraState {
+        local_state: text(&row[0]).parse().unwrap_or(0),
+        ready: text(&row[1]).eq_ignore_ascii_case("ON"),
+        cluster_status: text(&row[2]),
+        cluster_size: text(&row[3]).parse().unwrap_or(0),
+        flow_control_paused_ns: text(&row[4]).parse().unwrap_or(0),
+    })
+}
+
+fn replica_state(cols: &[(String, Option<Vec<u8>>)]) -> ReplicaState {
+    let get = |name: &str| {
+        cols.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| text(v))
+            .unwrap_or_default()
+    };
+    let behind = get("Seconds_Behind_Master");
+    ReplicaState {
+        source: format!("{}:{}", get("Master_Host"), get("Master_Port")),
+        io_running: get("Slave_IO_Running"),
+        sql_running: get("Slave_SQL_Running") == "Yes",
+        seconds_behind: behind.parse().ok(),
+        gtid_io_pos: Some(get("Gtid_IO_Pos")).filter(|g| !g.is_empty()),
+        last_error: [get("Last_IO_Error"), get("Last_SQL_Error")]
+            .into_iter()
+            .filter(|e| !e.is_empty())
+            .collect::<Vec<_>>()
+            .join("; "),
+    }
+}
+
+/// Turns one check into the member's published state, with hysteresis: `down_after`
+/// failures in a row to go down, `up_after` successes in a row to come back (one
+/// from the first check), and as many in-limit checks to rejoin the read set.
+fn publish(
+    member: &Member,
+    result: Result<Observation, String>,
+    c: &mut Counters,
+    cfg: &crate::router::config::MonitorConfig,
+) {
+    let old = member.state.load_full();
+    let mut s = (*old).clone();
+    s.checked_at = Some(SystemTime::now());
+    match result {
+        Err(e) => {
+            c.successes = 0;
+            c.failures += 1;
+            if c.failures >= cfg.down_after {
+                s.health = Health::Down;
+            }
+            s.error = Some(e);
+            s.ping = None;
+        }
+        Ok(o) => {
+            c.failures = 0;
+            c.successes += 1;
+            if s.health != Health::Down || c.successes >= cfg.up_after {
+                s.health = Health::Up;
+            }
+            s.error = None;
+            s.ping = Some(o.ping);
+            s.read_only = Some(o.read_only);
+            if let Some(g) = &o.gtid {
+                // A replica's current position is what it applied: reads needing it
+                // can go there without waiting.
+                member.note_applied(g);
+            }
+            s.gtid = o.gtid;
+            let over = match &o.replica {
+                None => false,
+                Some(r) if !r.sql_running => true,
+                Some(r) => r
+                    .seconds_behind
+                    .is_some_and(|b| Duration::from_secs(b) > member.max_lag),
+            } || o.galera.as_ref().is_some_and(|g| !g.synced());
+            if over {
+                c.in_lag = 0;
+                if !s.lagging {
+                    tracing::info!(
+                        server = member.name(),
+                        "replica out of the read set: lagging or not applying"
+                    );
+                }
+                s.lagging = true;
+            } else {
+                c.in_lag += 1;
+                if s.lagging && c.in_lag >= cfg.up_after {
+                    tracing::info!(server = member.name(), "replica back in the read set");
+                    s.lagging = false;
+                }
+            }
+            s.replica = o.replica;
+            s.galera = o.galera;
+        }
+    }
+    member.state.store(Arc::new(s));
+}

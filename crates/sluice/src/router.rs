@@ -1,0 +1,627 @@
+//! Router: which server a statement runs on. Servers are members of one replication
+//! cluster: at most one is the writer, the others are readers while they are healthy
+//! and within their lag limit. Writes, transactions and pinned sessions go to the
+//! writer; plain reads outside transactions go to a reader picked by weight and observed
+//! latency, preferring Sluice's zone, and one that has applied the GTID the read must
+//! see. The monitor keeps each member's [`ServerState`] and elects the writer; the
+//! router only reads them, so it decides without I/O (leases aside).
+
+pub mod config;
+pub mod gtid;
+pub mod rules;
+
+use crate::backend::{BackendConn, PoolKey, PooledConn, ServerPool};
+use crate::error::BackendError;
+use arc_swap::{ArcSwap, ArcSwapOption};
+use config::{Consistency, FailoverConfig, MonitorConfig, RoleConfig, RoutingConfig, WriterReads};
+use gtid::GtidPos;
+use parking_lot::Mutex;
+use rules::Rules;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+/// A server as the monitor last saw it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Health {
+    /// Not checked yet: usable, since nothing says otherwise.
+    #[default]
+    Unknown,
+    /// The last `up_after` checks (or the first one) succeeded.
+    Up,
+    /// The last `down_after` checks failed.
+    Down,
+}
+
+/// A replica's replication threads and position (`SHOW SLAVE STATUS`).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ReplicaState {
+    pub source: String,
+    pub io_running: String,
+    pub sql_running: bool,
+    pub seconds_behind: Option<u64>,
+    pub gtid_io_pos: Option<String>,
+    pub last_error: String,
+}
+
+/// A Galera node's state (`wsrep_*` status variables).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct GaleraState {
+    /// 4 is Synced.
+    pub local_state: u32,
+    pub ready: bool,
+    pub cluster_status: String,
+    pub cluster_size: u32,
+    pub flow_control_paused_ns: u64,
+}
+
+impl GaleraState {
+    pub fn synced(&self) -> bool {
+        self.local_state == 4 && self.ready && self.cluster_status == "Primary"
+    }
+}
+
+/// What the monitor knows of one server, swapped whole after each check.
+#[derive(Clone, Debug, Default)]
+pub struct ServerState {
+    pub health: Health,
+    pub read_only: Option<bool>,
+    pub replica: Option<ReplicaState>,
+    pub galera: Option<GaleraState>,
+    /// `@@gtid_current_pos`.
+    pub gtid: Option<GtidPos>,
+    /// Connect-and-query time of the last check.
+    pub ping: Option<Duration>,
+    pub error: Option<String>,
+    /// Over its lag limit (or not applying): out of the read set until it catches up.
+    pub lagging: bool,
+    pub checked_at: Option<SystemTime>,
+}
+
+/// One server of the cluster: its pool, its configured place, and what is known of it.
+pub struct Member {
+    pub pool: Arc<ServerPool>,
+    pub role: RoleConfig,
+    pub weight: u32,
+    pub zone: Option<String>,
+    pub max_lag: Duration,
+    pub groups: Vec<String>,
+    pub state: ArcSwap<ServerState>,
+    /// At least this much is applied here: from the monitor and from GTID waits that
+    /// succeeded, so that reads after them need no wait.
+    applied: Mutex<GtidPos>,
+    /// Exponentially weighted time to first byte of statements, microseconds.
+    ttfb_us: AtomicU64,
+    /// Reads routed here (for the balancing figures).
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    /// Kept out of routing by failover (an old primary) or by the operator.
+    pub fenced: AtomicBool,
+    pub disabled: AtomicBool,
+}
+
+impl Member {
+    pub fn name(&self) -> &str {
+        &self.pool.server.name
+    }
+
+    pub fn observe_ttfb(&self, d: Duration) {
+        let sample = d.as_micros().min(u128::from(u32::MAX)) as u64;
+        let old = self.ttfb_us.load(Ordering::Relaxed);
+        // An EWMA with weight 1/8: reacts within tens of statements, smooths outliers.
+        let new = if old == 0 {
+            sample
+        } else {
+            (old * 7 + sample) / 8
+        };
+        self.ttfb_us.store(new.max(1), Ordering::Relaxed);
+    }
+
+    pub fn ttfb(&self) -> Duration {
+        Duration::from_micros(self.ttfb_us.load(Ordering::Relaxed))
+    }
+
+    /// Load as the balancer sees it: latency times the statements in flight.
+    fn cost(&self) -> u64 {
+        let ttfb = self.ttfb_us.load(Ordering::Relaxed).max(50);
+        ttfb * (self.pool.leased() as u64 + 1)
+    }
+
+    pub fn has_applied(&self, need: &GtidPos) -> bool {
+        self.applied.lock().includes(need)
+    }
+
+    pub fn note_applied(&self, pos: &GtidPos) {
+        self.applied.lock().merge(pos);
+    }
+
+    pub fn usable(&self) -> bool {
+        !self.fenced.load(Ordering::Relaxed)
+            && !self.disabled.load(Ordering::Relaxed)
+            && self.state.load().health != Health::Down
+    }
+
+    /// Could take writes, from what the monitor saw.
+    fn writable(&self) -> bool {
+        if !self.usable() || self.role == RoleConfig::Reader {
+            return false;
+        }
+        if self.role == RoleConfig::Writer {
+            return true;
+        }
+        let s = self.state.load();
+        match &s.galera {
+            Some(g) => g.synced(),
+            None => s.read_only == Some(false) && s.replica.is_none(),
+        }
+    }
+
+    /// Could take reads as a reader (not the writer).
+    fn readable(&self) -> bool {
+        if !self.usable() {
+            return false;
+        }
+        let s = self.state.load();
+        if s.health != Health::Up || s.lagging {
+            return false;
+        }
+        match &s.galera {
+            Some(g) => g.synced(),
+            None => s.read_only == Some(true),
+        }
+    }
+}
+
+/// Where a lease must go, after the rules and the statement's kind are known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Writer,
+    /// A reader that has applied `need` (or waits for it, or the writer).
+    Reader {
+        need: Option<GtidPos>,
+    },
+    Group(Arc<str>),
+}
+
+/// A chosen server, and the GTID to wait for there before the statement.
+pub struct Pick {
+    pub member: Arc<Member>,
+    pub wait_for: Option<GtidPos>,
+}
+
+/// The cluster's members, the writer, and the routing settings.
+pub struct Router {
+    pub members: Vec<Arc<Member>>,
+    writer: ArcSwapOption<Member>,
+    /// Woken when the writer changes or a switchover ends.
+    pub writer_changed: tokio::sync::Notify,
+    /// A switchover is moving the writer: new writer leases wait.
+    pub paused: AtomicBool,
+    pub routing: RoutingConfig,
+    pub rules: ArcSwap<Rules>,
+    pub monitor: MonitorConfig,
+    pub failover: FailoverConfig,
+    /// The latest GTID any session wrote through this Sluice (global consistency).
+    global_gtid: Mutex<GtidPos>,
+    /// Whether reads may go elsewhere than the writer at all.
+    split: bool,
+    pub stats: RouterStats,
+}
+
+#[derive(Default)]
+pub struct RouterStats {
+    pub reads_to_readers: AtomicU64,
+    pub reads_to_writer: AtomicU64,
+    pub gtid_waits: AtomicU64,
+    pub gtid_wait_timeouts: AtomicU64,
+    pub retried_reads: AtomicU64,
+    pub writer_waits: AtomicU64,
+    pub writer_wait_timeouts: AtomicU64,
+    pub failovers: AtomicU64,
+    pub switchovers: AtomicU64,
+    pub blocked: AtomicU64,
+    pub timeouts: AtomicU64,
+    /// When the writer was last lost and found again (for the admin view).
+    pub last_failover: Mutex<Option<FailoverRecord>>,
+}
+
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FailoverRecord {
+    pub kind: &'static str,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub at: String,
+    pub took_ms: u64,
+    pub outcome: String,
+}
+
+impl Router {
+    pub fn new(
+        members: Vec<Arc<Member>>,
+        routing: RoutingConfig,
+        monitor: MonitorConfig,
+        failover: FailoverConfig,
+    ) -> Result<Router, String> {
+        let rules = Rules::new(&routing.rules)?;
+        let split = routing.read_write_split && members.len() > 1;
+        let router = Router {
+            members,
+            writer: ArcSwapOption::empty(),
+            writer_changed: tokio::sync::Notify::new(),
+            paused: AtomicBool::new(false),
+            routing,
+            rules: ArcSwap::from_pointee(rules),
+            monitor,
+            failover,
+            global_gtid: Mutex::new(GtidPos::default()),
+            split,
+            stats: RouterStats::default(),
+        };
+        router.elect();
+        Ok(router)
+    }
+
+    /// Builds a member for `pool` from its server's configuration, carrying over what
+    /// an earlier member of the same server knew.
+    pub fn member(
+        pool: Arc<ServerPool>,
+        cfg: &crate::config::ServerConfig,
+        routing: &RoutingConfig,
+        previous: Option<&Member>,
+    ) -> Arc<Member> {
+        let m = Member {
+            pool,
+            role: cfg.role,
+            weight: cfg.weight.max(1),
+            zone: cfg.zone.clone(),
+            max_lag: cfg.max_lag.unwrap_or(routing.max_lag),
+            groups: cfg.groups.clone(),
+            state: ArcSwap::from_pointee(ServerState::default()),
+            applied: Mutex::new(GtidPos::default()),
+            ttfb_us: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            fenced: AtomicBool::new(false),
+            disabled: AtomicBool::new(false),
+        };
+        if let Some(p) = previous {
+            m.state.store(p.state.load_full());
+            m.note_applied(&p.applied.lock());
+            m.ttfb_us
+                .store(p.ttfb_us.load(Ordering::Relaxed), Ordering::Relaxed);
+            m.fenced
+                .store(p.fenced.load(Ordering::Relaxed), Ordering::Relaxed);
+            m.disabled
+                .store(p.disabled.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        Arc::new(m)
+    }
+
+    pub fn pools(&self) -> impl Iterator<Item = &Arc<ServerPool>> {
+        self.members.iter().map(|m| &m.pool)
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&Arc<Member>> {
+        self.members.iter().find(|m| m.name() == name)
+    }
+
+    pub fn writer(&self) -> Option<Arc<Member>> {
+        self.writer.load_full()
+    }
+
+    /// Whether reads can go to readers at all (more than one server, split on).
+    pub fn splits(&self) -> bool {
+        self.split
+    }
+
+    /// Sets the writer by hand (failover, switchover); `None` while there is none.
+    pub fn set_writer(&self, m: Option<Arc<Member>>) {
+        let old = self.writer.load_full();
+        let same = match (&old, &m) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            tracing::info!(
+                from = old.as_ref().map(|m| m.name().to_owned()),
+                to = m.as_ref().map(|m| m.name().to_owned()),
+                "writer changed"
+            );
+            self.writer.store(m);
+        }
+        self.writer_changed.notify_waiters();
+    }
+
+    /// Chooses the writer from what the monitor saw: the current one while it can
+    /// take writes, else the first member that can. A single server is always the
+    /// writer, whatever it says about itself.
+    pub fn elect(&self) -> Option<Arc<Member>> {
+        if self.members.len() == 1 {
+            let only = self.members[0].clone();
+            if self.writer.load().is_none() {
+                self.set_writer(Some(only.clone()));
+            }
+            return Some(only);
+        }
+        let current = self.writer.load_full();
+        let pinned = self
+            .members
+            .iter()
+            .find(|m| m.role == RoleConfig::Writer && m.usable());
+        let chosen = match (pinned, &current) {
+            (Some(p), _) => Some(p.clone()),
+            (None, Some(c)) if c.writable() => Some(c.clone()),
+            _ => self.members.iter().find(|m| m.writable()).cloned(),
+        };
+        self.set_writer(chosen.clone());
+        chosen
+    }
+
+    /// The GTID a read must see under `consistency`, given the session's last write.
+    pub fn needed_gtid(
+        &self,
+        consistency: Consistency,
+        session: Option<&GtidPos>,
+    ) -> Option<GtidPos> {
+        match consistency {
+            Consistency::None => None,
+            Consistency::Session => session.filter(|g| !g.is_empty()).cloned(),
+            Consistency::Global => {
+                let g = self.global_gtid.lock();
+                (!g.is_empty()).then(|| g.clone())
+            }
+        }
+    }
+
+    /// A session's write committed with this GTID.
+    pub fn note_write(&self, gtid: &GtidPos) {
+        self.global_gtid.lock().merge(gtid);
+        if let Some(w) = self.writer.load().as_ref() {
+            w.note_applied(gtid);
+        }
+    }
+
+    /// The member a statement for `target` goes to now, or `None` when no server can
+    /// take it yet (no writer during a failover). Pure: no I/O.
+    pub fn pick(&self, target: &Target) -> Option<Pick> {
+        self.pick_excluding(target, &[])
+    }
+
+    /// [`Self::pick`] among members not in `exclude`.
+    pub fn pick_excluding(&self, target: &Target, exclude: &[Arc<Member>]) -> Option<Pick> {
+        let excluded = |m: &Arc<Member>| exclude.iter().any(|x| Arc::ptr_eq(x, m));
+        let writer = self.writer.load_full().filter(|w| !excluded(w));
+        let to_writer = |w: Option<Arc<Member>>| {
+            w.map(|member| Pick {
+                member,
+                wait_for: None,
+            })
+        };
+        match target {
+            Target::Writer => to_writer(writer),
+            Target::Group(g) => {
+                let in_group: Vec<&Arc<Member>> = self
+                    .members
+                    .iter()
+                    .filter(|m| m.groups.iter().any(|x| **x == **g) && m.usable() && !excluded(m))
+                    .collect();
+                balance(&self.prefer_zone(in_group)).map(|member| Pick {
+                    member: member.clone(),
+                    wait_for: None,
+                })
+            }
+            Target::Reader { need } => {
+                if !self.split {
+                    return to_writer(writer);
+                }
+                let is_writer =
+                    |m: &Arc<Member>| writer.as_ref().is_some_and(|w| Arc::ptr_eq(w, m));
+                let mut readers: Vec<&Arc<Member>> = self
+                    .members
+                    .iter()
+                    .filter(|m| !is_writer(m) && !excluded(m) && m.readable())
+                    .collect();
+                if self.routing.writer_reads == WriterReads::Always {
+                    readers.extend(writer.iter());
+                }
+                let readers = self.prefer_zone(readers);
+                if readers.is_empty() {
+                    return match self.routing.writer_reads {
+                        WriterReads::Never => None,
+                        _ => to_writer(writer),
+                    };
+                }
+                let Some(need) = need else {
+                    return balance(&readers).map(|m| Pick {
+                        member: m.clone(),
+                        wait_for: None,
+                    });
+                };
+                let ready: Vec<&Arc<Member>> = readers
+                    .iter()
+                    .copied()
+                    .filter(|m| is_writer(m) || m.has_applied(need))
+                    .collect();
+                if let Some(m) = balance(&ready) {
+                    return Some(Pick {
+                        member: m.clone(),
+                        wait_for: None,
+                    });
+                }
+                if self.routing.consistency_wait.is_zero() {
+                    return to_writer(writer);
+                }
+                balance(&readers).map(|m| Pick {
+                    member: m.clone(),
+                    wait_for: Some(need.clone()),
+                })
+            }
+        }
+    }
+
+    /// Same-zone members when Sluice has a zone and one of them is in the list.
+    fn prefer_zone<'a>(&self, list: Vec<&'a Arc<Member>>) -> Vec<&'a Arc<Member>> {
+        let Some(zone) = &self.routing.zone else {
+            return list;
+        };
+        if list.iter().any(|m| m.zone.as_ref() == Some(zone)) {
+            list.into_iter()
+                .filter(|m| m.zone.as_ref() == Some(zone))
+                .collect()
+        } else {
+            list
+        }
+    }
+
+    /// Waits until a writer other than `not` exists and no switchover holds writes,
+    /// up to `failover.write_wait`.
+    pub async fn wait_for_writer(
+        &self,
+        not: Option<&Arc<Member>>,
+    ) -> Result<Arc<Member>, BackendError> {
+        let started = Instant::now();
+        let deadline = started + self.failover.write_wait;
+        let mut counted = false;
+        loop {
+            let notified = self.writer_changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.paused.load(Ordering::Acquire) {
+                if let Some(w) = self.writer.load_full() {
+                    if !not.is_some_and(|n| Arc::ptr_eq(n, &w)) {
+                        return Ok(w);
+                    }
+                }
+            }
+            if !counted {
+                counted = true;
+                crate::stats::Stats::incr(&self.stats.writer_waits);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                crate::stats::Stats::incr(&self.stats.writer_wait_timeouts);
+                return Err(BackendError::NoServer {
+                    role: "writer",
+                    waited: now - started,
+                });
+            }
+            // Woken by a change, or re-checked every 100 ms in case a wake-up was missed.
+            let _ =
+                tokio::time::timeout((deadline - now).min(Duration::from_millis(100)), notified)
+                    .await;
+        }
+    }
+
+    /// A connection on the server `target` goes to, preferring idle connections that
+    /// `score` rates highest. A connect failure (nothing was sent) moves on: a read to
+    /// another reader or the writer, a write to the next writer once there is one.
+    /// Returns the pick too, with the GTID to wait for before the statement.
+    pub async fn lease(
+        &self,
+        target: &Target,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+        score: impl Fn(&BackendConn) -> u32,
+        perfect: u32,
+    ) -> Result<(PooledConn, Pick), BackendError> {
+        let mut tried: Vec<Arc<Member>> = Vec::new();
+        let mut last = None;
+        for _ in 0..self.members.len() + 2 {
+            let pick = match target {
+                Target::Writer => Pick {
+                    member: self.wait_for_writer(tried.last()).await?,
+                    wait_for: None,
+                },
+                _ => match self.pick_excluding(target, &tried) {
+                    Some(p) => p,
+                    None if matches!(target, Target::Group(_)) => break,
+                    None if self.routing.writer_reads == WriterReads::Never => break,
+                    // No reader left: the writer reads too rather than failing.
+                    None => Pick {
+                        member: self.wait_for_writer(None).await?,
+                        wait_for: None,
+                    },
+                },
+            };
+            if tried.iter().any(|t| Arc::ptr_eq(t, &pick.member)) {
+                break;
+            }
+            match pick
+                .member
+                .pool
+                .lease_preferring(key, schema, &score, perfect)
+                .await
+            {
+                Ok(conn) => return Ok((conn, pick)),
+                // The server is there but busy: its queue already waited.
+                Err(e @ (BackendError::PoolTimeout { .. } | BackendError::QueueFull { .. })) => {
+                    return Err(e)
+                }
+                // Alone, there is no other server to wait for.
+                Err(e) if self.members.len() == 1 => return Err(e),
+                Err(e) if e.retry_safe() => {
+                    tracing::debug!(server = pick.member.name(), error = %e, "lease failed; trying another server");
+                    tried.push(pick.member);
+                    last = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or(BackendError::NoServer {
+            role: match target {
+                Target::Writer => "writer",
+                Target::Reader { .. } => "reader",
+                Target::Group(_) => "group",
+            },
+            waited: Duration::ZERO,
+        }))
+    }
+
+    /// A connection on the writer if one is free now; `None` rather than waiting.
+    pub async fn try_lease_writer(
+        &self,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<Option<PooledConn>, BackendError> {
+        match self.writer() {
+            Some(w) => w.pool.try_lease(key, schema).await,
+            None => Ok(None),
+        }
+    }
+}
+
+/// Picks among candidates: a first draw weighted by `weight`, kept unless a second
+/// draw is clearly less loaded (half its cost or less). With equal latency, reads
+/// spread by weight; a slow or busy server loses its share.
+fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
+    match list.len() {
+        0 => return None,
+        1 => return Some(list[0]),
+        _ => {}
+    }
+    let total: u64 = list.iter().map(|m| u64::from(m.weight)).sum();
+    let draw = |skip: Option<usize>| {
+        let total = total - skip.map_or(0, |i| u64::from(list[i].weight));
+        let mut r = rand::random::<u64>() % total.max(1);
+        for (i, m) in list.iter().enumerate() {
+            if Some(i) == skip {
+                continue;
+            }
+            let w = u64::from(m.weight);
+            if r < w {
+                return i;
+            }
+            r -= w;
+        }
+        list.len() - 1
+    };
+    let a = draw(None);
+    let b = draw(Some(a));
+    if list[b].cost() * 2 <= list[a].cost() {
+        Some(list[b])
+    } else {
+        Some(list[a])
+    }
+}

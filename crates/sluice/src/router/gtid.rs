@@ -1,0 +1,86 @@
+//! MariaDB GTID positions (`domain-server-sequence`, comma-separated, one per domain):
+//! what a session's last write was, what a replica has applied, and whether one
+//! position includes another. Only sequence numbers per domain are compared, as
+//! `MASTER_GTID_WAIT` does.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A position: for each replication domain, the last GTID's server id and sequence.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GtidPos(BTreeMap<u32, (u32, u64)>);
+
+impl GtidPos {
+    /// Parses `0-1-42,1-2-7`; empty text is the empty position. `None` on bad text.
+    pub fn parse(text: &str) -> Option<GtidPos> {
+        let mut pos = BTreeMap::new();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let mut it = part.splitn(3, '-');
+            let domain = it.next()?.parse().ok()?;
+            let server = it.next()?.parse().ok()?;
+            let seq = it.next()?.parse().ok()?;
+            pos.insert(domain, (server, seq));
+        }
+        Some(GtidPos(pos))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether every domain of `other` is at or past its sequence here.
+    pub fn includes(&self, other: &GtidPos) -> bool {
+        other
+            .0
+            .iter()
+            .all(|(d, (_, seq))| self.0.get(d).is_some_and(|(_, s)| s >= seq))
+    }
+
+    /// Takes, per domain, the later of the two.
+    pub fn merge(&mut self, other: &GtidPos) {
+        for (d, (server, seq)) in &other.0 {
+            let e = self.0.entry(*d).or_insert((*server, *seq));
+            if *seq > e.1 {
+                *e = (*server, *seq);
+            }
+        }
+    }
+
+    /// Sum of sequence numbers: orders replicas of one primary by how much they got.
+    pub fn total(&self) -> u64 {
+        self.0.values().map(|(_, s)| *s).sum()
+    }
+}
+
+impl fmt::Display for GtidPos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (d, (server, seq))) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{d}-{server}-{seq}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_compare_merge() {
+        let a = GtidPos::parse("0-1-42,1-2-7").unwrap();
+        assert_eq!(a.to_string(), "0-1-42,1-2-7");
+        assert!(a.includes(&GtidPos::parse("0-1-40").unwrap()));
+        assert!(a.includes(&GtidPos::parse("").unwrap()));
+        assert!(!a.includes(&GtidPos::parse("0-1-43").unwrap()));
+        assert!(!a.includes(&GtidPos::parse("2-1-1").unwrap()));
+        let mut b = GtidPos::parse("0-3-50").unwrap();
+        b.merge(&a);
+        assert_eq!(b.to_string(), "0-3-50,1-2-7");
+        assert_eq!(b.total(), 57);
+        assert!(GtidPos::parse("0-1").is_none());
+        assert!(GtidPos::parse("x-1-2").is_none());
+    }
+}
