@@ -29,6 +29,7 @@ pub mod code {
     pub const NO_SERVER: u16 = 9002;
     pub const ER_NOT_ALLOWED_COMMAND: u16 = 1148;
     pub const ER_QUERY_INTERRUPTED: u16 = 1317;
+    pub const ER_LOCK_DEADLOCK: u16 = 1213;
 }
 
 /// Which side of the proxy a failure came from.

@@ -60,6 +60,9 @@ struct Session {
     /// A lost server ends only the statement in flight, not the session: multiplexed,
     /// outside a transaction, holding nothing on that connection.
     survive_loss: bool,
+    /// The error for a statement whose server was lost inside a transaction, when
+    /// nothing can have been committed.
+    loss_error: Option<ErrPacket>,
 }
 
 /// Serves one accepted client until it quits, fails, or shutdown stops it between
@@ -177,6 +180,7 @@ async fn serve(
         retry_armed: false,
         lost_quietly: false,
         survive_loss: false,
+        loss_error: None,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -500,12 +504,25 @@ impl Session {
                 && attempts < 2
                 && !in_trx
                 && matches!(self.target, Some(crate::router::Target::Reader { .. }));
-            self.survive_loss = !in_trx
-                && self.backend.as_ref().is_some_and(|b| {
-                    self.mux
-                        .as_ref()
-                        .is_some_and(|m| m.pin_reason(b.status).is_none())
-                });
+            // State beyond a transaction (locks, temporary tables...) dies with its
+            // server: the session must end, as it would directly. A transaction alone
+            // ends with an error the client can act on.
+            self.survive_loss = self
+                .mux
+                .as_ref()
+                .is_some_and(|m| m.pin_reason(StatusFlags(0)).is_none());
+            self.loss_error = None;
+            if in_trx && self.survive_loss {
+                let payload = &self.client.rbuf[HEADER_LEN..];
+                let text = match command {
+                    Some(Command::Query) => payload.get(1..).map(|t| &t[..t.len().min(64)]),
+                    Some(Command::StmtExecute) => {
+                        client_id.and_then(|id| self.mux.as_ref().and_then(|m| m.stmt_text(id)))
+                    }
+                    _ => None,
+                };
+                self.loss_error = text.and_then(route::transaction_lost);
+            }
             self.lost_quietly = false;
             let going_on = if self.cache.is_some() {
                 let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
@@ -515,6 +532,12 @@ impl Session {
             };
             if let Some(t) = timer {
                 t.abort();
+            }
+            if let Some(b) = self.backend.as_mut() {
+                if b.is_broken() && going_on {
+                    // The transaction died with its server: the session is outside one.
+                    b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
+                }
             }
             self.retry_armed = false;
             self.survive_loss = false;
@@ -583,7 +606,8 @@ impl Session {
                 return Ok(true);
             }
             Err(Forward::Backend(e)) => {
-                return lost_backend(client, e, span.next_seq(), self.survive_loss).await
+                let err = self.loss_error.take();
+                return lost_backend(client, e, span.next_seq(), self.survive_loss, err).await;
             }
             Err(Forward::Client(e)) => {
                 Stats::incr(&self.fe.stats.client_aborts);
@@ -705,7 +729,8 @@ impl Session {
                         }
                         // Mid-result, the client's framing can't be trusted to go on.
                         let survive = self.survive_loss && first;
-                        return lost_backend(client, e, scanner.next_seq(), survive).await;
+                        let err = self.loss_error.take();
+                        return lost_backend(client, e, scanner.next_seq(), survive, err).await;
                     }
                     if let Some(m) = ttfb_of.take() {
                         m.observe_ttfb(sent_at.elapsed());
@@ -957,9 +982,11 @@ async fn lost_backend(
     e: BackendError,
     seq: u8,
     survive: bool,
+    in_transaction: Option<ErrPacket>,
 ) -> Result<bool, SessionError> {
     tracing::warn!(error = %e, "backend lost during a statement");
-    let _ = client.write_err(seq, &e.to_err_packet()).await;
+    let err = in_transaction.unwrap_or_else(|| e.to_err_packet());
+    let _ = client.write_err(seq, &err).await;
     // A multiplexed session outside a transaction lost nothing but this statement: its
     // next one runs on another connection. Otherwise, as with a server that went away,
     // the session ends.

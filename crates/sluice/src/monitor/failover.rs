@@ -308,11 +308,15 @@ pub async fn switchover(
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         if old.pool.leased() > 0 {
-            tracing::warn!(
-                server = old.name(),
-                leased = old.pool.leased(),
-                "switchover: sessions still hold connections on the old writer"
-            );
+            // Their next statements would still write there (read_only does not stop
+            // accounts with READ_ONLY ADMIN): give up rather than lose those writes.
+            return Err(format!(
+                "{} session(s) still hold connections on {} after {timeout:?} (a long \
+                 transaction, or state pinned there such as a temporary table or a lock); \
+                 nothing was changed",
+                old.pool.leased(),
+                old.name()
+            ));
         }
         exec(&mut old_conn, "SET GLOBAL read_only = 1").await?;
         let pos = scalar(&mut old_conn, "SELECT @@global.gtid_binlog_pos").await?;

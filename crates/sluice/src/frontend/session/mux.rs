@@ -287,6 +287,11 @@ impl Mux {
         *self = Mux::new(key, schema, self.translate_ok, self.lenenc_info);
     }
 
+    /// The text of a statement the client prepared.
+    pub(super) fn stmt_text(&self, id: u32) -> Option<&[u8]> {
+        self.stmts.get(&id).map(|s| &s.text[..])
+    }
+
     /// Why the session must keep its connection, given the server's last status.
     pub fn pin_reason(&self, status: StatusFlags) -> Option<PinReason> {
         if status.in_transaction() {
@@ -775,7 +780,12 @@ impl Session {
         // A connection kept only by a write hold on another server than the one the
         // statement must go to is given back first; a pinned one stays, whatever the
         // statement (the state it holds can't move).
-        if self.backend.is_some() && target == Target::Writer && !self.on_writer(router) {
+        // During a switchover, a connection on the writer is given back too, so that
+        // the old writer drains and the statement waits for the new one.
+        let switching = router.paused.load(std::sync::atomic::Ordering::Acquire);
+        if self.backend.is_some()
+            && (switching || target == Target::Writer && !self.on_writer(router))
+        {
             let pinned = {
                 let m = self.mux.as_ref().expect("multiplexing");
                 let status = self.backend.as_ref().expect("checked").status;
@@ -1106,7 +1116,14 @@ impl Session {
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
+        let switching = self
+            .fe
+            .router
+            .load()
+            .paused
+            .load(std::sync::atomic::Ordering::Relaxed);
         if wrote
+            && !switching
             && backend.pool().counts().3 == 0
             && !status.in_transaction()
             && !self.fe.pool_config.write_hold.is_zero()

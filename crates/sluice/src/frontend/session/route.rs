@@ -162,6 +162,42 @@ impl Session {
     }
 }
 
+/// What a client hears when the server of its open transaction is lost during
+/// `statement`: for a statement that can't have committed anything, that the
+/// transaction was rolled back and may be retried (SQLSTATE 40001, as for a deadlock);
+/// `None` when the outcome is unknown (COMMIT, DDL, a procedure...).
+pub(super) fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
+    let text = crate::classify::sql::strip_hints(statement);
+    let word: Vec<u8> = text
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace() || **b == b'(')
+        .take_while(|b| b.is_ascii_alphabetic())
+        .map(u8::to_ascii_uppercase)
+        .collect();
+    let safe = matches!(
+        word.as_slice(),
+        b"SELECT"
+            | b"INSERT"
+            | b"UPDATE"
+            | b"DELETE"
+            | b"REPLACE"
+            | b"WITH"
+            | b"VALUES"
+            | b"TABLE"
+            | b"SAVEPOINT"
+            | b"DO"
+            | b"SHOW"
+    );
+    safe.then(|| {
+        ErrPacket::new(
+            crate::error::code::ER_LOCK_DEADLOCK,
+            "40001",
+            "Sluice: the server was lost during the transaction, which was rolled back; \
+             try restarting transaction",
+        )
+    })
+}
+
 /// A routing hint can only be in a comment.
 fn memchr_comment(text: &[u8]) -> bool {
     text.windows(2).any(|w| w == b"/*")
