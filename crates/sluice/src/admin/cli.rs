@@ -51,6 +51,22 @@ enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Servers: role, health, lag, reads and writes routed, and the writer.
+    Servers {
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Move the writer to another server without losing writes.
+    Switchover {
+        /// The server to promote [default: the most advanced replica].
+        #[arg(long)]
+        to: Option<String>,
+    },
+    /// Put a server back into routing (also clears a failover's fence).
+    Enable { server: String },
+    /// Take a server out of routing.
+    Disable { server: String },
 }
 
 #[derive(clap::Subcommand)]
@@ -165,7 +181,79 @@ fn execute(args: AdminArgs) -> Result<String, Failure> {
                 key_values(&flatten(&pool))
             })
         }
+        AdminCommand::Servers { json } => {
+            let servers = call(&client, "GET", "/v1/servers", None)?;
+            Ok(if json {
+                pretty(&servers)
+            } else {
+                format_servers(&servers)
+            })
+        }
+        AdminCommand::Switchover { to } => {
+            let body = serde_json::json!({ "to": to });
+            Ok(pretty(&call(
+                &client,
+                "POST",
+                "/v1/servers/switchover",
+                Some(body),
+            )?))
+        }
+        AdminCommand::Enable { server } => {
+            let path = format!("/v1/servers/{}/enable", path_segment(&server));
+            Ok(pretty(&call(&client, "POST", &path, None)?))
+        }
+        AdminCommand::Disable { server } => {
+            let path = format!("/v1/servers/{}/disable", path_segment(&server));
+            Ok(pretty(&call(&client, "POST", &path, None)?))
+        }
     }
+}
+
+/// A server name as one URL path segment (percent-encoded beyond the unreserved set).
+fn path_segment(name: &str) -> String {
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Servers as a table, one line each, after the writer.
+fn format_servers(servers: &Value) -> String {
+    let mut out = format!(
+        "writer: {}\n{:<16} {:<8} {:<8} {:>6} {:>8} {:>10} {:>10} {:>8}  {}\n",
+        servers["writer"].as_str().unwrap_or("(none)"),
+        "server",
+        "role",
+        "health",
+        "weight",
+        "lag s",
+        "reads",
+        "writes",
+        "ttfb ms",
+        "error"
+    );
+    for s in servers["servers"].as_array().into_iter().flatten() {
+        let text = |k: &str| s[k].as_str().unwrap_or("-").to_owned();
+        out.push_str(&format!(
+            "{:<16} {:<8} {:<8} {:>6} {:>8} {:>10} {:>10} {:>8.2}  {}\n",
+            text("name"),
+            text("role"),
+            text("health"),
+            s["weight"].as_u64().unwrap_or(0),
+            s["lag_seconds"]
+                .as_u64()
+                .map_or("-".into(), |l| l.to_string()),
+            s["reads"].as_u64().unwrap_or(0),
+            s["writes"].as_u64().unwrap_or(0),
+            s["ttfb_ms"].as_f64().unwrap_or(0.0),
+            text("error")
+        ));
+    }
+    out
 }
 
 /// Sessions as a table, one line each.

@@ -6,7 +6,6 @@
 use super::config::{Consistency, RouteRuleConfig};
 use crate::classify::effects::Effects;
 use crate::classify::sql::{self, Analysis};
-use crate::error::code;
 use regex::bytes::Regex;
 use sluice_wire::response::ErrPacket;
 use std::net::IpAddr;
@@ -265,6 +264,14 @@ pub fn is_plain_read(text: &[u8], fx: &Effects) -> bool {
     {
         return false;
     }
+    // MariaDB's sequence functions (NEXTVAL changes the sequence; LASTVAL is the
+    // session's own last value) look like plain function calls.
+    if ["NEXTVAL", "SETVAL", "LASTVAL"]
+        .iter()
+        .any(|f| contains_ignore_case(text, f.as_bytes()))
+    {
+        return false;
+    }
     match sql::analyze(text, None) {
         Analysis::Read { uncacheable, .. } => !matches!(
             uncacheable,
@@ -282,13 +289,9 @@ pub fn is_plain_read(text: &[u8], fx: &Effects) -> bool {
     }
 }
 
-/// The error a statement gets when a rule blocks it and gives no code.
-pub fn blocked(rule: &str) -> ErrPacket {
-    ErrPacket::new(
-        code::ER_NOT_ALLOWED_COMMAND,
-        "42000",
-        format!("statement refused by Sluice routing rule {rule:?}"),
-    )
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
 }
 
 #[cfg(test)]
@@ -315,6 +318,7 @@ mod tests {
             "SELECT FOUND_ROWS()",
             "SELECT SQL_CALC_FOUND_ROWS * FROM t",
             "SELECT NEXTVAL(s)",
+            "SELECT lastval(s)",
             "SELECT db.f(1)",
             "SELECT 1 INTO @a",
             "SELECT @a := 1",
