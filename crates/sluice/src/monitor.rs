@@ -29,6 +29,10 @@ pub(crate) fn params() -> ConnParams {
 /// Starts a checking task per member, and the failover task. They end with shutdown
 /// or when the router is replaced by a reload.
 pub fn spawn(router: &Arc<Router>, creds: Arc<BackendCredentials>, shutdown: Shutdown) {
+    // A single server is the writer whatever it says: nothing to watch for.
+    if router.members.len() < 2 {
+        return;
+    }
     for (i, _) in router.members.iter().enumerate() {
         tokio::spawn(watch(
             Arc::downgrade(router),

@@ -813,6 +813,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_slow_reader_loses_its_share() {
+        let (a, b, c) = (
+            member("a", |_| {}),
+            member("b", |_| {}),
+            member("c", |_| {}),
+        );
+        primary(&a);
+        replica(&b);
+        replica(&c);
+        let r = router(
+            vec![a.clone(), b.clone(), c.clone()],
+            RoutingConfig::default(),
+        );
+        b.observe_ttfb(Duration::from_millis(20));
+        c.observe_ttfb(Duration::from_micros(400));
+        let read = Target::Reader { need: None };
+        let on_b = (0..1000).filter(|_| name(r.pick(&read)) == "b").count();
+        assert_eq!(on_b, 0, "50 times slower: never chosen over the fast one");
+        b.observe_ttfb(Duration::from_micros(400));
+        for _ in 0..40 {
+            b.observe_ttfb(Duration::from_micros(400));
+        }
+        let on_b = (0..1000).filter(|_| name(r.pick(&read)) == "b").count();
+        assert!(
+            (400..600).contains(&on_b),
+            "fast again: half the reads, {on_b}"
+        );
+    }
+
+    #[tokio::test]
     async fn galera_nodes_write_one_at_a_time_and_read_when_synced() {
         let nodes: Vec<Arc<Member>> = ["n1", "n2", "n3"]
             .iter()
