@@ -93,6 +93,8 @@ pub struct Member {
     applied: Mutex<GtidPos>,
     /// Exponentially weighted time to first byte of statements, microseconds.
     ttfb_us: AtomicU64,
+    /// When it was last fed, in milliseconds since [`epoch`].
+    ttfb_at_ms: AtomicU64,
     /// Reads routed here (for the balancing figures).
     pub reads: AtomicU64,
     pub writes: AtomicU64,
@@ -109,22 +111,33 @@ impl Member {
     pub fn observe_ttfb(&self, d: Duration) {
         let sample = d.as_micros().min(u128::from(u32::MAX)) as u64;
         let old = self.ttfb_us.load(Ordering::Relaxed);
-        // An EWMA with weight 1/8: reacts within tens of statements, smooths outliers.
+        // An EWMA with weight 1/8, each sample capped at 4 times the average: one stall
+        // of a busy machine moves it little, a server that stays slow still shows
+        // within tens of statements.
         let new = if old == 0 {
             sample
         } else {
-            (old * 7 + sample) / 8
+            (old * 7 + sample.min(old * 4)) / 8
         };
         self.ttfb_us.store(new.max(1), Ordering::Relaxed);
+        self.ttfb_at_ms.store(since_epoch_ms(), Ordering::Relaxed);
     }
 
     pub fn ttfb(&self) -> Duration {
         Duration::from_micros(self.ttfb_us.load(Ordering::Relaxed))
     }
 
-    /// Load as the balancer sees it: latency times the statements in flight.
+    /// Load as the balancer sees it: latency times the statements in flight. A
+    /// latency not measured for a while says nothing any more (a server that lost its
+    /// share gets no new samples): it counts as fast until measured again.
     fn cost(&self) -> u64 {
-        let ttfb = self.ttfb_us.load(Ordering::Relaxed).max(50);
+        let fresh = since_epoch_ms().saturating_sub(self.ttfb_at_ms.load(Ordering::Relaxed))
+            < STALE_TTFB_MS;
+        let ttfb = if fresh {
+            self.ttfb_us.load(Ordering::Relaxed).max(MIN_TTFB_US)
+        } else {
+            MIN_TTFB_US
+        };
         ttfb * (self.pool.leased() as u64 + 1)
     }
 
@@ -280,6 +293,7 @@ impl Router {
             state: ArcSwap::from_pointee(ServerState::default()),
             applied: Mutex::new(GtidPos::default()),
             ttfb_us: AtomicU64::new(0),
+            ttfb_at_ms: AtomicU64::new(0),
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             fenced: AtomicBool::new(false),
@@ -290,6 +304,8 @@ impl Router {
             m.note_applied(&p.applied.lock());
             m.ttfb_us
                 .store(p.ttfb_us.load(Ordering::Relaxed), Ordering::Relaxed);
+            m.ttfb_at_ms
+                .store(p.ttfb_at_ms.load(Ordering::Relaxed), Ordering::Relaxed);
             m.fenced
                 .store(p.fenced.load(Ordering::Relaxed), Ordering::Relaxed);
             m.disabled
@@ -592,9 +608,20 @@ impl Router {
     }
 }
 
+/// Latencies under this are noise on any network.
+const MIN_TTFB_US: u64 = 50;
+/// A latency older than this is not trusted.
+const STALE_TTFB_MS: u64 = 2_000;
+
+fn since_epoch_ms() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
 /// Picks among candidates: a first draw weighted by `weight`, kept unless a second
-/// draw is clearly less loaded (half its cost or less). With equal latency, reads
-/// spread by weight; a slow or busy server loses its share.
+/// draw is clearly less loaded (a third of its cost or less). With equal latency,
+/// reads spread by weight; a slow or busy server loses its share. One pick in 16 keeps
+/// the first draw whatever the costs, so every server keeps being measured.
 fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
     match list.len() {
         0 => return None,
@@ -618,8 +645,11 @@ fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
         list.len() - 1
     };
     let a = draw(None);
+    if rand::random::<u8>() % 16 == 0 {
+        return Some(list[a]);
+    }
     let b = draw(Some(a));
-    if list[b].cost() * 2 <= list[a].cost() {
+    if list[b].cost() * 3 <= list[a].cost() {
         Some(list[b])
     } else {
         Some(list[a])
@@ -826,13 +856,17 @@ mod tests {
             vec![a.clone(), b.clone(), c.clone()],
             RoutingConfig::default(),
         );
-        b.observe_ttfb(Duration::from_millis(20));
-        c.observe_ttfb(Duration::from_micros(400));
+        for _ in 0..40 {
+            b.observe_ttfb(Duration::from_millis(20));
+            c.observe_ttfb(Duration::from_micros(400));
+        }
         let read = Target::Reader { need: None };
         let on_b = (0..1000).filter(|_| name(r.pick(&read)) == "b").count();
-        assert_eq!(on_b, 0, "50 times slower: never chosen over the fast one");
-        b.observe_ttfb(Duration::from_micros(400));
-        for _ in 0..40 {
+        assert!(
+            on_b < 80,
+            "50 times slower: chosen only to be measured, {on_b}"
+        );
+        for _ in 0..60 {
             b.observe_ttfb(Duration::from_micros(400));
         }
         let on_b = (0..1000).filter(|_| name(r.pick(&read)) == "b").count();
