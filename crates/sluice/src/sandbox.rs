@@ -7,6 +7,16 @@
 //! (`--no-defaults` everywhere), and no server outlives the process that started it:
 //! each runs under a small shell watchdog that stops it and deletes its files as soon as
 //! our end of a pipe closes, which the kernel does for us even when we are killed.
+//!
+//! A server can be killed or stopped and started again on the same files and port
+//! ([`MariaDb::restart`]), and several make a topology (the `replication` module): a
+//! GTID primary with replicas ([`ReplicaSet`]) or a Galera cluster ([`GaleraCluster`]).
+
+mod replication;
+
+pub use replication::{
+    GaleraCluster, ReplicaSet, ReplicaSetOptions, REPL_PASSWORD, REPL_USER, SEMI_SYNC_TIMEOUT_MS,
+};
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -40,14 +50,18 @@ pub const BIN_DIR_ENV: &str = "SLUICE_MARIADB_BIN_DIR";
 /// The watchdog every server runs under. Arguments: the directory to delete after the
 /// server exits (empty: none), the file for the server's own stdout and stderr, then the
 /// server's command line. It prints the server's pid, then blocks reading stdin: a line
-/// from us, or end of file when our process exits or dies, means "stop now".
+/// from us, or end of file when our process exits or dies, means "stop now". The line
+/// `keep` leaves the directory in place, for a successor watchdog that restarts the
+/// server on the same files.
 const WATCHDOG: &str = r#"
 remove=$1; out=$2; shift 2
 "$@" </dev/null >"$out" 2>&1 &
 server=$!
 echo "$server"
 exec >/dev/null
-read -r _ || true
+command=
+read -r command || true
+if [ "$command" = keep ]; then remove=; fi
 kill -TERM "$server" 2>/dev/null
 for ((i = 0; i < GRACE; i++)); do
   kill -0 "$server" 2>/dev/null || break
@@ -71,6 +85,18 @@ pub struct MariaDbOptions {
     pub extra_args: Vec<String>,
     /// `--server-id`, which replication needs unique per server (default 1).
     pub server_id: u32,
+    /// `--log-slave-updates`: replicated transactions go to this server's binlog too,
+    /// so that its replicas (or its own after a promotion) see them (default false).
+    pub log_slave_updates: bool,
+    /// `--gtid-strict-mode=ON` (default false).
+    pub gtid_strict_mode: bool,
+    /// Semi-synchronous replication in both roles, so that it still holds after a
+    /// replica is promoted: master and slave sides enabled, a primary waits at most
+    /// [`SEMI_SYNC_TIMEOUT_MS`] for an acknowledgement, and only while some semi-sync
+    /// replica is connected (default false).
+    pub semi_sync: bool,
+    /// `--read-only=ON`, as replicas run (default false).
+    pub read_only: bool,
 }
 
 impl Default for MariaDbOptions {
@@ -80,7 +106,39 @@ impl Default for MariaDbOptions {
             max_connections: 2000,
             extra_args: Vec::new(),
             server_id: 1,
+            log_slave_updates: false,
+            gtid_strict_mode: false,
+            semi_sync: false,
+            read_only: false,
         }
+    }
+}
+
+impl MariaDbOptions {
+    /// The mariadbd options for the replication settings above.
+    fn replication_args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        if self.log_slave_updates {
+            args.push("--log-slave-updates".to_owned());
+        }
+        if self.gtid_strict_mode {
+            args.push("--gtid-strict-mode=ON".to_owned());
+        }
+        if self.semi_sync {
+            args.extend([
+                "--rpl-semi-sync-master-enabled=ON".to_owned(),
+                "--rpl-semi-sync-slave-enabled=ON".to_owned(),
+                format!("--rpl-semi-sync-master-timeout={SEMI_SYNC_TIMEOUT_MS}"),
+                // With the default (ON), a replica's own master side, which nobody
+                // acknowledges, makes its SQL thread wait the full timeout on every
+                // transaction it applies.
+                "--rpl-semi-sync-master-wait-no-slave=OFF".to_owned(),
+            ]);
+        }
+        if self.read_only {
+            args.push("--read-only=ON".to_owned());
+        }
+        args
     }
 }
 
@@ -210,6 +268,19 @@ pub fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Wait until process `pid` (not necessarily our child) has exited, for at most
+/// `timeout`; whether it did.
+fn wait_process_exit(pid: u32, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while process_alive(pid) {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
 /// Wait for `child` to exit, for at most `timeout`.
 pub fn wait_child(child: &mut Child, timeout: Duration) -> Result<Option<ExitStatus>> {
     let deadline = Instant::now() + timeout;
@@ -325,9 +396,21 @@ impl Supervised {
         remove: Option<&Path>,
         out: &Path,
     ) -> Result<Supervised> {
+        Self::spawn_with_env(program, args, &[], remove, out)
+    }
+
+    /// [`Supervised::spawn_program`] with extra environment variables for the program.
+    fn spawn_with_env(
+        program: &Path,
+        args: &[OsString],
+        env: &[(OsString, OsString)],
+        remove: Option<&Path>,
+        out: &Path,
+    ) -> Result<Supervised> {
         let script = WATCHDOG.replace("GRACE", &WATCHDOG_TERM_GRACE_TENTHS.to_string());
         let mut command = Command::new("bash");
         command
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .arg("-c")
             .arg(script)
             .arg("sluice-sandbox-watchdog")
@@ -371,11 +454,26 @@ impl Supervised {
 
     /// Stop the process and wait (bounded) for the watchdog to finish its cleanup.
     pub fn stop(&mut self) {
+        self.stop_with(None);
+    }
+
+    /// Stop the process like [`Supervised::stop`] but keep the directory the watchdog
+    /// would delete, so that a new watchdog can take it over.
+    fn release(&mut self) {
+        self.stop_with(Some("keep\n"));
+    }
+
+    fn stop_with(&mut self, line: Option<&str>) {
         let Some(mut watchdog) = self.watchdog.take() else {
             return;
         };
         // Closing the pipe is the stop signal; the watchdog escalates to SIGKILL itself.
-        drop(watchdog.stdin.take());
+        // A failed write means the watchdog is gone already, which the wait sees.
+        let mut stdin = watchdog.stdin.take();
+        if let (Some(stdin), Some(line)) = (stdin.as_mut(), line) {
+            let _ = stdin.write_all(line.as_bytes());
+        }
+        drop(stdin);
         if !matches!(wait_child(&mut watchdog, STOP_TIMEOUT), Ok(Some(_))) {
             // The watchdog is wedged too: do its job, minus the file removal, which
             // the owner of the directory does after us.
@@ -420,10 +518,23 @@ fn template() -> Result<PathBuf> {
 }
 
 fn install_template() -> Result<Template> {
+    let (root, cleanup) = process_lifetime_dir("sluice-mariadb-template-")?;
+    // From here on, dropping `cleanup` (on error) deletes the directory.
+    let data = root.join("data");
+    install_data_dir(&root, &data)?;
+    Ok(Template {
+        data,
+        _cleanup: cleanup,
+    })
+}
+
+/// A new temporary directory and the process that deletes it when this process exits
+/// (or when the returned child is dropped): for data kept in statics, never dropped.
+fn process_lifetime_dir(prefix: &str) -> Result<(PathBuf, Child)> {
     let root = tempfile::Builder::new()
-        .prefix("sluice-mariadb-template-")
+        .prefix(prefix)
         .tempdir()
-        .context("creating the template directory")?
+        .context("creating a template directory")?
         .keep();
     let cleanup = Command::new("bash")
         .args([
@@ -437,20 +548,13 @@ fn install_template() -> Result<Template> {
         .stderr(Stdio::null())
         .process_group(0)
         .spawn();
-    let cleanup = match cleanup {
-        Ok(child) => child,
+    match cleanup {
+        Ok(child) => Ok((root, child)),
         Err(e) => {
             let _ = fs::remove_dir_all(&root);
-            return Err(anyhow!(e).context("starting bash for the template cleanup"));
+            Err(anyhow!(e).context("starting bash for the template cleanup"))
         }
-    };
-    // From here on, dropping `cleanup` (on error) deletes the directory.
-    let data = root.join("data");
-    install_data_dir(&root, &data)?;
-    Ok(Template {
-        data,
-        _cleanup: cleanup,
-    })
+    }
 }
 
 /// `mariadb-install-db` into `data`, then one start to create the admin account, which
@@ -459,9 +563,16 @@ fn install_data_dir(root: &Path, data: &Path) -> Result<()> {
     let install_db = find_program(&["mariadb-install-db", "mysql_install_db"])?;
     let log_path = root.join("install.log");
     let log = fs::File::create(&log_path)?;
+    // A private tmpdir here too: every mariadbd deletes the `#sql*` files of its tmpdir
+    // when it starts, so another process's server starting on the shared /tmp while
+    // this one installs takes its temporary tables away ("Unknown table
+    // mysql.tmp_user_nopasswd").
+    let tmpdir = root.join("tmp");
+    fs::create_dir_all(&tmpdir)?;
     let status = Command::new(&install_db)
         .arg("--no-defaults")
         .arg(format!("--datadir={}", data.display()))
+        .arg(format!("--tmpdir={}", tmpdir.display()))
         .args([
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
@@ -490,20 +601,14 @@ fn install_data_dir(root: &Path, data: &Path) -> Result<()> {
         format!("--socket={}", socket.display()).into(),
         format!("--pid-file={}", root.join("bootstrap.pid").display()).into(),
         format!("--log-error={}", error_log.display()).into(),
+        format!("--tmpdir={}", tmpdir.display()).into(),
         "--skip-networking".into(),
         "--skip-log-bin".into(),
     ]);
     let out = root.join("bootstrap.out");
     let mut server = Supervised::spawn(&args, None, &out)?;
-    let root_client = || {
-        let mut command = Command::new(client_path()?);
-        command
-            .arg("--no-defaults")
-            .arg(format!("--socket={}", socket.display()))
-            .args(["--user=root", "--batch", "--connect-timeout=5"]);
-        Ok::<_, anyhow::Error>(command)
-    };
-    wait_ready(server.pid, &error_log, &out, || {
+    let root_client = || root_socket_client(&socket);
+    wait_ready(server.pid, &error_log, 0, &out, || {
         run_client(root_client()?, "SELECT 1").map(drop)
     })
     .map_err(StartError::into_inner)?;
@@ -519,11 +624,25 @@ fn install_data_dir(root: &Path, data: &Path) -> Result<()> {
     Ok(())
 }
 
+/// A `mariadb` client in --batch mode logged in as root over the unix socket `socket`,
+/// for servers that are not (yet) reachable as the admin over TCP.
+fn root_socket_client(socket: &Path) -> Result<Command> {
+    let mut command = Command::new(client_path()?);
+    command
+        .arg("--no-defaults")
+        .arg(format!("--socket={}", socket.display()))
+        .args(["--user=root", "--batch", "--connect-timeout=5"]);
+    Ok(command)
+}
+
 /// Poll until the server at `pid` has logged that it is ready and `probe` succeeds,
-/// failing early with the logs if the server exits, and after [`START_TIMEOUT`].
+/// failing early with the logs if the server exits, and after [`START_TIMEOUT`]. Only
+/// the error log after byte `log_from` counts: a restarted server appends to the log
+/// of its previous run.
 fn wait_ready(
     pid: u32,
     error_log: &Path,
+    log_from: u64,
     out: &Path,
     mut probe: impl FnMut() -> Result<()>,
 ) -> Result<(), StartError> {
@@ -537,7 +656,9 @@ fn wait_ready(
         )
     };
     loop {
-        let log = fs::read_to_string(error_log).unwrap_or_default();
+        let log = fs::read(error_log).unwrap_or_default();
+        let from = usize::try_from(log_from).map_or(0, |from| from.min(log.len()));
+        let log = String::from_utf8_lossy(&log[from..]);
         if !process_alive(pid) {
             let err = anyhow!("mariadbd exited during startup; {}", logs());
             // Another process took the port between free_port() and mariadbd's bind.
@@ -654,6 +775,21 @@ pub struct MariaDb {
     port: u16,
     tls: Option<TlsFiles>,
     server: Supervised,
+    /// mariadbd's command line and extra environment, kept for [`MariaDb::restart`].
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// How [`MariaDb::start_with`] starts a server, beyond its [`MariaDbOptions`].
+struct Launch<'a> {
+    /// Copied into the new data directory.
+    template: &'a Path,
+    /// The port to listen on; `None`: a free one, and another if it is taken meanwhile.
+    port: Option<u16>,
+    /// Appended to the command line of the first start only, not of restarts.
+    first_start_args: Vec<String>,
+    /// Environment variables for mariadbd (and the scripts it runs).
+    env: Vec<(OsString, OsString)>,
 }
 
 impl std::fmt::Debug for MariaDb {
@@ -673,12 +809,26 @@ impl MariaDb {
     /// TCP. `mariadb-install-db` runs only on the first call in a process.
     pub fn start(opts: MariaDbOptions) -> Result<MariaDb> {
         let template = template()?;
+        Self::start_with(
+            &opts,
+            &Launch {
+                template: &template,
+                port: None,
+                first_start_args: Vec::new(),
+                env: Vec::new(),
+            },
+        )
+    }
+
+    fn start_with(opts: &MariaDbOptions, launch: &Launch) -> Result<MariaDb> {
+        // A port chosen by the caller is part of a topology: another one would not help.
+        let max_attempts = if launch.port.is_some() { 1 } else { 5 };
         let mut attempts = 0;
         loop {
             attempts += 1;
-            match Self::start_once(&opts, &template) {
+            match Self::start_once(opts, launch) {
                 Ok(server) => return Ok(server),
-                Err(StartError::PortTaken(e)) if attempts < 5 => {
+                Err(StartError::PortTaken(e)) if attempts < max_attempts => {
                     tracing::debug!(error = %e, "sandbox port taken, retrying on another");
                 }
                 Err(StartError::PortTaken(e) | StartError::Failed(e)) => return Err(e),
@@ -686,7 +836,7 @@ impl MariaDb {
         }
     }
 
-    fn start_once(opts: &MariaDbOptions, template: &Path) -> Result<MariaDb, StartError> {
+    fn start_once(opts: &MariaDbOptions, launch: &Launch) -> Result<MariaDb, StartError> {
         let root = tempfile::Builder::new()
             .prefix("sluice-mariadb-")
             .tempdir()
@@ -701,13 +851,13 @@ impl MariaDb {
             )
             .into());
         }
-        copy_dir(template, &datadir)?;
+        copy_dir(launch.template, &datadir)?;
         let tls = if opts.tls {
             Some(generate_tls(&root.path().join("tls"))?)
         } else {
             None
         };
-        let port = free_port();
+        let port = launch.port.unwrap_or_else(free_port);
         let error_log = datadir.join("error.log");
         let out = root.path().join("mariadbd.out");
         // A private tmpdir: servers sharing the machine's /tmp have lost their internal
@@ -750,11 +900,18 @@ impl MariaDb {
             args.push(format!("--ssl-cert={}", tls.server_cert.display()).into());
             args.push(format!("--ssl-key={}", tls.server_key.display()).into());
         }
+        args.extend(opts.replication_args().into_iter().map(OsString::from));
         args.extend(opts.extra_args.iter().map(OsString::from));
+        let mut first_args = args.clone();
+        first_args.extend(launch.first_start_args.iter().map(OsString::from));
+
+        let program = mariadbd_path()?;
 
         // The watchdog owns the directory from here on.
         let root = root.keep();
-        let server = match Supervised::spawn(&args, Some(&root), &out) {
+        let spawned =
+            Supervised::spawn_with_env(&program, &first_args, &launch.env, Some(&root), &out);
+        let server = match spawned {
             Ok(server) => server,
             Err(e) => {
                 let _ = fs::remove_dir_all(&root);
@@ -767,12 +924,71 @@ impl MariaDb {
             port,
             tls,
             server,
+            args,
+            env: launch.env.clone(),
         };
         // On failure `db` is dropped here, which stops the server and deletes its files.
-        wait_ready(db.server.pid, &error_log, &out, || {
+        wait_ready(db.server.pid, &error_log, 0, &out, || {
             db.execute("SELECT 1").map(drop)
         })?;
         Ok(db)
+    }
+
+    /// Start the server again after [`MariaDb::kill`] or [`MariaDb::stop_process`]: same
+    /// data directory, port and options, and wait (at most 30 s) until the admin account
+    /// can log in, as [`MariaDb::start`] does. Fails if the server still runs, or if
+    /// another process took its port meanwhile.
+    pub fn restart(&mut self) -> Result<()> {
+        if self.running() {
+            bail!(
+                "mariadbd {} on port {} still runs; kill or stop it before restarting it",
+                self.server.pid,
+                self.port
+            );
+        }
+        let error_log = self.datadir.join("error.log");
+        let log_from = fs::metadata(&error_log).map_or(0, |meta| meta.len());
+        let out = self.root.join("mariadbd.out");
+        let program = mariadbd_path()?;
+        let mut args = self.args.clone();
+        if let Some(position) = self.galera_recovered_position()? {
+            args.push(format!("--wsrep-start-position={position}").into());
+        }
+        // The old watchdog still guards the files (it deletes them if we die); it hands
+        // them over to the new one instead.
+        self.server.release();
+        self.server =
+            Supervised::spawn_with_env(&program, &args, &self.env, Some(&self.root), &out)?;
+        wait_ready(self.server.pid, &error_log, log_from, &out, || {
+            self.execute("SELECT 1").map(drop)
+        })
+        .map_err(StartError::into_inner)
+        .with_context(|| format!("restarting the server on port {}", self.port))
+    }
+
+    /// Stop the server process cleanly (SIGTERM, then SIGKILL if it is still running
+    /// after 30 s) and wait until it is gone, keeping its files for
+    /// [`MariaDb::restart`]. Does nothing if it is not running.
+    pub fn stop_process(&mut self) -> Result<()> {
+        let pid = self.server.pid;
+        if !process_alive(pid) {
+            return Ok(());
+        }
+        send_signal(pid, "TERM")?;
+        if wait_process_exit(pid, STOP_TIMEOUT) {
+            return Ok(());
+        }
+        tracing::warn!(
+            pid,
+            "mariadbd ignored SIGTERM for {STOP_TIMEOUT:?}, killing it"
+        );
+        self.kill()
+    }
+
+    /// Whether the server process runs (false after [`MariaDb::kill`] and
+    /// [`MariaDb::stop_process`], until [`MariaDb::restart`]).
+    pub fn running(&self) -> bool {
+        self.server.running()
     }
 
     /// The TCP port on 127.0.0.1.
@@ -841,15 +1057,11 @@ impl MariaDb {
     /// gone. Its files stay until the handle is dropped.
     pub fn kill(&self) -> Result<()> {
         send_signal(self.server.pid, "KILL")?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while process_alive(self.server.pid) {
-            if Instant::now() >= deadline {
-                bail!(
-                    "mariadbd {} still alive 10 s after SIGKILL",
-                    self.server.pid
-                );
-            }
-            thread::sleep(Duration::from_millis(10));
+        if !wait_process_exit(self.server.pid, Duration::from_secs(10)) {
+            bail!(
+                "mariadbd {} still alive 10 s after SIGKILL",
+                self.server.pid
+            );
         }
         Ok(())
     }
