@@ -645,7 +645,7 @@ fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
         list.len() - 1
     };
     let a = draw(None);
-    if rand::random::<u8>() % 16 == 0 {
+    if rand::random::<u8>().is_multiple_of(16) {
         return Some(list[a]);
     }
     let b = draw(Some(a));
@@ -770,7 +770,7 @@ mod tests {
             "the writer reads when no reader can"
         );
         assert_eq!(name(r.pick(&Target::Writer)), "a");
-        assert_eq!(name(r.pick_excluding(&read, &[a.clone()])), "");
+        assert_eq!(name(r.pick_excluding(&read, std::slice::from_ref(&a))), "");
 
         let never = router(
             vec![a.clone(), b.clone(), c.clone()],

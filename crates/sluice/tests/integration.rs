@@ -15,6 +15,8 @@ mod auth;
 mod bad_input;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/bench_routing.rs"]
+mod bench_routing;
 #[path = "integration/binlog.rs"]
 mod binlog;
 #[path = "integration/cache.rs"]
@@ -29,6 +31,8 @@ mod compat;
 mod drivers;
 #[path = "integration/errors.rs"]
 mod errors;
+#[path = "integration/failover.rs"]
+mod failover;
 #[path = "integration/failures.rs"]
 mod failures;
 #[path = "integration/harness.rs"]
@@ -43,6 +47,10 @@ mod multiplex;
 mod pool;
 #[path = "integration/proxy_paths.rs"]
 mod proxy_paths;
+#[path = "integration/replication_sandbox.rs"]
+mod replication_sandbox;
+#[path = "integration/routing.rs"]
+mod routing;
 #[path = "integration/sysbench.rs"]
 mod sysbench;
 #[path = "integration/tls.rs"]
