@@ -14,6 +14,7 @@ pub mod mux;
 mod mysqlslap;
 mod render;
 mod report;
+pub mod routing;
 mod sysbench;
 mod tool;
 mod topology;

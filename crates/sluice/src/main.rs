@@ -43,6 +43,9 @@ enum Command {
     /// Benchmark of multiplexing: a thousand sysbench threads direct vs through a few
     /// dozen backend connections, and ten thousand idle clients on Sluice.
     BenchMux(Box<sluice::bench::mux::MuxArgs>),
+    /// Benchmark of read scale-out: sysbench reads straight at a primary vs through
+    /// Sluice spreading them over its replicas, and how the reads were balanced.
+    BenchRouting(Box<sluice::bench::routing::RoutingArgs>),
 }
 
 #[derive(clap::Args)]
@@ -83,6 +86,13 @@ fn main() -> ExitCode {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice bench-mux: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::BenchRouting(args) => match sluice::bench::routing::run(*args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("sluice bench-routing: {e:#}");
                 ExitCode::FAILURE
             }
         },

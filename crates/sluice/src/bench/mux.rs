@@ -261,7 +261,9 @@ fn endpoint(host: &str, port: u16) -> Endpoint {
     }
 }
 
-fn spec(threads: u32, duration: Duration, data: DataSet) -> RunSpec {
+/// The read-only run both benchmarks measure: oltp_read_only outside transactions,
+/// prepared statements, a report every second.
+pub(crate) fn spec(threads: u32, duration: Duration, data: DataSet) -> RunSpec {
     RunSpec {
         workload: Workload::OltpReadOnly,
         ps_mode: PsMode::Auto,
@@ -469,7 +471,7 @@ fn idle_run(
 
 /// qps, p95 latency, errors and the failure, from a sysbench run.
 #[allow(clippy::type_complexity)]
-fn outcome(
+pub(crate) fn outcome(
     stats: anyhow::Result<super::sysbench::RunStats>,
 ) -> (Option<f64>, Option<f64>, Option<u64>, Option<String>) {
     match stats {
@@ -597,7 +599,7 @@ fn write_results(out: &Path, results: &Results) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cell(v: Option<f64>, digits: usize) -> String {
+pub(crate) fn cell(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "FAILED".into(), |v| format!("{v:.digits$}"))
 }
 

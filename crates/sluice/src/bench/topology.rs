@@ -364,7 +364,7 @@ pub fn check_cache_support(
 }
 
 /// A TOML basic string.
-fn toml_string(s: &str) -> String {
+pub(crate) fn toml_string(s: &str) -> String {
     let mut out = String::from("\"");
     for c in s.chars() {
         match c {
@@ -380,17 +380,23 @@ fn toml_string(s: &str) -> String {
 
 /// `sluice serve` started by the benchmark, under the sandbox's watchdog: it stops with
 /// the benchmark however that ends (Ctrl-C, SIGTERM, SIGKILL), not only on a clean exit.
-struct SluiceProcess {
+pub(crate) struct SluiceProcess {
     process: sandbox::Supervised,
     log: PathBuf,
-    command: String,
+    /// How it was started, as a shell would take it.
+    pub(crate) command: String,
 }
 
 impl SluiceProcess {
     /// How long Sluice gets to start listening.
     const START_TIMEOUT: Duration = Duration::from_secs(20);
 
-    fn start(bin: &Path, config: &Path, port: u16, log: &Path) -> anyhow::Result<SluiceProcess> {
+    pub(crate) fn start(
+        bin: &Path,
+        config: &Path,
+        port: u16,
+        log: &Path,
+    ) -> anyhow::Result<SluiceProcess> {
         let args = vec![
             "serve".to_string(),
             "--config".to_string(),
@@ -441,7 +447,7 @@ impl SluiceProcess {
         self.process.pid()
     }
 
-    fn check(&mut self) -> Result<(), String> {
+    pub(crate) fn check(&mut self) -> Result<(), String> {
         if self.process.running() {
             return Ok(());
         }
@@ -458,7 +464,7 @@ impl SluiceProcess {
     }
 
     /// SIGTERM for a graceful shutdown; the watchdog escalates to SIGKILL.
-    fn stop(mut self) {
+    pub(crate) fn stop(mut self) {
         self.process.stop();
     }
 }

@@ -1,0 +1,1110 @@
+//! `sluice bench-routing`: how far reads scale out when Sluice spreads them over
+//! replicas.
+//!
+//! sysbench `oltp_read_only --skip_trx=on` runs straight at the primary (every read on
+//! one server) and through Sluice in front of the primary and its replicas (plain reads
+//! outside transactions go to the replicas, by weight and observed latency), taking
+//! turns at each thread count. Around every run through Sluice, its admin API
+//! (`/v1/servers`) and each server's `Com_select` say where the reads went, which the
+//! report sets against the share the weights promise.
+//!
+//! Everything runs embedded (a sandbox replica set and a Sluice child) and is removed at
+//! the end, on error too; results go to `results.md` and `results.json`.
+
+use super::mux::{cell, outcome, spec};
+use super::report::{thousands, Machine};
+use super::sysbench::{self, parse_run, DataSet, Endpoint, RunStats, SysbenchCommand};
+use super::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
+use crate::admin::client::Client;
+use crate::config::Secret;
+use crate::sandbox::{self, MariaDb, ReplicaSet, ReplicaSetOptions};
+use anyhow::{bail, Context};
+use serde::Serialize;
+use serde_json::Value;
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+/// Flags of `sluice bench-routing`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RoutingArgs {
+    /// Replicas behind the primary.
+    #[arg(long, default_value_t = 2)]
+    pub replicas: usize,
+    /// Read weight of each replica, comma-separated, one per replica [default: 1 each].
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub weights: Option<Vec<u32>>,
+    /// sysbench thread counts, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "LIST",
+        default_value = "16,64"
+    )]
+    pub threads: Vec<u32>,
+    /// Duration of each sysbench run, whole seconds.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    pub duration: Duration,
+    /// Runs per scenario and thread count, alternating direct and Sluice; the summary
+    /// shows medians.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// sysbench tables.
+    #[arg(long, default_value_t = 8)]
+    pub tables: u32,
+    /// Rows per sysbench table.
+    #[arg(long, default_value_t = 10_000)]
+    pub table_size: u64,
+    /// Backend connections Sluice may open to each server (it multiplexes onto them).
+    #[arg(long, default_value_t = 64)]
+    pub backend_connections: u32,
+    /// Output directory [default: bench-results/routing-<UTC timestamp>].
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The sysbench program.
+    #[arg(long, default_value = "sysbench", value_name = "PATH")]
+    pub sysbench: PathBuf,
+    /// The Sluice binary to start [default: this one].
+    #[arg(long, value_name = "PATH")]
+    pub sluice_bin: Option<PathBuf>,
+}
+
+/// Database of the sysbench tables.
+const DATABASE: &str = "sbtest";
+const DIRECT: &str = "direct";
+const SLUICE: &str = "sluice";
+/// How long the monitor gets to find the writer and the readers after Sluice starts.
+const ROUTING_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The flags checked and resolved.
+#[derive(Debug, Clone)]
+struct Plan {
+    /// Names and read weights, the primary first.
+    servers: Vec<(String, u32)>,
+    threads: Vec<u32>,
+    duration: Duration,
+    repeat: u32,
+    data: DataSet,
+    backend_connections: u32,
+    /// Of every sandbox server: the direct runs' clients, Sluice's pool (which keeps
+    /// its connections between runs) and room for the admin and the monitor.
+    max_connections: u32,
+}
+
+impl Plan {
+    fn resolve(args: &RoutingArgs) -> anyhow::Result<Plan> {
+        if args.replicas == 0 {
+            bail!("--replicas must be at least 1: reads scale out to replicas");
+        }
+        let weights = args
+            .weights
+            .clone()
+            .unwrap_or_else(|| vec![1; args.replicas]);
+        if weights.len() != args.replicas {
+            bail!(
+                "--weights needs one weight per replica: {} given for {} replicas",
+                weights.len(),
+                args.replicas
+            );
+        }
+        if weights.contains(&0) {
+            bail!("--weights must be at least 1 each (Sluice refuses a weight of 0)");
+        }
+        let threads = super::dedup(&args.threads);
+        if threads.is_empty() || threads.contains(&0) {
+            bail!("--threads needs one or more thread counts of at least 1");
+        }
+        if args.duration.subsec_nanos() != 0 || args.duration.as_secs() == 0 {
+            bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
+        }
+        if args.repeat == 0 {
+            bail!("--repeat must be at least 1");
+        }
+        if args.tables == 0 || args.table_size == 0 {
+            bail!("--tables and --table-size must be at least 1");
+        }
+        if args.backend_connections == 0 {
+            bail!("--backend-connections must be at least 1");
+        }
+        let mut servers = vec![("primary".to_string(), 1)];
+        servers.extend(
+            weights
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (format!("replica{}", i + 1), *w)),
+        );
+        let top = threads.iter().copied().max().expect("not empty");
+        Ok(Plan {
+            servers,
+            threads,
+            duration: args.duration,
+            repeat: args.repeat,
+            data: DataSet {
+                tables: args.tables,
+                table_size: args.table_size,
+            },
+            backend_connections: args.backend_connections,
+            max_connections: top
+                .saturating_add(args.backend_connections)
+                .saturating_add(100),
+        })
+    }
+
+    /// (threads, repetition, scenario) of every run, in order: direct and Sluice take
+    /// turns, so drift of the machine over time hits both alike.
+    fn runs(&self) -> Vec<(u32, u32, &'static str)> {
+        let mut runs = Vec::new();
+        for &threads in &self.threads {
+            for repetition in 1..=self.repeat {
+                for scenario in [DIRECT, SLUICE] {
+                    runs.push((threads, repetition, scenario));
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// A server of the replica set as Sluice was told about it.
+#[derive(Debug, Clone, Serialize)]
+struct ServerInfo {
+    name: String,
+    address: String,
+    weight: u32,
+    /// What Sluice's monitor made of it before the first run: "writer", "reader", ...
+    role: String,
+}
+
+/// What one server did during one run.
+#[derive(Debug, Clone, Serialize)]
+struct ServerLoad {
+    name: String,
+    /// Reads Sluice sent it (the `reads` counter of `/v1/servers`); none for direct runs.
+    reads: Option<u64>,
+    /// SELECT statements the server ran (its `Com_select`), whoever sent them.
+    com_select: Option<u64>,
+}
+
+/// One sysbench run.
+#[derive(Debug, Clone, Serialize)]
+struct Run {
+    scenario: &'static str,
+    threads: u32,
+    /// 1-based.
+    repetition: u32,
+    qps: Option<f64>,
+    p95_ms: Option<f64>,
+    errors: Option<u64>,
+    failure: Option<String>,
+    command: String,
+    /// sysbench's output, relative to the output directory.
+    output_file: String,
+    /// In configuration order, the primary first.
+    servers: Vec<ServerLoad>,
+    /// Sluice's routing counters over the run.
+    reads_to_readers: Option<u64>,
+    reads_to_writer: Option<u64>,
+}
+
+/// Direct against Sluice at one thread count, medians over the repetitions.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+struct SummaryRow {
+    threads: u32,
+    direct_qps: Option<f64>,
+    sluice_qps: Option<f64>,
+    /// Sluice ÷ direct: the read scale-out.
+    ratio: Option<f64>,
+    direct_p95_ms: Option<f64>,
+    sluice_p95_ms: Option<f64>,
+    /// Summed over the repetitions.
+    direct_errors: u64,
+    sluice_errors: u64,
+}
+
+/// Where the reads through Sluice went at one thread count, all repetitions together.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+struct BalanceRow {
+    threads: u32,
+    name: String,
+    role: String,
+    weight: u32,
+    /// The weight over the sum of the readers' weights; 0 for anything but a reader.
+    expected_share: f64,
+    /// Of the reads Sluice counted.
+    reads: u64,
+    observed_share: Option<f64>,
+    /// Of the SELECT statements the servers counted.
+    com_select: u64,
+    com_select_share: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Results {
+    command: String,
+    started_at: String,
+    finished_at: Option<String>,
+    /// Why the benchmark stopped early, if it did.
+    error: Option<String>,
+    sluice_version: String,
+    sysbench_version: String,
+    mariadb_version: Option<String>,
+    machine: Machine,
+    duration_secs: u64,
+    repeat: u32,
+    data: DataSet,
+    backend_connections: u32,
+    servers: Vec<ServerInfo>,
+    sluice_command: Option<String>,
+    prepare_command: Option<String>,
+    runs: Vec<Run>,
+    summary: Vec<SummaryRow>,
+    balance: Vec<BalanceRow>,
+}
+
+/// Runs the benchmark, printing the tables and where the files are.
+pub fn run(args: RoutingArgs) -> anyhow::Result<()> {
+    let plan = Plan::resolve(&args)?;
+    let started = SystemTime::now();
+    let out = args.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "bench-results/routing-{}",
+            super::compact_timestamp(started)
+        ))
+    });
+    std::fs::create_dir_all(out.join("raw"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let sysbench_version = sysbench::version(&args.sysbench)?;
+    let sluice_bin = match &args.sluice_bin {
+        Some(b) => b.clone(),
+        None => std::env::current_exe().context("locating the sluice binary")?,
+    };
+    let mut results = Results {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+        finished_at: None,
+        error: None,
+        sluice_version: env!("CARGO_PKG_VERSION").to_string(),
+        sysbench_version,
+        mariadb_version: None,
+        machine: Machine::detect(),
+        duration_secs: plan.duration.as_secs(),
+        repeat: plan.repeat,
+        data: plan.data,
+        backend_connections: plan.backend_connections,
+        servers: Vec::new(),
+        sluice_command: None,
+        prepare_command: None,
+        runs: Vec::new(),
+        summary: Vec::new(),
+        balance: Vec::new(),
+    };
+    write_results(&out, &mut results)?;
+
+    let measured = measure(&args, &plan, &sluice_bin, &out, &mut results);
+    results.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
+    results.error = measured.as_ref().err().map(|e| format!("{e:#}"));
+    write_results(&out, &mut results)?;
+    if !results.runs.is_empty() {
+        print!("{}", markdown(&results));
+    }
+    println!("\nresults: {}", out.join("results.md").display());
+    measured?;
+    let failed = results.runs.iter().filter(|r| r.failure.is_some()).count();
+    if failed > 0 {
+        bail!(
+            "{failed} of {} runs failed; see {}",
+            results.runs.len(),
+            out.join("results.md").display()
+        );
+    }
+    Ok(())
+}
+
+/// Starts the servers and Sluice, prepares the data, runs every step. Whatever was
+/// started is stopped on the way out, error or not (the handles stop them on drop).
+fn measure(
+    args: &RoutingArgs,
+    plan: &Plan,
+    sluice_bin: &Path,
+    out: &Path,
+    results: &mut Results,
+) -> anyhow::Result<()> {
+    eprintln!(
+        "starting a primary and {} replicas (max_connections={})",
+        plan.servers.len() - 1,
+        plan.max_connections
+    );
+    let set = ReplicaSet::start(ReplicaSetOptions {
+        replicas: plan.servers.len() - 1,
+        semi_sync: false,
+        max_connections: plan.max_connections,
+        // sysbench prepares up to 9 statements per table in every thread, and Sluice
+        // keeps them on each backend connection: the default limit is soon reached.
+        extra_args: vec![format!(
+            "--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"
+        )],
+    })
+    .context("starting the sandbox replica set")?;
+    let databases: Vec<&MariaDb> = set.servers().collect();
+    results.mariadb_version = last_line(&set.primary.execute("SELECT VERSION()")?);
+    set.primary
+        .execute(&format!("CREATE DATABASE IF NOT EXISTS {DATABASE}"))
+        .context("creating the sysbench database on the primary")?;
+
+    let prepare_threads = plan
+        .data
+        .tables
+        .min(std::thread::available_parallelism().map_or(1, |n| n.get()) as u32);
+    let prepare = SysbenchCommand::prepare(
+        &args.sysbench,
+        &endpoint(set.primary.addr()),
+        plan.data,
+        prepare_threads,
+    );
+    results.prepare_command = Some(prepare.display());
+    eprintln!(
+        "preparing {} tables x {} rows on the primary",
+        plan.data.tables, plan.data.table_size
+    );
+    let t = Instant::now();
+    prepare.execute_checked(
+        "preparing the data on the primary (sysbench prepare)",
+        &out.join("raw/prepare.txt"),
+        Duration::from_secs(3600),
+    )?;
+    set.wait_caught_up(Duration::from_secs(600))
+        .context("waiting for the replicas to apply the sysbench tables")?;
+    eprintln!(
+        "  prepared and replicated in {:.1}s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let port = sandbox::free_port();
+    let admin_port = sandbox::free_port();
+    let token = admin_token();
+    let addresses: Vec<SocketAddr> = databases.iter().map(|d| d.addr()).collect();
+    let config = out.join("sluice.toml");
+    std::fs::write(
+        &config,
+        sluice_config(plan, &addresses, port, admin_port, &token),
+    )
+    .with_context(|| format!("writing {}", config.display()))?;
+    let mut sluice = SluiceProcess::start(sluice_bin, &config, port, &out.join("sluice.log"))?;
+    results.sluice_command = Some(sluice.command.clone());
+    let admin = Client::new(format!("127.0.0.1:{admin_port}"), Some(Secret(token)));
+    let roles = wait_for_routing(&admin, plan)?;
+    results.servers = plan
+        .servers
+        .iter()
+        .zip(&addresses)
+        .zip(roles)
+        .map(|(((name, weight), address), role)| ServerInfo {
+            name: name.clone(),
+            address: address.to_string(),
+            weight: *weight,
+            role,
+        })
+        .collect();
+    for s in &results.servers {
+        eprintln!(
+            "  {} at {}: {}, weight {}",
+            s.name, s.address, s.role, s.weight
+        );
+    }
+    write_results(out, results)?;
+
+    let runs = plan.runs();
+    for (index, &(threads, repetition, scenario)) in runs.iter().enumerate() {
+        eprintln!(
+            "[{}/{}] {scenario}: {threads} threads, run {repetition}, {} s",
+            index + 1,
+            runs.len(),
+            plan.duration.as_secs()
+        );
+        let target = match scenario {
+            DIRECT => set.primary.addr(),
+            _ => SocketAddr::from(([127, 0, 0, 1], port)),
+        };
+        let through_sluice = (scenario == SLUICE).then_some(&admin);
+        let run = one_run(
+            args,
+            plan,
+            (threads, repetition, scenario),
+            target,
+            &databases,
+            through_sluice,
+            out,
+        );
+        eprintln!("    {}", describe(&run));
+        let failed = run.failure.is_some();
+        results.runs.push(run);
+        write_results(out, results)?;
+        if failed && scenario == SLUICE {
+            if let Err(ended) = sluice.check() {
+                bail!("{ended}");
+            }
+        }
+    }
+    eprintln!("stopping Sluice and the replica set");
+    sluice.stop();
+    drop(set);
+    Ok(())
+}
+
+/// Waits until Sluice's monitor has elected the primary as the writer and sees every
+/// replica as a reader; the role of each server, in plan order.
+fn wait_for_routing(admin: &Client, plan: &Plan) -> anyhow::Result<Vec<String>> {
+    let deadline = Instant::now() + ROUTING_READY_TIMEOUT;
+    loop {
+        let last = servers_json(admin);
+        if let Ok(json) = &last {
+            let roles: Vec<String> = plan
+                .servers
+                .iter()
+                .map(|(name, _)| {
+                    server_entry(json, name)
+                        .and_then(|s| s["role"].as_str())
+                        .unwrap_or("missing")
+                        .to_string()
+                })
+                .collect();
+            if json["writer"] == "primary" && roles[1..].iter().all(|r| r == "reader") {
+                return Ok(roles);
+            }
+        }
+        if Instant::now() >= deadline {
+            let last = match last {
+                Ok(json) => json.to_string(),
+                Err(e) => format!("{e:#}"),
+            };
+            bail!(
+                "Sluice did not route within {ROUTING_READY_TIMEOUT:?} (the primary as \
+                 writer, every replica a reader); /v1/servers said: {last}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `GET /v1/servers`.
+fn servers_json(admin: &Client) -> anyhow::Result<Value> {
+    let response = admin
+        .get("/v1/servers")
+        .context("asking Sluice's admin API for /v1/servers")?;
+    if response.status != 200 {
+        bail!(
+            "/v1/servers answered {} {}: {}",
+            response.status,
+            response.reason,
+            String::from_utf8_lossy(&response.body)
+        );
+    }
+    response.json().context("/v1/servers is not JSON")
+}
+
+fn server_entry<'a>(json: &'a Value, name: &str) -> Option<&'a Value> {
+    json["servers"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+}
+
+/// The counters read around a run.
+struct Snapshot {
+    /// Sluice's `reads` per server, in plan order; `None` for direct runs.
+    reads: Option<Vec<Option<u64>>>,
+    com_select: Vec<Option<u64>>,
+    reads_to_readers: Option<u64>,
+    reads_to_writer: Option<u64>,
+}
+
+impl Snapshot {
+    fn take(plan: &Plan, databases: &[&MariaDb], admin: Option<&Client>) -> Snapshot {
+        let json = admin.and_then(|a| servers_json(a).ok());
+        let stat = |key: &str| json.as_ref().and_then(|j| j["stats"][key].as_u64());
+        Snapshot {
+            reads: admin.map(|_| {
+                plan.servers
+                    .iter()
+                    .map(|(name, _)| {
+                        json.as_ref()
+                            .and_then(|j| server_entry(j, name))
+                            .and_then(|s| s["reads"].as_u64())
+                    })
+                    .collect()
+            }),
+            com_select: databases
+                .iter()
+                .map(|d| {
+                    d.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
+                        .ok()
+                        .and_then(|out| status_value(&out))
+                })
+                .collect(),
+            reads_to_readers: stat("reads_to_readers"),
+            reads_to_writer: stat("reads_to_writer"),
+        }
+    }
+}
+
+/// The value of a `SHOW GLOBAL STATUS LIKE ...` answer in batch mode (a header line,
+/// then `name<TAB>value`).
+fn status_value(out: &str) -> Option<u64> {
+    last_line(out)?.split_whitespace().last()?.parse().ok()
+}
+
+fn last_line(out: &str) -> Option<String> {
+    out.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .map(String::from)
+}
+
+fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
+    Some(after?.saturating_sub(before?))
+}
+
+/// One sysbench run against `target`, with the counters read around it (Sluice's only
+/// when `admin` is given).
+fn one_run(
+    args: &RoutingArgs,
+    plan: &Plan,
+    (threads, repetition, scenario): (u32, u32, &'static str),
+    target: SocketAddr,
+    databases: &[&MariaDb],
+    admin: Option<&Client>,
+    out: &Path,
+) -> Run {
+    let spec = spec(threads, plan.duration, plan.data);
+    let command = SysbenchCommand::run(&args.sysbench, &endpoint(target), &spec, out);
+    let output_file = format!("raw/{scenario}-t{threads}-r{repetition}.txt");
+    let log = out.join(&output_file);
+    let before = Snapshot::take(plan, databases, admin);
+    let stats = sysbench_run(&command, &log, threads, plan.duration);
+    let after = Snapshot::take(plan, databases, admin);
+    let reads = |i: usize| {
+        let at = |s: &Snapshot| s.reads.as_ref().and_then(|r| r[i]);
+        delta(at(&before), at(&after))
+    };
+    let mut run = Run {
+        scenario,
+        threads,
+        repetition,
+        qps: None,
+        p95_ms: None,
+        errors: None,
+        failure: None,
+        command: command.display(),
+        output_file,
+        servers: plan
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, (name, _))| ServerLoad {
+                name: name.clone(),
+                reads: reads(i),
+                com_select: delta(before.com_select[i], after.com_select[i]),
+            })
+            .collect(),
+        reads_to_readers: delta(before.reads_to_readers, after.reads_to_readers),
+        reads_to_writer: delta(before.reads_to_writer, after.reads_to_writer),
+    };
+    (run.qps, run.p95_ms, run.errors, run.failure) = outcome(stats);
+    run
+}
+
+fn sysbench_run(
+    command: &SysbenchCommand,
+    log: &Path,
+    threads: u32,
+    duration: Duration,
+) -> anyhow::Result<RunStats> {
+    // Connecting many threads, and a slow proxy, take time of their own.
+    let deadline = duration + Duration::from_secs(60 + u64::from(threads) / 10);
+    let finished = command.execute(log, deadline, |_, _| {})?;
+    let what = format!("oltp_read_only threads={threads}");
+    sysbench::check(&finished, &what, log)?;
+    parse_run(&finished.output).with_context(|| {
+        format!(
+            "{what}: sysbench exited 0 but its output has no complete summary; see {}",
+            log.display()
+        )
+    })
+}
+
+/// Where sysbench connects: the sandbox admin account, which every server of the set
+/// has (replicated accounts would have to be created first), and Sluice forwards.
+fn endpoint(target: SocketAddr) -> Endpoint {
+    Endpoint {
+        host: target.ip().to_string(),
+        port: target.port(),
+        user: sandbox::ADMIN_USER.into(),
+        password: sandbox::ADMIN_PASSWORD.into(),
+        database: DATABASE.into(),
+        show_password: true,
+    }
+}
+
+/// A token for this run's admin API, which only listens on loopback and dies with it.
+fn admin_token() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("bench-routing-{:x}{:x}", std::process::id(), nanos)
+}
+
+/// The Sluice configuration: every server with its weight, the monitor finding the
+/// writer, and the admin API the counters are read from.
+fn sluice_config(
+    plan: &Plan,
+    addresses: &[SocketAddr],
+    port: u16,
+    admin_port: u16,
+    token: &str,
+) -> String {
+    let mut text = format!(
+        "# Written by `sluice bench-routing`.\n\
+         [log]\nlevel = \"warn\"\n\n\
+         [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
+         [[users]]\nname = {}\npassword = {}\n",
+        toml_string(sandbox::ADMIN_USER),
+        toml_string(sandbox::ADMIN_PASSWORD),
+    );
+    for ((name, weight), address) in plan.servers.iter().zip(addresses) {
+        let _ = write!(
+            text,
+            "\n[[servers]]\nname = {}\naddress = \"{address}\"\nweight = {weight}\n",
+            toml_string(name)
+        );
+    }
+    let _ = write!(
+        text,
+        "\n[pool]\nmax_connections = {}\nmultiplex = true\n\n\
+         [routing]\nread_write_split = true\n\n\
+         [monitor]\ninterval = \"500ms\"\n\n\
+         [admin]\naddress = \"127.0.0.1:{admin_port}\"\ntoken = {}\n",
+        plan.backend_connections,
+        toml_string(token)
+    );
+    text
+}
+
+/// A progress line's account of one run.
+fn describe(run: &Run) -> String {
+    if let Some(f) = &run.failure {
+        return format!("FAILED: {f}");
+    }
+    let mut s = format!(
+        "{} qps, p95 {} ms, {} errors",
+        thousands(run.qps.unwrap_or(0.0).round() as u64),
+        cell(run.p95_ms, 2),
+        run.errors.unwrap_or(0)
+    );
+    let reads: Vec<String> = run
+        .servers
+        .iter()
+        .filter_map(|l| Some(format!("{} {}", l.name, thousands(l.reads?))))
+        .collect();
+    if !reads.is_empty() {
+        let _ = write!(s, "; reads: {}", reads.join(", "));
+    }
+    s
+}
+
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+fn thread_counts(runs: &[Run]) -> Vec<u32> {
+    let all: Vec<u32> = runs.iter().map(|r| r.threads).collect();
+    super::dedup(&all)
+}
+
+fn summarize(runs: &[Run]) -> Vec<SummaryRow> {
+    thread_counts(runs)
+        .into_iter()
+        .map(|threads| {
+            let of = |scenario: &'static str| {
+                runs.iter()
+                    .filter(move |r| r.threads == threads && r.scenario == scenario)
+            };
+            let med = |scenario: &'static str, f: fn(&Run) -> Option<f64>| {
+                median(of(scenario).filter_map(f).collect())
+            };
+            let errors = |scenario: &'static str| of(scenario).filter_map(|r| r.errors).sum();
+            let direct_qps = med(DIRECT, |r| r.qps);
+            let sluice_qps = med(SLUICE, |r| r.qps);
+            SummaryRow {
+                threads,
+                direct_qps,
+                sluice_qps,
+                ratio: match (sluice_qps, direct_qps) {
+                    (Some(s), Some(d)) if d > 0.0 => Some(s / d),
+                    _ => None,
+                },
+                direct_p95_ms: med(DIRECT, |r| r.p95_ms),
+                sluice_p95_ms: med(SLUICE, |r| r.p95_ms),
+                direct_errors: errors(DIRECT),
+                sluice_errors: errors(SLUICE),
+            }
+        })
+        .collect()
+}
+
+fn balance(servers: &[ServerInfo], runs: &[Run]) -> Vec<BalanceRow> {
+    let reader_weights: u32 = servers
+        .iter()
+        .filter(|s| s.role == "reader")
+        .map(|s| s.weight)
+        .sum();
+    let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
+    let mut rows = Vec::new();
+    for threads in thread_counts(runs) {
+        let through: Vec<&Run> = runs
+            .iter()
+            .filter(|r| r.threads == threads && r.scenario == SLUICE && r.failure.is_none())
+            .collect();
+        let sum = |i: usize, f: fn(&ServerLoad) -> Option<u64>| -> u64 {
+            through
+                .iter()
+                .filter_map(|r| r.servers.get(i).and_then(f))
+                .sum()
+        };
+        let reads: Vec<u64> = (0..servers.len()).map(|i| sum(i, |l| l.reads)).collect();
+        let selects: Vec<u64> = (0..servers.len())
+            .map(|i| sum(i, |l| l.com_select))
+            .collect();
+        let (all_reads, all_selects) = (reads.iter().sum(), selects.iter().sum());
+        for (i, s) in servers.iter().enumerate() {
+            rows.push(BalanceRow {
+                threads,
+                name: s.name.clone(),
+                role: s.role.clone(),
+                weight: s.weight,
+                expected_share: match s.role.as_str() {
+                    "reader" if reader_weights > 0 => {
+                        f64::from(s.weight) / f64::from(reader_weights)
+                    }
+                    _ => 0.0,
+                },
+                reads: reads[i],
+                observed_share: share(reads[i], all_reads),
+                com_select: selects[i],
+                com_select_share: share(selects[i], all_selects),
+            });
+        }
+    }
+    rows
+}
+
+fn write_results(out: &Path, results: &mut Results) -> anyhow::Result<()> {
+    results.summary = summarize(&results.runs);
+    results.balance = balance(&results.servers, &results.runs);
+    std::fs::write(
+        out.join("results.json"),
+        serde_json::to_string_pretty(results)?,
+    )
+    .with_context(|| format!("writing results.json into {}", out.display()))?;
+    std::fs::write(out.join("results.md"), markdown(results))
+        .with_context(|| format!("writing results.md into {}", out.display()))?;
+    Ok(())
+}
+
+fn percent(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".into(), |v| format!("{:.1}%", v * 100.0))
+}
+
+fn qps_cell(v: Option<f64>) -> String {
+    v.map_or_else(|| "FAILED".into(), |v| thousands(v.round() as u64))
+}
+
+/// The tables, as Markdown.
+fn markdown(r: &Results) -> String {
+    let mut s = String::new();
+    let readers = r.servers.len().saturating_sub(1);
+    let _ = writeln!(
+        s,
+        "## Read scale-out: oltp_read_only --skip_trx=on, prepared statements, {} s per run\n",
+        r.duration_secs
+    );
+    let _ = writeln!(
+        s,
+        "Direct: sysbench straight at the primary. Sluice: in front of the primary and {readers} \
+         replicas (MariaDB {}, all on one machine of {} logical CPUs), multiplexing onto up \
+         to {} connections per server; {} tables x {} rows.{}\n",
+        r.mariadb_version.as_deref().unwrap_or("(version unknown)"),
+        r.machine.logical_cpus,
+        r.backend_connections,
+        r.data.tables,
+        thousands(r.data.table_size),
+        if r.repeat > 1 {
+            format!(" Medians of {} runs each.", r.repeat)
+        } else {
+            String::new()
+        }
+    );
+    if let Some(e) = &r.error {
+        let _ = writeln!(s, "STOPPED EARLY: {e}\n");
+    }
+    let _ = writeln!(
+        s,
+        "| threads | direct qps | Sluice qps | Sluice / direct | direct p95 ms | Sluice p95 ms | errors (direct / Sluice) |\n|---|---|---|---|---|---|---|"
+    );
+    for row in &r.summary {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} / {} |",
+            row.threads,
+            qps_cell(row.direct_qps),
+            qps_cell(row.sluice_qps),
+            row.ratio
+                .map_or_else(|| "n/a".into(), |x| format!("{x:.2}")),
+            cell(row.direct_p95_ms, 2),
+            cell(row.sluice_p95_ms, 2),
+            row.direct_errors,
+            row.sluice_errors,
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Balancing: where the reads through Sluice went\n\n\
+         Expected share: the server's weight over the sum of the readers' weights. Observed: \
+         Sluice's read counter (`/v1/servers`), which also counts the statement preparations \
+         it routes (sysbench prepares its statements once per connection); cross-check: \
+         each server's `Com_select`, which counts executions only, the monitor's checks \
+         included.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| threads | server | role | weight | expected share | observed share (reads) | Com_select share |\n|---|---|---|---|---|---|---|"
+    );
+    for row in &r.balance {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) |",
+            row.threads,
+            row.name,
+            row.role,
+            row.weight,
+            percent(Some(row.expected_share)),
+            percent(row.observed_share),
+            thousands(row.reads),
+            percent(row.com_select_share),
+            thousands(row.com_select),
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n## Every run\n\n| threads | run | scenario | qps | p95 ms | errors | reads per server (Sluice) | Com_select per server |\n|---|---|---|---|---|---|---|---|"
+    );
+    for run in &r.runs {
+        let per = |f: fn(&ServerLoad) -> Option<u64>| {
+            run.servers
+                .iter()
+                .map(|l| format!("{} {}", l.name, f(l).map_or("-".into(), thousands)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            run.threads,
+            run.repetition,
+            run.scenario,
+            qps_cell(run.qps),
+            cell(run.p95_ms, 2),
+            run.errors.map_or("-".into(), |e| e.to_string()),
+            if run.scenario == SLUICE {
+                per(|l| l.reads)
+            } else {
+                "-".into()
+            },
+            per(|l| l.com_select),
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: RoutingArgs,
+    }
+
+    fn plan(argv: &[&str]) -> anyhow::Result<Plan> {
+        let cli =
+            Cli::try_parse_from(std::iter::once("bench-routing").chain(argv.iter().copied()))?;
+        Plan::resolve(&cli.args)
+    }
+
+    #[test]
+    fn defaults_and_bad_values() {
+        let p = plan(&[]).unwrap();
+        assert_eq!(
+            p.servers,
+            [
+                ("primary".to_string(), 1),
+                ("replica1".to_string(), 1),
+                ("replica2".to_string(), 1)
+            ]
+        );
+        assert_eq!(p.threads, [16, 64]);
+        assert_eq!(p.duration, Duration::from_secs(20));
+        assert_eq!((p.data.tables, p.data.table_size), (8, 10_000));
+        assert_eq!(p.max_connections, 64 + 64 + 100);
+        assert_eq!(
+            p.runs(),
+            [
+                (16, 1, DIRECT),
+                (16, 1, SLUICE),
+                (64, 1, DIRECT),
+                (64, 1, SLUICE)
+            ]
+        );
+        let p = plan(&["--replicas", "3", "--weights", "1,2,3", "--repeat", "2"]).unwrap();
+        assert_eq!(p.servers[3], ("replica3".to_string(), 3));
+        assert_eq!(p.runs().len(), 2 * 2 * 2);
+        assert!(plan(&["--replicas", "0"]).is_err());
+        assert!(plan(&["--weights", "1"]).is_err());
+        assert!(plan(&["--weights", "1,0"]).is_err());
+        assert!(plan(&["--threads", "0"]).is_err());
+        assert!(plan(&["--duration", "1500ms"]).is_err());
+        assert!(plan(&["--repeat", "0"]).is_err());
+        assert!(plan(&["--tables", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_configuration_is_valid() {
+        let p = plan(&["--weights", "1,3"]).unwrap();
+        let addresses: Vec<SocketAddr> = (0..3)
+            .map(|i| SocketAddr::from(([127, 0, 0, 1], 3306 + i)))
+            .collect();
+        let text = sluice_config(&p, &addresses, 6033, 6080, "t0ken");
+        let config = crate::config::Config::parse(&text).unwrap();
+        assert_eq!(config.validate(), Vec::<String>::new());
+        assert_eq!(config.servers.len(), 3);
+        assert_eq!(config.servers[2].weight, 3);
+        assert_eq!(config.servers[1].address, "127.0.0.1:3307");
+        assert!(config.pool.multiplex);
+        assert_eq!(config.pool.max_connections, 64);
+    }
+
+    #[test]
+    fn status_values_come_from_batch_output() {
+        assert_eq!(
+            status_value("Variable_name\tValue\nCom_select\t1234\n"),
+            Some(1234)
+        );
+        assert_eq!(status_value(""), None);
+        assert_eq!(delta(Some(10), Some(25)), Some(15));
+        assert_eq!(delta(None, Some(25)), None);
+    }
+
+    fn run(scenario: &'static str, threads: u32, qps: f64, reads: [Option<u64>; 3]) -> Run {
+        Run {
+            scenario,
+            threads,
+            repetition: 1,
+            qps: Some(qps),
+            p95_ms: Some(2.0),
+            errors: Some(0),
+            failure: None,
+            command: String::new(),
+            output_file: String::new(),
+            servers: ["primary", "replica1", "replica2"]
+                .iter()
+                .zip(reads)
+                .map(|(name, reads)| ServerLoad {
+                    name: name.to_string(),
+                    reads,
+                    com_select: reads.map(|r| r + 5),
+                })
+                .collect(),
+            reads_to_readers: None,
+            reads_to_writer: None,
+        }
+    }
+
+    #[test]
+    fn summary_balance_and_tables() {
+        let servers: Vec<ServerInfo> = [("primary", "writer", 1), ("replica1", "reader", 1)]
+            .into_iter()
+            .chain([("replica2", "reader", 3)])
+            .map(|(name, role, weight)| ServerInfo {
+                name: name.into(),
+                address: "127.0.0.1:1".into(),
+                weight,
+                role: role.into(),
+            })
+            .collect();
+        let runs = vec![
+            run(DIRECT, 16, 1000.0, [None; 3]),
+            run(SLUICE, 16, 1500.0, [Some(0), Some(250), Some(750)]),
+            run(DIRECT, 16, 1200.0, [None; 3]),
+            run(SLUICE, 16, 1700.0, [Some(0), Some(250), Some(750)]),
+        ];
+        let summary = summarize(&runs);
+        assert_eq!(summary.len(), 1);
+        assert_eq!(summary[0].direct_qps, Some(1100.0));
+        assert_eq!(summary[0].sluice_qps, Some(1600.0));
+        assert!((summary[0].ratio.unwrap() - 1600.0 / 1100.0).abs() < 1e-9);
+        let rows = balance(&servers, &runs);
+        assert_eq!(rows.len(), 3);
+        assert_eq!(rows[0].expected_share, 0.0);
+        assert_eq!(rows[0].observed_share, Some(0.0));
+        assert_eq!(rows[2].expected_share, 0.75);
+        assert_eq!(rows[2].observed_share, Some(0.75));
+        assert_eq!(rows[2].reads, 1500);
+        assert_eq!(rows[2].com_select, 1510);
+
+        let mut results = Results {
+            command: "sluice bench-routing".into(),
+            started_at: String::new(),
+            finished_at: None,
+            error: None,
+            sluice_version: String::new(),
+            sysbench_version: String::new(),
+            mariadb_version: Some("11.4".into()),
+            machine: Machine::detect(),
+            duration_secs: 20,
+            repeat: 2,
+            data: DataSet {
+                tables: 8,
+                table_size: 10_000,
+            },
+            backend_connections: 64,
+            servers,
+            sluice_command: None,
+            prepare_command: None,
+            runs,
+            summary,
+            balance: rows,
+        };
+        let md = markdown(&results);
+        assert!(
+            md.contains("| 16 | 1,100 | 1,600 | 1.45 | 2.00 | 2.00 | 0 / 0 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 16 | replica2 | reader | 3 | 75.0% | 75.0% (1,500) |"),
+            "{md}"
+        );
+        assert!(md.contains("Medians of 2 runs"), "{md}");
+        results.runs[1].qps = None;
+        results.runs[3].qps = None;
+        results.summary = summarize(&results.runs);
+        assert!(markdown(&results).contains("| 16 | 1,100 | FAILED | n/a |"));
+    }
+}
