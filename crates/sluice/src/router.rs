@@ -141,8 +141,16 @@ impl Member {
         ttfb * (self.pool.leased() as u64 + 1)
     }
 
+    /// Whether a read needing `need` may run here without waiting. Never on a Galera
+    /// node: its GTIDs are its own unless `wsrep_gtid_mode` aligns them, and it applies
+    /// other nodes' writes after they commit there.
     pub fn has_applied(&self, need: &GtidPos) -> bool {
-        self.applied.lock().includes(need)
+        self.state.load().galera.is_none() && self.applied.lock().includes(need)
+    }
+
+    /// A GTID wait (`MASTER_GTID_WAIT`) works here: a replica, not a Galera node.
+    fn can_wait_for_gtid(&self) -> bool {
+        self.state.load().galera.is_none()
     }
 
     pub fn note_applied(&self, pos: &GtidPos) {
@@ -466,10 +474,15 @@ impl Router {
                         wait_for: None,
                     });
                 }
-                if self.routing.consistency_wait.is_zero() {
+                let waitable: Vec<&Arc<Member>> = readers
+                    .iter()
+                    .copied()
+                    .filter(|m| m.can_wait_for_gtid())
+                    .collect();
+                if self.routing.consistency_wait.is_zero() || waitable.is_empty() {
                     return to_writer(writer);
                 }
-                balance(&readers).map(|m| Pick {
+                balance(&waitable).map(|m| Pick {
                     member: m.clone(),
                     wait_for: Some(need.clone()),
                 })
@@ -900,6 +913,12 @@ mod tests {
         for _ in 0..20 {
             assert_ne!(name(r.pick(&Target::Reader { need: None })), "n1");
         }
+        // A read after a write goes to the writer node: the others apply it later.
+        let need = Target::Reader {
+            need: GtidPos::parse("0-1-5"),
+        };
+        nodes[1].note_applied(&GtidPos::parse("0-1-9").unwrap());
+        assert_eq!(name(r.pick(&need)), "n1");
         // n1 leaves sync (donor, or desynced): the writer moves to a synced node.
         set(&nodes[0], |s| s.galera.as_mut().unwrap().local_state = 2);
         assert_eq!(r.elect().unwrap().name(), "n2");

@@ -29,7 +29,10 @@ pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shu
                 Some(w) => last_writer = Some(w),
                 None => {
                     if let Some(lost) = last_writer.clone() {
-                        let down = lost.state.load().health == Health::Down
+                        // Galera needs no promotion: the election moves the writer
+                        // to another synced node as soon as there is one.
+                        let galera = lost.state.load().galera.is_some();
+                        let down = !galera && lost.state.load().health == Health::Down
                             || lost.fenced.load(Ordering::Relaxed)
                             || lost.disabled.load(Ordering::Relaxed);
                         if r.failover.enabled && down && !r.paused.load(Ordering::Acquire) {
