@@ -532,3 +532,97 @@ fn degraded_starts_and_configurations_that_cannot_work() {
         assert!(out.stderr.contains(expected), "{expected}:\n{}", out.stderr);
     }
 }
+
+#[test]
+fn reads_survive_a_replica_dying_under_them() {
+    let set = replica_set(false);
+    prepare(&set);
+    let config = failover_config(&set);
+    let sluice = Sluice::start(&config);
+    let stop = Arc::new(AtomicBool::new(false));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let readers: Vec<JoinHandle<u64>> = (0..4)
+        .map(|_| {
+            let (stop, errors, addr) = (stop.clone(), errors.clone(), sluice.addr());
+            std::thread::spawn(move || {
+                let mut c = connect(addr);
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    // A read that takes a while, so that some are running at the kill.
+                    match c.query(
+                        "SELECT COUNT(*), SUM(a.k + b.k) FROM fo.sbtest1 a JOIN fo.sbtest2 b USING (id)",
+                    ) {
+                        Ok(Reply::ResultSet { .. }) => n += 1,
+                        other => errors.lock().unwrap().push(format!("{other:?}")),
+                    }
+                }
+                n
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(2));
+    set.replicas[0].kill().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    stop.store(true, Ordering::Relaxed);
+    let reads: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+    let servers = admin_get(&sluice, &config, "/v1/servers");
+    println!(
+        "replica killed under reads: {reads} reads, {} retried, errors {:?}",
+        servers["stats"]["retried_reads"],
+        errors.lock().unwrap()
+    );
+    assert!(
+        errors.lock().unwrap().is_empty(),
+        "{:?}",
+        errors.lock().unwrap()
+    );
+    assert!(reads > 20, "{reads}");
+    assert_eq!(servers["writer"], "primary");
+    assert!(wait_until(Duration::from_secs(10), || server_role(
+        &sluice, &config, "replica1"
+    ) == "down"));
+}
+
+#[test]
+fn a_returning_old_primary_rejoins_as_a_replica_when_configured() {
+    let mut set = replica_set(false);
+    let config = failover_config(&set).failover("old_primary", "rejoin");
+    let sluice = Sluice::start(&config);
+    set.primary.kill().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        admin_get(&sluice, &config, "/v1/servers")["writer"]
+            .as_str()
+            .is_some_and(|w| w != "primary")
+    }));
+    let writer = admin_get(&sluice, &config, "/v1/servers")["writer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let new_port = if writer == "replica1" {
+        set.replicas[0].port()
+    } else {
+        set.replicas[1].port()
+    };
+    let mut c = login(&sluice);
+    c.query("CREATE DATABASE after_failover")
+        .unwrap()
+        .expect_ok();
+    set.primary.restart().unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || server_role(
+            &sluice, &config, "primary"
+        ) == "reader"),
+        "{}",
+        admin_get(&sluice, &config, "/v1/servers")
+    );
+    let status = set.primary.replica_status().unwrap();
+    assert_eq!(status.get("Master_Port"), Some(&new_port.to_string()));
+    assert_eq!(set.primary.query_value("SELECT @@read_only").unwrap(), "1");
+    // It replicates what was written after the failover.
+    assert!(wait_until(Duration::from_secs(10), || set
+        .primary
+        .query_value(
+            "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = 'after_failover'"
+        )
+        .is_ok_and(|v| v == "1")));
+}
