@@ -510,6 +510,16 @@ impl Router {
         &self,
         not: Option<&Arc<Member>>,
     ) -> Result<Arc<Member>, BackendError> {
+        let current = || {
+            self.writer
+                .load_full()
+                .filter(|_| !self.paused.load(Ordering::Acquire))
+                .filter(|w| !not.is_some_and(|n| Arc::ptr_eq(n, w)))
+        };
+        // The usual case, without registering for a wake-up.
+        if let Some(w) = current() {
+            return Ok(w);
+        }
         let started = Instant::now();
         let deadline = started + self.failover.write_wait;
         let mut counted = false;
@@ -517,12 +527,8 @@ impl Router {
             let notified = self.writer_changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if !self.paused.load(Ordering::Acquire) {
-                if let Some(w) = self.writer.load_full() {
-                    if !not.is_some_and(|n| Arc::ptr_eq(n, &w)) {
-                        return Ok(w);
-                    }
-                }
+            if let Some(w) = current() {
+                return Ok(w);
             }
             if !counted {
                 counted = true;
@@ -725,6 +731,20 @@ mod tests {
         .unwrap()
     }
 
+    /// Members a (primary), b and c (replicas), and a router over them.
+    fn cluster(routing: RoutingConfig) -> (Arc<Member>, Arc<Member>, Arc<Member>, Router) {
+        let (a, b, c) = (
+            member("a", |_| {}),
+            member("b", |_| {}),
+            member("c", |_| {}),
+        );
+        primary(&a);
+        replica(&b);
+        replica(&c);
+        let r = router(vec![a.clone(), b.clone(), c.clone()], routing);
+        (a, b, c, r)
+    }
+
     fn name(p: Option<Pick>) -> String {
         p.map(|p| p.member.name().to_owned()).unwrap_or_default()
     }
@@ -756,18 +776,7 @@ mod tests {
 
     #[tokio::test]
     async fn reads_go_to_healthy_in_lag_readers_and_fall_back_to_the_writer() {
-        let (a, b, c) = (
-            member("a", |_| {}),
-            member("b", |_| {}),
-            member("c", |_| {}),
-        );
-        primary(&a);
-        replica(&b);
-        replica(&c);
-        let r = router(
-            vec![a.clone(), b.clone(), c.clone()],
-            RoutingConfig::default(),
-        );
+        let (a, b, c, r) = cluster(RoutingConfig::default());
         let read = Target::Reader { need: None };
         for _ in 0..50 {
             assert_ne!(name(r.pick(&read)), "a");
@@ -857,18 +866,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_slow_reader_loses_its_share() {
-        let (a, b, c) = (
-            member("a", |_| {}),
-            member("b", |_| {}),
-            member("c", |_| {}),
-        );
-        primary(&a);
-        replica(&b);
-        replica(&c);
-        let r = router(
-            vec![a.clone(), b.clone(), c.clone()],
-            RoutingConfig::default(),
-        );
+        let (_a, b, c, r) = cluster(RoutingConfig::default());
         for _ in 0..40 {
             b.observe_ttfb(Duration::from_millis(20));
             c.observe_ttfb(Duration::from_micros(400));

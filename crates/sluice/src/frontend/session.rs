@@ -482,7 +482,7 @@ impl Session {
         };
         let mut attempts = 0;
         let fx = loop {
-            let fx = match self.mux_prepare(len).await? {
+            let fx = match self.mux_prepare(len, &router).await? {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };
@@ -593,7 +593,11 @@ impl Session {
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
-        let mut ttfb_of = self.member.clone();
+        // Latency is what readers are balanced by: measured only when there are some.
+        let mut ttfb_of = self
+            .member
+            .clone()
+            .filter(|_| self.fe.router.load().splits());
         let retry_armed = self.retry_armed;
 
         // The command itself: forwarded as it arrives, however large.

@@ -6,7 +6,7 @@
 //! received; with asynchronous replication the last writes before a crash can be lost).
 //! A switchover moves the writer with no error at all.
 
-use super::routing::{admin_get, config, login, one, replica_set, server_role, ADMIN_TOKEN};
+use super::routing::{admin_get, config, login, one, replica_set, wait_role, ADMIN_TOKEN};
 use crate::support::wire::{RawConn, Reply};
 use crate::support::{
     proxy::run_sluice, repo_root, wait_until, Config, Sluice, NATIVE_PASSWORD, NATIVE_USER,
@@ -316,7 +316,9 @@ fn killing_the_primary_under_load_promotes_a_replica_and_loses_no_acknowledged_w
         servers["last_failover"]["took_ms"]
     );
     assert!(
-        gap < Duration::from_secs(5),
+        // A bound for "writes came back by themselves", not the aim (under 5 s with
+        // the defaults), which the printed figure and docs/BENCHMARKS.md report.
+        gap < Duration::from_secs(10),
         "writes unavailable for {gap:?}"
     );
     assert!(
@@ -356,20 +358,23 @@ fn killing_the_primary_under_load_promotes_a_replica_and_loses_no_acknowledged_w
     }) {
         println!("sysbench through the failover: {}", line.trim());
     }
+    // Sluice kept every sysbench session: none had to reconnect (sysbench 1.0 crashes
+    // when it does).
+    assert!(
+        sysbench
+            .lines()
+            .any(|l| l.trim_start().starts_with("reconnects:") && l.contains(" 0 ")),
+        "{sysbench}"
+    );
     assert!(
         sysbench.contains("transactions:"),
-        "sysbench ran to the end:\n{sysbench}"
+        "sysbench ran to the end:\n{sysbench}\n{}",
+        sluice.log()
     );
 
     // The old primary comes back: it is kept out (it may hold writes nobody else has).
     set.primary.restart().unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || server_role(
-            &sluice, &config, "primary"
-        ) == "fenced"),
-        "{}",
-        admin_get(&sluice, &config, "/v1/servers")
-    );
+    wait_role(&sluice, &config, "primary", "fenced", 10);
     let mut c = login(&sluice);
     for _ in 0..30 {
         assert_ne!(one(&mut c, "SELECT @@server_id"), "1");
@@ -477,9 +482,7 @@ fn degraded_starts_and_configurations_that_cannot_work() {
     let mut c = login(&sluice);
     assert_eq!(one(&mut c, "SELECT /* sluice: writer */ @@server_id"), "1");
     assert_ne!(one(&mut c, "SELECT @@server_id"), "1");
-    assert!(wait_until(Duration::from_secs(10), || server_role(
-        &sluice, &config, "gone"
-    ) == "down"));
+    wait_role(&sluice, &config, "gone", "down", 10);
 
     // Only replicas: reads work, writes wait for a writer, then get a clear error.
     let mut replicas_only = config.clone();
@@ -578,9 +581,7 @@ fn reads_survive_a_replica_dying_under_them() {
     );
     assert!(reads > 20, "{reads}");
     assert_eq!(servers["writer"], "primary");
-    assert!(wait_until(Duration::from_secs(10), || server_role(
-        &sluice, &config, "replica1"
-    ) == "down"));
+    wait_role(&sluice, &config, "replica1", "down", 10);
 }
 
 #[test]
@@ -608,13 +609,7 @@ fn a_returning_old_primary_rejoins_as_a_replica_when_configured() {
         .unwrap()
         .expect_ok();
     set.primary.restart().unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || server_role(
-            &sluice, &config, "primary"
-        ) == "reader"),
-        "{}",
-        admin_get(&sluice, &config, "/v1/servers")
-    );
+    wait_role(&sluice, &config, "primary", "reader", 20);
     let status = set.primary.replica_status().unwrap();
     assert_eq!(status.get("Master_Port"), Some(&new_port.to_string()));
     assert_eq!(set.primary.query_value("SELECT @@read_only").unwrap(), "1");

@@ -100,6 +100,18 @@ pub fn server_role(sluice: &Sluice, config: &Config, name: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Waits up to `seconds` for the admin API to report `role` for server `name`.
+#[track_caller]
+pub fn wait_role(sluice: &Sluice, config: &Config, name: &str, role: &str, seconds: u64) {
+    assert!(
+        wait_until(Duration::from_secs(seconds), || server_role(
+            sluice, config, name
+        ) == role),
+        "{name} never became {role}: {}",
+        admin_get(sluice, config, "/v1/servers")
+    );
+}
+
 #[test]
 fn reads_spread_by_weight_writes_and_transactions_stay_on_the_primary() {
     let set = replica_set(false);
@@ -221,13 +233,7 @@ fn rules_route_block_and_prefer_the_zone() {
 
     // Without a healthy server in its zone, reads go to the others.
     set.replicas[1].stop_replica_sql_thread().unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || server_role(
-            &sluice, &config, "replica2"
-        ) == "lagging"),
-        "{}",
-        admin_get(&sluice, &config, "/v1/servers")
-    );
+    wait_role(&sluice, &config, "replica2", "lagging", 10);
     let reads = answers(&mut c, "SELECT @@server_id", 20);
     assert_eq!(reads.get("2"), Some(&20), "{reads:?}");
     set.replicas[1].start_replica_sql_thread().unwrap();
@@ -256,13 +262,7 @@ fn a_lagging_replica_leaves_the_read_set_and_comes_back() {
             .unwrap();
         std::thread::sleep(Duration::from_millis(300));
     }
-    assert!(
-        wait_until(Duration::from_secs(10), || server_role(
-            &sluice, &config, "replica2"
-        ) == "lagging"),
-        "{}",
-        admin_get(&sluice, &config, "/v1/servers")
-    );
+    wait_role(&sluice, &config, "replica2", "lagging", 10);
     let lagging = answers(&mut c, "SELECT @@server_id", 40);
     assert_eq!(
         lagging.get("2"),
@@ -273,21 +273,13 @@ fn a_lagging_replica_leaves_the_read_set_and_comes_back() {
     // No delay any more: it catches up and takes reads again.
     r2.execute("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 0; START SLAVE")
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(15), || server_role(
-            &sluice, &config, "replica2"
-        ) == "reader"),
-        "{}",
-        admin_get(&sluice, &config, "/v1/servers")
-    );
+    wait_role(&sluice, &config, "replica2", "reader", 15);
     let back = answers(&mut c, "SELECT @@server_id", 60);
     assert!(back.contains_key("3"), "replica2 reads again: {back:?}");
 
     // A stopped SQL thread means not applying at all: out at once.
     r2.stop_replica_sql_thread().unwrap();
-    assert!(wait_until(Duration::from_secs(10), || server_role(
-        &sluice, &config, "replica2"
-    ) == "lagging"));
+    wait_role(&sluice, &config, "replica2", "lagging", 10);
     r2.start_replica_sql_thread().unwrap();
 }
 
@@ -437,9 +429,7 @@ fn galera_writes_go_to_one_synced_node_and_move_when_it_leaves_sync() {
     cluster.nodes[0]
         .execute("SET GLOBAL wsrep_desync = OFF")
         .unwrap();
-    assert!(wait_until(Duration::from_secs(10), || server_role(
-        &sluice, &config, "node1"
-    ) == "reader"));
+    wait_role(&sluice, &config, "node1", "reader", 10);
     assert_eq!(writer(), "node2");
 
     // node2 dies: node1 (synced, first in order) takes the writes, no promotion needed.

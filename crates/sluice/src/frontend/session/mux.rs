@@ -292,6 +292,11 @@ impl Mux {
         self.stmts.get(&id).map(|s| &s.text[..])
     }
 
+    /// A prepared statement's text, and whether it is a plain read.
+    pub(super) fn stmt_route(&self, id: u32) -> Option<(&[u8], bool)> {
+        self.stmts.get(&id).map(|s| (&s.text[..], s.plain_read))
+    }
+
     /// Why the session must keep its connection, given the server's last status.
     pub fn pin_reason(&self, status: StatusFlags) -> Option<PinReason> {
         if status.in_transaction() {
@@ -590,7 +595,11 @@ impl Session {
     /// Gets the command at the front of the client buffer ready to go to a backend
     /// connection: reads it whole when small, learns its effects, takes a connection if
     /// the session has none and brings it in line, and maps statement ids.
-    pub(super) async fn mux_prepare(&mut self, len: usize) -> Result<Ready, SessionError> {
+    pub(super) async fn mux_prepare(
+        &mut self,
+        len: usize,
+        router: &std::sync::Arc<crate::router::Router>,
+    ) -> Result<Ready, SessionError> {
         let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
         let whole = len <= MAX_BUFFERED;
         if whole {
@@ -693,18 +702,8 @@ impl Session {
             return Ok(Ready::Done(true));
         }
         let needs_lid = fx.last_insert_id || may_insert(command, &self.client.rbuf[..visible]);
-        let router = self.fe.router.load_full();
-        let stmt = client_id
-            .filter(|_| command == Some(Command::StmtExecute))
-            .and_then(|id| self.mux.as_ref().expect("multiplexing").stmts.get(&id))
-            .map(|s| (s.text.clone(), s.plain_read));
-        let routed = match self.route(
-            &router,
-            command,
-            &fx,
-            visible,
-            stmt.as_ref().map(|(t, r)| (&t[..], *r)),
-        ) {
+        let stmt = client_id.filter(|_| command == Some(Command::StmtExecute));
+        let routed = match self.route(router, command, &fx, visible, stmt) {
             Ok(r) => r,
             Err(err) => {
                 let seq = self.client.skip_packet().await?;
@@ -715,7 +714,7 @@ impl Session {
         };
         self.timeout = routed.timeout;
         self.target = Some(routed.target.clone());
-        match self.acquire(needs_lid, &router, routed.target).await? {
+        match self.acquire(needs_lid, router, routed.target).await? {
             Ok(()) => {}
             Err(answer) => {
                 let seq = self.client.skip_packet().await?;
@@ -809,7 +808,6 @@ impl Session {
                 Ok((conn, pick)) => {
                     Stats::incr(&self.fe.mux_stats.leases);
                     self.backend = Some(conn);
-                    self.member = Some(pick.member.clone());
                     pick
                 }
                 Err(e) => {
@@ -824,12 +822,12 @@ impl Session {
                     if let Some(b) = self.backend.take() {
                         b.release();
                     }
-                    self.member = None;
                     target = Target::Writer;
                     continue;
                 }
             }
             super::route::count(router, &pick.member, &target);
+            self.member = Some(pick.member);
         }
         let backend = self.backend.as_mut().expect("just taken");
         let mux = self.mux.as_mut().expect("multiplexing");
@@ -918,9 +916,11 @@ impl Session {
                 Stats::incr(&self.fe.mux_stats.reprepares);
                 let prepared = match backend.prepare(&stmt.text).await {
                     Ok(r) => r,
+                    // Nothing of the client's command was sent: it gets an error and the
+                    // session goes on (its server may just have died).
                     Err(e) => {
                         backend.mark_broken();
-                        return Err(e.into());
+                        return Ok(Err(e.to_err_packet()));
                     }
                 };
                 let (bid, params) = match prepared {
@@ -1178,10 +1178,14 @@ impl Session {
                     return Ok(());
                 }
                 Err(e) => {
+                    // The server went away after answering: the session goes on without
+                    // it (the value died with the connection; the last one known stays).
+                    tracing::debug!(error = %e, "LAST_INSERT_ID() lost with its server");
+                    mux.lid_dirty = false;
                     backend.mark_broken();
                     self.backend = None;
                     self.publish();
-                    return Err(e.into());
+                    return Ok(());
                 }
             }
             // Reading it leaves the value where it was on this connection.

@@ -25,15 +25,15 @@ pub(super) struct Routed {
 
 impl Session {
     /// Routes the command at the front of the client buffer (`visible` bytes of it are
-    /// there). `stmt_text`: for an execute, the prepared statement's text and whether
-    /// it is a plain read. A rule that refuses the statement gives its error.
+    /// there). `execute`: the client's id of the statement an execute runs. A rule that
+    /// refuses the statement gives its error.
     pub(super) fn route(
         &self,
         router: &Router,
         command: Option<Command>,
         fx: &Effects,
         visible: usize,
-        stmt: Option<(&[u8], bool)>,
+        execute: Option<u32>,
     ) -> Result<Routed, ErrPacket> {
         let mux = self.mux.as_ref().expect("multiplexing");
         let rules = router.rules.load();
@@ -43,6 +43,7 @@ impl Session {
                 timeout: None,
             });
         }
+        let stmt = execute.and_then(|id| mux.stmt_route(id));
         let payload = &self.client.rbuf[HEADER_LEN..visible];
         let text: Option<&[u8]> = match command {
             Some(Command::Query | Command::StmtPrepare) => Some(&payload[1..]),
