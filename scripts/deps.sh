@@ -16,6 +16,9 @@ pkgs=()
 have mariadbd || pkgs+=(mariadb-server)
 { have mariadb && have mariadb-install-db && have mysqlslap; } || pkgs+=(mariadb-client)
 have sysbench || pkgs+=(sysbench)
+# The Galera provider, for the routing tests' three-node cluster (a dependency of
+# Debian's mariadb-server, but a machine may have mariadbd from elsewhere).
+{ [ -e /usr/lib/galera/libgalera_smm.so ] || [ -e /usr/lib/libgalera_smm.so ]; } || pkgs+=(galera-4)
 have python3 || pkgs+=(python3)
 # venv needs ensurepip, which Debian ships in python3-venv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
