@@ -47,7 +47,8 @@ pub struct BinlogConfig {
     /// cache); this section only says how.
     #[serde(default = "default_enabled")]
     pub enabled: bool,
-    /// The `[[servers]]` entry (by name) to read from. Default: the first server.
+    /// The `[[servers]]` entry (by name) to read from. Default: the writer, followed
+    /// through failovers and switchovers (the first server until one is known).
     pub server: Option<String>,
     /// Account with the REPLICATION SLAVE privilege, and BINLOG MONITOR (MariaDB 10.5+;
     /// REPLICATION CLIENT before) for `SHOW MASTER STATUS`.
@@ -343,8 +344,13 @@ pub enum BinlogError {
 ///
 /// Wiring: pick the server with [`BinlogConfig::pick_server`], share one
 /// [`BinlogStatus`] with stats, and spawn this with the cache as the sink.
+/// Which server to read from, asked again before every (re)connection: the writer
+/// can move.
+pub type ServerSource = Box<dyn Fn() -> Option<Arc<Server>> + Send + Sync>;
+
 pub async fn run(
     server: Arc<Server>,
+    source: Option<ServerSource>,
     cfg: BinlogConfig,
     sink: Arc<dyn BinlogSink>,
     status: Arc<BinlogStatus>,
@@ -366,6 +372,13 @@ pub async fn run(
     loop {
         if shutdown.is_stopping() {
             break;
+        }
+        if let Some(now) = source.as_ref().and_then(|f| f()) {
+            if !Arc::ptr_eq(&now, &reader.server) {
+                info!(from = %reader.server.name, to = %now.name, "binlog reader follows the writer");
+                reader.status.detail.lock().server = now.name.clone();
+                reader.server = now;
+            }
         }
         match reader.session(&mut shutdown).await {
             Ok(()) => break,

@@ -193,8 +193,19 @@ pub async fn run(
             let sink = Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
                 cache.clone(),
             ));
+            // Unless a server is named, the reader follows the writer.
+            let source: Option<crate::binlog::ServerSource> = match &binlog.server {
+                Some(_) => None,
+                None => {
+                    let fe = fe.clone();
+                    Some(Box::new(move || {
+                        fe.router.load().writer().map(|w| w.pool.server.clone())
+                    }))
+                }
+            };
             tokio::spawn(crate::binlog::run(
                 server,
+                source,
                 binlog.clone(),
                 sink,
                 status,

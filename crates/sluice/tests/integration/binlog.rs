@@ -86,6 +86,7 @@ impl Reader {
         let (trigger, shutdown) = shutdown::channel();
         let task = rt.spawn(binlog::run(
             server_of(db),
+            None,
             cfg,
             Arc::new(Collect(tx)),
             status.clone(),

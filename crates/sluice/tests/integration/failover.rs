@@ -621,3 +621,64 @@ fn a_returning_old_primary_rejoins_as_a_replica_when_configured() {
         )
         .is_ok_and(|v| v == "1")));
 }
+
+/// The query cache's binlog reader follows the writer: after a failover, a write made
+/// directly on the new primary still invalidates what Sluice cached.
+#[test]
+fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
+    let mut set = replica_set(false);
+    set.primary
+        .execute(
+            "CREATE DATABASE fc; CREATE TABLE fc.t (id INT PRIMARY KEY, v INT); \
+             INSERT INTO fc.t VALUES (1, 1)",
+        )
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+    let mut binlog = toml::Table::new();
+    binlog.insert("user".into(), NATIVE_USER.into());
+    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    binlog.insert("reconnect_interval".into(), "200ms".into());
+    let config = failover_config(&set)
+        .cache_rule("all", "(?i)^SELECT v FROM fc", "1h")
+        .cache("binlog", binlog);
+    let sluice = Sluice::start(&config);
+    let reader_on = |name: &str| {
+        let stats = admin_get(&sluice, &config, "/v1/cache/stats");
+        stats["binlog"] == "following" && stats["binlog_reader"]["server"] == name
+    };
+    assert!(wait_until(Duration::from_secs(10), || reader_on("primary")));
+    let mut c = login(&sluice);
+    let read = |c: &mut RawConn| one(c, "SELECT v FROM fc.t WHERE id = 1");
+    assert_eq!(read(&mut c), "1");
+
+    set.primary.kill().unwrap();
+    assert!(wait_until(Duration::from_secs(20), || {
+        admin_get(&sluice, &config, "/v1/servers")["writer"]
+            .as_str()
+            .is_some_and(|w| w != "primary")
+    }));
+    let writer = admin_get(&sluice, &config, "/v1/servers")["writer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        wait_until(Duration::from_secs(15), || reader_on(&writer)),
+        "{}",
+        admin_get(&sluice, &config, "/v1/cache/stats")["binlog_reader"]
+    );
+    // Cached again from the new topology, then changed behind Sluice's back.
+    assert_eq!(read(&mut c), "1");
+    assert_eq!(read(&mut c), "1");
+    let new = if writer == "replica1" {
+        &set.replicas[0]
+    } else {
+        &set.replicas[1]
+    };
+    new.execute("UPDATE fc.t SET v = 2 WHERE id = 1").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(5), || read(&mut c) == "2"),
+        "the write on the new primary never reached the cache"
+    );
+    drop(c);
+    set.primary.restart().unwrap();
+}
