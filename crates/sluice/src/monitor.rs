@@ -100,11 +100,7 @@ async fn watch(
             if before != after {
                 tracing::info!(server = member.name(), from = ?before, to = ?after, "server health changed");
             }
-            let writer_before = r.writer().map(|w| w.name().to_owned());
             r.elect();
-            if writer_before.is_some() && r.writer().is_none() {
-                r.writer_changed.notify_waiters();
-            }
         }
         let next = interval.saturating_sub(started.elapsed());
         tokio::select! {

@@ -354,8 +354,8 @@ impl Router {
                 "writer changed"
             );
             self.writer.store(m);
+            self.writer_changed.notify_waiters();
         }
-        self.writer_changed.notify_waiters();
     }
 
     /// Chooses the writer from what the monitor saw: the current one while it can
@@ -407,13 +407,14 @@ impl Router {
         }
     }
 
-    /// The member a statement for `target` goes to now, or `None` when no server can
-    /// take it yet (no writer during a failover). Pure: no I/O.
+    #[cfg(test)]
     pub fn pick(&self, target: &Target) -> Option<Pick> {
         self.pick_excluding(target, &[])
     }
 
-    /// [`Self::pick`] among members not in `exclude`.
+    /// The member a statement for `target` goes to now, among those not in `exclude`,
+    /// or `None` when no server can take it yet (no writer during a failover). Pure:
+    /// no I/O.
     pub fn pick_excluding(&self, target: &Target, exclude: &[Arc<Member>]) -> Option<Pick> {
         let excluded = |m: &Arc<Member>| exclude.iter().any(|x| Arc::ptr_eq(x, m));
         let writer = self.writer.load_full().filter(|w| !excluded(w));

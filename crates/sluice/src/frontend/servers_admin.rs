@@ -78,7 +78,7 @@ impl ServersAdmin for ServersHandle {
             "writer": router.writer().map(|w| w.name().to_owned()),
             "switchover_in_progress": router.paused.load(Ordering::Relaxed),
             "read_write_split": router.splits(),
-            "consistency": super::session::route::consistency_name(router.routing.consistency),
+            "consistency": router.routing.consistency,
             "servers": router.members.iter().map(|m| member_json(&router, m)).collect::<Vec<_>>(),
             "rules": router.rules.load().hits().into_iter()
                 .map(|(name, hits)| json!({"name": name, "hits": hits})).collect::<Vec<_>>(),

@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 pub(super) mod cached;
 pub mod mux;
-pub mod route;
+mod route;
 
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
@@ -496,34 +496,7 @@ impl Session {
                 )),
                 _ => None,
             };
-            let in_trx = self
-                .backend
-                .as_ref()
-                .is_some_and(|b| b.status.in_transaction());
-            self.retry_armed = copy.is_some()
-                && attempts < 2
-                && !in_trx
-                && matches!(self.target, Some(crate::router::Target::Reader { .. }));
-            // State beyond a transaction (locks, temporary tables...) dies with its
-            // server: the session must end, as it would directly. A transaction alone
-            // ends with an error the client can act on.
-            self.survive_loss = self
-                .mux
-                .as_ref()
-                .is_some_and(|m| m.pin_reason(StatusFlags(0)).is_none());
-            self.loss_error = None;
-            if in_trx && self.survive_loss {
-                let payload = &self.client.rbuf[HEADER_LEN..];
-                let text = match command {
-                    Some(Command::Query) => payload.get(1..).map(|t| &t[..t.len().min(64)]),
-                    Some(Command::StmtExecute) => {
-                        client_id.and_then(|id| self.mux.as_ref().and_then(|m| m.stmt_text(id)))
-                    }
-                    _ => None,
-                };
-                self.loss_error = text.and_then(route::transaction_lost);
-            }
-            self.lost_quietly = false;
+            self.arm_for_loss(command, client_id, copy.is_some() && attempts < 2);
             let going_on = if self.cache.is_some() {
                 let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
                 self.forward_cached(kind, len).await?
@@ -593,11 +566,9 @@ impl Session {
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
-        // Latency is what readers are balanced by: measured only when there are some.
-        let mut ttfb_of = self
-            .member
-            .clone()
-            .filter(|_| self.fe.router.load().splits());
+        // Latency is what readers are balanced by: measured for statements routed to them.
+        let balanced = matches!(self.target, Some(Target::Reader { .. } | Target::Group(_)));
+        let mut ttfb_of = self.member.clone().filter(|_| balanced);
         let retry_armed = self.retry_armed;
 
         // The command itself: forwarded as it arrives, however large.

@@ -21,7 +21,7 @@ pub enum RoleConfig {
 }
 
 /// How strongly a read must see writes made before it.
-#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Consistency {
     /// Any in-lag reader: a session may not see its own latest write.

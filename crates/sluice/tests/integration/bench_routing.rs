@@ -4,19 +4,19 @@
 //! through Sluice land on the replicas, not the figures (those come from the
 //! benchmark itself, see docs/BENCHMARKS.md).
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice::sandbox::wait_child;
 
-use crate::support::proxy::SLUICE_BIN;
+use crate::support::proxy::{run_sluice_within, SLUICE_BIN};
 
 #[test]
 fn the_routing_benchmark_sends_reads_to_the_replicas() {
     let out = tempfile::tempdir().unwrap();
-    let mut child = Command::new(SLUICE_BIN)
-        .args([
+    let out_dir = out.path().to_str().unwrap();
+    // Generous: servers start slower while other tests load the machine.
+    let output = run_sluice_within(
+        &[
             "bench-routing",
             "--threads",
             "4",
@@ -29,26 +29,17 @@ fn the_routing_benchmark_sends_reads_to_the_replicas() {
             "--sluice-bin",
             SLUICE_BIN,
             "--out",
-        ])
-        .arg(out.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting sluice bench-routing");
-    // Generous: servers start slower while other tests load the machine.
-    let status = wait_child(&mut child, Duration::from_secs(180)).unwrap();
-    if status.is_none() {
-        let _ = child.kill();
-    }
-    let output = child.wait_with_output().unwrap();
-    let said = format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
+            out_dir,
+        ],
+        Duration::from_secs(180),
     );
-    assert!(output.status.success(), "{said}");
+    assert_eq!(
+        output.code,
+        Some(0),
+        "--- stdout\n{}\n--- stderr\n{}",
+        output.stdout,
+        output.stderr
+    );
     let json = std::fs::read_to_string(out.path().join("results.json")).expect("results.json");
     let r: Value = serde_json::from_str(&json).expect("results.json is JSON");
     assert!(r["error"].is_null(), "{r}");

@@ -243,6 +243,33 @@ fn failover_config(set: &ReplicaSet) -> Config {
         .failover("replication_password", REPL_PASSWORD)
 }
 
+/// Waits for a failover away from "primary"; the new writer's name and its server.
+fn wait_failover<'a>(
+    sluice: &Sluice,
+    config: &Config,
+    set: &'a ReplicaSet,
+) -> (String, &'a sluice::sandbox::MariaDb) {
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            admin_get(sluice, config, "/v1/servers")["writer"]
+                .as_str()
+                .is_some_and(|w| w != "primary")
+        }),
+        "no failover:\n{}",
+        sluice.log()
+    );
+    let writer = admin_get(sluice, config, "/v1/servers")["writer"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let server = match writer.as_str() {
+        "replica1" => &set.replicas[0],
+        "replica2" => &set.replicas[1],
+        other => panic!("writer {other}"),
+    };
+    (writer, server)
+}
+
 /// The longest time between two acknowledged writes.
 fn longest_gap(acked: &[(i64, Instant)]) -> Duration {
     acked
@@ -275,23 +302,10 @@ fn killing_the_primary_under_load_promotes_a_replica_and_loses_no_acknowledged_w
     std::thread::sleep(Duration::from_secs(3));
     let killed_at = Instant::now();
     set.primary.kill().unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || {
-            let s = admin_get(&sluice, &config, "/v1/servers");
-            s["writer"].as_str().is_some_and(|w| w != "primary")
-        }),
-        "no failover:\n{}",
-        sluice.log()
-    );
+    let (writer, new) = wait_failover(&sluice, &config, &set);
     std::thread::sleep(Duration::from_secs(3));
     let (probe, sysbench) = load.finish();
     let servers = admin_get(&sluice, &config, "/v1/servers");
-    let writer = servers["writer"].as_str().unwrap().to_owned();
-    let new = match writer.as_str() {
-        "replica1" => &set.replicas[0],
-        "replica2" => &set.replicas[1],
-        other => panic!("writer {other}"),
-    };
 
     // Writes were unavailable from the last acknowledgement before the kill to the
     // first after it.
@@ -590,20 +604,7 @@ fn a_returning_old_primary_rejoins_as_a_replica_when_configured() {
     let config = failover_config(&set).failover("old_primary", "rejoin");
     let sluice = Sluice::start(&config);
     set.primary.kill().unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        admin_get(&sluice, &config, "/v1/servers")["writer"]
-            .as_str()
-            .is_some_and(|w| w != "primary")
-    }));
-    let writer = admin_get(&sluice, &config, "/v1/servers")["writer"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let new_port = if writer == "replica1" {
-        set.replicas[0].port()
-    } else {
-        set.replicas[1].port()
-    };
+    let new_port = wait_failover(&sluice, &config, &set).1.port();
     let mut c = login(&sluice);
     c.query("CREATE DATABASE after_failover")
         .unwrap()
@@ -652,15 +653,7 @@ fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
     assert_eq!(read(&mut c), "1");
 
     set.primary.kill().unwrap();
-    assert!(wait_until(Duration::from_secs(20), || {
-        admin_get(&sluice, &config, "/v1/servers")["writer"]
-            .as_str()
-            .is_some_and(|w| w != "primary")
-    }));
-    let writer = admin_get(&sluice, &config, "/v1/servers")["writer"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (writer, new) = wait_failover(&sluice, &config, &set);
     assert!(
         wait_until(Duration::from_secs(15), || reader_on(&writer)),
         "{}",
@@ -669,11 +662,6 @@ fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
     // Cached again from the new topology, then changed behind Sluice's back.
     assert_eq!(read(&mut c), "1");
     assert_eq!(read(&mut c), "1");
-    let new = if writer == "replica1" {
-        &set.replicas[0]
-    } else {
-        &set.replicas[1]
-    };
     new.execute("UPDATE fc.t SET v = 2 WHERE id = 1").unwrap();
     assert!(
         wait_until(Duration::from_secs(5), || read(&mut c) == "2"),

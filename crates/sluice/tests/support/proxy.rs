@@ -553,6 +553,11 @@ impl Drop for Sluice {
 /// `sluice ARGS...` run to completion (at most 30 s): exit code, stdout, stderr.
 #[track_caller]
 pub fn run_sluice(args: &[&str]) -> super::CliOutput {
+    run_sluice_within(args, Duration::from_secs(30))
+}
+
+/// [`run_sluice`] for commands that take longer (the benchmarks).
+pub fn run_sluice_within(args: &[&str], timeout: Duration) -> super::CliOutput {
     let child = Command::new(SLUICE_BIN)
         .args(args)
         .stdin(Stdio::piped())
@@ -560,10 +565,5 @@ pub fn run_sluice(args: &[&str]) -> super::CliOutput {
         .stderr(Stdio::piped())
         .spawn()
         .expect("starting sluice");
-    super::cli::finish(
-        child,
-        Vec::new(),
-        Duration::from_secs(30),
-        &format!("sluice {args:?}"),
-    )
+    super::cli::finish(child, Vec::new(), timeout, &format!("sluice {args:?}"))
 }

@@ -287,11 +287,6 @@ impl Mux {
         *self = Mux::new(key, schema, self.translate_ok, self.lenenc_info);
     }
 
-    /// The text of a statement the client prepared.
-    pub(super) fn stmt_text(&self, id: u32) -> Option<&[u8]> {
-        self.stmts.get(&id).map(|s| &s.text[..])
-    }
-
     /// A prepared statement's text, and whether it is a plain read.
     pub(super) fn stmt_route(&self, id: u32) -> Option<(&[u8], bool)> {
         self.stmts.get(&id).map(|s| (&s.text[..], s.plain_read))
@@ -1116,14 +1111,7 @@ impl Session {
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
-        let switching = self
-            .fe
-            .router
-            .load()
-            .paused
-            .load(std::sync::atomic::Ordering::Relaxed);
         if wrote
-            && !switching
             && backend.pool().counts().3 == 0
             && !status.in_transaction()
             && !self.fe.pool_config.write_hold.is_zero()

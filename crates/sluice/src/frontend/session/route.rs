@@ -5,7 +5,6 @@
 
 use super::Session;
 use crate::classify::effects::Effects;
-use crate::router::config::Consistency;
 use crate::router::gtid::GtidPos;
 use crate::router::rules::{is_plain_read, Route, Statement};
 use crate::router::{Member, Router, Target};
@@ -51,7 +50,8 @@ impl Session {
             _ => None,
         };
         let decision = match text {
-            Some(text) if !rules.is_empty() || memchr_comment(text) => rules.decide(&Statement {
+            // With no rules, deciding is looking for a hint: one search for "/*".
+            Some(text) => rules.decide(&Statement {
                 text,
                 user: &self.user.name,
                 schema: mux.schema.as_deref(),
@@ -105,6 +105,42 @@ impl Session {
             target,
             timeout: decision.timeout,
         })
+    }
+
+    /// Before the statement goes out: what losing its server will mean. A plain read
+    /// outside a transaction may run again elsewhere (`retry`: a copy of it is kept and
+    /// attempts remain). State beyond a transaction (locks, temporary tables...) dies
+    /// with its server, so the session must end as it would directly; a transaction
+    /// alone ends with an error the client can act on.
+    pub(super) fn arm_for_loss(
+        &mut self,
+        command: Option<Command>,
+        client_id: Option<u32>,
+        retry: bool,
+    ) {
+        let in_trx = self
+            .backend
+            .as_ref()
+            .is_some_and(|b| b.status.in_transaction());
+        self.retry_armed = retry && !in_trx && matches!(self.target, Some(Target::Reader { .. }));
+        let mux = self.mux.as_ref().expect("multiplexing");
+        self.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
+        self.loss_error = None;
+        self.lost_quietly = false;
+        if in_trx && self.survive_loss {
+            let text = match command {
+                Some(Command::Query) => self
+                    .client
+                    .rbuf
+                    .get(HEADER_LEN + 1..)
+                    .map(|t| &t[..t.len().min(64)]),
+                Some(Command::StmtExecute) => {
+                    client_id.and_then(|id| mux.stmt_route(id)).map(|(t, _)| t)
+                }
+                _ => None,
+            };
+            self.loss_error = text.and_then(transaction_lost);
+        }
     }
 
     /// Before a read on a replica that must see `need`: waits there up to
@@ -167,7 +203,7 @@ impl Session {
 /// `statement`: for a statement that can't have committed anything, that the
 /// transaction was rolled back and may be retried (SQLSTATE 40001, as for a deadlock);
 /// `None` when the outcome is unknown (COMMIT, DDL, a procedure...).
-pub(super) fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
+fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
     let text = crate::classify::sql::strip_hints(statement);
     let word: Vec<u8> = text
         .iter()
@@ -199,11 +235,6 @@ pub(super) fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
     })
 }
 
-/// A routing hint can only be in a comment.
-fn memchr_comment(text: &[u8]) -> bool {
-    text.windows(2).any(|w| w == b"/*")
-}
-
 /// Cancels the statement running on `thread_id` of `member` after `after`, with
 /// `KILL QUERY` on a connection of its own, unless dropped first. The client gets the
 /// server's error 1317, and the session goes on.
@@ -225,15 +256,6 @@ pub(super) fn statement_timeout(
             Err(e) => tracing::warn!(error = %e, "statement timeout: no connection to cancel it"),
         }
     })
-}
-
-/// Consistency names for the admin view.
-pub fn consistency_name(c: Consistency) -> &'static str {
-    match c {
-        Consistency::None => "none",
-        Consistency::Session => "session",
-        Consistency::Global => "global",
-    }
 }
 
 /// Counts the statement for the member it runs on.
