@@ -551,18 +551,20 @@ impl Router {
     }
 
     /// A connection on the server `target` goes to, preferring idle connections that
-    /// `score` rates highest. A connect failure (nothing was sent) moves on: a read to
+    /// `score` rates highest, on none of the `avoid` servers (a read sent again after
+    /// its server was lost). A connect failure (nothing was sent) moves on: a read to
     /// another reader or the writer, a write to the next writer once there is one.
     /// Returns the pick too, with the GTID to wait for before the statement.
     pub async fn lease(
         &self,
         target: &Target,
+        avoid: &[Arc<Member>],
         key: &PoolKey,
         schema: Option<&[u8]>,
         score: impl Fn(&BackendConn) -> u32,
         perfect: u32,
     ) -> Result<(PooledConn, Pick), BackendError> {
-        let mut tried: Vec<Arc<Member>> = Vec::new();
+        let mut tried: Vec<Arc<Member>> = avoid.to_vec();
         let mut last = None;
         for _ in 0..self.members.len() + 2 {
             let pick = match target {

@@ -57,6 +57,9 @@ struct Session {
     retry_armed: bool,
     /// ... and that happened: the relay wrote nothing to the client.
     lost_quietly: bool,
+    /// The server a read was lost on: its retry goes elsewhere (the pool may still
+    /// hold connections to it that look fine).
+    avoid: Option<Arc<crate::router::Member>>,
     /// A lost server ends only the statement in flight, not the session: multiplexed,
     /// outside a transaction, holding nothing on that connection.
     survive_loss: bool,
@@ -179,6 +182,7 @@ async fn serve(
         target: None,
         retry_armed: false,
         lost_quietly: false,
+        avoid: None,
         survive_loss: false,
         loss_error: None,
     };
@@ -317,7 +321,7 @@ impl Session {
         let key = self.key(&user);
         let router = self.fe.router.load_full();
         let leased = router
-            .lease(&Target::Writer, &key, schema, on_schema(schema), 1)
+            .lease(&Target::Writer, &[], &key, schema, on_schema(schema), 1)
             .await
             .map(|(conn, _)| conn);
         let mut conn = match leased {
@@ -522,7 +526,7 @@ impl Session {
                     b.mark_broken();
                 }
                 self.backend = None;
-                self.member = None;
+                self.avoid = self.member.take();
                 self.publish();
                 let copy = copy.as_ref().expect("armed only with a copy");
                 let rest = self.client.rbuf.split();
@@ -531,6 +535,7 @@ impl Session {
                 tracing::info!("read retried on another server after its server was lost");
                 continue;
             }
+            self.avoid = None;
             if !going_on {
                 return Ok(false);
             }

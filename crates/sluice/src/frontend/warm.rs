@@ -122,6 +122,7 @@ pub async fn warm_group(
     let leased = router
         .lease(
             &crate::router::Target::Writer,
+            &[],
             &key,
             schema,
             crate::backend::on_schema(schema),

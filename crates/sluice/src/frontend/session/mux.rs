@@ -797,7 +797,14 @@ impl Session {
                 u32::from(c.schema == m.schema) * 2 + u32::from(c.vars == m.vars)
             };
             let leased = router
-                .lease(&target, &m.key, m.schema.as_deref(), score, 3)
+                .lease(
+                    &target,
+                    self.avoid.as_slice(),
+                    &m.key,
+                    m.schema.as_deref(),
+                    score,
+                    3,
+                )
                 .await;
             let pick = match leased {
                 Ok((conn, pick)) => {
