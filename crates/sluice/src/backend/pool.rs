@@ -479,6 +479,14 @@ impl ServerPool {
     ) -> Result<BackendConn, BackendError> {
         let connect = BackendConn::connect(self.server.clone(), &key.creds, &key.params, schema);
         let result = match tokio::time::timeout(self.cfg.connect_timeout, connect).await {
+            // Lost while logging in (a server dying under us): nothing of any client's
+            // command was sent, so it is a failure to connect, which callers may retry
+            // elsewhere.
+            Ok(Err(BackendError::Io { server, source })) => Err(BackendError::Connect {
+                server,
+                address: self.server.address.clone(),
+                source,
+            }),
             Ok(r) => r,
             Err(_) => Err(BackendError::ConnectTimeout {
                 server: self.server.name.clone(),

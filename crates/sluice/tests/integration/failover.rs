@@ -590,8 +590,9 @@ fn reads_survive_a_replica_dying_under_them() {
     );
     assert!(
         errors.lock().unwrap().is_empty(),
-        "{:?}",
-        errors.lock().unwrap()
+        "{:?}\n{}",
+        errors.lock().unwrap(),
+        sluice.log()
     );
     assert!(reads > 20, "{reads}");
     assert_eq!(servers["writer"], "primary");
