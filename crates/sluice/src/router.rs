@@ -797,6 +797,18 @@ mod tests {
         assert_eq!(name(r.pick(&Target::Writer)), "a");
         assert_eq!(name(r.pick_excluding(&read, std::slice::from_ref(&a))), "");
 
+        let always = router(
+            vec![a.clone(), b.clone(), c.clone()],
+            RoutingConfig {
+                writer_reads: WriterReads::Always,
+                ..Default::default()
+            },
+        );
+        assert!(
+            (0..200).any(|_| name(always.pick(&read)) == "a"),
+            "the writer is one of the readers"
+        );
+
         let never = router(
             vec![a.clone(), b.clone(), c.clone()],
             RoutingConfig {
@@ -865,6 +877,26 @@ mod tests {
             },
         );
         assert_eq!(name(no_wait.pick(&further)), "a", "or the writer answers");
+    }
+
+    #[tokio::test]
+    async fn reads_need_the_sessions_write_or_every_write_through_sluice() {
+        let (_a, _b, _c, r) = cluster(RoutingConfig::default());
+        let mine = GtidPos::parse("0-1-7").unwrap();
+        assert_eq!(r.needed_gtid(Consistency::None, Some(&mine)), None);
+        assert_eq!(
+            r.needed_gtid(Consistency::Session, Some(&mine)),
+            Some(mine.clone())
+        );
+        assert_eq!(r.needed_gtid(Consistency::Session, None), None);
+        assert_eq!(r.needed_gtid(Consistency::Global, None), None);
+        r.note_write(&GtidPos::parse("0-1-9").unwrap());
+        r.note_write(&GtidPos::parse("0-1-8").unwrap());
+        assert_eq!(
+            r.needed_gtid(Consistency::Global, None),
+            GtidPos::parse("0-1-9"),
+            "the latest write of any session"
+        );
     }
 
     #[tokio::test]

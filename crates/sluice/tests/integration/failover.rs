@@ -498,6 +498,42 @@ fn degraded_starts_and_configurations_that_cannot_work() {
     assert_ne!(one(&mut c, "SELECT @@server_id"), "1");
     wait_role(&sluice, &config, "gone", "down", 10);
 
+    // The operator takes a replica out and puts it back; unknown names are refused.
+    let address = config.admin_address().unwrap();
+    let admin = |args: &[&str]| {
+        let mut all = vec![
+            "admin",
+            "--address",
+            address.as_str(),
+            "--token",
+            ADMIN_TOKEN,
+        ];
+        all.extend_from_slice(args);
+        run_sluice(&all)
+    };
+    assert_eq!(admin(&["disable", "replica1"]).code, Some(0));
+    assert_eq!(
+        super::routing::server_role(&sluice, &config, "replica1"),
+        "disabled"
+    );
+    for _ in 0..30 {
+        assert_eq!(one(&mut c, "SELECT @@server_id"), "3");
+    }
+    assert_eq!(admin(&["enable", "replica1"]).code, Some(0));
+    wait_role(&sluice, &config, "replica1", "reader", 5);
+    for args in [
+        &["enable", "nowhere"][..],
+        &["switchover", "--to", "nowhere"],
+    ] {
+        let refused = admin(args);
+        assert_eq!(refused.code, Some(1), "{args:?}: {}", refused.stdout);
+        assert!(
+            refused.stderr.contains("no server is named \"nowhere\""),
+            "{args:?}: {}",
+            refused.stderr
+        );
+    }
+
     // Only replicas: reads work, writes wait for a writer, then get a clear error.
     let mut replicas_only = config.clone();
     replicas_only.listeners[0].address = format!("127.0.0.1:{}", free_port());
