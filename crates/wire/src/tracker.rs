@@ -93,6 +93,19 @@ pub struct ResponseTracker {
     state: State,
     deprecate_eof: bool,
     kind: ResponseKind,
+    /// What the response did, for statistics: counted as packets pass, never decoded.
+    outcome: Outcome,
+}
+
+/// What a response did: rows sent, rows changed, and whether it ended in an error.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Result-set rows, over every result of the response.
+    pub rows: u64,
+    /// Affected rows of the OK packets of the response.
+    pub affected: u64,
+    /// The response (or one of its results) was an ERR packet.
+    pub error: bool,
 }
 
 impl ResponseTracker {
@@ -108,7 +121,13 @@ impl ResponseTracker {
             state,
             deprecate_eof: caps.contains(CapabilityFlags::DEPRECATE_EOF),
             kind,
+            outcome: Outcome::default(),
         }
+    }
+
+    /// What the response did so far (all of it, once done).
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
     }
 
     pub fn is_done(&self) -> bool {
@@ -142,6 +161,7 @@ impl ResponseTracker {
                 ))
             }
             State::Single => {
+                self.outcome.error = first == Some(ERR_HEADER);
                 let status = match first {
                     Some(OK_HEADER) => OkPacket::parse(head).ok().map(|ok| ok.status),
                     Some(EOF_HEADER) if len < 9 => terminator_status(head).ok(),
@@ -151,10 +171,11 @@ impl ResponseTracker {
             }
             State::First => match first {
                 Some(OK_HEADER) => {
-                    let status = OkPacket::parse(head)?.status;
-                    self.after_result(status)
+                    let ok = OkPacket::parse(head)?;
+                    self.outcome.affected += ok.affected_rows;
+                    self.after_result(ok.status)
                 }
-                Some(ERR_HEADER) => self.done(None),
+                Some(ERR_HEADER) => self.failed(),
                 Some(LOCAL_INFILE_HEADER) if self.kind == ResponseKind::Query => Step::LocalInfile,
                 Some(_) => {
                     let columns = Reader::new(head).lenenc_int("column count")?;
@@ -168,7 +189,7 @@ impl ResponseTracker {
             },
             State::Columns { left } => {
                 if first == Some(ERR_HEADER) {
-                    return Ok(self.done(None));
+                    return Ok(self.failed());
                 }
                 self.state = match (left - 1, self.deprecate_eof) {
                     (0, false) => State::ColumnsEof,
@@ -190,7 +211,7 @@ impl ResponseTracker {
                         Step::Continue
                     }
                 }
-                Some(ERR_HEADER) => self.done(None),
+                Some(ERR_HEADER) => self.failed(),
                 _ => {
                     return Err(ProtocolError::Malformed(
                         "expected EOF after column definitions",
@@ -204,8 +225,11 @@ impl ResponseTracker {
                     let status = terminator_status(head)?;
                     self.after_result(status)
                 }
-                Some(ERR_HEADER) => self.done(None),
-                Some(_) => Step::Continue,
+                Some(ERR_HEADER) => self.failed(),
+                Some(_) => {
+                    self.outcome.rows += 1;
+                    Step::Continue
+                }
                 None => return Err(ProtocolError::Malformed("empty row packet")),
             },
             State::Prepared => match first {
@@ -226,7 +250,7 @@ impl ResponseTracker {
                     };
                     self.step_if_done()
                 }
-                Some(ERR_HEADER) => self.done(None),
+                Some(ERR_HEADER) => self.failed(),
                 _ => return Err(ProtocolError::Malformed("prepare response")),
             },
             State::Params { left, columns } => {
@@ -295,6 +319,11 @@ impl ResponseTracker {
         self.state = State::Done;
         Step::Done(status)
     }
+
+    fn failed(&mut self) -> Step {
+        self.outcome.error = true;
+        self.done(None)
+    }
 }
 
 /// An event the [`Scanner`] reports once every byte of the packet that caused it has
@@ -350,6 +379,11 @@ impl Scanner {
 
     pub fn next_seq(&self) -> u8 {
         self.next_seq
+    }
+
+    /// What the response did so far.
+    pub fn outcome(&self) -> Outcome {
+        self.tracker.outcome()
     }
 
     /// Looks at `buf`, the bytes not yet forwarded, and returns how many leading bytes
@@ -625,6 +659,46 @@ mod tests {
             }
         }
         (events, oks)
+    }
+
+    #[test]
+    fn outcome_counts_rows_changes_and_errors() {
+        let outcome = |kind, packets: &[Vec<u8>], deprecate_eof| {
+            let bytes = stream(packets);
+            let mut s = Scanner::new(ResponseTracker::new(kind, caps(deprecate_eof)), 1);
+            let (n, ev) = s.scan(&bytes).unwrap();
+            assert_eq!((n, matches!(ev, Some(Event::Done(_)))), (bytes.len(), true));
+            s.outcome()
+        };
+        for deprecate_eof in [false, true] {
+            let rows = result_set(
+                2,
+                &[b"\x011\x012", b"\x013\x014", b"\x015\x016"],
+                deprecate_eof,
+                2,
+            );
+            let o = outcome(ResponseKind::Query, &rows, deprecate_eof);
+            assert_eq!((o.rows, o.affected, o.error), (3, 0, false));
+        }
+        // Two results: three rows changed, then one row read.
+        let changed = OkPacket {
+            affected_rows: 3,
+            status: StatusFlags(StatusFlags::MORE_RESULTS_EXISTS | 2),
+            ..Default::default()
+        };
+        let mut packets = vec![ok_payload(&changed, caps(false), OK_HEADER).to_vec()];
+        packets.extend(result_set(1, &[b"\x011"], false, 2));
+        let o = outcome(ResponseKind::Query, &packets, false);
+        assert_eq!((o.rows, o.affected, o.error), (1, 3, false));
+
+        let err = b"\xff\x7a\x04#42S02no such table".to_vec();
+        let o = outcome(ResponseKind::Query, &[err.clone()], false);
+        assert_eq!((o.rows, o.affected, o.error), (0, 0, true));
+        // An error in the middle of the rows still counts the rows sent before it.
+        let mut partial = result_set(1, &[b"\x011", b"\x012"], false, 2);
+        *partial.last_mut().unwrap() = err;
+        let o = outcome(ResponseKind::Query, &partial, false);
+        assert_eq!((o.rows, o.error), (2, true));
     }
 
     #[test]

@@ -105,6 +105,80 @@ pub fn strip_hints(sql: &[u8]) -> Cow<'_, [u8]> {
 /// and comments become one space; no space is added where the text had none.
 pub fn digest(sql: &[u8]) -> (String, u64) {
     let mut out = Vec::with_capacity(sql.len().min(4096));
+    normalize(sql, &mut out);
+    while matches!(out.last(), Some(b' ' | b';')) {
+        out.pop();
+    }
+    let text = String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let hash = fnv1a(text.as_bytes());
+    (text, hash)
+}
+
+/// The hash of [`digest`] without building its text: what per-statement statistics key by.
+pub fn digest_hash(sql: &[u8]) -> u64 {
+    let mut h = HashSink {
+        hash: FNV_OFFSET,
+        any: false,
+        pending: 0,
+        tail: [0; 16],
+    };
+    normalize(sql, &mut h);
+    h.hash
+}
+
+/// Where [`normalize`] writes: a buffer, or a running hash.
+trait Sink {
+    fn push(&mut self, b: u8);
+    fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
+    fn is_empty(&self) -> bool;
+}
+
+impl Sink for Vec<u8> {
+    fn push(&mut self, b: u8) {
+        Vec::push(self, b);
+    }
+    fn extend(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    fn is_empty(&self) -> bool {
+        Vec::is_empty(self)
+    }
+}
+
+/// FNV-1a over the normalized bytes. Trailing spaces and `;` are dropped from the text, so
+/// they are held back until something else follows (a run longer than the buffer is hashed
+/// as it comes: only pathological text differs from [`digest`]).
+struct HashSink {
+    hash: u64,
+    any: bool,
+    pending: usize,
+    tail: [u8; 16],
+}
+
+impl Sink for HashSink {
+    fn push(&mut self, b: u8) {
+        self.any = true;
+        if matches!(b, b' ' | b';') && self.pending < self.tail.len() {
+            self.tail[self.pending] = b;
+            self.pending += 1;
+            return;
+        }
+        for i in 0..std::mem::take(&mut self.pending) {
+            self.hash = fnv1a_step(self.hash, self.tail[i]);
+        }
+        self.hash = fnv1a_step(self.hash, b);
+    }
+    fn is_empty(&self) -> bool {
+        !self.any
+    }
+}
+
+fn normalize(sql: &[u8], out: &mut impl Sink) {
     let mut lex = Lexer::new(sql);
     let mut depth = 0usize;
     // Paren depth of a `VALUES` whose first row ends the next time this depth is reached.
@@ -118,9 +192,9 @@ pub fn digest(sql: &[u8]) -> (String, u64) {
             Kind::Word => {
                 let up = Upper::of(Some(t), sql);
                 if is_keyword(up.get()) {
-                    out.extend_from_slice(up.get());
+                    out.extend(up.get());
                 } else {
-                    out.extend_from_slice(&sql[t.start..t.end]);
+                    out.extend(&sql[t.start..t.end]);
                 }
                 match up.get() {
                     b"IN" => {
@@ -128,7 +202,7 @@ pub fn digest(sql: &[u8]) -> (String, u64) {
                             if space {
                                 out.push(b' ');
                             }
-                            out.extend_from_slice(b"(...)");
+                            out.extend(b"(...)");
                             lex = after;
                         }
                     }
@@ -150,16 +224,9 @@ pub fn digest(sql: &[u8]) -> (String, u64) {
                     }
                 }
             }
-            _ => out.extend_from_slice(&sql[t.start..t.end]),
+            _ => out.extend(&sql[t.start..t.end]),
         }
     }
-    while matches!(out.last(), Some(b' ' | b';')) {
-        out.pop();
-    }
-    let text = String::from_utf8(out)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    let hash = fnv1a(text.as_bytes());
-    (text, hash)
 }
 
 /// Classifies statement text. `default_schema` qualifies unqualified table names (`None`: they
@@ -573,10 +640,15 @@ impl<'a> Toks<'a> {
     }
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv1a_step(h: u64, b: u8) -> u64 {
+    (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+}
+
+/// FNV-1a 64: the digest ids, stable across runs and platforms.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(FNV_OFFSET, |h, &b| fnv1a_step(h, b))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2580,6 +2652,26 @@ mod tests {
         assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
         let (text, hash) = digest(b"SELECT 1");
         assert_eq!(hash, fnv1a(text.as_bytes()));
+    }
+
+    #[test]
+    fn digest_hash_agrees_with_digest() {
+        for sql in [
+            "SELECT 1",
+            "",
+            " ; ",
+            "select  c from t where id = 5 ;  ",
+            "INSERT INTO t VALUES (1,'a'),(2,'b');",
+            "SELECT * FROM t WHERE a IN (1, 2, 3) AND b = ? -- x",
+            "SELECT ';' ; ;",
+            "/* c */ UPDATE t SET a=a+1 WHERE id IN (4)",
+        ] {
+            assert_eq!(
+                digest_hash(sql.as_bytes()),
+                digest(sql.as_bytes()).1,
+                "{sql:?}"
+            );
+        }
     }
 
     #[test]
