@@ -17,6 +17,8 @@ pub struct Server {
     pub tls: TlsMode,
     pub tls_config: Option<Arc<rustls::ClientConfig>>,
     pub max_connections: u32,
+    /// Statements relayed to it and their traffic, for analytics.
+    pub counters: crate::analytics::ServerCounters,
 }
 
 impl Server {
@@ -34,6 +36,7 @@ impl Server {
             tls: c.tls,
             tls_config,
             max_connections: c.max_connections.unwrap_or(default_max),
+            counters: Default::default(),
         })
     }
 }

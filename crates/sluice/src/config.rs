@@ -33,6 +33,8 @@ pub struct Config {
     pub monitor: crate::router::config::MonitorConfig,
     #[serde(default)]
     pub failover: crate::router::config::FailoverConfig,
+    #[serde(default)]
+    pub analytics: crate::analytics::AnalyticsConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -587,6 +589,7 @@ impl Config {
             p.push("limits.max_client_connections must be at least 1".into());
         }
         p.extend(self.cache.validate());
+        self.analytics.validate(&mut p);
         if let Some(b) = &self.cache.binlog {
             let names: Vec<String> = self.servers.iter().map(|s| s.display_name()).collect();
             p.extend(b.validate(&names).into_iter().map(|e| format!("cache.{e}")));

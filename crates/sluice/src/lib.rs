@@ -8,12 +8,14 @@
 //! [`backend`] (pool lease, backend connection, streamed response).
 //! [`monitor`] watches every server and moves the writer when it fails.
 //! Around it: [`config`], [`auth`] (user list and verification), [`tls`], [`stats`],
-//! [`shutdown`], [`error`]; [`binlog`] (follows the primary's binlog so that the cache
+//! [`shutdown`], [`error`]; [`analytics`] (what every statement did, per digest, user
+//! and server, its history and the cache advisor); [`binlog`] (follows the primary's binlog so that the cache
 //! sees writes that bypass Sluice); [`admin`] (the HTTP JSON admin API and
 //! `sluice admin`); and the tools that exercise it: [`sandbox`] (local MariaDB instances
 //! for tests, demo and benchmarks) and [`bench`].
 
 pub mod admin;
+pub mod analytics;
 pub mod auth;
 pub mod backend;
 pub mod bench;

@@ -694,6 +694,7 @@ mod tests {
             tls: TlsMode::Disabled,
             tls_config: None,
             max_connections: 4,
+            counters: Default::default(),
         });
         let pool = ServerPool::new(server, PoolConfig::default(), Default::default());
         Router::member(pool, &cfg, &RoutingConfig::default(), None)

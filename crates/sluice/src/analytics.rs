@@ -1,0 +1,539 @@
+//! Live analytics, beside the request path: what every statement did, kept per digest
+//! ([`digests`]), per user and per server, sampled each second into a history that
+//! survives restarts ([`history`]), and read by the cache advisor ([`advisor`]).
+//! Sessions record once per statement, at its end; the admin API reads snapshots.
+
+pub mod advisor;
+pub mod digests;
+pub mod history;
+
+use crate::classify::sql::TableRef;
+use digests::DigestStore;
+use hdrhistogram::Histogram;
+use parking_lot::{Mutex, RwLock};
+use serde::Deserialize;
+use sluice_wire::tracker::Outcome;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The `[analytics]` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalyticsConfig {
+    /// Collect per-statement statistics. Default true; false leaves only the process
+    /// counters (and the admin API's analytics endpoints answer with empty figures).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Most statement digests kept; when full, the least executed are dropped.
+    /// Default 2000.
+    #[serde(default = "default_max_digests")]
+    pub max_digests: usize,
+    /// File the per-second and per-minute history is kept in across restarts. Default:
+    /// none (history starts empty at each start).
+    pub history_file: Option<PathBuf>,
+    /// How often the history file is written (it is also written at shutdown).
+    /// Default "60s".
+    #[serde(default = "default_save_interval", with = "humantime_serde")]
+    pub save_interval: Duration,
+}
+
+impl Default for AnalyticsConfig {
+    fn default() -> Self {
+        AnalyticsConfig {
+            enabled: true,
+            max_digests: default_max_digests(),
+            history_file: None,
+            save_interval: default_save_interval(),
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_max_digests() -> usize {
+    2000
+}
+fn default_save_interval() -> Duration {
+    Duration::from_secs(60)
+}
+
+impl AnalyticsConfig {
+    pub fn validate(&self, problems: &mut Vec<String>) {
+        if self.max_digests < 16 {
+            problems.push(format!(
+                "analytics.max_digests is {}: keep at least 16",
+                self.max_digests
+            ));
+        }
+        if self.save_interval < Duration::from_secs(1) {
+            problems.push("analytics.save_interval must be at least 1s".into());
+        }
+        if let Some(dir) = self.history_file.as_ref().and_then(|f| f.parent()) {
+            if !dir.as_os_str().is_empty() && !dir.is_dir() {
+                problems.push(format!(
+                    "analytics.history_file: directory {} does not exist",
+                    dir.display()
+                ));
+            }
+        }
+    }
+}
+
+/// What kind of statement a digest is, by its first keyword.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Select,
+    Insert,
+    Update,
+    Delete,
+    /// BEGIN, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, XA.
+    Transaction,
+    /// SET, SHOW, DDL, CALL and the rest.
+    Other,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Select,
+        Kind::Insert,
+        Kind::Update,
+        Kind::Delete,
+        Kind::Transaction,
+        Kind::Other,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Select => "select",
+            Kind::Insert => "insert",
+            Kind::Update => "update",
+            Kind::Delete => "delete",
+            Kind::Transaction => "transaction",
+            Kind::Other => "other",
+        }
+    }
+
+    /// From a digest's text (keywords are upper case there, comments gone).
+    pub fn of(digest_text: &str) -> Kind {
+        let first = digest_text
+            .trim_start_matches(|c: char| c == '(' || c.is_whitespace())
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .next()
+            .unwrap_or("");
+        match first {
+            "SELECT" | "WITH" | "VALUES" | "TABLE" => Kind::Select,
+            "INSERT" | "REPLACE" => Kind::Insert,
+            "UPDATE" => Kind::Update,
+            "DELETE" => Kind::Delete,
+            "BEGIN" | "START" | "COMMIT" | "ROLLBACK" | "SAVEPOINT" | "RELEASE" | "XA" => {
+                Kind::Transaction
+            }
+            _ => Kind::Other,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Whether the query cache took part in a statement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheUse {
+    /// No cache rule matched (or no cache).
+    #[default]
+    None,
+    /// Answered from the cache.
+    Hit,
+    /// A rule matched; the server answered.
+    Miss,
+}
+
+/// A server's traffic, kept with the server and counted as statements are relayed.
+#[derive(Debug, Default)]
+pub struct ServerCounters {
+    pub queries: AtomicU64,
+    pub errors: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+    /// Sum of the statements' times from sending to the end of their responses.
+    pub busy_us: AtomicU64,
+}
+
+impl ServerCounters {
+    /// One relayed command: `outcome` is what its response did.
+    pub fn relayed(&self, sent: u64, received: u64, busy: Duration, error: bool) {
+        self.queries.fetch_add(1, Ordering::Relaxed);
+        if error {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        self.bytes_sent.fetch_add(sent, Ordering::Relaxed);
+        self.bytes_received.fetch_add(received, Ordering::Relaxed);
+        self.busy_us
+            .fetch_add(busy.as_micros() as u64, Ordering::Relaxed);
+    }
+}
+
+/// One Sluice user's figures.
+#[derive(Debug, Default)]
+pub struct UserStats {
+    pub name: String,
+    pub sessions: AtomicI64,
+    pub queries: AtomicU64,
+    pub errors: AtomicU64,
+    pub rows_sent: AtomicU64,
+    pub total_us: AtomicU64,
+    pub bytes_in: AtomicU64,
+    pub bytes_out: AtomicU64,
+    pub cache_hits: AtomicU64,
+}
+
+/// Counters of every statement recorded, by kind and outcome.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub by_kind: [AtomicU64; 6],
+    pub errors: AtomicU64,
+    pub rows: AtomicU64,
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+}
+
+impl Totals {
+    pub fn kind(&self, k: Kind) -> u64 {
+        self.by_kind[k.index()].load(Ordering::Relaxed)
+    }
+    pub fn queries(&self) -> u64 {
+        self.by_kind.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// A statement at its end, as a session reports it.
+pub struct Finished<'a> {
+    /// [`crate::classify::sql::digest_hash`] of its text (of the prepared text for
+    /// COM_STMT_EXECUTE).
+    pub digest: u64,
+    /// The text: needed only the first time a digest is seen, so sessions pass it when
+    /// they have not reported this digest before.
+    pub text: Option<&'a [u8]>,
+    pub schema: Option<&'a str>,
+    pub user: &'a UserStats,
+    /// Hash of the exact statement (text, or prepared text and parameters): what the
+    /// advisor's simulated cache is keyed by.
+    pub exact: u64,
+    pub elapsed: Duration,
+    pub outcome: Outcome,
+    /// The server that answered (none for cache hits and statements refused by Sluice).
+    pub server: Option<&'a str>,
+    pub cache: CacheUse,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+/// Latencies are kept in microseconds from 1 µs to an hour, to 2 significant digits.
+pub const LATENCY_MAX_US: u64 = 3_600_000_000;
+
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, 2).expect("valid bounds")
+}
+
+pub fn clamp_us(d: Duration) -> u64 {
+    (d.as_micros() as u64).clamp(1, LATENCY_MAX_US)
+}
+
+/// Write counters per table, shared by the digests that read them: a write through
+/// Sluice or in the binlog bumps its tables, and the advisor's simulated cache
+/// compares them as the real cache compares generations.
+#[derive(Default)]
+pub struct Tables {
+    map: RwLock<HashMap<TableRef, Arc<AtomicU64>>>,
+}
+
+impl Tables {
+    pub fn counter(&self, t: &TableRef) -> Arc<AtomicU64> {
+        if let Some(c) = self.map.read().get(t) {
+            return c.clone();
+        }
+        self.map.write().entry(t.clone()).or_default().clone()
+    }
+
+    pub fn written(&self, t: &TableRef) {
+        self.counter(t).fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Everything analytics knows; one per process.
+pub struct Analytics {
+    pub cfg: AnalyticsConfig,
+    pub digests: DigestStore,
+    pub totals: Totals,
+    pub tables: Tables,
+    users: Mutex<HashMap<String, Arc<UserStats>>>,
+    pub history: Mutex<history::History>,
+    pub started: Instant,
+    pub started_unix: u64,
+}
+
+/// Unix time in seconds.
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+impl Analytics {
+    pub fn new(cfg: &AnalyticsConfig) -> Analytics {
+        let history = match &cfg.history_file {
+            Some(path) => history::History::load(path).unwrap_or_else(|e| {
+                tracing::warn!(file = %path.display(), error = %e, "history file not read; starting empty");
+                history::History::default()
+            }),
+            None => history::History::default(),
+        };
+        Analytics {
+            cfg: cfg.clone(),
+            digests: DigestStore::new(cfg.max_digests),
+            totals: Totals::default(),
+            tables: Tables::default(),
+            users: Mutex::new(HashMap::new()),
+            history: Mutex::new(history),
+            started: Instant::now(),
+            started_unix: unix_now(),
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.cfg.enabled
+    }
+
+    /// The figures of user `name`, created on first use.
+    pub fn user(&self, name: &str) -> Arc<UserStats> {
+        self.users
+            .lock()
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(UserStats {
+                    name: name.to_owned(),
+                    ..UserStats::default()
+                })
+            })
+            .clone()
+    }
+
+    pub fn users(&self) -> Vec<Arc<UserStats>> {
+        let mut all: Vec<_> = self.users.lock().values().cloned().collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Records a finished statement. False when its digest is not known and no text
+    /// came with it (it was dropped meanwhile): the session should send the text again.
+    pub fn record(&self, f: &Finished) -> bool {
+        let Some(kind) = self.digests.record(f, &self.tables) else {
+            return false;
+        };
+        let t = &self.totals;
+        t.by_kind[kind.index()].fetch_add(1, Ordering::Relaxed);
+        let u = f.user;
+        u.queries.fetch_add(1, Ordering::Relaxed);
+        u.total_us
+            .fetch_add(f.elapsed.as_micros() as u64, Ordering::Relaxed);
+        u.bytes_in.fetch_add(f.bytes_in, Ordering::Relaxed);
+        u.bytes_out.fetch_add(f.bytes_out, Ordering::Relaxed);
+        if f.outcome.error {
+            t.errors.fetch_add(1, Ordering::Relaxed);
+            u.errors.fetch_add(1, Ordering::Relaxed);
+        }
+        if f.outcome.rows > 0 {
+            t.rows.fetch_add(f.outcome.rows, Ordering::Relaxed);
+            u.rows_sent.fetch_add(f.outcome.rows, Ordering::Relaxed);
+        }
+        match f.cache {
+            CacheUse::None => {}
+            CacheUse::Hit => {
+                t.cache_hits.fetch_add(1, Ordering::Relaxed);
+                u.cache_hits.fetch_add(1, Ordering::Relaxed);
+            }
+            CacheUse::Miss => {
+                t.cache_misses.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
+    /// A write the binlog reported (it bypassed Sluice, or Sluice's own came back).
+    pub fn table_written(&self, t: &TableRef) {
+        self.tables.written(t);
+    }
+}
+
+/// A session's side of analytics: its user's figures, the digests it has already
+/// reported (so their text is not copied again), its prepared statements' digests,
+/// and the statement in flight.
+pub struct SessionProbe {
+    pub user: Arc<UserStats>,
+    seen: std::collections::HashSet<u64>,
+    prepared: HashMap<u32, Arc<Prepared>>,
+    /// A COM_STMT_PREPARE in flight: its digest, bound to the id of the server's answer.
+    pub preparing: Option<Arc<Prepared>>,
+    pub current: Option<Statement>,
+}
+
+/// A prepared statement's digest and text.
+pub struct Prepared {
+    pub digest: u64,
+    pub text: Box<[u8]>,
+}
+
+/// The statement in flight.
+pub struct Statement {
+    pub digest: u64,
+    pub exact: u64,
+    /// Its text, kept only when this session had not reported its digest yet.
+    pub text: Option<Vec<u8>>,
+    pub prepared: Option<Arc<Prepared>>,
+    pub started: Instant,
+    pub bytes_in: u64,
+}
+
+/// Bounds on what one session remembers.
+const SEEN_MAX: usize = 1024;
+const PREPARED_MAX: usize = 16_384;
+
+impl SessionProbe {
+    pub fn new(user: Arc<UserStats>) -> SessionProbe {
+        user.sessions.fetch_add(1, Ordering::Relaxed);
+        SessionProbe {
+            user,
+            seen: Default::default(),
+            prepared: HashMap::new(),
+            preparing: None,
+            current: None,
+        }
+    }
+
+    /// A COM_QUERY of `text` starts.
+    pub fn query(&mut self, text: &[u8], bytes_in: u64) {
+        let digest = crate::classify::sql::digest_hash(text);
+        let known = self.seen.contains(&digest);
+        self.current = Some(Statement {
+            digest,
+            exact: crate::classify::sql::fnv1a(text),
+            text: (!known).then(|| text.to_vec()),
+            prepared: None,
+            started: Instant::now(),
+            bytes_in,
+        });
+    }
+
+    /// A COM_STMT_PREPARE of `text` is sent; [`Self::prepared`] binds it to its id.
+    pub fn prepare(&mut self, text: &[u8]) {
+        self.preparing = Some(Arc::new(Prepared {
+            digest: crate::classify::sql::digest_hash(text),
+            text: text.into(),
+        }));
+    }
+
+    /// The client was told statement `id` is prepared.
+    pub fn prepared(&mut self, id: u32) {
+        if let Some(p) = self.preparing.take() {
+            if self.prepared.len() >= PREPARED_MAX && !self.prepared.contains_key(&id) {
+                return;
+            }
+            self.prepared.insert(id, p);
+        }
+    }
+
+    pub fn closed(&mut self, id: u32) {
+        self.prepared.remove(&id);
+    }
+
+    /// The server forgot every prepared statement (reset, change of user).
+    pub fn forget_prepared(&mut self) {
+        self.prepared.clear();
+    }
+
+    /// A COM_STMT_EXECUTE of statement `id` with `params` (the packet after the id).
+    pub fn execute(&mut self, id: u32, params: &[u8], bytes_in: u64) {
+        let Some(p) = self.prepared.get(&id) else {
+            return;
+        };
+        self.current = Some(Statement {
+            digest: p.digest,
+            exact: p.digest ^ crate::classify::sql::fnv1a(params).rotate_left(1),
+            text: None,
+            prepared: Some(p.clone()),
+            started: Instant::now(),
+            bytes_in,
+        });
+    }
+
+    /// The statement in flight ended: reports it. `schema` is the session's.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish(
+        &mut self,
+        analytics: &Analytics,
+        schema: Option<&str>,
+        outcome: Outcome,
+        server: Option<&str>,
+        cache: CacheUse,
+        bytes_out: u64,
+    ) {
+        let Some(s) = self.current.take() else {
+            return;
+        };
+        let text = match (&s.text, &s.prepared) {
+            (Some(t), _) => Some(&t[..]),
+            (None, Some(p)) => Some(&p.text[..]),
+            (None, None) => None,
+        };
+        let f = Finished {
+            digest: s.digest,
+            text,
+            schema,
+            user: &self.user,
+            exact: s.exact,
+            elapsed: s.started.elapsed(),
+            outcome,
+            server,
+            cache,
+            bytes_in: s.bytes_in,
+            bytes_out,
+        };
+        if analytics.record(&f) {
+            if s.text.is_some() {
+                if self.seen.len() >= SEEN_MAX {
+                    self.seen.clear();
+                }
+                self.seen.insert(s.digest);
+            }
+        } else {
+            self.seen.remove(&s.digest);
+        }
+    }
+}
+
+impl Drop for SessionProbe {
+    fn drop(&mut self) {
+        self.user.sessions.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_from_digest_text() {
+        assert_eq!(Kind::of("SELECT c FROM t WHERE id=?"), Kind::Select);
+        assert_eq!(Kind::of("(SELECT 1) UNION (SELECT 2)"), Kind::Select);
+        assert_eq!(Kind::of("REPLACE INTO t VALUES(?)"), Kind::Insert);
+        assert_eq!(Kind::of("COMMIT"), Kind::Transaction);
+        assert_eq!(Kind::of("START TRANSACTION"), Kind::Transaction);
+        assert_eq!(Kind::of("SET autocommit=?"), Kind::Other);
+        assert_eq!(Kind::of(""), Kind::Other);
+    }
+}
