@@ -4,6 +4,8 @@
 
 pub mod cli;
 pub mod client;
+pub mod dashboard;
+pub mod metrics;
 
 use crate::config::{AdminConfig, Secret};
 use crate::shutdown::Shutdown;
@@ -69,7 +71,33 @@ pub trait ServersAdmin: Send + Sync + 'static {
     /// Takes a server out of routing (`enabled: false`) or puts it back, which also
     /// clears a failover's fence.
     fn set_enabled(&self, server: &str, enabled: bool) -> Result<Value, String>;
+    /// Stops routing new work to a server; what it is running finishes, then its
+    /// connections close. `enable` ends a drain. Err: (status, message).
+    fn drain(&self, server: &str) -> Result<Value, (StatusCode, String)>;
 }
+
+/// What the admin API shows of analytics: overview, history, digests, users, the cache
+/// advisor, and the Prometheus exposition.
+pub trait AnalyticsAdmin: Send + Sync + 'static {
+    fn overview(&self) -> Value;
+    /// Per-second points (`minutes` false) or per-minute points newer than `since`.
+    fn history(&self, minutes: bool, since: Option<u64>) -> Value;
+    fn digests(&self, sort: crate::analytics::digests::Sort, limit: usize) -> Value;
+    /// One digest by its 16-hex-digit id.
+    fn digest(&self, id: &str) -> Option<Value>;
+    /// Forgets every digest; returns how many there were.
+    fn reset_digests(&self) -> usize;
+    fn users(&self) -> Value;
+    fn advisor(&self, limit: usize) -> Value;
+    /// Adds a cache rule for the digest. Err: (status, message).
+    fn enable_advice(&self, id: &str, ttl: Duration) -> Result<Value, (StatusCode, String)>;
+    /// The Prometheus text exposition.
+    fn metrics(&self) -> String;
+}
+
+/// Reads the configuration file again and applies it, as SIGHUP does. Ok: a JSON report;
+/// Err: every problem (nothing changed then).
+pub type Reload = Arc<dyn Fn() -> Result<Value, Vec<String>> + Send + Sync>;
 
 /// What [`CacheAdmin::warm`] returns: the warm-up runs on its own task, so it must be
 /// `Send + 'static`.
@@ -99,6 +127,8 @@ pub struct AdminState {
     pub cache: Option<Arc<dyn CacheAdmin>>,
     pub sessions: Option<Arc<dyn SessionsAdmin>>,
     pub servers: Option<Arc<dyn ServersAdmin>>,
+    pub analytics: Option<Arc<dyn AnalyticsAdmin>>,
+    pub reload: Option<Reload>,
     pub stats: Arc<Stats>,
 }
 
@@ -163,11 +193,25 @@ pub async fn start(
     Ok(Some((address, task)))
 }
 
-/// The routes, with authentication, the body limit and request logging.
+/// The routes, with authentication, the body limit and request logging. The dashboard's
+/// page and scripts are public (they hold no data; the page asks for the token), every
+/// other path needs the token.
 pub fn router(token: &Secret, state: AdminState) -> Router {
     let key = Arc::new(TokenKey::new(token));
-    Router::new()
+    let guarded = Router::new()
         .route("/v1/stats", get(process_stats))
+        .route("/v1/overview", get(overview))
+        .route("/v1/history", get(history))
+        .route("/v1/digests", get(digests))
+        .route("/v1/digests/reset", post(reset_digests))
+        .route("/v1/digests/{id}", get(digest))
+        .route("/v1/users", get(users))
+        .route("/v1/advisor", get(advisor))
+        .route("/v1/advisor/enable", post(enable_advice))
+        .route("/v1/config/reload", post(reload))
+        .route("/v1/openapi.json", get(openapi))
+        .route("/metrics", get(metrics))
+        .route("/v1/servers/{name}/drain", post(drain_server))
         .route("/v1/cache/stats", get(cache_stats))
         .route("/v1/cache/rules", get(get_rules).put(put_rules))
         .route("/v1/cache/invalidate", post(invalidate))
@@ -183,10 +227,20 @@ pub fn router(token: &Secret, state: AdminState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(middleware::from_fn(refuse_announced_large_bodies))
         // Outside the routes so that unknown paths, too, answer 401 to strangers.
-        .layer(middleware::from_fn_with_state(key, authenticate))
+        .layer(middleware::from_fn_with_state(key, authenticate));
+    Router::new()
+        .route("/", get(dashboard::redirect))
+        .route("/dashboard", get(dashboard::page))
+        .route("/dashboard/", get(dashboard::redirect))
+        .route("/dashboard/app.js", get(dashboard::script))
+        .route("/dashboard/style.css", get(dashboard::style))
+        .merge(guarded)
         .layer(middleware::from_fn(log_request))
         .with_state(Arc::new(state))
 }
+
+/// The OpenAPI document of this API, served as it is built in.
+pub const OPENAPI: &str = include_str!("admin/openapi.json");
 
 type Shared = Arc<AdminState>;
 
@@ -510,6 +564,169 @@ async fn disable_server(
         .map_err(|e| ApiError::new(StatusCode::NOT_FOUND, e))
 }
 
+fn analytics(state: &AdminState) -> Result<&Arc<dyn AnalyticsAdmin>, ApiError> {
+    state
+        .analytics
+        .as_ref()
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "no analytics here"))
+}
+
+type Query = axum::extract::Query<std::collections::HashMap<String, String>>;
+
+/// A query parameter parsed, with a 400 that names it when it does not parse.
+fn param<T: std::str::FromStr>(q: &Query, name: &str) -> Result<Option<T>, ApiError> {
+    match q.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .parse()
+            .map(Some)
+            .map_err(|_| ApiError::bad_request(format!("{name}: {v:?} is not valid"))),
+    }
+}
+
+fn limit(q: &Query, default: usize) -> Result<usize, ApiError> {
+    match param::<usize>(q, "limit")? {
+        Some(0) => Err(ApiError::bad_request("limit: must be at least 1")),
+        Some(n) => Ok(n.min(10_000)),
+        None => Ok(default),
+    }
+}
+
+async fn overview(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(analytics(&state)?.overview()))
+}
+
+async fn history(State(state): State<Shared>, q: Query) -> ApiResult {
+    let a = analytics(&state)?;
+    let minutes = match q.get("range").map(String::as_str) {
+        None | Some("hour") => false,
+        Some("day") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "range: {other:?} is not hour or day"
+            )))
+        }
+    };
+    Ok(Json(a.history(minutes, param(&q, "since")?)))
+}
+
+async fn digests(State(state): State<Shared>, q: Query) -> ApiResult {
+    let a = analytics(&state)?;
+    let sort = match q.get("sort") {
+        None => crate::analytics::digests::Sort::TotalTime,
+        Some(s) => crate::analytics::digests::Sort::parse(s).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "sort: {s:?} is not one of total_time, count, errors, p99, rows, last_seen"
+            ))
+        })?,
+    };
+    Ok(Json(a.digests(sort, limit(&q, 100)?)))
+}
+
+async fn digest(
+    State(state): State<Shared>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> ApiResult {
+    analytics(&state)?
+        .digest(&id)
+        .map(Json)
+        .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, format!("no digest {id:?}")))
+}
+
+async fn reset_digests(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(json!({ "reset": analytics(&state)?.reset_digests() })))
+}
+
+async fn users(State(state): State<Shared>) -> ApiResult {
+    Ok(Json(analytics(&state)?.users()))
+}
+
+async fn advisor(State(state): State<Shared>, q: Query) -> ApiResult {
+    let a = analytics(&state)?;
+    Ok(Json(a.advisor(limit(&q, 20)?)))
+}
+
+/// `{"digest": "ID", "ttl": "5m"}` (ttl optional).
+async fn enable_advice(
+    State(state): State<Shared>,
+    body: Result<Bytes, BytesRejection>,
+) -> ApiResult {
+    let a = analytics(&state)?;
+    let body = json_body(body, None)?;
+    let Some(id) = body.get("digest").and_then(Value::as_str) else {
+        return Err(ApiError::bad_request(
+            r#"expected {"digest": "ID"} and optionally "ttl": "5m""#,
+        ));
+    };
+    let ttl = match body.get("ttl") {
+        None | Some(Value::Null) => Duration::from_secs(300),
+        Some(Value::String(s)) => humantime::parse_duration(s)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| ApiError::bad_request(format!("ttl: {s:?} is not a duration")))?,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "ttl: expected a string such as \"5m\"",
+            ))
+        }
+    };
+    a.enable_advice(id, ttl)
+        .map(Json)
+        .map_err(|(status, e)| ApiError::new(status, e))
+}
+
+async fn reload(State(state): State<Shared>) -> ApiResult {
+    let Some(reload) = state.reload.clone() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "Sluice was started without a configuration file: nothing to reload",
+        ));
+    };
+    match tokio::task::spawn_blocking(move || reload()).await {
+        Ok(Ok(report)) => Ok(Json(report)),
+        Ok(Err(errors)) => Err(ApiError(
+            StatusCode::CONFLICT,
+            json!({
+                "error": format!("reload refused ({} problem(s)); nothing changed", errors.len()),
+                "errors": errors,
+            }),
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("reload failed: {e}"),
+        )),
+    }
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn metrics(State(state): State<Shared>) -> Result<Response, ApiError> {
+    let text = match &state.analytics {
+        Some(a) => a.metrics(),
+        None => metrics::render_counters(&state.stats),
+    };
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+async fn drain_server(
+    State(state): State<Shared>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> ApiResult {
+    servers_admin(&state)?
+        .drain(&name)
+        .map(Json)
+        .map_err(|(status, e)| ApiError::new(status, e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,6 +794,8 @@ mod tests {
             cache: None,
             sessions: None,
             servers: None,
+            analytics: None,
+            reload: None,
             stats: Arc::new(Stats::default()),
         };
         let (trigger, shutdown) = crate::shutdown::channel();

@@ -229,6 +229,8 @@ pub struct Finished<'a> {
     /// The server that answered (none for cache hits and statements refused by Sluice).
     pub server: Option<&'a str>,
     pub cache: CacheUse,
+    /// Ran inside a transaction, where the cache never answers.
+    pub in_transaction: bool,
     pub bytes_in: u64,
     pub bytes_out: u64,
 }
@@ -370,6 +372,30 @@ impl Analytics {
     }
 }
 
+/// Passes the binlog's findings on to the cache, and counts the tables written for the
+/// advisor (writes that bypass Sluice make caching a digest less worthwhile).
+pub struct BinlogTee {
+    pub analytics: Arc<Analytics>,
+    pub inner: Arc<dyn crate::binlog::BinlogSink>,
+}
+
+impl crate::binlog::BinlogSink for BinlogTee {
+    fn changed(&self, batch: crate::binlog::Batch) {
+        if let Some(tables) = crate::cache::invalidation::changed_tables(&batch) {
+            for t in &tables {
+                self.analytics.table_written(t);
+            }
+        }
+        self.inner.changed(batch);
+    }
+    fn up(&self) {
+        self.inner.up();
+    }
+    fn down(&self, reason: &str) {
+        self.inner.down(reason);
+    }
+}
+
 /// A session's side of analytics: its user's figures, the digests it has already
 /// reported (so their text is not copied again), its prepared statements' digests,
 /// and the statement in flight.
@@ -480,6 +506,7 @@ impl SessionProbe {
         outcome: Outcome,
         server: Option<&str>,
         cache: CacheUse,
+        in_transaction: bool,
         bytes_out: u64,
     ) {
         let Some(s) = self.current.take() else {
@@ -500,6 +527,7 @@ impl SessionProbe {
             outcome,
             server,
             cache,
+            in_transaction,
             bytes_in: s.bytes_in,
             bytes_out,
         };

@@ -161,6 +161,8 @@ pub struct Entry {
     snapshot: Snapshot,
     /// Backend time the fill took: what a hit saves, and the entry's eviction weight.
     pub cost_micros: u64,
+    /// Result rows in `response`.
+    pub rows: u64,
     /// Set by the one session that refreshes a stale entry.
     refreshing: AtomicBool,
 }
@@ -299,6 +301,8 @@ pub struct FillTicket {
     snapshot: Option<Snapshot>,
     started: Instant,
     flight: Arc<Flight>,
+    /// Result rows of the response stored (for statistics of later hits).
+    pub rows: u64,
 }
 
 impl Drop for FillTicket {
@@ -462,6 +466,7 @@ impl QueryCache {
             snapshot: Some(self.gens.capture(tables, self.reads_view(tables))),
             started: Instant::now(),
             flight,
+            rows: 0,
         })
     }
 
@@ -485,6 +490,7 @@ impl QueryCache {
             digest: ticket.digest.clone(),
             snapshot,
             cost_micros: ticket.started.elapsed().as_micros() as u64,
+            rows: ticket.rows,
             refreshing: AtomicBool::new(false),
         });
         match self.store.insert(ticket.key.clone(), entry) {
@@ -530,6 +536,7 @@ impl QueryCache {
             snapshot: Some(self.gens.capture(tables, self.reads_view(tables))),
             started: Instant::now(),
             flight: Arc::new(Flight::default()),
+            rows: entry.rows,
         }
     }
 
@@ -726,6 +733,11 @@ impl QueryCache {
         })
     }
 
+    /// Entries held and the bytes they take.
+    pub fn usage(&self) -> (u64, u64) {
+        self.store.usage()
+    }
+
     /// One line for the periodic log.
     pub fn summary(&self) -> String {
         let (entries, bytes) = self.store.usage();
@@ -791,6 +803,7 @@ pub(crate) mod tests {
                 tables: Box::new([]),
             },
             cost_micros: cost,
+            rows: 0,
             refreshing: AtomicBool::new(false),
         })
     }

@@ -2,6 +2,7 @@
 //! loop ([`session`]) that classifies each command and relays it to the session's
 //! backend connection, streaming the response back packet by packet.
 
+mod analytics_admin;
 mod cache_admin;
 mod client;
 mod login;
@@ -10,6 +11,7 @@ mod session;
 mod sessions_admin;
 pub mod warm;
 
+pub use analytics_admin::AnalyticsHandle;
 pub use cache_admin::CacheHandle;
 pub use client::ClientConn;
 pub use servers_admin::ServersHandle;
@@ -156,6 +158,8 @@ pub struct Frontend {
     next_id: AtomicU32,
     /// The query cache, when rules are configured.
     pub cache: Option<Arc<QueryCache>>,
+    /// Per-statement statistics, history and the cache advisor.
+    pub analytics: Arc<crate::analytics::Analytics>,
     /// Wire format of the latest client of each user: what warming keys entries by.
     client_params: Mutex<HashMap<String, ConnParams>>,
     /// Warm-up groups waiting for their user's first client.
@@ -185,6 +189,7 @@ impl Frontend {
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             cache,
+            analytics: Arc::new(crate::analytics::Analytics::new(&config.analytics)),
             client_params: Mutex::new(HashMap::new()),
             warm_pending: Mutex::new(Vec::new()),
         }

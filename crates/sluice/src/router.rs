@@ -101,6 +101,8 @@ pub struct Member {
     /// Kept out of routing by failover (an old primary) or by the operator.
     pub fenced: AtomicBool,
     pub disabled: AtomicBool,
+    /// Drained by the operator: no new work; what runs there finishes.
+    pub draining: AtomicBool,
 }
 
 impl Member {
@@ -160,6 +162,7 @@ impl Member {
     pub fn usable(&self) -> bool {
         !self.fenced.load(Ordering::Relaxed)
             && !self.disabled.load(Ordering::Relaxed)
+            && !self.draining.load(Ordering::Relaxed)
             && self.state.load().health != Health::Down
     }
 
@@ -306,6 +309,7 @@ impl Router {
             writes: AtomicU64::new(0),
             fenced: AtomicBool::new(false),
             disabled: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
         };
         if let Some(p) = previous {
             m.state.store(p.state.load_full());
@@ -318,6 +322,8 @@ impl Router {
                 .store(p.fenced.load(Ordering::Relaxed), Ordering::Relaxed);
             m.disabled
                 .store(p.disabled.load(Ordering::Relaxed), Ordering::Relaxed);
+            m.draining
+                .store(p.draining.load(Ordering::Relaxed), Ordering::Relaxed);
         }
         Arc::new(m)
     }

@@ -190,9 +190,12 @@ pub async fn run(
                 .context("cache.binlog.server names no server")?;
             let status = Arc::new(crate::binlog::BinlogStatus::new());
             cache.follow_binlog(status.clone());
-            let sink = Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
-                cache.clone(),
-            ));
+            let sink = Arc::new(crate::analytics::BinlogTee {
+                analytics: fe.analytics.clone(),
+                inner: Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
+                    cache.clone(),
+                )),
+            });
             // Unless a server is named, the reader follows the writer.
             let source: Option<crate::binlog::ServerSource> = match &binlog.server {
                 Some(_) => None,
@@ -226,9 +229,31 @@ pub async fn run(
             fe: fe.clone(),
             creds: monitor_creds(&config),
         })),
+        analytics: Some(Arc::new(frontend::AnalyticsHandle { fe: fe.clone() })),
+        reload: config_path.clone().map(|path| {
+            let (fe, stats, overrides, shutdown) = (
+                fe.clone(),
+                stats.clone(),
+                overrides.clone(),
+                shutdown.clone(),
+            );
+            Arc::new(move || reload(&fe, &stats, Some(&path), &overrides, &shutdown))
+                as crate::admin::Reload
+        }),
         stats: stats.clone(),
     };
     let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;
+    if fe.analytics.enabled() {
+        let gauges = {
+            let fe = fe.clone();
+            Box::new(move || fe.gauges())
+        };
+        tokio::spawn(crate::analytics::history::run(
+            fe.analytics.clone(),
+            gauges,
+            shutdown.clone(),
+        ));
+    }
 
     let mut accept_tasks = Vec::new();
     for l in &config.listeners {
@@ -270,7 +295,7 @@ pub async fn run(
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
-            _ = hup.recv() => reload(&fe, &stats, config_path.as_deref(), &overrides, &shutdown),
+            _ = hup.recv() => reload_logged(&fe, &stats, config_path.as_deref(), &overrides, &shutdown),
         }
     }
     tracing::info!(grace = ?config.limits.shutdown_grace, "shutting down: no new clients, running statements may finish");
@@ -290,53 +315,46 @@ pub async fn run(
     Ok(())
 }
 
-/// SIGHUP: reads the configuration again and swaps users and servers. Listener,
-/// limit and logging changes need a restart.
+/// SIGHUP (and `POST /v1/config/reload`): reads the configuration again and swaps
+/// users, servers and cache rules. Listener, limit and logging changes need a restart.
+/// Err: every problem found; nothing changed then.
 fn reload(
     fe: &Arc<Frontend>,
     stats: &Arc<Stats>,
     path: Option<&std::path::Path>,
     overrides: &Overrides,
     shutdown: &Shutdown,
-) {
+) -> Result<serde_json::Value, Vec<String>> {
     let Some(path) = path else {
-        tracing::info!("SIGHUP: no configuration file to reload");
-        return;
+        return Err(vec![
+            "Sluice was started without a configuration file".into()
+        ]);
     };
-    let mut config = match Config::load(path) {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "reload failed; keeping the running configuration");
-            return;
-        }
-    };
+    let mut config = Config::load(path).map_err(|e| vec![format!("{e:#}")])?;
     let mut problems = config.apply(overrides).err().unwrap_or_default();
     problems.extend(config.validate());
     if !problems.is_empty() {
-        for p in &problems {
-            tracing::error!(problem = %p, "reload refused");
-        }
-        return;
+        return Err(problems);
     }
     let previous = fe.router.load_full();
-    match build_router(&config, stats, Some(&previous)) {
-        Ok(router) => {
-            if let Some(creds) = monitor_creds(&config) {
-                crate::monitor::spawn(&router, creds, shutdown.clone());
-            }
-            fe.router.store(router);
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "reload failed; keeping the running configuration");
-            return;
-        }
-    }
-    fe.users.store(Arc::new(Users::from_config(&config.users)));
+    let router =
+        build_router(&config, stats, Some(&previous)).map_err(|e| vec![format!("{e:#}")])?;
     if let Some(cache) = &fe.cache {
-        if let Err(problems) = cache.set_rules(config.cache.rules.clone()) {
-            tracing::error!(problems = ?problems, "cache rules not reloaded");
-        }
-    } else if config.cache.enabled() {
+        // First of the swaps: if the rules are refused, nothing has changed.
+        cache.set_rules(config.cache.rules.clone()).map_err(|p| {
+            p.into_iter()
+                .map(|p| format!("cache rules: {p}"))
+                .collect::<Vec<_>>()
+        })?;
+    }
+    if let Some(creds) = monitor_creds(&config) {
+        crate::monitor::spawn(&router, creds, shutdown.clone());
+    }
+    fe.router.store(router);
+    fe.users.store(Arc::new(Users::from_config(&config.users)));
+    let mut notes = Vec::new();
+    if fe.cache.is_none() && config.cache.enabled() {
+        notes.push("cache rules added: a restart is needed to turn the cache on".to_owned());
         tracing::warn!("cache rules added: a restart is needed to turn the cache on");
     }
     tracing::info!(
@@ -344,6 +362,27 @@ fn reload(
         servers = config.servers.len(),
         "configuration reloaded"
     );
+    Ok(serde_json::json!({
+        "reloaded": true,
+        "users": config.users.len(),
+        "servers": config.servers.len(),
+        "notes": notes,
+    }))
+}
+
+/// SIGHUP's reload, with its outcome in the log.
+fn reload_logged(
+    fe: &Arc<Frontend>,
+    stats: &Arc<Stats>,
+    path: Option<&std::path::Path>,
+    overrides: &Overrides,
+    shutdown: &Shutdown,
+) {
+    if let Err(problems) = reload(fe, stats, path, overrides, shutdown) {
+        for p in &problems {
+            tracing::error!(problem = %p, "reload refused; keeping the running configuration");
+        }
+    }
 }
 
 /// The cache's counters in the log at an interval.

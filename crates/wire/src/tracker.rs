@@ -692,7 +692,7 @@ mod tests {
         assert_eq!((o.rows, o.affected, o.error), (1, 3, false));
 
         let err = b"\xff\x7a\x04#42S02no such table".to_vec();
-        let o = outcome(ResponseKind::Query, &[err.clone()], false);
+        let o = outcome(ResponseKind::Query, std::slice::from_ref(&err), false);
         assert_eq!((o.rows, o.affected, o.error), (0, 0, true));
         // An error in the middle of the rows still counts the rows sent before it.
         let mut partial = result_set(1, &[b"\x011", b"\x012"], false, 2);

@@ -108,6 +108,7 @@ mod tests {
             outcome: Outcome::default(),
             server: Some("db1"),
             cache: CacheUse::None,
+            in_transaction: false,
             bytes_in: 0,
             bytes_out: 0,
         };

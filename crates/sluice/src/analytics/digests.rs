@@ -310,12 +310,15 @@ impl DigestStore {
         if !f.outcome.error {
             let generation = e.generation();
             if let Some(s) = e.shadow.as_mut() {
+                // Every execution counts; those in a transaction could never hit.
                 s.lookups += 1;
-                if s.seen.len() >= SHADOW_MAX && !s.seen.contains_key(&f.exact) {
-                    s.seen.clear();
-                }
-                if s.seen.insert(f.exact, generation) == Some(generation) {
-                    s.hits += 1;
+                if !f.in_transaction {
+                    if s.seen.len() >= SHADOW_MAX && !s.seen.contains_key(&f.exact) {
+                        s.seen.clear();
+                    }
+                    if s.seen.insert(f.exact, generation) == Some(generation) {
+                        s.hits += 1;
+                    }
                 }
             }
         }
@@ -339,6 +342,11 @@ impl DigestStore {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Runs `f` on one entry.
+    pub fn entry<T>(&self, id: u64, f: impl FnOnce(&Entry) -> T) -> Option<T> {
+        self.shard(id).lock().map.get(&id).map(f)
     }
 
     pub fn get(&self, id: u64) -> Option<Value> {
@@ -418,6 +426,7 @@ mod tests {
             outcome,
             server: Some("db1"),
             cache: CacheUse::None,
+            in_transaction: false,
             bytes_in: 0,
             bytes_out: 0,
         }

@@ -220,6 +220,24 @@ impl ServerPool {
         self.leased.load(Ordering::Relaxed)
     }
 
+    /// Closes every idle connection (a drained server keeps none). Returns how many.
+    pub fn close_idle(&self) -> usize {
+        let idle: Vec<Idle> = self
+            .slots
+            .lock()
+            .idle
+            .drain()
+            .flat_map(|(_, conns)| conns)
+            .collect();
+        let n = idle.len();
+        // Sockets close outside the lock; each freed slot may go to a waiter.
+        drop(idle);
+        for _ in 0..n {
+            self.closed();
+        }
+        n
+    }
+
     /// (open, idle, leased, waiting) connections and leases right now.
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let slots = self.slots.lock();

@@ -8,6 +8,10 @@ use std::time::Duration;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheConfig {
+    /// Turns the cache on or off. Default: on when there is at least one rule. `true`
+    /// with no rules starts an empty cache that rules can be added to at runtime (the
+    /// admin API, the cache advisor).
+    pub enabled: Option<bool>,
     /// Ordered rules; the first that matches a statement decides. Nothing is cached
     /// without a rule. Default: none (the cache is off).
     #[serde(default)]
@@ -36,6 +40,7 @@ pub struct CacheConfig {
 impl Default for CacheConfig {
     fn default() -> Self {
         CacheConfig {
+            enabled: None,
             rules: Vec::new(),
             max_bytes: default_max_bytes(),
             max_entry_bytes: default_max_entry_bytes(),
@@ -90,7 +95,7 @@ pub struct RuleConfig {
 
 impl CacheConfig {
     pub fn enabled(&self) -> bool {
-        !self.rules.is_empty()
+        self.enabled.unwrap_or(!self.rules.is_empty())
     }
 
     /// The largest entry admitted, after the budget's own limit.

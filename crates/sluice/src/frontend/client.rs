@@ -18,6 +18,11 @@ pub struct ClientConn {
     pub caps: CapabilityFlags,
     /// MariaDB extended capabilities negotiated with this client.
     pub mariadb_caps: u32,
+    /// Bytes written to the client so far.
+    pub sent: u64,
+    /// Sluice itself answered with an error packet (cleared by the session per
+    /// statement): responses relayed from a server are tracked apart.
+    pub answered_error: bool,
 }
 
 impl ClientConn {
@@ -28,6 +33,8 @@ impl ClientConn {
             peer,
             caps: CapabilityFlags(0),
             mariadb_caps: 0,
+            sent: 0,
+            answered_error: false,
         }
     }
 
@@ -81,11 +88,13 @@ impl ClientConn {
 
     /// Writes without flushing: the relay flushes when it waits or finishes.
     pub async fn stream_write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.sent += bytes.len() as u64;
         self.stream.write_all(bytes).await
     }
 
     /// [`Self::stream_write`] of two pieces in one system call where it can.
     pub async fn stream_write_two(&mut self, a: &[u8], b: &[u8]) -> std::io::Result<()> {
+        self.sent += (a.len() + b.len()) as u64;
         let mut bufs = [std::io::IoSlice::new(a), std::io::IoSlice::new(b)];
         let mut rest: &mut [std::io::IoSlice<'_>] = &mut bufs;
         while !rest.is_empty() {
@@ -103,6 +112,7 @@ impl ClientConn {
     }
 
     pub async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.sent += bytes.len() as u64;
         self.stream.write_all(bytes).await?;
         self.stream.flush().await
     }
@@ -114,6 +124,7 @@ impl ClientConn {
     }
 
     pub async fn write_err(&mut self, seq: u8, err: &ErrPacket) -> std::io::Result<()> {
+        self.answered_error = true;
         self.write_packet(seq, &err.payload()).await
     }
 

@@ -1,10 +1,11 @@
 //! What the admin API shows of the servers (role, health, lag, GTID, load and the
-//! routing counters) and the operator's actions: switchover, enable, disable.
+//! routing counters) and the operator's actions: switchover, enable, disable, drain.
 
 use super::Frontend;
 use crate::admin::{ServersAdmin, WarmFuture};
 use crate::auth::BackendCredentials;
 use crate::router::{Health, Member, Router};
+use axum::http::StatusCode;
 use serde_json::{json, Value};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -25,6 +26,12 @@ fn role(router: &Router, m: &Arc<Member>) -> &'static str {
         "fenced"
     } else if m.disabled.load(Ordering::Relaxed) {
         "disabled"
+    } else if m.draining.load(Ordering::Relaxed) {
+        if m.pool.leased() > 0 {
+            "draining"
+        } else {
+            "drained"
+        }
     } else if s.health == Health::Down {
         "down"
     } else if s.lagging {
@@ -41,6 +48,7 @@ fn role(router: &Router, m: &Arc<Member>) -> &'static str {
 
 fn member_json(router: &Router, m: &Arc<Member>) -> Value {
     let s = m.state.load();
+    let c = &m.pool.server.counters;
     let (open, idle, leased, waiting) = m.pool.counts();
     json!({
         "name": m.name(),
@@ -66,6 +74,12 @@ fn member_json(router: &Router, m: &Arc<Member>) -> Value {
         "connections": { "open": open, "idle": idle, "leased": leased, "waiting": waiting },
         "fenced": m.fenced.load(Ordering::Relaxed),
         "disabled": m.disabled.load(Ordering::Relaxed),
+        "draining": m.draining.load(Ordering::Relaxed),
+        "queries": c.queries.load(Ordering::Relaxed),
+        "errors": c.errors.load(Ordering::Relaxed),
+        "bytes_sent": c.bytes_sent.load(Ordering::Relaxed),
+        "bytes_received": c.bytes_received.load(Ordering::Relaxed),
+        "mean_us": c.busy_us.load(Ordering::Relaxed).checked_div(c.queries.load(Ordering::Relaxed)).unwrap_or(0),
     })
 }
 
@@ -118,8 +132,29 @@ impl ServersAdmin for ServersHandle {
         m.disabled.store(!enabled, Ordering::Relaxed);
         if enabled {
             m.fenced.store(false, Ordering::Relaxed);
+            m.draining.store(false, Ordering::Relaxed);
         }
         router.elect();
+        Ok(member_json(&router, m))
+    }
+
+    fn drain(&self, server: &str) -> Result<Value, (StatusCode, String)> {
+        let router = self.fe.router.load_full();
+        let m = router.by_name(server).ok_or_else(|| {
+            (
+                StatusCode::NOT_FOUND,
+                format!("no server is named {server:?}"),
+            )
+        })?;
+        if router.writer().is_some_and(|w| Arc::ptr_eq(&w, m)) {
+            return Err((
+                StatusCode::CONFLICT,
+                format!("{server} is the writer: switch over to another server before draining it"),
+            ));
+        }
+        m.draining.store(true, Ordering::Relaxed);
+        let closed = m.pool.close_idle();
+        tracing::info!(server, closed, "server drained by the operator");
         Ok(member_json(&router, m))
     }
 }

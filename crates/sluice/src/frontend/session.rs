@@ -4,6 +4,7 @@
 
 use super::login::{self, AuthOutcome, LoggedIn};
 use super::{ClientConn, Frontend, SessionEntry, SessionLive};
+use crate::analytics::{CacheUse, SessionProbe};
 use crate::auth::User;
 use crate::backend::{on_schema, ConnParams, PoolKey, PooledConn};
 use crate::classify::{classify, Action};
@@ -15,9 +16,10 @@ use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::Command;
 use sluice_wire::handshake::ChangeUser;
+use sluice_wire::packet::MAX_PAYLOAD;
 use sluice_wire::packet::{Header, HEADER_LEN};
 use sluice_wire::response::{ErrPacket, OkPacket};
-use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
+use sluice_wire::tracker::{Event, Outcome, RequestSpan, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -66,7 +68,23 @@ struct Session {
     /// The error for a statement whose server was lost inside a transaction, when
     /// nothing can have been committed.
     loss_error: Option<ErrPacket>,
+    /// The session's side of analytics (none when it is off).
+    probe: Option<SessionProbe>,
+    /// What the statement in flight got: its response, the server that answered, the
+    /// cache's part, and the request's size.
+    outcome: Outcome,
+    served_by: Option<Arc<crate::backend::Server>>,
+    cache_use: CacheUse,
+    request_len: u64,
+    /// Bytes written to the client before the statement in flight.
+    sent_before: u64,
+    /// The statement in flight started inside a transaction.
+    in_transaction: bool,
 }
+
+/// Statements longer than this are digested by their first bytes only (bulk inserts:
+/// their digests fold the rows anyway).
+const DIGEST_TEXT_MAX: usize = 64 << 10;
 
 /// Serves one accepted client until it quits, fails, or shutdown stops it between
 /// statements.
@@ -154,6 +172,7 @@ async fn serve(
         return;
     }
     registered.user = Some(user.name.clone());
+    let user_name = user.name.clone();
     let kill = Arc::new(tokio::sync::Notify::new());
     let live = Arc::new(SessionLive::default());
     fe.sessions.lock().insert(
@@ -185,6 +204,16 @@ async fn serve(
         avoid: None,
         survive_loss: false,
         loss_error: None,
+        probe: fe
+            .analytics
+            .enabled()
+            .then(|| SessionProbe::new(fe.analytics.user(&user_name))),
+        outcome: Outcome::default(),
+        served_by: None,
+        cache_use: CacheUse::None,
+        request_len: 0,
+        sent_before: 0,
+        in_transaction: false,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -424,17 +453,22 @@ impl Session {
                     self.client.write_err(seq, &err).await?;
                 }
                 Action::Forward(kind) if self.mux.is_some() => {
-                    if !self.forward_multiplexed(kind, header.len).await? {
+                    self.begin_statement(header.len).await?;
+                    let going_on = self.forward_multiplexed(kind, header.len).await?;
+                    self.end_statement();
+                    if !going_on {
                         return Ok(());
                     }
                 }
                 Action::Forward(kind) => {
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
+                    self.begin_statement(header.len).await?;
                     let going_on = if self.cache.is_some() {
                         self.forward_cached(kind, header.len).await?
                     } else {
                         self.relay(kind).await?
                     };
+                    self.end_statement();
                     if !going_on {
                         return Ok(());
                     }
@@ -458,6 +492,85 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Notes what analytics needs of the command at the front of the client buffer
+    /// (reading the rest of a statement's text in first, when it is not too long).
+    async fn begin_statement(&mut self, len: usize) -> Result<(), SessionError> {
+        self.outcome = Outcome::default();
+        self.served_by = None;
+        self.cache_use = CacheUse::None;
+        self.request_len = (HEADER_LEN + len) as u64;
+        self.sent_before = self.client.sent;
+        self.client.answered_error = false;
+        if self.probe.is_none() {
+            return Ok(());
+        }
+        self.in_transaction = self.last_status().in_transaction();
+        let command = Command::from_byte(self.client.rbuf[4]);
+        if matches!(command, Some(Command::Query | Command::StmtPrepare))
+            && len < MAX_PAYLOAD
+            && len <= DIGEST_TEXT_MAX
+        {
+            while self.client.rbuf.len() < HEADER_LEN + len {
+                self.client.read_more().await?;
+            }
+        }
+        let end = (HEADER_LEN + len).min(self.client.rbuf.len());
+        let body = &self.client.rbuf[HEADER_LEN + 1..end];
+        let probe = self.probe.as_mut().expect("checked above");
+        let stmt_id = || {
+            body.get(..4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        };
+        match command {
+            Some(Command::Query) => probe.query(body, self.request_len),
+            Some(Command::StmtPrepare) => probe.prepare(body),
+            Some(Command::StmtExecute) => {
+                if let Some(id) = stmt_id() {
+                    probe.execute(id, &body[4..], self.request_len);
+                }
+            }
+            Some(Command::StmtClose) => {
+                if let Some(id) = stmt_id() {
+                    probe.closed(id);
+                }
+            }
+            Some(Command::ResetConnection) => probe.forget_prepared(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The command ended (however it went): counts what went to the client and reports
+    /// the statement to analytics.
+    fn end_statement(&mut self) {
+        let bytes_out = self.client.sent - self.sent_before;
+        Stats::add(&self.fe.stats.bytes_to_clients, bytes_out);
+        let Some(probe) = self.probe.as_mut() else {
+            return;
+        };
+        probe.preparing = None;
+        if probe.current.is_none() {
+            return;
+        }
+        let mut outcome = self.outcome;
+        outcome.error |= self.client.answered_error;
+        let schema = match (&self.mux, &self.backend) {
+            (Some(m), _) => m.schema.as_deref(),
+            (None, Some(b)) => b.schema.as_deref(),
+            (None, None) => None,
+        };
+        let schema = schema.and_then(|s| std::str::from_utf8(s).ok());
+        probe.finish(
+            &self.fe.analytics,
+            schema,
+            outcome,
+            self.served_by.as_ref().map(|s| s.name.as_str()),
+            self.cache_use,
+            self.in_transaction,
+            bytes_out,
+        );
     }
 
     /// A command of a multiplexed session: on a connection brought in line with the
@@ -604,6 +717,7 @@ impl Session {
             scanner.intercept_ok(true);
         }
         let mut first = true;
+        let mut received = 0u64;
         let sent_at = Instant::now();
         loop {
             let (n, event) = match scanner.scan(&backend.rbuf) {
@@ -644,6 +758,15 @@ impl Session {
                     if let Some(m) = mux.as_deref_mut() {
                         m.patch_prepare_ok(&mut backend.rbuf[..n]);
                     }
+                    if let (ResponseKind::Prepare, Some(p)) = (kind, self.probe.as_mut()) {
+                        // The id the client was given (after any rewrite): its executes
+                        // are attributed to the prepared text's digest.
+                        let b = &backend.rbuf[..n];
+                        if b.len() >= HEADER_LEN + 5 && b[HEADER_LEN] == 0 {
+                            let id = &b[HEADER_LEN + 1..HEADER_LEN + 5];
+                            p.prepared(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+                        }
+                    }
                 }
                 let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
                 let ok = translated.as_deref().unwrap_or(ok);
@@ -662,6 +785,7 @@ impl Session {
                     return Err(e.into());
                 }
                 Stats::add(&self.fe.stats.bytes_from_backends, (n + ok_len) as u64);
+                received += (n + ok_len) as u64;
                 backend.advance(n + ok_len);
             }
             match event {
@@ -670,6 +794,14 @@ impl Session {
                     if let Some(m) = mux.as_deref_mut() {
                         m.observed.status = status;
                     }
+                    self.outcome = scanner.outcome();
+                    backend.server.counters.relayed(
+                        self.request_len,
+                        received,
+                        sent_at.elapsed(),
+                        self.outcome.error,
+                    );
+                    self.served_by = Some(backend.server.clone());
                     client.flush().await?;
                     if let Some(s) = status {
                         backend.status = s;

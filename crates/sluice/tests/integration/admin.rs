@@ -135,6 +135,8 @@ impl AdminServer {
             cache: with_cache.then(|| cache.clone() as Arc<dyn CacheAdmin>),
             sessions: None,
             servers: None,
+            analytics: None,
+            reload: None,
             stats,
         };
         let config = AdminConfig {
@@ -441,7 +443,13 @@ fn admin_errors_are_json() {
 
     let answer = expect(client.get("/v1/nothing").unwrap(), 404);
     assert!(answer["error"].is_string(), "{answer}");
-    expect(client.get("/").unwrap(), 404);
+    // The root leads to the dashboard.
+    let root = client.get("/").unwrap();
+    assert_eq!(root.status, 303);
+    assert!(root
+        .headers
+        .iter()
+        .any(|(k, v)| k == "location" && v == "/dashboard"));
     let answer = expect(
         client.request("DELETE", "/v1/cache/rules", None).unwrap(),
         405,

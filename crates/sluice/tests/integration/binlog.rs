@@ -62,6 +62,7 @@ fn server_of(db: &MariaDb) -> Arc<Server> {
         tls: TlsMode::Disabled,
         tls_config: None,
         max_connections: 10,
+        counters: Default::default(),
     })
 }
 

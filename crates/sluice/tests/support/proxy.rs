@@ -46,6 +46,8 @@ pub struct Config {
     pub monitor: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub failover: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub analytics: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -174,6 +176,7 @@ impl Config {
             routing: toml::Table::new(),
             monitor: toml::Table::new(),
             failover: toml::Table::new(),
+            analytics: toml::Table::new(),
         }
     }
 
@@ -257,6 +260,12 @@ impl Config {
             .as_array_mut()
             .expect("cache.rules is an array")
             .push(toml::Value::Table(rule));
+        self
+    }
+
+    /// Set `[analytics] key = value`.
+    pub fn analytics(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.analytics.insert(key.to_owned(), value.into());
         self
     }
 

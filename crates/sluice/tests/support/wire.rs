@@ -473,6 +473,71 @@ impl RawConn {
         }
     }
 
+    /// COM_STMT_PREPARE: the statement id.
+    pub fn prepare(&mut self, sql: &str) -> io::Result<u32> {
+        self.send_command(0x16, sql.as_bytes())?;
+        let ok = self.read_message()?;
+        if ok.first() != Some(&0x00) || ok.len() < 12 {
+            return Err(io::Error::other(format!("prepare failed: {ok:?}")));
+        }
+        let id = u32::from_le_bytes([ok[1], ok[2], ok[3], ok[4]]);
+        let columns = u16::from_le_bytes([ok[5], ok[6]]);
+        let params = u16::from_le_bytes([ok[7], ok[8]]);
+        for count in [params, columns] {
+            if count > 0 {
+                for _ in 0..count {
+                    self.read_message()?;
+                }
+                let eof = self.read_message()?;
+                if !is_eof(&eof) {
+                    return Err(io::Error::other("expected EOF after definitions"));
+                }
+            }
+        }
+        Ok(id)
+    }
+
+    /// COM_STMT_EXECUTE of statement `id` with string parameters; how many rows came
+    /// back (0 for a statement without a result set).
+    pub fn execute_rows(&mut self, id: u32, params: &[&str]) -> io::Result<usize> {
+        let mut body = id.to_le_bytes().to_vec();
+        body.push(0); // no cursor
+        body.extend_from_slice(&1u32.to_le_bytes());
+        if !params.is_empty() {
+            body.extend(std::iter::repeat_n(0u8, params.len().div_ceil(8)));
+            body.push(1); // types follow
+            for _ in params {
+                body.extend_from_slice(&[0xfd, 0x00]); // VAR_STRING
+            }
+            for p in params {
+                body.push(p.len() as u8);
+                body.extend_from_slice(p.as_bytes());
+            }
+        }
+        self.send_command(0x17, &body)?;
+        let first = self.read_message()?;
+        match first.first() {
+            Some(0x00) => return Ok(0),
+            Some(0xFF) => return Err(io::Error::other(format!("execute failed: {first:?}"))),
+            _ => {}
+        }
+        let columns = Cursor::new(&first).lenenc().map_err(io::Error::other)?;
+        for _ in 0..columns {
+            self.read_message()?;
+        }
+        if !is_eof(&self.read_message()?) {
+            return Err(io::Error::other("expected EOF after columns"));
+        }
+        let mut rows = 0;
+        loop {
+            let packet = self.read_message()?;
+            if is_eof(&packet) {
+                return Ok(rows);
+            }
+            rows += 1;
+        }
+    }
+
     /// COM_RESET_CONNECTION.
     pub fn reset_connection(&mut self) -> io::Result<Reply> {
         self.command(COM_RESET_CONNECTION, &[])

@@ -333,6 +333,8 @@ impl Session {
         self.client.write_all(&entry.response).await?;
         self.cache_state().served = true;
         Stats::incr(&self.fe.stats.cache_hits);
+        self.cache_use = crate::analytics::CacheUse::Hit;
+        self.outcome.rows = entry.rows;
         if refresh {
             return self
                 .refresh(key.to_vec(), &entry, request, kind, tables())
@@ -383,12 +385,13 @@ impl Session {
     /// Forwards the request and records the response into the ticket's entry.
     async fn fill(
         &mut self,
-        ticket: cache::FillTicket,
+        mut ticket: cache::FillTicket,
         kind: ResponseKind,
     ) -> Result<bool, SessionError> {
         let cache = self.cache_state().cache.clone();
         let mut record = Recording::new(cache.entry_limit());
         let going_on = self.relay_recording(kind, Some(&mut record)).await?;
+        ticket.rows = self.outcome.rows;
         if going_on && !record.abandoned && storable(&record.buf, self.status()) {
             cache.store(ticket, record.buf);
         } else {
@@ -419,6 +422,7 @@ impl Session {
         let Some((rule, digest)) = cache.rule_for(&candidate) else {
             return self.relay(kind).await;
         };
+        self.cache_use = crate::analytics::CacheUse::Miss;
         if cache.views_unknown() {
             if let Some(backend) = self.backend.as_mut() {
                 match backend.query_scalar(QueryCache::VIEWS_QUERY).await? {
