@@ -243,7 +243,7 @@ pub async fn run(
         stats: stats.clone(),
     };
     let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;
-    if fe.analytics.enabled() {
+    let sampler = fe.analytics.enabled().then(|| {
         let gauges = {
             let fe = fe.clone();
             Box::new(move || fe.gauges())
@@ -252,8 +252,8 @@ pub async fn run(
             fe.analytics.clone(),
             gauges,
             shutdown.clone(),
-        ));
-    }
+        ))
+    });
 
     let mut accept_tasks = Vec::new();
     for l in &config.listeners {
@@ -308,6 +308,10 @@ pub async fn run(
         .is_err()
     {
         tracing::warn!("shutdown grace period over; closing remaining sessions");
+    }
+    if let Some(sampler) = sampler {
+        // It writes the history file as it stops.
+        let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
     }
     for (name, _, value) in stats.snapshot() {
         tracing::info!(metric = name, value, "final count");

@@ -9,6 +9,8 @@ mod support;
 
 #[path = "integration/admin.rs"]
 mod admin;
+#[path = "integration/analytics.rs"]
+mod analytics;
 #[path = "integration/auth.rs"]
 mod auth;
 #[path = "integration/bad_input.rs"]

@@ -250,9 +250,6 @@ impl DigestStore {
         let now = unix_now();
         let mut guard = self.shard(f.digest).lock();
         let shard = &mut *guard;
-        shard.interval.saturating_record(us);
-        shard.all.saturating_record(us);
-        shard.all_sum_us += us;
         if !shard.map.contains_key(&f.digest) {
             let text = f.text?;
             if shard.map.len() >= self.per_shard {
@@ -271,6 +268,9 @@ impl DigestStore {
                 .map
                 .insert(f.digest, Entry::new(text, f.schema, tables, now));
         }
+        shard.interval.saturating_record(us);
+        shard.all.saturating_record(us);
+        shard.all_sum_us += us;
         let e = shard.map.get_mut(&f.digest).expect("inserted above");
         e.count += 1;
         e.last_seen = now;

@@ -120,10 +120,18 @@ impl History {
             }
             kept
         };
+        let mut minutes = keep(file.minutes, 60 * MINUTES_KEPT as u64, MINUTES_KEPT);
+        // The minute that was in progress goes on summing (its percentiles restart).
+        let minute = match minutes.back() {
+            Some(m) if m.t == now - now % 60 => {
+                minutes.pop_back().map(|m| (m, latency_histogram()))
+            }
+            _ => None,
+        };
         Ok(History {
             seconds: keep(file.seconds, SECONDS_KEPT as u64, SECONDS_KEPT),
-            minutes: keep(file.minutes, 60 * MINUTES_KEPT as u64, MINUTES_KEPT),
-            minute: None,
+            minutes,
+            minute,
             previous: None,
         })
     }
@@ -134,7 +142,12 @@ impl History {
         let file = File {
             version: FILE_VERSION,
             seconds: self.seconds.iter().cloned().collect(),
-            minutes: self.minutes.iter().cloned().collect(),
+            minutes: self
+                .minutes
+                .iter()
+                .cloned()
+                .chain(self.current_minute())
+                .collect(),
         };
         let bytes = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
         let mut tmp = path.as_os_str().to_owned();

@@ -357,10 +357,10 @@ impl AnalyticsAdmin for AnalyticsHandle {
             &mut e,
             "sluice_server_up",
             Type::Gauge,
-            "1 when the monitor finds the server up",
+            "0 when the monitor finds the server down, else 1",
             &|m| {
                 Some(f64::from(u8::from(
-                    m.state.load().health == crate::router::Health::Up,
+                    m.state.load().health != crate::router::Health::Down,
                 )))
             },
         );
