@@ -24,6 +24,8 @@ have python3 || pkgs+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
 have node || pkgs+=(nodejs)
 have npm || pkgs+=(npm)
+# Headless Chromium for the dashboard's browser test (tests/clients/node/dashboard.js).
+[ -x /usr/bin/chromium ] || pkgs+=(chromium chromium-driver)
 
 if [ "${#pkgs[@]}" -gt 0 ]; then
   say "installing ${pkgs[*]}"

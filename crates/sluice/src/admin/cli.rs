@@ -63,10 +63,55 @@ enum AdminCommand {
         #[arg(long)]
         to: Option<String>,
     },
-    /// Put a server back into routing (also clears a failover's fence).
+    /// Put a server back into routing (also clears a failover's fence and a drain).
     Enable { server: String },
     /// Take a server out of routing.
     Disable { server: String },
+    /// Stop routing new work to a server and close its idle connections; what runs
+    /// there finishes.
+    Drain { server: String },
+    /// Read the configuration file again (users, servers, cache rules), as SIGHUP does.
+    Reload,
+    /// Statement digests: count, latency percentiles, rows, errors, cache hits.
+    Digests {
+        /// Order: total_time, count, errors, p99, rows or last_seen.
+        #[arg(long, default_value = "total_time")]
+        sort: String,
+        /// How many to show.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per-user figures: sessions, statements, errors, rows, bytes, cache hits.
+    Users {
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cache candidates: read digests ranked by the server time a cache rule would
+    /// save. Enable one with `sluice admin cache enable DIGEST`.
+    Advisor {
+        /// How many to show.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A live view refreshed like top: rates, latency, servers, top digests.
+    Top {
+        /// Seconds between refreshes.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        every: Duration,
+        /// Stop after this many screens [default: until interrupted].
+        #[arg(short = 'n', long)]
+        iterations: Option<u64>,
+        /// Digests shown.
+        #[arg(long, default_value_t = 10)]
+        digests: usize,
+    },
 }
 
 #[derive(clap::Subcommand)]
@@ -89,6 +134,14 @@ enum CacheCommand {
     },
     /// Drop cached entries.
     Invalidate(InvalidateArgs),
+    /// Cache one statement digest from now on (a rule named advisor-DIGEST, first).
+    Enable {
+        /// The digest's 16-hex-digit id, as `sluice admin advisor` or `digests` show.
+        digest: String,
+        /// How long entries may be served.
+        #[arg(long, default_value = "5m")]
+        ttl: String,
+    },
     /// Pre-populate the cache from a file of queries.
     Warm {
         /// Absolute path of the file on the Sluice host. Default: the configured file.
@@ -133,7 +186,15 @@ impl From<Error> for Failure {
 
 /// Runs `sluice admin ...`; prints the result or the error.
 pub fn run(args: AdminArgs) -> ExitCode {
-    match execute(args) {
+    let outcome = match args.command {
+        AdminCommand::Top {
+            every,
+            iterations,
+            digests,
+        } => top(&args, every, iterations, digests),
+        _ => execute(args),
+    };
+    match outcome {
         Ok(output) => {
             print!("{output}");
             ExitCode::SUCCESS
@@ -206,7 +267,231 @@ fn execute(args: AdminArgs) -> Result<String, Failure> {
             let path = format!("/v1/servers/{}/disable", path_segment(&server));
             Ok(pretty(&call(&client, "POST", &path, None)?))
         }
+        AdminCommand::Drain { server } => {
+            let path = format!("/v1/servers/{}/drain", path_segment(&server));
+            Ok(pretty(&call(&client, "POST", &path, None)?))
+        }
+        AdminCommand::Reload => Ok(pretty(&call(&client, "POST", "/v1/config/reload", None)?)),
+        AdminCommand::Digests { sort, limit, json } => {
+            let path = format!("/v1/digests?sort={}&limit={limit}", path_segment(&sort));
+            let digests = call(&client, "GET", &path, None)?;
+            Ok(if json {
+                pretty(&digests)
+            } else {
+                format_digests(&digests)
+            })
+        }
+        AdminCommand::Users { json } => {
+            let users = call(&client, "GET", "/v1/users", None)?;
+            Ok(if json {
+                pretty(&users)
+            } else {
+                format_users(&users)
+            })
+        }
+        AdminCommand::Advisor { limit, json } => {
+            let advice = call(&client, "GET", &format!("/v1/advisor?limit={limit}"), None)?;
+            Ok(if json {
+                pretty(&advice)
+            } else {
+                format_advice(&advice)
+            })
+        }
+        AdminCommand::Top { .. } => unreachable!("handled by run"),
     }
+}
+
+/// `sluice admin top`: a screen every `every`, until interrupted or `iterations`.
+fn top(
+    args: &AdminArgs,
+    every: Duration,
+    iterations: Option<u64>,
+    digests: usize,
+) -> Result<String, Failure> {
+    use std::io::{IsTerminal, Write};
+    let mut client = client(args)?;
+    client.io_timeout = args.timeout.unwrap_or(Duration::from_secs(10));
+    let terminal = std::io::stdout().is_terminal();
+    let mut shown = 0u64;
+    loop {
+        let overview = call(&client, "GET", "/v1/overview", None)?;
+        let servers = call(&client, "GET", "/v1/servers", None)?;
+        let top = call(
+            &client,
+            "GET",
+            &format!("/v1/digests?sort=total_time&limit={digests}"),
+            None,
+        )?;
+        let screen = format_top(&overview, &servers, &top);
+        let mut out = std::io::stdout().lock();
+        // Home and clear, like top; a pipe gets frames one after another.
+        let _ = if terminal {
+            write!(out, "\x1b[H\x1b[2J{screen}")
+        } else {
+            writeln!(out, "{screen}")
+        };
+        let _ = out.flush();
+        shown += 1;
+        if iterations.is_some_and(|n| shown >= n) {
+            return Ok(String::new());
+        }
+        std::thread::sleep(every);
+    }
+}
+
+fn ms(us: &Value) -> String {
+    format!("{:.2}", us.as_f64().unwrap_or(0.0) / 1000.0)
+}
+
+fn rate(bytes: u64) -> String {
+    match bytes {
+        b if b >= 10 << 20 => format!("{:.1} MiB/s", b as f64 / (1 << 20) as f64),
+        b if b >= 10 << 10 => format!("{:.1} KiB/s", b as f64 / 1024.0),
+        b => format!("{b} B/s"),
+    }
+}
+
+/// One screen of `top`.
+pub fn format_top(overview: &Value, servers: &Value, digests: &Value) -> String {
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let last = &overview["last"];
+    let uptime = n(overview, "uptime_seconds");
+    let mut out = format!(
+        "sluice {}  up {}h{:02}m{:02}s  writer {}  clients {}  backends {} in use / {} idle  pinned {}  queued {}\n",
+        overview["version"].as_str().unwrap_or("?"),
+        uptime / 3600,
+        uptime / 60 % 60,
+        uptime % 60,
+        overview["writer"].as_str().unwrap_or("(none)"),
+        n(overview, "clients"),
+        n(overview, "backends_in_use"),
+        n(overview, "backends_idle"),
+        n(overview, "pinned"),
+        n(overview, "queued"),
+    );
+    out.push_str(&format!(
+        "queries/s {}  (select {} insert {} update {} delete {} transaction {} other {})  errors/s {}\n",
+        n(last, "queries"),
+        n(last, "select"),
+        n(last, "insert"),
+        n(last, "update"),
+        n(last, "delete"),
+        n(last, "transaction"),
+        n(last, "other"),
+        n(last, "errors"),
+    ));
+    let (hits, misses) = (n(last, "cache_hits"), n(last, "cache_misses"));
+    out.push_str(&format!(
+        "latency ms  p50 {}  p95 {}  p99 {}  max {}   in {}  out {}   cache hits/s {} misses/s {}{}\n\n",
+        ms(&last["p50_us"]),
+        ms(&last["p95_us"]),
+        ms(&last["p99_us"]),
+        ms(&last["max_us"]),
+        rate(n(last, "bytes_in")),
+        rate(n(last, "bytes_out")),
+        hits,
+        misses,
+        if hits + misses > 0 {
+            format!(" ({:.1}%)", 100.0 * hits as f64 / (hits + misses) as f64)
+        } else {
+            String::new()
+        },
+    ));
+    out.push_str(&format!(
+        "{:<16} {:<9} {:<8} {:>6} {:>10} {:>8} {:>8} {:>6} {:>6}\n",
+        "SERVER", "ROLE", "HEALTH", "LAG s", "QUERIES", "ERRORS", "MEAN ms", "USED", "IDLE"
+    ));
+    for s in servers["servers"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "{:<16} {:<9} {:<8} {:>6} {:>10} {:>8} {:>8} {:>6} {:>6}\n",
+            s["name"].as_str().unwrap_or("-"),
+            s["role"].as_str().unwrap_or("-"),
+            s["health"].as_str().unwrap_or("-"),
+            s["lag_seconds"]
+                .as_f64()
+                .map_or("-".into(), |l| format!("{l:.0}")),
+            n(s, "queries"),
+            n(s, "errors"),
+            ms(&s["mean_us"]),
+            n(&s["connections"], "leased"),
+            n(&s["connections"], "idle"),
+        ));
+    }
+    out.push('\n');
+    out.push_str(&format_digests(digests));
+    out
+}
+
+/// Digests as a table, the text last (truncated to the terminal's usual width).
+fn format_digests(digests: &Value) -> String {
+    let mut out = format!(
+        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  {}\n",
+        "DIGEST", "COUNT", "MEAN ms", "P95 ms", "P99 ms", "ROWS", "ERRORS", "HITS", "TEXT"
+    );
+    for d in digests["digests"].as_array().into_iter().flatten() {
+        let n = |k: &str| d[k].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  {}\n",
+            d["id"].as_str().unwrap_or("-"),
+            n("count"),
+            ms(&d["mean_us"]),
+            ms(&d["p95_us"]),
+            ms(&d["p99_us"]),
+            n("rows_sent"),
+            n("errors"),
+            n("cache_hits"),
+            truncate(d["text"].as_str().unwrap_or("")),
+        ));
+    }
+    out
+}
+
+fn format_users(users: &Value) -> String {
+    let mut out = format!(
+        "{:<16} {:>8} {:>10} {:>8} {:>10} {:>9} {:>12} {:>12}\n",
+        "USER", "SESSIONS", "QUERIES", "ERRORS", "ROWS", "HITS", "BYTES IN", "BYTES OUT"
+    );
+    for u in users["users"].as_array().into_iter().flatten() {
+        let n = |k: &str| u[k].as_u64().unwrap_or(0);
+        out.push_str(&format!(
+            "{:<16} {:>8} {:>10} {:>8} {:>10} {:>9} {:>12} {:>12}\n",
+            u["name"].as_str().unwrap_or("-"),
+            n("sessions"),
+            n("queries"),
+            n("errors"),
+            n("rows_sent"),
+            n("cache_hits"),
+            n("bytes_in"),
+            n("bytes_out"),
+        ));
+    }
+    out
+}
+
+fn format_advice(advice: &Value) -> String {
+    let mut out = String::new();
+    if advice["cache"] == false {
+        out.push_str("no query cache: set [cache] enabled = true and restart to act on this\n");
+    }
+    out.push_str(&format!(
+        "{:<16} {:>9} {:>9} {:>8} {:>9} {:>10} {:>7}  {}\n",
+        "DIGEST", "PER SEC", "MEAN ms", "HIT %", "WRITES/s", "SAVES ms/s", "CACHED", "TEXT"
+    ));
+    for c in advice["candidates"].as_array().into_iter().flatten() {
+        let f = |k: &str| c[k].as_f64().unwrap_or(0.0);
+        out.push_str(&format!(
+            "{:<16} {:>9.1} {:>9} {:>8.1} {:>9.2} {:>10.1} {:>7}  {}\n",
+            c["id"].as_str().unwrap_or("-"),
+            f("per_second"),
+            ms(&c["mean_us"]),
+            100.0 * f("expected_hit_rate"),
+            f("writes_per_second"),
+            f("saving_us_per_second") / 1000.0,
+            if c["cached"] == true { "yes" } else { "no" },
+            truncate(c["text"].as_str().unwrap_or("")),
+        ));
+    }
+    out
 }
 
 /// A server name as one URL path segment (percent-encoded beyond the unreserved set).
@@ -317,6 +602,16 @@ fn cache(client: &Client, command: CacheCommand) -> Result<String, Failure> {
             Ok(format!(
                 "invalidated {n} entr{}\n",
                 if n == 1 { "y" } else { "ies" }
+            ))
+        }
+        CacheCommand::Enable { digest, ttl } => {
+            let body = json!({ "digest": digest, "ttl": ttl });
+            let answer = call(client, "POST", "/v1/advisor/enable", Some(body))?;
+            Ok(format!(
+                "cache rule {} added: {} (ttl {})\n",
+                answer["rule"]["name"].as_str().unwrap_or("?"),
+                answer["rule"]["digest"].as_str().unwrap_or("?"),
+                answer["rule"]["ttl"].as_str().unwrap_or("?"),
             ))
         }
         CacheCommand::Warm { file } => {

@@ -736,3 +736,232 @@ fn every_endpoint_refuses_strangers_and_answers_as_documented() {
     let missed: Vec<_> = all.difference(&covered).collect();
     assert!(missed.is_empty(), "operations not exercised: {missed:?}");
 }
+
+/// `sluice admin ARGS...` against `cfg`'s admin API.
+fn admin_cli(cfg: &Config, args: &[&str]) -> crate::support::CliOutput {
+    let address = cfg.admin_address().unwrap();
+    let mut all = vec!["admin", "--address", &address, "--token", TOKEN];
+    all.extend_from_slice(args);
+    crate::support::proxy::run_sluice(&all)
+}
+
+#[test]
+fn sluice_admin_shows_digests_users_advice_and_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let schema = schema_of("cli");
+    let cfg = config(dir.path());
+    let sluice = Sluice::start(&cfg);
+    let mut conn = login(&sluice);
+    items(&mut conn, &schema);
+    for i in 0..30 {
+        rows(
+            &mut conn,
+            &format!("SELECT name FROM {schema}.items WHERE id = {}", i % 3 + 1),
+        );
+    }
+    let lookup = format!("SELECT name FROM {schema}.items WHERE id = ?");
+
+    let out = admin_cli(&cfg, &["digests", "--sort", "count", "--limit", "5"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.ends_with(&lookup))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(fields[1], "30", "{line}");
+    let id = fields[0].to_owned();
+    assert_eq!(
+        admin_cli(&cfg, &["digests", "--sort", "colour"]).code,
+        Some(1)
+    );
+
+    let out = admin_cli(&cfg, &["users"]);
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with(NATIVE_USER)),
+        "{}",
+        out.stdout
+    );
+
+    let out = admin_cli(&cfg, &["advisor"]);
+    let line = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{}", out.stdout));
+    // 27 of 30 were repeats: 90% expected hits, not cached yet.
+    assert!(line.contains(" 90.0 ") && line.contains(" no "), "{line}");
+
+    let out = admin_cli(&cfg, &["cache", "enable", &id, "--ttl", "1m"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains(&format!("advisor-{id}")),
+        "{}",
+        out.stdout
+    );
+    let out = admin_cli(&cfg, &["cache", "enable", "0123456789abcdef"]);
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("no digest"), "{}", out.stderr);
+
+    // Two screens of top, a moment apart, through a pipe: frames one after another.
+    let out = admin_cli(&cfg, &["top", "-n", "2", "--every", "200ms"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.matches("queries/s").count(), 2, "{}", out.stdout);
+    assert!(
+        out.stdout.contains("db1") && out.stdout.contains(&lookup),
+        "{}",
+        out.stdout
+    );
+
+    // Drain refuses the writer; reload re-reads the file.
+    let out = admin_cli(&cfg, &["drain", "db1"]);
+    assert_eq!(out.code, Some(1));
+    assert!(out.stderr.contains("writer"), "{}", out.stderr);
+    let out = admin_cli(&cfg, &["reload"]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("\"reloaded\": true"), "{}", out.stdout);
+    ok(&mut conn, &format!("DROP DATABASE {schema}"));
+}
+
+/// sysbench `oltp_read_only` with `args` against 127.0.0.1:`port`, in the background.
+fn sysbench(port: u16, database: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new("sysbench")
+        .args([
+            "oltp_read_only",
+            "--db-driver=mysql",
+            "--mysql-host=127.0.0.1",
+        ])
+        .arg(format!("--mysql-port={port}"))
+        .arg(format!("--mysql-user={NATIVE_USER}"))
+        .arg(format!("--mysql-password={NATIVE_PASSWORD}"))
+        .arg(format!("--mysql-db={database}"))
+        .args(["--tables=1", "--table-size=1000"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("sysbench could not start ({e}); `make test` installs it"))
+}
+
+/// Kills a background client when the test ends, however it ends.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The dashboard in Debian's Chromium (driven by playwright-core) while sysbench runs:
+/// the page loads, a wrong token gets the token form, the live charts receive points,
+/// the servers show, the advisor lists sysbench's point select, and enabling it from the
+/// page makes the next point selects cache hits. Screenshots are kept in
+/// target/test-artifacts/dashboard/.
+#[test]
+fn the_dashboard_works_in_headless_chromium_under_sysbench() {
+    let root = crate::support::repo_root();
+    let script = root.join("tests/clients/node/dashboard.js");
+    assert!(
+        root.join("tests/clients/node/node_modules/playwright-core")
+            .is_dir(),
+        "playwright-core is missing: run `make test`, which installs it"
+    );
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).is_file(),
+        "{chromium} is missing: run `make test`, which installs Debian's chromium"
+    );
+    let node = sluice::sandbox::find_program(&["node", "nodejs"])
+        .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
+
+    let server = shared_server();
+    let database = format!("dashboard_{}", std::process::id());
+    crate::support::fresh_database(server, &database);
+    let status = sysbench(server.port(), &database, &["prepare"])
+        .wait()
+        .unwrap();
+    assert!(status.success(), "sysbench prepare failed");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let sluice = Sluice::start(&cfg);
+    let _load = Reaped(sysbench(
+        sluice.port(),
+        &database,
+        &[
+            "--threads=2",
+            "--time=120",
+            "--skip_trx=on",
+            "--rate=400",
+            "run",
+        ],
+    ));
+    let point_select = "SELECT c FROM sbtest1 WHERE id=?";
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            get(&cfg, "/v1/advisor")["candidates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["text"] == point_select)
+        }),
+        "the advisor never listed sysbench's point select:\n{:#}",
+        get(&cfg, "/v1/advisor")
+    );
+
+    let artifacts = root.join("target/test-artifacts/dashboard");
+    let _ = std::fs::remove_dir_all(&artifacts);
+    std::fs::create_dir_all(&artifacts).unwrap();
+    let address = cfg.admin_address().unwrap();
+    let out = std::process::Command::new(node)
+        .current_dir(root.join("tests/clients/node"))
+        .arg(&script)
+        .args(["--url", &format!("http://{address}"), "--token", TOKEN])
+        .arg("--out")
+        .arg(&artifacts)
+        .args(["--expect-digest", point_select, "--timeout-ms", "90000"])
+        .env("CHROMIUM", &chromium)
+        .output()
+        .expect("node runs the dashboard script");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = stdout
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "no JSON report:\n{stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+    assert_eq!(
+        report["ok"],
+        true,
+        "{report:#}\nscreenshots in {}",
+        artifacts.display()
+    );
+    assert!(report["live_points"].as_u64().unwrap() >= 3, "{report}");
+    assert_eq!(report["servers"], json!(["db1"]));
+    let id = report["enabled"]["digest"].as_str().unwrap().to_owned();
+    assert_eq!(
+        get(&cfg, &format!("/v1/digests/{id}"))["text"],
+        point_select
+    );
+    for shot in ["dashboard.png", "advisor.png"] {
+        assert!(artifacts.join(shot).is_file(), "{shot} was not saved");
+    }
+    // The rule the page enabled: sysbench's next point selects are answered from the cache.
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            get(&cfg, &format!("/v1/digests/{id}"))["cache_hits"]
+                .as_u64()
+                .unwrap()
+                > 100
+        }),
+        "{:#}",
+        get(&cfg, &format!("/v1/digests/{id}"))
+    );
+    let rules = get(&cfg, "/v1/cache/rules");
+    assert_eq!(rules[0]["name"], format!("advisor-{id}"));
+}
