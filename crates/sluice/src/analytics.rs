@@ -555,6 +555,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn config_defaults_and_problems() {
+        let parse = |toml: &str| -> AnalyticsConfig { toml::from_str(toml).unwrap() };
+        let c = parse("");
+        assert!(c.enabled && c.history_file.is_none());
+        assert_eq!(
+            (c.max_digests, c.save_interval),
+            (2000, Duration::from_secs(60))
+        );
+        let problems = |toml: &str| {
+            let mut p = Vec::new();
+            parse(toml).validate(&mut p);
+            p
+        };
+        assert!(problems("max_digests = 15")[0].contains("at least 16"));
+        assert!(problems("save_interval = \"10ms\"")[0].contains("at least 1s"));
+        assert!(
+            problems("history_file = \"/nonexistent/dir/h.json\"")[0].contains("does not exist")
+        );
+        assert!(problems("history_file = \"h.json\"\nenabled = false").is_empty());
+        assert!(toml::from_str::<AnalyticsConfig>("colour = 1").is_err());
+    }
+
+    #[test]
     fn kinds_from_digest_text() {
         assert_eq!(Kind::of("SELECT c FROM t WHERE id=?"), Kind::Select);
         assert_eq!(Kind::of("(SELECT 1) UNION (SELECT 2)"), Kind::Select);

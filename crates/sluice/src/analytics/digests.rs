@@ -167,6 +167,7 @@ impl Entry {
             "servers": self.servers.iter().map(|(s, n)| (s.clone(), Value::from(*n)))
                 .collect::<serde_json::Map<_, _>>(),
             "users": self.users,
+            "table_writes": self.table_writes(),
             "first_seen": self.first_seen,
             "last_seen": self.last_seen,
         })

@@ -521,6 +521,22 @@ fn degraded_starts_and_configurations_that_cannot_work() {
     }
     assert_eq!(admin(&["enable", "replica1"]).code, Some(0));
     wait_role(&sluice, &config, "replica1", "reader", 5);
+    // Drained: no new reads, its idle connections closed, until enabled again.
+    assert_eq!(admin(&["drain", "replica1"]).code, Some(0));
+    wait_role(&sluice, &config, "replica1", "drained", 5);
+    for _ in 0..30 {
+        assert_eq!(one(&mut c, "SELECT @@server_id"), "3");
+    }
+    let servers = super::routing::admin_get(&sluice, &config, "/v1/servers");
+    let drained = servers["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "replica1")
+        .unwrap();
+    assert_eq!(drained["connections"]["idle"], 0, "{drained}");
+    assert_eq!(admin(&["enable", "replica1"]).code, Some(0));
+    wait_role(&sluice, &config, "replica1", "reader", 5);
     for args in [
         &["enable", "nowhere"][..],
         &["switchover", "--to", "nowhere"],
