@@ -1108,7 +1108,47 @@ const KEYWORDS: &[&str] = &[
 ];
 
 fn is_keyword(up: &[u8]) -> bool {
-    !up.is_empty() && KEYWORDS.binary_search_by(|k| k.as_bytes().cmp(up)).is_ok()
+    !up.is_empty() && KeywordTable::get().contains(up)
+}
+
+/// [`KEYWORDS`] in an open-addressed table built once: every word of every statement is
+/// looked up (digests run per statement), where a binary search of a few hundred
+/// strings cost more than the rest of the lexer.
+struct KeywordTable {
+    slots: Box<[Option<&'static [u8]>]>,
+    mask: usize,
+}
+
+impl KeywordTable {
+    fn get() -> &'static KeywordTable {
+        static TABLE: std::sync::OnceLock<KeywordTable> = std::sync::OnceLock::new();
+        TABLE.get_or_init(|| {
+            let size = (KEYWORDS.len() * 4).next_power_of_two();
+            let mut t = KeywordTable {
+                slots: vec![None; size].into_boxed_slice(),
+                mask: size - 1,
+            };
+            for k in KEYWORDS {
+                let mut i = fnv1a(k.as_bytes()) as usize & t.mask;
+                while t.slots[i].is_some() {
+                    i = (i + 1) & t.mask;
+                }
+                t.slots[i] = Some(k.as_bytes());
+            }
+            t
+        })
+    }
+
+    fn contains(&self, word: &[u8]) -> bool {
+        let mut i = fnv1a(word) as usize & self.mask;
+        while let Some(k) = self.slots[i] {
+            if k == word {
+                return true;
+            }
+            i = (i + 1) & self.mask;
+        }
+        false
+    }
 }
 
 /// Functions whose result depends on the clock, randomness, the session or server state. The
@@ -2671,6 +2711,16 @@ mod tests {
                 digest(sql.as_bytes()).1,
                 "{sql:?}"
             );
+        }
+    }
+
+    #[test]
+    fn keyword_table_holds_exactly_the_keywords() {
+        for k in KEYWORDS {
+            assert!(is_keyword(k.as_bytes()), "{k}");
+        }
+        for w in ["", "SELEC", "SELECTS", "sbtest1", "select", "ID", "C"] {
+            assert_eq!(is_keyword(w.as_bytes()), KEYWORDS.contains(&w), "{w}");
         }
     }
 
