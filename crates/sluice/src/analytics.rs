@@ -178,36 +178,65 @@ impl ServerCounters {
     }
 }
 
-/// One Sluice user's figures.
+/// One Sluice user: its name and sessions open. Its statement figures are kept in the
+/// digest shards (see [`UserTotals`]), where the statement's lock is already held.
 #[derive(Debug, Default)]
 pub struct UserStats {
     pub name: String,
+    /// Index of this user's tallies in every shard.
+    pub id: usize,
     pub sessions: AtomicI64,
-    pub queries: AtomicU64,
-    pub errors: AtomicU64,
-    pub rows_sent: AtomicU64,
-    pub total_us: AtomicU64,
-    pub bytes_in: AtomicU64,
-    pub bytes_out: AtomicU64,
-    pub cache_hits: AtomicU64,
 }
 
-/// Counters of every statement recorded, by kind and outcome.
-#[derive(Debug, Default)]
+/// A user's statement figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UserTotals {
+    pub queries: u64,
+    pub errors: u64,
+    pub rows_sent: u64,
+    pub total_us: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub cache_hits: u64,
+}
+
+impl UserTotals {
+    pub fn add(&mut self, o: &UserTotals) {
+        self.queries += o.queries;
+        self.errors += o.errors;
+        self.rows_sent += o.rows_sent;
+        self.total_us += o.total_us;
+        self.bytes_in += o.bytes_in;
+        self.bytes_out += o.bytes_out;
+        self.cache_hits += o.cache_hits;
+    }
+}
+
+/// Counts of every statement recorded, by kind and outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Totals {
-    pub by_kind: [AtomicU64; 6],
-    pub errors: AtomicU64,
-    pub rows: AtomicU64,
-    pub cache_hits: AtomicU64,
-    pub cache_misses: AtomicU64,
+    pub by_kind: [u64; 6],
+    pub errors: u64,
+    pub rows: u64,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
 }
 
 impl Totals {
     pub fn kind(&self, k: Kind) -> u64 {
-        self.by_kind[k.index()].load(Ordering::Relaxed)
+        self.by_kind[k.index()]
     }
     pub fn queries(&self) -> u64 {
-        self.by_kind.iter().map(|c| c.load(Ordering::Relaxed)).sum()
+        self.by_kind.iter().sum()
+    }
+    pub fn add(&mut self, o: &Totals) {
+        for (a, b) in self.by_kind.iter_mut().zip(o.by_kind) {
+            *a += b;
+        }
+        self.errors += o.errors;
+        self.rows += o.rows;
+        self.cache_hits += o.cache_hits;
+        self.cache_misses += o.cache_misses;
     }
 }
 
@@ -271,7 +300,6 @@ impl Tables {
 pub struct Analytics {
     pub cfg: AnalyticsConfig,
     pub digests: DigestStore,
-    pub totals: Totals,
     pub tables: Tables,
     users: Mutex<HashMap<String, Arc<UserStats>>>,
     pub history: Mutex<history::History>,
@@ -298,7 +326,6 @@ impl Analytics {
         Analytics {
             cfg: cfg.clone(),
             digests: DigestStore::new(cfg.max_digests),
-            totals: Totals::default(),
             tables: Tables::default(),
             users: Mutex::new(HashMap::new()),
             history: Mutex::new(history),
@@ -311,59 +338,46 @@ impl Analytics {
         self.cfg.enabled
     }
 
-    /// The figures of user `name`, created on first use.
+    /// User `name`, created on first use.
     pub fn user(&self, name: &str) -> Arc<UserStats> {
-        self.users
-            .lock()
+        let mut users = self.users.lock();
+        let id = users.len();
+        users
             .entry(name.to_owned())
             .or_insert_with(|| {
                 Arc::new(UserStats {
                     name: name.to_owned(),
+                    id,
                     ..UserStats::default()
                 })
             })
             .clone()
     }
 
-    pub fn users(&self) -> Vec<Arc<UserStats>> {
+    /// Every user with their figures, by name.
+    pub fn users(&self) -> Vec<(Arc<UserStats>, UserTotals)> {
         let mut all: Vec<_> = self.users.lock().values().cloned().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
-        all
+        let tallies = self
+            .digests
+            .user_totals(all.iter().map(|u| u.id).max().map_or(0, |m| m + 1));
+        all.into_iter()
+            .map(|u| {
+                let t = tallies.get(u.id).copied().unwrap_or_default();
+                (u, t)
+            })
+            .collect()
+    }
+
+    /// Counts of every statement since start.
+    pub fn totals(&self) -> Totals {
+        self.digests.totals()
     }
 
     /// Records a finished statement. False when its digest is not known and no text
     /// came with it (it was dropped meanwhile): the session should send the text again.
     pub fn record(&self, f: &Finished) -> bool {
-        let Some(kind) = self.digests.record(f, &self.tables) else {
-            return false;
-        };
-        let t = &self.totals;
-        t.by_kind[kind.index()].fetch_add(1, Ordering::Relaxed);
-        let u = f.user;
-        u.queries.fetch_add(1, Ordering::Relaxed);
-        u.total_us
-            .fetch_add(f.elapsed.as_micros() as u64, Ordering::Relaxed);
-        u.bytes_in.fetch_add(f.bytes_in, Ordering::Relaxed);
-        u.bytes_out.fetch_add(f.bytes_out, Ordering::Relaxed);
-        if f.outcome.error {
-            t.errors.fetch_add(1, Ordering::Relaxed);
-            u.errors.fetch_add(1, Ordering::Relaxed);
-        }
-        if f.outcome.rows > 0 {
-            t.rows.fetch_add(f.outcome.rows, Ordering::Relaxed);
-            u.rows_sent.fetch_add(f.outcome.rows, Ordering::Relaxed);
-        }
-        match f.cache {
-            CacheUse::None => {}
-            CacheUse::Hit => {
-                t.cache_hits.fetch_add(1, Ordering::Relaxed);
-                u.cache_hits.fetch_add(1, Ordering::Relaxed);
-            }
-            CacheUse::Miss => {
-                t.cache_misses.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        true
+        self.digests.record(f, &self.tables).is_some()
     }
 
     /// A write the binlog reported (it bypassed Sluice, or Sluice's own came back).

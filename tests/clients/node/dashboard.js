@@ -24,27 +24,22 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
+const util = require('node:util');
 const { chromium } = require('playwright-core');
 
 function parseArgs(argv) {
-  const spec = { url: null, token: null, out: null, 'expect-digest': null, 'timeout-ms': '60000' };
-  const args = { ...spec };
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i];
-    if (!arg.startsWith('--')) throw new Error(`unexpected argument: ${arg}`);
-    let name = arg.slice(2);
-    let value;
-    const eq = name.indexOf('=');
-    if (eq >= 0) {
-      value = name.slice(eq + 1);
-      name = name.slice(0, eq);
-    } else {
-      value = argv[++i];
-    }
-    if (!(name in spec)) throw new Error(`unknown option --${name}`);
-    if (value === undefined) throw new Error(`--${name} needs a value`);
-    args[name] = value;
-  }
+  const { values } = util.parseArgs({
+    args: argv,
+    options: {
+      url: { type: 'string' },
+      token: { type: 'string' },
+      out: { type: 'string' },
+      'expect-digest': { type: 'string' },
+      'timeout-ms': { type: 'string', default: '60000' },
+    },
+    strict: true,
+  });
+  const args = { ...values };
   for (const k of ['url', 'token', 'out', 'expect-digest']) {
     if (!args[k]) throw new Error(`--${k} is required`);
   }

@@ -3,7 +3,9 @@
 //! executed digests make room. Each cacheable read also runs a simulated cache (exact
 //! statement → its tables' write counters) that tells the advisor its likely hit rate.
 
-use super::{clamp_us, latency_histogram, unix_now, CacheUse, Finished, Kind, Tables};
+use super::{
+    clamp_us, latency_histogram, unix_now, CacheUse, Finished, Kind, Tables, Totals, UserTotals,
+};
 use crate::classify::sql::{self, Analysis, TableRef};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
@@ -34,6 +36,11 @@ struct Shard {
     /// Latencies since start (the Prometheus histogram).
     all: Histogram<u64>,
     all_sum_us: u64,
+    /// This shard's part of the totals and of each user's figures (by user id): kept
+    /// under the lock the statement takes anyway, so that no counter is shared between
+    /// cores on the request path.
+    totals: Totals,
+    users: Vec<UserTotals>,
 }
 
 /// One digest's figures.
@@ -231,6 +238,8 @@ impl DigestStore {
                         interval: latency_histogram(),
                         all: latency_histogram(),
                         all_sum_us: 0,
+                        totals: Totals::default(),
+                        users: Vec::new(),
                     })
                 })
                 .collect(),
@@ -272,7 +281,31 @@ impl DigestStore {
         shard.interval.saturating_record(us);
         shard.all.saturating_record(us);
         shard.all_sum_us += us;
+        let (t, id) = (&mut shard.totals, f.user.id);
+        if shard.users.len() <= id {
+            shard.users.resize(id + 1, UserTotals::default());
+        }
+        let u = &mut shard.users[id];
+        u.queries += 1;
+        u.total_us += us;
+        u.bytes_in += f.bytes_in;
+        u.bytes_out += f.bytes_out;
+        u.rows_sent += f.outcome.rows;
+        t.rows += f.outcome.rows;
+        if f.outcome.error {
+            u.errors += 1;
+            t.errors += 1;
+        }
+        match f.cache {
+            CacheUse::Hit => {
+                u.cache_hits += 1;
+                t.cache_hits += 1;
+            }
+            CacheUse::Miss => t.cache_misses += 1,
+            CacheUse::None => {}
+        }
         let e = shard.map.get_mut(&f.digest).expect("inserted above");
+        t.by_kind[e.kind as usize] += 1;
         e.count += 1;
         e.last_seen = now;
         e.total_us += us;
@@ -388,6 +421,27 @@ impl DigestStore {
             s.interval.reset();
         }
         merged
+    }
+
+    /// Counts of every statement since start (digests forgotten or not).
+    pub fn totals(&self) -> Totals {
+        let mut all = Totals::default();
+        for s in &self.shards {
+            all.add(&s.lock().totals);
+        }
+        all
+    }
+
+    /// Each user's figures, indexed by user id (`users` ids at least).
+    pub fn user_totals(&self, users: usize) -> Vec<UserTotals> {
+        let mut all = vec![UserTotals::default(); users];
+        for s in &self.shards {
+            let s = s.lock();
+            for (a, b) in all.iter_mut().zip(&s.users) {
+                a.add(b);
+            }
+        }
+        all
     }
 
     /// Every latency since start, and their sum in microseconds.

@@ -9,7 +9,6 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -252,13 +251,13 @@ impl Analytics {
     /// Takes the sample of the second starting at `t`.
     pub fn sample(&self, t: u64, g: Gauges) {
         let latencies = self.digests.take_interval();
-        let totals = &self.totals;
+        let totals = self.totals();
         let now = Previous {
             kinds: Kind::ALL.map(|k| totals.kind(k)),
-            errors: totals.errors.load(Ordering::Relaxed),
-            rows: totals.rows.load(Ordering::Relaxed),
-            cache_hits: totals.cache_hits.load(Ordering::Relaxed),
-            cache_misses: totals.cache_misses.load(Ordering::Relaxed),
+            errors: totals.errors,
+            rows: totals.rows,
+            cache_hits: totals.cache_hits,
+            cache_misses: totals.cache_misses,
             bytes_in: g.bytes_in_total,
             bytes_out: g.bytes_out_total,
             queue_waits: g.queue_waits_total,

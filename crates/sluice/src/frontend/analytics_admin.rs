@@ -80,21 +80,21 @@ impl AnalyticsHandle {
 impl AnalyticsAdmin for AnalyticsHandle {
     fn overview(&self) -> Value {
         let a = &self.fe.analytics;
-        let t = &a.totals;
+        let t = a.totals();
         let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let mut totals = json!({
             "queries": t.queries(),
-            "errors": n(&t.errors),
-            "rows": n(&t.rows),
+            "errors": t.errors,
+            "rows": t.rows,
             "bytes_in": n(&self.fe.stats.bytes_from_clients),
             "bytes_out": n(&self.fe.stats.bytes_to_clients),
-            "cache_hits": n(&t.cache_hits),
-            "cache_misses": n(&t.cache_misses),
+            "cache_hits": t.cache_hits,
+            "cache_misses": t.cache_misses,
         });
         for k in Kind::ALL {
             totals[k.name()] = json!(t.kind(k));
         }
-        let (hits, misses) = (n(&t.cache_hits), n(&t.cache_misses));
+        let (hits, misses) = (t.cache_hits, t.cache_misses);
         let c = self.fe.connections();
         let backends = c.in_use + c.idle;
         json!({
@@ -154,23 +154,22 @@ impl AnalyticsAdmin for AnalyticsHandle {
     }
 
     fn users(&self) -> Value {
-        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let users: Vec<Value> = self
             .fe
             .analytics
             .users()
             .iter()
-            .map(|u| {
+            .map(|(u, t)| {
                 json!({
                     "name": u.name,
                     "sessions": u.sessions.load(Ordering::Relaxed).max(0),
-                    "queries": n(&u.queries),
-                    "errors": n(&u.errors),
-                    "rows_sent": n(&u.rows_sent),
-                    "total_us": n(&u.total_us),
-                    "bytes_in": n(&u.bytes_in),
-                    "bytes_out": n(&u.bytes_out),
-                    "cache_hits": n(&u.cache_hits),
+                    "queries": t.queries,
+                    "errors": t.errors,
+                    "rows_sent": t.rows_sent,
+                    "total_us": t.total_us,
+                    "bytes_in": t.bytes_in,
+                    "bytes_out": t.bytes_out,
+                    "cache_hits": t.cache_hits,
                 })
             })
             .collect();
@@ -258,8 +257,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
         let a = &fe.analytics;
         let mut e = Exposition::default();
         metrics::counters(&mut e, &fe.stats);
-        let t = &a.totals;
-        let n = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed) as f64;
+        let t = a.totals();
 
         e.family(
             "sluice_queries_total",
@@ -277,13 +275,13 @@ impl AnalyticsAdmin for AnalyticsHandle {
             "sluice_query_errors_total",
             Type::Counter,
             "statements answered with an error",
-            n(&t.errors),
+            t.errors as f64,
         );
         e.single(
             "sluice_rows_sent_total",
             Type::Counter,
             "result-set rows sent to clients",
-            n(&t.rows),
+            t.rows as f64,
         );
         let (latencies, sum_us) = a.digests.all_latencies();
         e.family(
@@ -321,7 +319,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             "sluice_cache_misses_total",
             Type::Counter,
             "statements a cache rule matched that the server answered",
-            n(&t.cache_misses),
+            t.cache_misses as f64,
         );
         let (entries, bytes) = fe.cache.as_ref().map_or((0, 0), |c| c.usage());
         e.single(
@@ -455,11 +453,11 @@ impl AnalyticsAdmin for AnalyticsHandle {
             Type::Counter,
             "statements per Sluice user",
         );
-        for u in &users {
+        for (u, t) in &users {
             e.sample(
                 "sluice_user_queries_total",
                 &[("user", &u.name)],
-                n(&u.queries),
+                t.queries as f64,
             );
         }
         e.family(
@@ -467,11 +465,11 @@ impl AnalyticsAdmin for AnalyticsHandle {
             Type::Counter,
             "statements answered with an error, per Sluice user",
         );
-        for u in &users {
+        for (u, t) in &users {
             e.sample(
                 "sluice_user_errors_total",
                 &[("user", &u.name)],
-                n(&u.errors),
+                t.errors as f64,
             );
         }
 

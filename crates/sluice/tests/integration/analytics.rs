@@ -33,16 +33,11 @@ pub fn client(config: &Config, token: Option<&str>) -> Client {
 
 #[track_caller]
 pub fn get(config: &Config, path: &str) -> Value {
-    let r = client(config, Some(TOKEN))
-        .get(path)
-        .unwrap_or_else(|e| panic!("{path}: {e:?}"));
-    assert_eq!(
-        r.status,
-        200,
-        "{path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    r.json().unwrap()
+    crate::support::admin_json(
+        &config.admin_address().expect("admin configured"),
+        TOKEN,
+        path,
+    )
 }
 
 #[track_caller]

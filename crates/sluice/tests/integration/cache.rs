@@ -471,16 +471,7 @@ fn sysbench_style_select_results_match_direct_and_are_reused() {
 
 /// GET an admin path as JSON.
 fn admin_get(address: &str, path: &str) -> serde_json::Value {
-    let client =
-        sluice::admin::client::Client::new(address, Some(sluice::config::Secret("t0ken".into())));
-    let response = client.get(path).expect("admin API reachable");
-    assert_eq!(
-        response.status,
-        200,
-        "{path}: {}",
-        String::from_utf8_lossy(&response.body)
-    );
-    response.json().unwrap()
+    crate::support::admin_json(address, "t0ken", path)
 }
 
 fn admin_post(address: &str, path: &str, body: serde_json::Value) -> serde_json::Value {

@@ -619,13 +619,7 @@ const ADMIN_TOKEN: &str = "mux-t0ken";
 
 /// GET an admin path as JSON.
 fn admin_get(address: &str, path: &str) -> serde_json::Value {
-    let client = sluice::admin::client::Client::new(
-        address,
-        Some(sluice::config::Secret(ADMIN_TOKEN.into())),
-    );
-    let response = client.get(path).expect("admin API reachable");
-    assert_eq!(response.status, 200, "{path}");
-    response.json().unwrap()
+    crate::support::admin_json(address, ADMIN_TOKEN, path)
 }
 
 fn sluice_with_short_queue(server: &MariaDb) -> Sluice {

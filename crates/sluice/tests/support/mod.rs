@@ -147,3 +147,21 @@ pub fn first_difference(left: &str, right: &str) -> String {
         right.lines().count()
     )
 }
+
+/// GET `path` from the admin API at `address` with `token`; the JSON answer, which must
+/// be a 200.
+#[track_caller]
+pub fn admin_json(address: &str, token: &str, path: &str) -> serde_json::Value {
+    let client =
+        sluice::admin::client::Client::new(address, Some(sluice::config::Secret(token.into())));
+    let response = client
+        .get(path)
+        .unwrap_or_else(|e| panic!("admin API at {address}: {e:?}"));
+    assert_eq!(
+        response.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&response.body)
+    );
+    response.json().unwrap()
+}
