@@ -264,6 +264,32 @@ pub struct Finished<'a> {
     pub bytes_out: u64,
 }
 
+/// Hashes keys that are already hashes (digests, statement hashes, ids) with one
+/// multiplication instead of SipHash: these maps are touched on every statement, and
+/// nothing outside Sluice chooses their keys' distribution.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0 ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+}
+
+/// A map keyed by a hash or an id.
+pub type IdMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+
 /// Latencies are kept in microseconds from 1 µs to an hour, to 2 significant digits.
 pub const LATENCY_MAX_US: u64 = 3_600_000_000;
 
@@ -305,6 +331,17 @@ pub struct Analytics {
     pub history: Mutex<history::History>,
     pub started: Instant,
     pub started_unix: u64,
+}
+
+/// Unix seconds as of the last sample (the sampler sets it every second): first and
+/// last seen need no clock read per statement.
+static COARSE_NOW: AtomicU64 = AtomicU64::new(0);
+
+pub fn coarse_now() -> u64 {
+    match COARSE_NOW.load(Ordering::Relaxed) {
+        0 => unix_now(),
+        t => t,
+    }
 }
 
 /// Unix time in seconds.
@@ -415,8 +452,11 @@ impl crate::binlog::BinlogSink for BinlogTee {
 /// and the statement in flight.
 pub struct SessionProbe {
     pub user: Arc<UserStats>,
-    seen: std::collections::HashSet<u64>,
-    prepared: HashMap<u32, Arc<Prepared>>,
+    seen: IdMap<u64, ()>,
+    /// Shape → digest of recent plain statements (see
+    /// [`crate::classify::sql::digest_shape`]), direct-mapped; allocated on first use.
+    shapes: Vec<(u64, u64)>,
+    prepared: IdMap<u32, Arc<Prepared>>,
     /// A COM_STMT_PREPARE in flight: its digest, bound to the id of the server's answer.
     pub preparing: Option<Arc<Prepared>>,
     pub current: Option<Statement>,
@@ -441,6 +481,7 @@ pub struct Statement {
 
 /// Bounds on what one session remembers.
 const SEEN_MAX: usize = 1024;
+const SHAPES: usize = 32;
 const PREPARED_MAX: usize = 16_384;
 
 impl SessionProbe {
@@ -449,7 +490,8 @@ impl SessionProbe {
         SessionProbe {
             user,
             seen: Default::default(),
-            prepared: HashMap::new(),
+            shapes: Vec::new(),
+            prepared: Default::default(),
             preparing: None,
             current: None,
         }
@@ -457,11 +499,24 @@ impl SessionProbe {
 
     /// A COM_QUERY of `text` starts.
     pub fn query(&mut self, text: &[u8], bytes_in: u64) {
-        let digest = crate::classify::sql::digest_hash(text);
-        let known = self.seen.contains(&digest);
+        use crate::classify::sql;
+        let (digest, exact) = match sql::digest_shape(text) {
+            Some((shape, exact)) => {
+                if self.shapes.is_empty() {
+                    self.shapes = vec![(0, 0); SHAPES];
+                }
+                let slot = &mut self.shapes[shape as usize % SHAPES];
+                if slot.0 != shape || slot.0 == 0 {
+                    *slot = (shape, sql::digest_hash(text));
+                }
+                (slot.1, exact)
+            }
+            None => (sql::digest_hash(text), sql::fnv1a(text)),
+        };
+        let known = self.seen.contains_key(&digest);
         self.current = Some(Statement {
             digest,
-            exact: crate::classify::sql::fnv1a(text),
+            exact,
             text: (!known).then(|| text.to_vec()),
             prepared: None,
             started: Instant::now(),
@@ -550,7 +605,7 @@ impl SessionProbe {
                 if self.seen.len() >= SEEN_MAX {
                     self.seen.clear();
                 }
-                self.seen.insert(s.digest);
+                self.seen.insert(s.digest, ());
             }
         } else {
             self.seen.remove(&s.digest);

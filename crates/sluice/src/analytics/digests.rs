@@ -4,13 +4,12 @@
 //! statement → its tables' write counters) that tells the advisor its likely hit rate.
 
 use super::{
-    clamp_us, latency_histogram, unix_now, CacheUse, Finished, Kind, Tables, Totals, UserTotals,
+    clamp_us, latency_histogram, CacheUse, Finished, IdMap, Kind, Tables, Totals, UserTotals,
 };
 use crate::classify::sql::{self, Analysis, TableRef};
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -30,7 +29,7 @@ pub struct DigestStore {
 }
 
 struct Shard {
-    map: HashMap<u64, Entry>,
+    map: IdMap<u64, Entry>,
     /// Latencies since the last sample (the history's per-second percentiles).
     interval: Histogram<u64>,
     /// Latencies since start (the Prometheus histogram).
@@ -77,7 +76,7 @@ pub struct Entry {
 #[derive(Default)]
 struct Shadow {
     /// Exact statement → the sum of its tables' write counters when last seen.
-    seen: HashMap<u64, u64>,
+    seen: IdMap<u64, u64>,
     lookups: u64,
     hits: u64,
 }
@@ -234,7 +233,7 @@ impl DigestStore {
             shards: (0..SHARDS)
                 .map(|_| {
                     Mutex::new(Shard {
-                        map: HashMap::new(),
+                        map: IdMap::default(),
                         interval: latency_histogram(),
                         all: latency_histogram(),
                         all_sum_us: 0,
@@ -257,7 +256,7 @@ impl DigestStore {
     /// text came with it.
     pub(super) fn record(&self, f: &Finished, tables: &Tables) -> Option<Kind> {
         let us = clamp_us(f.elapsed);
-        let now = unix_now();
+        let now = super::coarse_now();
         let mut guard = self.shard(f.digest).lock();
         let shard = &mut *guard;
         if !shard.map.contains_key(&f.digest) {
@@ -278,8 +277,8 @@ impl DigestStore {
                 .map
                 .insert(f.digest, Entry::new(text, f.schema, tables, now));
         }
+        // The interval's latencies reach `all` when the sampler takes them.
         shard.interval.saturating_record(us);
-        shard.all.saturating_record(us);
         shard.all_sum_us += us;
         let (t, id) = (&mut shard.totals, f.user.id);
         if shard.users.len() <= id {
@@ -416,8 +415,10 @@ impl DigestStore {
     pub fn take_interval(&self) -> Histogram<u64> {
         let mut merged = latency_histogram();
         for s in &self.shards {
-            let mut s = s.lock();
+            let mut guard = s.lock();
+            let s = &mut *guard;
             merged.add(&s.interval).expect("same bounds");
+            s.all.add(&s.interval).expect("same bounds");
             s.interval.reset();
         }
         merged
@@ -444,13 +445,15 @@ impl DigestStore {
         all
     }
 
-    /// Every latency since start, and their sum in microseconds.
+    /// Every latency since start (up to the last sample, and those since), and their
+    /// sum in microseconds.
     pub fn all_latencies(&self) -> (Histogram<u64>, u64) {
         let mut merged = latency_histogram();
         let mut sum = 0;
         for s in &self.shards {
             let s = s.lock();
             merged.add(&s.all).expect("same bounds");
+            merged.add(&s.interval).expect("same bounds");
             sum += s.all_sum_us;
         }
         (merged, sum)

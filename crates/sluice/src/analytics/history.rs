@@ -250,6 +250,7 @@ fn sum_into(m: &mut Point, p: &Point) {
 impl Analytics {
     /// Takes the sample of the second starting at `t`.
     pub fn sample(&self, t: u64, g: Gauges) {
+        super::COARSE_NOW.store(unix_now(), std::sync::atomic::Ordering::Relaxed);
         let latencies = self.digests.take_interval();
         let totals = self.totals();
         let now = Previous {

@@ -127,6 +127,103 @@ pub fn digest_hash(sql: &[u8]) -> u64 {
     h.hash
 }
 
+/// A cheap stand-in for [`digest_hash`] on plain statements: a hash of the text with
+/// each number literal replaced by a marker and whitespace runs folded, and the FNV-1a
+/// hash of the exact text. Two statements with the same shape have the same digest, so
+/// a session remembers shape → digest and lexes each shape once. `None` for anything
+/// the shape can't vouch for (quotes, comments, backslashes, control or non-ASCII
+/// bytes): those take [`digest_hash`].
+///
+/// A digit run counts as a number only where the lexer surely reads one: not inside or
+/// right after a name, not next to a `.` (decimals, qualified names) or after `@`. Every
+/// other byte is kept, so the shape is never coarser than the digest.
+pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
+    // What each byte is to the shape: one table lookup per byte.
+    const PLAIN: u8 = 0;
+    const SPACE: u8 = 1;
+    const DIGIT: u8 = 2;
+    const NAME: u8 = 3;
+    const REFUSE: u8 = 4;
+    const MAYBE_COMMENT: u8 = 5;
+    const CLASS: [u8; 256] = {
+        let mut c = [REFUSE; 256];
+        let mut b = 0x20;
+        while b < 0x7f {
+            c[b] = PLAIN;
+            b += 1;
+        }
+        let mut b = 0;
+        while b < 256 {
+            let u = b as u8;
+            if u.is_ascii_alphabetic() || u == b'_' || u == b'$' {
+                c[b] = NAME;
+            } else if u.is_ascii_digit() {
+                c[b] = DIGIT;
+            }
+            b += 1;
+        }
+        c[b' ' as usize] = SPACE;
+        c[b'\t' as usize] = SPACE;
+        c[b'\n' as usize] = SPACE;
+        c[b'\r' as usize] = SPACE;
+        c[0x0b] = SPACE;
+        c[0x0c] = SPACE;
+        c[b'\'' as usize] = REFUSE;
+        c[b'"' as usize] = REFUSE;
+        c[b'`' as usize] = REFUSE;
+        c[b'\\' as usize] = REFUSE;
+        c[b'#' as usize] = REFUSE;
+        c[b'/' as usize] = MAYBE_COMMENT;
+        c[b'-' as usize] = MAYBE_COMMENT;
+        c
+    };
+    let (mut shape, mut exact) = (FNV_OFFSET, FNV_OFFSET);
+    // The class of the byte before, and whether it was `.` or `@`.
+    let mut prev = SPACE;
+    let mut prev_joins = false;
+    let mut i = 0;
+    while i < sql.len() {
+        let b = sql[i];
+        let class = CLASS[b as usize];
+        match class {
+            REFUSE => return None,
+            MAYBE_COMMENT if sql.get(i + 1) == Some(&(if b == b'/' { b'*' } else { b'-' })) => {
+                return None
+            }
+            DIGIT if prev != NAME && prev != DIGIT && !prev_joins => {
+                let mut j = i;
+                while j < sql.len() && CLASS[sql[j] as usize] == DIGIT {
+                    exact = fnv1a_step(exact, sql[j]);
+                    j += 1;
+                }
+                let after = sql.get(j).copied().unwrap_or(b' ');
+                if matches!(CLASS[after as usize], NAME | REFUSE) || after == b'.' {
+                    for &d in &sql[i..j] {
+                        shape = fnv1a_step(shape, d);
+                    }
+                } else {
+                    shape = fnv1a_step(shape, 0x01);
+                }
+                prev = DIGIT;
+                prev_joins = false;
+                i = j;
+                continue;
+            }
+            SPACE => {
+                if prev != SPACE {
+                    shape = fnv1a_step(shape, b' ');
+                }
+            }
+            _ => shape = fnv1a_step(shape, b),
+        }
+        exact = fnv1a_step(exact, b);
+        prev = class;
+        prev_joins = b == b'.' || b == b'@';
+        i += 1;
+    }
+    Some((shape, exact))
+}
+
 /// Where [`normalize`] writes: a buffer, or a running hash.
 trait Sink {
     fn push(&mut self, b: u8);
@@ -2711,6 +2808,78 @@ mod tests {
                 digest(sql.as_bytes()).1,
                 "{sql:?}"
             );
+        }
+    }
+
+    #[test]
+    fn statements_of_one_shape_have_one_digest() {
+        // Templates with number slots (#) filled at random, and the ways the lexer may
+        // read digits otherwise: names, decimals, exponents, hex, variables, signs.
+        let templates = [
+            "SELECT c FROM sbtest# WHERE id=#",
+            "SELECT c FROM sbtest1 WHERE id = # ORDER BY c LIMIT #",
+            "select * from t where a in (#, #, #) and b between # and #",
+            "INSERT INTO t VALUES (#,#),(#,#)",
+            "SELECT #.# FROM t",
+            "SELECT t#.c#, #e# , 0x#F, 0b#, @#, @@x#, -#, +# FROM t#",
+            "SELECT #abc, a#b, `x`.#, x.#, #.x FROM t",
+            "UPDATE t SET a=a+# WHERE id IN (#)",
+            "SELECT ? , :#, $#, #$ FROM t;",
+            "  SELECT\t#\n FROM t ;  ",
+        ];
+        let mut seed = 7u64;
+        let mut digit = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % 10) as u8
+        };
+        let mut by_shape: std::collections::HashMap<u64, (u64, String)> = Default::default();
+        let mut shaped = 0;
+        for template in templates {
+            for _ in 0..200 {
+                let mut sql = String::new();
+                for ch in template.chars() {
+                    if ch == '#' {
+                        for _ in 0..=digit() % 3 {
+                            sql.push((b'0' + digit()) as char);
+                        }
+                    } else {
+                        sql.push(ch);
+                    }
+                }
+                let Some((shape, exact)) = digest_shape(sql.as_bytes()) else {
+                    continue;
+                };
+                shaped += 1;
+                assert_eq!(exact, fnv1a(sql.as_bytes()));
+                let digest = digest_hash(sql.as_bytes());
+                let (first, example) = by_shape.entry(shape).or_insert((digest, sql.clone()));
+                assert_eq!(
+                    *first, digest,
+                    "{example:?} and {sql:?} share a shape, not a digest"
+                );
+            }
+        }
+        assert!(shaped > 1500, "{shaped}");
+        // Point selects of one table share one shape whatever the id.
+        let shape = |s: &str| digest_shape(s.as_bytes()).map(|(s, _)| s);
+        assert_eq!(
+            shape("SELECT c FROM t WHERE id=1"),
+            shape("SELECT c FROM t WHERE id=98765")
+        );
+        assert_ne!(
+            shape("SELECT c FROM t1 WHERE id=1"),
+            shape("SELECT c FROM t2 WHERE id=1")
+        );
+        for other in [
+            "SELECT 'a'",
+            "SELECT 1 -- x",
+            "SELECT /* x */ 1",
+            "SELECT `a`",
+            "SELECT 'é'",
+        ] {
+            assert_eq!(shape(other), None, "{other}");
         }
     }
 
