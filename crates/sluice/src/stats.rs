@@ -33,6 +33,7 @@ counters! {
     backend_resets => "sluice_backend_resets_total": "backend connections cleaned for reuse",
     pool_timeouts => "sluice_pool_timeouts_total": "clients that waited too long for a backend connection",
     bytes_from_backends => "sluice_backend_received_bytes_total": "bytes read from backends",
+    bytes_to_backends => "sluice_backend_sent_bytes_total": "bytes of client commands sent to backends",
     bytes_from_clients => "sluice_client_received_bytes_total": "bytes read from clients",
     bytes_to_clients => "sluice_client_sent_bytes_total": "bytes written to clients",
     cache_hits => "sluice_cache_hits_total": "statements answered from the query cache",

@@ -795,6 +795,7 @@ impl Session {
                         m.observed.status = status;
                     }
                     self.outcome = scanner.outcome();
+                    Stats::add(&self.fe.stats.bytes_to_backends, self.request_len);
                     backend.server.counters.relayed(
                         self.request_len,
                         received,

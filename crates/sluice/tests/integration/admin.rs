@@ -552,11 +552,16 @@ fn admin_stops_on_shutdown() {
         .block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await })
         .expect("serve returned after shutdown")
         .unwrap();
-    let e = server.authed().get("/v1/stats").unwrap_err();
-    assert!(
-        matches!(e, sluice::admin::client::Error::Connect { .. }),
-        "{e}"
-    );
+    // The listening socket closes as the task ends; a connection racing that close may
+    // be reset rather than refused, so the refusal is awaited briefly.
+    let mut last = None;
+    let refused = crate::support::wait_until(Duration::from_secs(2), || {
+        let e = server.authed().get("/v1/stats").unwrap_err();
+        let refused = matches!(e, sluice::admin::client::Error::Connect { .. });
+        last = Some(e);
+        refused
+    });
+    assert!(refused, "{:?}", last.map(|e| e.to_string()));
 }
 
 #[test]

@@ -124,15 +124,25 @@ fn reads_spread_by_weight_writes_and_transactions_stay_on_the_primary() {
     let sluice = Sluice::start(&config);
     let mut c = login(&sluice);
 
-    let reads = answers(&mut c, "SELECT @@server_id", 400);
-    assert_eq!(reads.get("1"), None, "no read on the primary: {reads:?}");
-    // About 75% by weight; more when the other replica answers slower, which a busy
-    // machine decides (the exact split by weight is a unit test of the router). An
-    // even split, weights ignored, would be 50% ± 5.
-    let heavy = *reads.get("3").unwrap_or(&0) as f64 / 400.0;
+    // About 75% by weight; more when the other replica answers slower, and less when
+    // this one does by a factor of three, which a machine busy with other tests can
+    // decide for a while (the exact split by weight is a unit test of the router). An
+    // even split, weights ignored, would be 50% ± 5 every time: up to three rounds.
+    let mut rounds = Vec::new();
+    for _ in 0..3 {
+        let reads = answers(&mut c, "SELECT @@server_id", 400);
+        assert_eq!(reads.get("1"), None, "no read on the primary: {reads:?}");
+        let heavy = *reads.get("3").unwrap_or(&0) >= 240;
+        rounds.push(reads);
+        if heavy {
+            break;
+        }
+    }
     assert!(
-        heavy >= 0.6,
-        "weight 3 of 4 should take about 75% of reads: {reads:?}"
+        rounds
+            .last()
+            .is_some_and(|r| *r.get("3").unwrap_or(&0) >= 240),
+        "weight 3 of 4 should take about 75% of reads: {rounds:?}"
     );
 
     // Writes, locking reads and whole transactions run on the primary.
