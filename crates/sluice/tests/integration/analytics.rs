@@ -18,7 +18,11 @@ pub const TOKEN: &str = "analytics-t0ken";
 /// Sluice in front of the shared server with the admin API, an empty cache that rules
 /// can be added to, and a history file in `dir`.
 pub fn config(dir: &std::path::Path) -> Config {
-    Config::for_server(shared_server())
+    config_for(shared_server(), dir)
+}
+
+fn config_for(server: &crate::support::MariaDb, dir: &std::path::Path) -> Config {
+    Config::for_server(server)
         .admin(TOKEN)
         .cache("enabled", true)
         .analytics("history_file", dir.join("history.json").to_str().unwrap())
@@ -910,7 +914,10 @@ fn the_dashboard_works_in_headless_chromium_under_sysbench() {
     let node = sluice::sandbox::find_program(&["node", "nodejs"])
         .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
 
-    let server = shared_server();
+    // A server of its own: sysbench's tables and prepared statements stay out of the
+    // other tests' way (and theirs out of this one's).
+    let server = crate::support::dedicated_server(Default::default());
+    let server = &server;
     let database = format!("dashboard_{}", std::process::id());
     crate::support::fresh_database(server, &database);
     let status = sysbench(server.port(), &database, &["prepare"])
@@ -918,7 +925,7 @@ fn the_dashboard_works_in_headless_chromium_under_sysbench() {
         .unwrap();
     assert!(status.success(), "sysbench prepare failed");
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(dir.path());
+    let cfg = config_for(server, dir.path());
     let sluice = Sluice::start(&cfg);
     let _load = Reaped(sysbench(
         sluice.port(),
