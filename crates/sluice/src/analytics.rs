@@ -136,7 +136,7 @@ impl Kind {
         }
     }
 
-    fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self as usize
     }
 }
@@ -165,7 +165,7 @@ pub struct ServerCounters {
 }
 
 impl ServerCounters {
-    /// One relayed command: `outcome` is what its response did.
+    /// One relayed command: bytes each way, its time, and whether it failed.
     pub fn relayed(&self, sent: u64, received: u64, busy: Duration, error: bool) {
         self.queries.fetch_add(1, Ordering::Relaxed);
         if error {

@@ -304,7 +304,7 @@ impl DigestStore {
             CacheUse::None => {}
         }
         let e = shard.map.get_mut(&f.digest).expect("inserted above");
-        t.by_kind[e.kind as usize] += 1;
+        t.by_kind[e.kind.index()] += 1;
         e.count += 1;
         e.last_seen = now;
         e.total_us += us;

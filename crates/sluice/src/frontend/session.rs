@@ -29,6 +29,12 @@ pub(super) mod cached;
 pub mod mux;
 mod route;
 
+/// The statement id of a COM_STMT_* packet at the front of `buf`.
+fn stmt_id(buf: &[u8]) -> Option<u32> {
+    let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
 
@@ -519,20 +525,18 @@ impl Session {
         let end = (HEADER_LEN + len).min(self.client.rbuf.len());
         let body = &self.client.rbuf[HEADER_LEN + 1..end];
         let probe = self.probe.as_mut().expect("checked above");
-        let stmt_id = || {
-            body.get(..4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        };
+        // Only an id inside this packet: a truncated one is the server's to refuse.
+        let id = stmt_id(&self.client.rbuf).filter(|_| body.len() >= 4);
         match command {
             Some(Command::Query) => probe.query(body, self.request_len),
             Some(Command::StmtPrepare) => probe.prepare(body),
             Some(Command::StmtExecute) => {
-                if let Some(id) = stmt_id() {
+                if let Some(id) = id {
                     probe.execute(id, &body[4..], self.request_len);
                 }
             }
             Some(Command::StmtClose) => {
-                if let Some(id) = stmt_id() {
+                if let Some(id) = id {
                     probe.closed(id);
                 }
             }

@@ -777,10 +777,7 @@ fn every_endpoint_refuses_strangers_and_answers_as_documented() {
 
 /// `sluice admin ARGS...` against `cfg`'s admin API.
 fn admin_cli(cfg: &Config, args: &[&str]) -> crate::support::CliOutput {
-    let address = cfg.admin_address().unwrap();
-    let mut all = vec!["admin", "--address", &address, "--token", TOKEN];
-    all.extend_from_slice(args);
-    crate::support::proxy::run_sluice(&all)
+    crate::support::sluice_admin(&cfg.admin_address().unwrap(), TOKEN, args)
 }
 
 #[test]
@@ -1016,4 +1013,42 @@ fn the_dashboard_works_in_headless_chromium_under_sysbench() {
     );
     let rules = get(&cfg, "/v1/cache/rules");
     assert_eq!(rules[0]["name"], format!("advisor-{id}"));
+}
+
+/// Statement packets cut short (an execute or close without a whole statement id, a
+/// prepare of nothing) get an error or a clean close, and analytics goes on for everyone.
+#[test]
+fn truncated_statement_packets_harm_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path());
+    let mut sluice = Sluice::start(&cfg);
+    for (command, body) in [
+        (0x17u8, &[0x01u8][..]),
+        (0x17, &[][..]),
+        (0x19, &[0x02, 0x00][..]),
+        (0x16, &[][..]),
+        (0x03, &[][..]),
+    ] {
+        let mut c = login(&sluice);
+        c.send_command(command, body).unwrap();
+        // COM_STMT_CLOSE has no answer; the others get an error or a clean close.
+        if command != 0x19 {
+            match c.read_reply() {
+                Ok(Reply::Err(_)) | Err(_) => {}
+                Ok(other) => panic!("{command:#x}: {other:?}"),
+            }
+        } else {
+            assert_eq!(rows(&mut c, "SELECT 2 FROM DUAL"), 1);
+        }
+        sluice.assert_running();
+    }
+    let mut c = login(&sluice);
+    assert_eq!(rows(&mut c, "SELECT 1 FROM DUAL"), 1);
+    let digests = get(&cfg, "/v1/digests?sort=count");
+    assert!(
+        digest(&digests, "SELECT ? FROM DUAL")["count"]
+            .as_u64()
+            .unwrap()
+            >= 1
+    );
 }

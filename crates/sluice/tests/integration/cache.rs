@@ -475,18 +475,7 @@ fn admin_get(address: &str, path: &str) -> serde_json::Value {
 }
 
 fn admin_post(address: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
-    let client =
-        sluice::admin::client::Client::new(address, Some(sluice::config::Secret("t0ken".into())));
-    let response = client
-        .send_json("POST", path, &body)
-        .expect("admin API reachable");
-    assert_eq!(
-        response.status,
-        200,
-        "{path}: {}",
-        String::from_utf8_lossy(&response.body)
-    );
-    response.json().unwrap()
+    crate::support::admin_call(address, "t0ken", "POST", path, Some(&body))
 }
 
 fn rule_stats<'a>(stats: &'a serde_json::Value, rule: &str) -> &'a serde_json::Value {

@@ -404,17 +404,7 @@ fn a_switchover_moves_the_writer_without_a_single_error() {
     let load = Load::start(&sluice, false);
     std::thread::sleep(Duration::from_secs(2));
     let address = config.admin_address().unwrap();
-    let admin = |args: &[&str]| {
-        let mut all = vec![
-            "admin",
-            "--address",
-            address.as_str(),
-            "--token",
-            ADMIN_TOKEN,
-        ];
-        all.extend_from_slice(args);
-        run_sluice(&all)
-    };
+    let admin = |args: &[&str]| crate::support::sluice_admin(&address, ADMIN_TOKEN, args);
     let response = admin(&["switchover", "--to", "replica2"]);
     assert_eq!(
         response.code,
@@ -500,17 +490,7 @@ fn degraded_starts_and_configurations_that_cannot_work() {
 
     // The operator takes a replica out and puts it back; unknown names are refused.
     let address = config.admin_address().unwrap();
-    let admin = |args: &[&str]| {
-        let mut all = vec![
-            "admin",
-            "--address",
-            address.as_str(),
-            "--token",
-            ADMIN_TOKEN,
-        ];
-        all.extend_from_slice(args);
-        run_sluice(&all)
-    };
+    let admin = |args: &[&str]| crate::support::sluice_admin(&address, ADMIN_TOKEN, args);
     assert_eq!(admin(&["disable", "replica1"]).code, Some(0));
     assert_eq!(
         super::routing::server_role(&sluice, &config, "replica1"),

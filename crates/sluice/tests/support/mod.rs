@@ -152,16 +152,38 @@ pub fn first_difference(left: &str, right: &str) -> String {
 /// be a 200.
 #[track_caller]
 pub fn admin_json(address: &str, token: &str, path: &str) -> serde_json::Value {
+    admin_call(address, token, "GET", path, None)
+}
+
+/// `method path` with a JSON `body` to the admin API at `address` with `token`; the JSON
+/// answer, which must be a 200.
+#[track_caller]
+pub fn admin_call(
+    address: &str,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> serde_json::Value {
     let client =
         sluice::admin::client::Client::new(address, Some(sluice::config::Secret(token.into())));
-    let response = client
-        .get(path)
-        .unwrap_or_else(|e| panic!("admin API at {address}: {e:?}"));
+    let response = match body {
+        Some(b) => client.send_json(method, path, b),
+        None => client.request(method, path, None),
+    }
+    .unwrap_or_else(|e| panic!("admin API at {address}: {e:?}"));
     assert_eq!(
         response.status,
         200,
-        "{path}: {}",
+        "{method} {path}: {}",
         String::from_utf8_lossy(&response.body)
     );
     response.json().unwrap()
+}
+
+/// `sluice admin --address ADDRESS --token TOKEN ARGS...`.
+pub fn sluice_admin(address: &str, token: &str, args: &[&str]) -> CliOutput {
+    let mut all = vec!["admin", "--address", address, "--token", token];
+    all.extend_from_slice(args);
+    proxy::run_sluice(&all)
 }

@@ -2,6 +2,7 @@
 //! from stored packets, fill misses while streaming, and turn the writes this session
 //! commits into invalidations. Only runs when cache rules are configured.
 
+use super::stmt_id;
 use super::Session;
 use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache};
 use crate::classify::sql::{self, Analysis, Hints, TableRef};
@@ -720,12 +721,6 @@ impl Session {
             StmtKind::Other => self.relay(kind).await,
         }
     }
-}
-
-/// The statement id of a COM_STMT_* packet at the front of `buf`.
-fn stmt_id(buf: &[u8]) -> Option<u32> {
-    let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 /// Whether an execute payload carries its parameter types (the new-params-bound flag);

@@ -8,6 +8,7 @@
 //! Prepared statements get session-level ids; each connection keeps its own backend
 //! statements by schema and text, prepared again lazily where an execute lands.
 
+use super::stmt_id;
 use super::Session;
 use crate::backend::{BackendStmt, PoolKey, Vars, LOGIN_VARS};
 use crate::classify::effects::Effects;
@@ -552,12 +553,6 @@ fn may_insert(command: Option<Command>, packet: &[u8]) -> bool {
         }
         _ => false,
     }
-}
-
-/// The statement id of a COM_STMT_* packet at the front of `buf`.
-fn stmt_id(buf: &[u8]) -> Option<u32> {
-    let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 fn put_stmt_id(buf: &mut [u8], id: u32) {
