@@ -470,7 +470,8 @@ impl Session {
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
                     self.begin_statement(header.len).await?;
                     let going_on = if self.cache.is_some() {
-                        self.forward_cached(kind, header.len).await?
+                        let id = stmt_id(&self.client.rbuf);
+                        self.forward_cached(kind, header.len, id).await?
                     } else {
                         self.relay(kind).await?
                     };
@@ -585,11 +586,7 @@ impl Session {
         len: usize,
     ) -> Result<bool, SessionError> {
         let command = Command::from_byte(self.client.rbuf[4]);
-        let client_id = self
-            .client
-            .rbuf
-            .get(5..9)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let client_id = stmt_id(&self.client.rbuf);
         // A plain read that loses its server before any reply can run again elsewhere:
         // keep the client's bytes as they came (ids are rewritten on the way).
         let router = self.fe.router.load_full();
@@ -620,7 +617,7 @@ impl Session {
             self.arm_for_loss(command, client_id, copy.is_some() && attempts < 2);
             let going_on = if self.cache.is_some() {
                 let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
-                self.forward_cached(kind, len).await?
+                self.forward_cached(kind, len, client_id).await?
             } else {
                 self.relay(kind).await?
             };

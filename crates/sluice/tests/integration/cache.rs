@@ -390,6 +390,38 @@ fn prepared_statements_are_cached_per_parameter_values() {
     assert_eq!(one(&mut c, "SELECT v FROM t WHERE id = 2"), "b!");
 }
 
+/// Multiplexed sessions share connections, whose statement ids are not the ones the
+/// clients were given: the cache knows statements by the client's id. Parameter types
+/// bound by an execute the cache answered never reached the connection.
+#[test]
+fn prepared_statements_are_cached_across_multiplexed_sessions() {
+    let server = shared_server();
+    table(server, "cache_ps_mux");
+    let config = Config::for_server(server)
+        .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
+        .pool("max_connections", 1);
+    let sluice = Sluice::start(&config);
+    let mut a = login(&sluice, "cache_ps_mux");
+    let mut b = login(&sluice, "cache_ps_mux");
+    let sql = "SELECT v FROM t WHERE id = ?";
+    let a_id = prepare(&mut a, sql);
+    assert_eq!(execute(&mut a, a_id, 1, true), ["a"]);
+    // On the one connection, b's prepare replaces the statement: the connection knows
+    // it as 2, b as 1.
+    let b_id = prepare(&mut b, sql);
+    assert_eq!(a_id, b_id);
+    direct(server, "UPDATE cache_ps_mux.t SET v = CONCAT(v, '!')");
+    assert_eq!(
+        execute(&mut b, b_id, 1, true),
+        ["a"],
+        "served from the entry a filled"
+    );
+    // b's types went no further than the cache: a's execute, which leaves them out,
+    // must carry them to the new statement.
+    assert_eq!(execute(&mut a, a_id, 2, false), ["b!"]);
+    assert_eq!(execute(&mut b, b_id, 1, false), ["a"]);
+}
+
 /// The last `bytes=used/budget` the cache logged.
 fn logged_usage(sluice: &Sluice) -> Option<(u64, u64)> {
     let log = sluice.log();

@@ -2,7 +2,6 @@
 //! from stored packets, fill misses while streaming, and turn the writes this session
 //! commits into invalidations. Only runs when cache rules are configured.
 
-use super::stmt_id;
 use super::Session;
 use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache};
 use crate::classify::sql::{self, Analysis, Hints, TableRef};
@@ -113,7 +112,7 @@ pub struct CacheState {
     /// reads is cached or served from the cache until it resets.
     temp_tables: bool,
     stmts: HashMap<u32, Prepared>,
-    /// The last statement was answered from the cache.
+    /// The command in flight, or the last one, was answered from the cache.
     served: bool,
 }
 
@@ -183,6 +182,16 @@ impl CacheState {
         }
     }
 
+    /// The last statement was answered from the cache.
+    pub(super) fn served(&self) -> bool {
+        self.served
+    }
+
+    /// The client closed a prepared statement that never reached the cache's path.
+    pub(super) fn forget_statement(&mut self, id: u32) {
+        self.stmts.remove(&id);
+    }
+
     fn known_schema(&self) -> Option<&str> {
         self.schema.as_ref().and_then(|s| s.as_deref())
     }
@@ -216,19 +225,24 @@ impl Session {
     }
 
     /// Forwards a command with the cache in the path. Returns false when the session
-    /// must end, as [`Session::relay`] does.
+    /// must end, as [`Session::relay`] does. `client_id` is the statement id of a
+    /// COM_STMT_* command as the client sent it: multiplexing has already put the
+    /// connection's own id in the packet, and the cache knows statements by the
+    /// client's.
     pub(super) async fn forward_cached(
         &mut self,
         kind: ResponseKind,
         len: usize,
+        client_id: Option<u32>,
     ) -> Result<bool, SessionError> {
         let command = Command::from_byte(self.client.rbuf[4]);
+        self.cache_state().served = false;
         let going_on = match command {
             Some(Command::Query) => self.query_cached(kind, len).await?,
             Some(Command::StmtPrepare) => self.prepare_tracked(kind, len).await?,
-            Some(Command::StmtExecute) => self.execute_cached(kind, len).await?,
+            Some(Command::StmtExecute) => self.execute_cached(kind, len, client_id).await?,
             Some(c @ (Command::StmtClose | Command::StmtReset | Command::StmtSendLongData)) => {
-                let id = stmt_id(&self.client.rbuf);
+                let id = client_id;
                 let state = self.cache_state();
                 if let Some(id) = id {
                     match c {
@@ -602,8 +616,8 @@ impl Session {
         &mut self,
         kind: ResponseKind,
         len: usize,
+        id: Option<u32>,
     ) -> Result<bool, SessionError> {
-        let id = stmt_id(&self.client.rbuf);
         if !self.buffer_whole(len).await? {
             let writes = match id.and_then(|id| self.cache_state().stmts.get(&id)) {
                 Some(Prepared {
@@ -627,7 +641,6 @@ impl Session {
             .map_or(0, |stmt| stmt.params);
         let carries_types =
             types_flag(&self.client.rbuf[HEADER_LEN..HEADER_LEN + len], params) == Some(true);
-        self.cache_state().served = false;
         let going_on = self.execute_buffered(kind, id, len).await?;
         // The server holds the types the client last bound when an execute carrying
         // them reached it, and no longer when the cache answered one.

@@ -247,6 +247,10 @@ pub(super) struct Mux {
     pub preparing: Option<Preparing>,
     /// The backend id and parameter count the prepare in flight got.
     pub prepared: Option<(u32, u16)>,
+    /// Parameter types the execute in flight binds on its connection's statement. The
+    /// connection holds them only once the execute reaches it: the cache may answer
+    /// instead.
+    bound: Option<Vec<u8>>,
     pub observed: Observed,
     /// Whether the last lease needed no state change.
     pub pinned_since: Option<PinReason>,
@@ -277,6 +281,7 @@ impl Mux {
             lenenc_info,
             preparing: None,
             prepared: None,
+            bound: None,
             observed: Observed::default(),
             pinned_since: None,
             last_gtid: None,
@@ -611,6 +616,9 @@ impl Session {
                     let mux = self.mux();
                     mux.stmts.remove(&id);
                     mux.pins.cursors.remove(&id);
+                    if let Some(c) = self.cache.as_mut() {
+                        c.forget_statement(id);
+                    }
                 }
                 self.client.skip_packet().await?;
                 return Ok(Ready::Done(true));
@@ -899,6 +907,7 @@ impl Session {
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.mux.as_mut().expect("multiplexing");
         let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
+        mux.bound = None;
         backend.prepared_clock += 1;
         let clock = backend.prepared_clock;
         let backend_id = match backend.prepared.get_mut(&stmt.key) {
@@ -941,7 +950,7 @@ impl Session {
         put_stmt_id(&mut self.client.rbuf, backend_id);
         match command {
             Some(Command::StmtExecute) => {
-                let bstmt = backend.prepared.get_mut(&stmt.key).expect("just found");
+                let bstmt = backend.prepared.get(&stmt.key).expect("just found");
                 let seen = len.min(self.client.rbuf.len() - HEADER_LEN);
                 let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + seen];
                 let params = stmt.params as usize;
@@ -955,7 +964,7 @@ impl Session {
                                 stmt.types = Some(t.to_vec());
                             }
                             if bstmt.types.as_deref() != Some(t) {
-                                bstmt.types = Some(t.to_vec());
+                                mux.bound = Some(t.to_vec());
                             }
                         }
                     } else if bstmt.types != stmt.types {
@@ -971,7 +980,7 @@ impl Session {
                                 )));
                             }
                             splice_types(&mut self.client.rbuf, len, flag_at, &types);
-                            bstmt.types = Some(types);
+                            mux.bound = Some(types);
                         }
                     }
                 }
@@ -994,11 +1003,18 @@ impl Session {
         command: Option<Command>,
         client_id: Option<u32>,
     ) -> Result<(), SessionError> {
+        let served = self.cache.as_ref().is_some_and(|c| c.served());
         let Some(backend) = self.backend.as_mut() else {
             return Ok(());
         };
         let mux = self.mux.as_mut().expect("multiplexing");
         let observed = std::mem::take(&mut mux.observed);
+        if let Some(types) = mux.bound.take().filter(|_| !served) {
+            let key = client_id.and_then(|id| mux.stmts.get(&id)).map(|s| &s.key);
+            if let Some(b) = key.and_then(|k| backend.prepared.get_mut(k)) {
+                b.types = Some(types);
+            }
+        }
         if observed.state_changed {
             backend.vars = mux.vars.clone();
             backend.schema = mux.schema.clone();
