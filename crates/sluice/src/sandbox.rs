@@ -210,16 +210,36 @@ fn write_file(path: &Path, contents: &[u8]) -> Result<()> {
 }
 
 /// Ports handed out by [`free_port`] in this process, so that two threads starting
-/// servers at once never get the same one back from the kernel.
+/// servers at once never get the same one back.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
-/// Find a free loopback TCP port (bind 127.0.0.1:0, read the port, close).
+/// Find a free loopback TCP port for a server.
+///
+/// Ports come from outside the kernel's ephemeral range when there is room: there, the
+/// source port of some outgoing connection can take a port the moment its server stops,
+/// and a server restarted on its own port (a crashed Galera node, whose peers know its
+/// address) would then fail to bind it.
 ///
 /// Another process can still take the port before the caller binds it;
 /// [`MariaDb::start`] retries on a new port when that happens.
 pub fn free_port() -> u16 {
     let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
     let handed_out = handed_out.get_or_insert_with(HashSet::new);
+    if let Some(range) = non_ephemeral_ports() {
+        let span = u32::from(range.end - range.start);
+        // Processes start at different places, so that test binaries running at once
+        // rarely probe the same ports.
+        let start = std::process::id().wrapping_mul(2_654_435_761) % span;
+        for step in 0..span {
+            let port = range.start + ((start + step) % span) as u16;
+            if !handed_out.contains(&port)
+                && TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port)).is_ok()
+            {
+                handed_out.insert(port);
+                return port;
+            }
+        }
+    }
     loop {
         let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0))
             .expect("binding 127.0.0.1:0 must work on any machine that runs tests");
@@ -230,6 +250,22 @@ pub fn free_port() -> u16 {
         if handed_out.insert(port) {
             return port;
         }
+    }
+}
+
+/// Unprivileged ports below or above the kernel's ephemeral range, if either side has
+/// a few thousand of them.
+fn non_ephemeral_ports() -> Option<std::ops::Range<u16>> {
+    let text = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut bounds = text.split_whitespace().map(|n| n.parse::<u16>().ok());
+    let (low, high) = (bounds.next()??, bounds.next()??);
+    const ROOM: u16 = 4000;
+    if low >= 10_000 + ROOM {
+        Some(10_000..low)
+    } else if high <= u16::MAX - ROOM {
+        Some(high + 1..u16::MAX)
+    } else {
+        None
     }
 }
 
@@ -1090,6 +1126,23 @@ mod tests {
     fn free_ports_are_distinct() {
         let ports: HashSet<u16> = (0..50).map(|_| free_port()).collect();
         assert_eq!(ports.len(), 50);
+    }
+
+    #[test]
+    fn free_ports_stay_out_of_the_ephemeral_range() {
+        let text = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
+        let bounds: Vec<u16> = text
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        let range = non_ephemeral_ports().expect("Linux's default range leaves room");
+        assert!(
+            range.end <= bounds[0] || range.start > bounds[1],
+            "{range:?}"
+        );
+        for _ in 0..20 {
+            assert!(range.contains(&free_port()));
+        }
     }
 
     #[test]
