@@ -612,12 +612,12 @@ async fn history(State(state): State<Shared>, q: Query) -> ApiResult {
 
 async fn digests(State(state): State<Shared>, q: Query) -> ApiResult {
     let a = analytics(&state)?;
+    use crate::analytics::digests::Sort;
     let sort = match q.get("sort") {
-        None => crate::analytics::digests::Sort::TotalTime,
-        Some(s) => crate::analytics::digests::Sort::parse(s).ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "sort: {s:?} is not one of total_time, count, errors, p99, rows, last_seen"
-            ))
+        None => Sort::TotalTime,
+        Some(s) => Sort::parse(s).ok_or_else(|| {
+            let names: Vec<&str> = Sort::NAMES.iter().map(|(name, _)| *name).collect();
+            ApiError::bad_request(format!("sort: {s:?} is not one of {}", names.join(", ")))
         })?,
     };
     Ok(Json(a.digests(sort, limit(&q, 100)?)))

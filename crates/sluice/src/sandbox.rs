@@ -253,12 +253,18 @@ pub fn free_port() -> u16 {
     }
 }
 
+/// The kernel's ephemeral port range, inclusive (where outgoing connections' source
+/// ports come from).
+fn ephemeral_ports() -> Option<(u16, u16)> {
+    let text = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    let mut bounds = text.split_whitespace().map(|n| n.parse::<u16>().ok());
+    Some((bounds.next()??, bounds.next()??))
+}
+
 /// Unprivileged ports below or above the kernel's ephemeral range, if either side has
 /// a few thousand of them.
 fn non_ephemeral_ports() -> Option<std::ops::Range<u16>> {
-    let text = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
-    let mut bounds = text.split_whitespace().map(|n| n.parse::<u16>().ok());
-    let (low, high) = (bounds.next()??, bounds.next()??);
+    let (low, high) = ephemeral_ports()?;
     const ROOM: u16 = 4000;
     if low >= 10_000 + ROOM {
         Some(10_000..low)
@@ -1130,16 +1136,9 @@ mod tests {
 
     #[test]
     fn free_ports_stay_out_of_the_ephemeral_range() {
-        let text = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap();
-        let bounds: Vec<u16> = text
-            .split_whitespace()
-            .map(|n| n.parse().unwrap())
-            .collect();
+        let (low, high) = ephemeral_ports().expect("Linux tells its ephemeral range");
         let range = non_ephemeral_ports().expect("Linux's default range leaves room");
-        assert!(
-            range.end <= bounds[0] || range.start > bounds[1],
-            "{range:?}"
-        );
+        assert!(range.end <= low || range.start > high, "{range:?}");
         for _ in 0..20 {
             assert!(range.contains(&free_port()));
         }

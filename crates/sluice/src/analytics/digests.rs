@@ -203,16 +203,21 @@ pub enum Sort {
 }
 
 impl Sort {
+    /// Each order by its name in the API.
+    pub const NAMES: [(&'static str, Sort); 6] = [
+        ("total_time", Sort::TotalTime),
+        ("count", Sort::Count),
+        ("errors", Sort::Errors),
+        ("p99", Sort::P99),
+        ("rows", Sort::Rows),
+        ("last_seen", Sort::LastSeen),
+    ];
+
     pub fn parse(s: &str) -> Option<Sort> {
-        Some(match s {
-            "total_time" => Sort::TotalTime,
-            "count" => Sort::Count,
-            "errors" => Sort::Errors,
-            "p99" => Sort::P99,
-            "rows" => Sort::Rows,
-            "last_seen" => Sort::LastSeen,
-            _ => return None,
-        })
+        Sort::NAMES
+            .iter()
+            .find(|(name, _)| *name == s)
+            .map(|&(_, sort)| sort)
     }
 
     fn key(self, e: &Entry) -> u64 {

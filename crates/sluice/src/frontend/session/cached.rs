@@ -182,7 +182,7 @@ impl CacheState {
         }
     }
 
-    /// The last statement was answered from the cache.
+    /// The command in flight, or the last one, was answered from the cache.
     pub(super) fn served(&self) -> bool {
         self.served
     }
