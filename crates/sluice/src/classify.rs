@@ -2,6 +2,7 @@
 //! response ends), handle it in Sluice, or refuse it with a MySQL error.
 
 pub mod effects;
+pub mod kill;
 pub mod sql;
 
 use crate::error::code;
@@ -17,8 +18,9 @@ pub enum Action {
     Quit,
     /// Re-authenticate as another user (COM_CHANGE_USER).
     ChangeUser,
-    /// A `KILL [QUERY|CONNECTION] id` naming a Sluice connection id.
-    Kill { id: u32, query_only: bool },
+    /// COM_PROCESS_KILL naming a Sluice connection id. (KILL statements are found in
+    /// the whole text, see [`kill::scan`].)
+    Kill(kill::Kill),
     /// Answer with this error and keep the session.
     Refuse(ErrPacket),
 }
@@ -35,16 +37,22 @@ pub fn classify(head: &[u8]) -> Action {
     match command {
         Quit => Action::Quit,
         ChangeUser => Action::ChangeUser,
-        Query => match parse_kill(&head[1..]) {
-            Some((id, query_only)) => Action::Kill { id, query_only },
-            None => Action::Forward(ResponseKind::Query),
+        ProcessKill => match head.get(1..5) {
+            Some(id) => Action::Kill(kill::Kill {
+                query_only: false,
+                target: kill::KillTarget::Session(u64::from(u32::from_le_bytes([
+                    id[0], id[1], id[2], id[3],
+                ]))),
+            }),
+            None => Action::Refuse(ErrPacket::new(
+                code::ER_MALFORMED_PACKET,
+                "HY000",
+                "Malformed communication packet",
+            )),
         },
-        InitDb | FieldList | Statistics | Ping | SetOption | ResetConnection | StmtPrepare
-        | StmtExecute | StmtFetch | StmtClose | StmtReset | StmtSendLongData | Refresh | Debug => {
-            Action::Forward(ResponseKind::of(command, head))
-        }
-        // Thread ids are the backend's, not ours: answered via KILL interception instead.
-        ProcessKill => Action::Refuse(unknown_command(command.name())),
+        Query | InitDb | FieldList | Statistics | Ping | SetOption | ResetConnection
+        | StmtPrepare | StmtExecute | StmtFetch | StmtClose | StmtReset | StmtSendLongData
+        | Refresh | Debug => Action::Forward(ResponseKind::of(command, head)),
         // Replication, long-removed commands, shutdown of the server behind the proxy, and
         // MariaDB's bulk execute (not advertised) are not for a proxied session.
         Sleep | CreateDb | DropDb | Shutdown | ProcessInfo | Connect | Time | DelayedInsert
@@ -59,35 +67,6 @@ fn unknown_command(what: &str) -> ErrPacket {
         "08S01",
         format!("Unknown command ({what} is not supported through Sluice)"),
     )
-}
-
-/// Recognises `KILL [CONNECTION|QUERY] <id>` (case-insensitive, optional trailing `;`).
-/// Connection ids clients see are Sluice's, so these must be translated, never forwarded.
-fn parse_kill(sql: &[u8]) -> Option<(u32, bool)> {
-    // Cheap rejection first: this runs for every query.
-    let first = sql.iter().find(|b| !b.is_ascii_whitespace())?;
-    if sql.len() > 64 || !first.eq_ignore_ascii_case(&b'k') {
-        return None;
-    }
-    let text = std::str::from_utf8(sql)
-        .ok()?
-        .trim()
-        .trim_end_matches(';')
-        .trim_end();
-    let mut words = text.split_ascii_whitespace();
-    if !words.next()?.eq_ignore_ascii_case("kill") {
-        return None;
-    }
-    let mut word = words.next()?;
-    let mut query_only = false;
-    if word.eq_ignore_ascii_case("query") {
-        query_only = true;
-        word = words.next()?;
-    } else if word.eq_ignore_ascii_case("connection") {
-        word = words.next()?;
-    }
-    let id = word.parse().ok()?;
-    words.next().is_none().then_some((id, query_only))
 }
 
 #[cfg(test)]
@@ -119,12 +98,13 @@ mod tests {
     }
 
     #[test]
-    fn kill_statements_are_recognised() {
-        assert_eq!(parse_kill(b"KILL 12"), Some((12, false)));
-        assert_eq!(parse_kill(b"  kill query 7 ;"), Some((7, true)));
-        assert_eq!(parse_kill(b"Kill Connection 3"), Some((3, false)));
-        assert_eq!(parse_kill(b"KILL USER app"), None);
-        assert_eq!(parse_kill(b"KILL 12 13"), None);
-        assert_eq!(parse_kill(b"SELECT 'KILL 1'"), None);
+    fn process_kill_names_a_session() {
+        assert_eq!(
+            classify(&[0x0c, 7, 0, 0, 0]),
+            Action::Kill(kill::Kill {
+                query_only: false,
+                target: kill::KillTarget::Session(7)
+            })
+        );
     }
 }

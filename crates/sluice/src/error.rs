@@ -30,6 +30,11 @@ pub mod code {
     pub const ER_NOT_ALLOWED_COMMAND: u16 = 1148;
     pub const ER_QUERY_INTERRUPTED: u16 = 1317;
     pub const ER_LOCK_DEADLOCK: u16 = 1213;
+    pub const ER_KILL_DENIED_ERROR: u16 = 1095;
+    pub const ER_CONNECTION_KILLED: u16 = 1927;
+    pub const ER_NO_SUCH_QUERY: u16 = 1957;
+    pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+    pub const ER_UNSUPPORTED_PS: u16 = 1295;
 }
 
 /// Which side of the proxy a failure came from.

@@ -80,6 +80,8 @@ impl Default for Identity {
 #[derive(Clone)]
 pub struct SessionEntry {
     pub user: String,
+    /// The backend login its connections use: what Sluice stops them with.
+    pub login: Arc<crate::auth::BackendCredentials>,
     pub client: std::net::SocketAddr,
     pub multiplexed: bool,
     /// Told to end (KILL of a session that holds no connection).

@@ -39,6 +39,8 @@ mod failover;
 mod failures;
 #[path = "integration/harness.rs"]
 mod harness;
+#[path = "integration/kill.rs"]
+mod kill;
 #[path = "integration/large_packets.rs"]
 mod large_packets;
 #[path = "integration/lifecycle.rs"]

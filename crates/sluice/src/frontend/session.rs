@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(super) mod cached;
+mod kill;
 pub mod mux;
 mod route;
 
@@ -185,6 +186,7 @@ async fn serve(
         id,
         SessionEntry {
             user: user.name.clone(),
+            login: user.backend.clone(),
             client: client.peer,
             multiplexed: fe.pool_config.multiplex,
             kill: kill.clone(),
@@ -371,6 +373,7 @@ impl Session {
         self.live.attach(&conn.server, conn.thread_id);
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
             e.user = user.name.clone();
+            e.login = user.backend.clone();
         }
         self.user = user;
         self.backend = Some(conn);
@@ -400,6 +403,7 @@ impl Session {
         }
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
             e.user = user.name.clone();
+            e.login = user.backend.clone();
         }
         self.user = user;
         if let Some(c) = self.cache.as_mut() {
@@ -450,7 +454,10 @@ impl Session {
             }
             Stats::incr(&self.fe.stats.commands);
             let head_len = header.len.min(CLASSIFY_HEAD);
-            let action = classify(&self.client.rbuf[4..4 + head_len]);
+            let action = match classify(&self.client.rbuf[4..4 + head_len]) {
+                Action::Forward(kind) => self.screen_kill(kind, header.len).await?,
+                other => other,
+            };
             match action {
                 Action::Quit => return Ok(()),
                 Action::Refuse(err) => {
@@ -492,8 +499,8 @@ impl Session {
                         return Ok(());
                     }
                 }
-                Action::Kill { id, query_only } => {
-                    if !self.kill(id, query_only).await? {
+                Action::Kill(k) => {
+                    if !self.kill(k).await? {
                         return Ok(());
                     }
                 }
@@ -936,86 +943,6 @@ impl Session {
             }
         }
     }
-
-    /// `KILL [QUERY] id` with a Sluice connection id: sent to the backend as the same
-    /// statement naming that session's backend thread.
-    async fn kill(&mut self, id: u32, query_only: bool) -> Result<bool, SessionError> {
-        let target = self.fe.sessions.lock().get(&id).cloned();
-        let seq = self.client.skip_packet().await?;
-        let Some(target) = target else {
-            let err = unknown_thread(id);
-            self.client.write_err(seq, &err).await?;
-            return Ok(true);
-        };
-        if !query_only {
-            // A multiplexed session may hold no connection to kill: it is told directly.
-            target.kill.notify_one();
-        }
-        let own_thread = self.backend.as_ref().map(|b| b.thread_id);
-        if target.multiplexed
-            && (!target.live.attached() || own_thread == Some(target.live.thread_id()))
-        {
-            // Nothing of it runs on a server now (the connection it last used may even
-            // be this session's).
-            self.client.write_ok(seq, &OkPacket::default()).await?;
-            return Ok(true);
-        }
-        // A multiplexed session's connection goes back to the pool after the statement:
-        // only its statement is interrupted; the session, told above, ends by itself.
-        let query = query_only || target.multiplexed;
-        let sql = format!(
-            "KILL {}{}",
-            if query { "QUERY " } else { "" },
-            target.live.thread_id()
-        );
-        let target_server = target.live.server_name().unwrap_or_default();
-        let router = self.fe.router.load_full();
-        let same_server = self
-            .backend
-            .as_ref()
-            .is_some_and(|own| own.server.name == target_server);
-        let result = if same_server {
-            self.backend
-                .as_mut()
-                .expect("checked above")
-                .query_scalar(&sql)
-                .await
-        } else {
-            let Some(pool) = router.pools().find(|p| p.server.name == target_server) else {
-                let err = unknown_thread(id);
-                self.client.write_err(seq, &err).await?;
-                return Ok(true);
-            };
-            let key = self.key(&self.user);
-            match pool.lease(&key, None).await {
-                Ok(mut c) => c.query_scalar(&sql).await,
-                Err(e) => Err(e),
-            }
-        };
-        match result {
-            Ok(Ok(_)) => self.client.write_ok(seq, &OkPacket::default()).await?,
-            // A multiplexed session finished its statement meanwhile: nothing to stop.
-            Ok(Err(err)) if err.code == code::ER_NO_SUCH_THREAD && target.multiplexed => {
-                self.client.write_ok(seq, &OkPacket::default()).await?
-            }
-            Ok(Err(err)) => {
-                // The server names its own thread id; the client knows ours.
-                let err = if err.code == code::ER_NO_SUCH_THREAD {
-                    unknown_thread(id)
-                } else {
-                    err
-                };
-                self.client.write_err(seq, &err).await?
-            }
-            Err(e) => {
-                self.client.write_err(seq, &e.to_err_packet()).await?;
-                if same_server {
-                    return Ok(false);
-                }
-            }
-        }
-        Ok(true)
-    }
 }
 
 /// Why a client packet could not be forwarded.
@@ -1113,13 +1040,4 @@ async fn sleep_until(at: Option<std::time::Instant>) {
         Some(at) => tokio::time::sleep_until(Instant::from_std(at)).await,
         None => std::future::pending().await,
     }
-}
-
-/// MySQL's answer to KILL of a connection id it does not know.
-fn unknown_thread(id: u32) -> ErrPacket {
-    ErrPacket::new(
-        code::ER_NO_SUCH_THREAD,
-        "HY000",
-        format!("Unknown thread id: {id}"),
-    )
 }

@@ -1,0 +1,268 @@
+//! `KILL` in every form the server accepts. Connection ids a client knows are Sluice's,
+//! so a KILL is never forwarded as written: the server would act on its own thread with
+//! that number, whoever holds it. One lexer pass, taken only when the text contains the
+//! word at all.
+
+use super::sql::{code_token, Kind, Lexer, Tok};
+
+/// What a `KILL [HARD|SOFT] [CONNECTION|QUERY [ID]] ...` statement asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kill {
+    /// `KILL QUERY`: stop the statement, keep the connection.
+    pub query_only: bool,
+    pub target: KillTarget,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillTarget {
+    /// A connection id: Sluice's session id.
+    Session(u64),
+    /// `USER name[@host]`: every session of that account.
+    User { name: String, host: Option<String> },
+    /// `USER CURRENT_USER[()]`: the killer's own account.
+    CurrentUser,
+    /// `QUERY ID n`: the server's query id (what `information_schema.PROCESSLIST` shows).
+    QueryId(u64),
+}
+
+/// Where a KILL appears in a statement text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KillScan {
+    /// No KILL statement anywhere.
+    None,
+    /// The text is exactly one KILL that Sluice can carry out.
+    Alone(Kill),
+    /// A KILL Sluice cannot carry out as the server would (inside a multi-statement,
+    /// through dynamic SQL, or with an id that is an expression): refused, never sent.
+    Unsupported(&'static str),
+}
+
+/// Whether `sql` may contain the keyword KILL: a byte scan, so ordinary statements pay
+/// nothing more.
+pub fn may_kill(sql: &[u8]) -> bool {
+    sql.windows(4).any(|w| w.eq_ignore_ascii_case(b"kill"))
+}
+
+/// Finds KILL statements in a COM_QUERY text (or a prepared statement's text).
+pub fn scan(sql: &[u8]) -> KillScan {
+    if !may_kill(sql) {
+        return KillScan::None;
+    }
+    let mut lex = Lexer::new(sql);
+    let mut statements: Vec<Vec<Tok>> = vec![Vec::new()];
+    while let Some(t) = code_token(&mut lex) {
+        if t.kind == Kind::Punct(b';') {
+            statements.push(Vec::new());
+        } else {
+            statements.last_mut().expect("never empty").push(t);
+        }
+    }
+    statements.retain(|s| !s.is_empty());
+    let mut found = None;
+    for toks in &statements {
+        if word(sql, toks.first(), b"KILL") {
+            found = Some(parse(sql, &toks[1..]));
+        } else if dynamic_kill(sql, toks) {
+            return KillScan::Unsupported("KILL through dynamic SQL");
+        }
+    }
+    match found {
+        None => KillScan::None,
+        Some(_) if statements.len() > 1 => KillScan::Unsupported("KILL in a multi-statement"),
+        Some(Some(k)) => KillScan::Alone(k),
+        Some(None) => KillScan::Unsupported("KILL with an id that is not a number"),
+    }
+}
+
+/// `PREPARE s FROM '...KILL...'` or `EXECUTE IMMEDIATE '...KILL...'`: the string is a
+/// statement the server would run with its own thread numbers.
+fn dynamic_kill(sql: &[u8], toks: &[Tok]) -> bool {
+    let is_dynamic = (word(sql, toks.first(), b"PREPARE")
+        && toks.iter().any(|t| word(sql, Some(t), b"FROM")))
+        || (word(sql, toks.first(), b"EXECUTE") && word(sql, toks.get(1), b"IMMEDIATE"));
+    is_dynamic
+        && toks.iter().any(|t| {
+            matches!(t.kind, Kind::Str(_))
+                && t.end > t.start + 1
+                && scan(&sql[t.start + 1..t.end - 1]) != KillScan::None
+        })
+}
+
+/// The words after KILL. `None`: a form whose id Sluice cannot know without evaluating
+/// an expression.
+fn parse(sql: &[u8], toks: &[Tok]) -> Option<Kill> {
+    let mut i = 0;
+    if word(sql, toks.get(i), b"HARD") || word(sql, toks.get(i), b"SOFT") {
+        i += 1;
+    }
+    let mut query_only = false;
+    if word(sql, toks.get(i), b"CONNECTION") {
+        i += 1;
+    } else if word(sql, toks.get(i), b"QUERY") {
+        query_only = true;
+        i += 1;
+        if word(sql, toks.get(i), b"ID") {
+            let id = number(sql, toks.get(i + 1))?;
+            return (toks.len() == i + 2).then_some(Kill {
+                query_only,
+                target: KillTarget::QueryId(id),
+            });
+        }
+    }
+    if word(sql, toks.get(i), b"USER") {
+        let rest = &toks[i + 1..];
+        let call = rest.len() == 3
+            && rest[1].kind == Kind::Punct(b'(')
+            && rest[2].kind == Kind::Punct(b')');
+        if word(sql, rest.first(), b"CURRENT_USER") && (rest.len() == 1 || call) {
+            return Some(Kill {
+                query_only,
+                target: KillTarget::CurrentUser,
+            });
+        }
+        let (name, host) = account(sql, &toks[i + 1..])?;
+        return Some(Kill {
+            query_only,
+            target: KillTarget::User { name, host },
+        });
+    }
+    let id = number(sql, toks.get(i))?;
+    (toks.len() == i + 1).then_some(Kill {
+        query_only,
+        target: KillTarget::Session(id),
+    })
+}
+
+/// `name`, `'name'@'host'`, `` `name`@host ``...; `CURRENT_USER[()]` is not handled here.
+fn account(sql: &[u8], toks: &[Tok]) -> Option<(String, Option<String>)> {
+    let name = name_text(sql, toks.first()?)?;
+    match toks.get(1) {
+        None => Some((name, None)),
+        // `u@h` lexes as a name and a user variable.
+        Some(t) if t.kind == Kind::UserVar && toks.len() == 2 => {
+            let host = unquote(&sql[t.start + 1..t.end]);
+            Some((name, Some(host)))
+        }
+        Some(t) if t.kind == Kind::Punct(b'@') && toks.len() == 3 => {
+            Some((name, Some(name_text(sql, &toks[2])?)))
+        }
+        _ => None,
+    }
+}
+
+fn name_text(sql: &[u8], t: &Tok) -> Option<String> {
+    match t.kind {
+        Kind::Word | Kind::Quoted | Kind::Str(_) => Some(unquote(&sql[t.start..t.end])),
+        _ => None,
+    }
+}
+
+fn unquote(raw: &[u8]) -> String {
+    let inner = match raw.first() {
+        Some(q @ (b'`' | b'\'' | b'"')) if raw.len() >= 2 && raw.last() == Some(q) => {
+            &raw[1..raw.len() - 1]
+        }
+        _ => raw,
+    };
+    String::from_utf8_lossy(inner).into_owned()
+}
+
+fn number(sql: &[u8], t: Option<&Tok>) -> Option<u64> {
+    let t = t.filter(|t| t.kind == Kind::Number)?;
+    std::str::from_utf8(&sql[t.start..t.end]).ok()?.parse().ok()
+}
+
+fn word(sql: &[u8], t: Option<&Tok>, kw: &[u8]) -> bool {
+    t.is_some_and(|t| t.kind == Kind::Word && sql[t.start..t.end].eq_ignore_ascii_case(kw))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alone(sql: &str) -> Kill {
+        match scan(sql.as_bytes()) {
+            KillScan::Alone(k) => k,
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    fn session(id: u64, query_only: bool) -> Kill {
+        Kill {
+            query_only,
+            target: KillTarget::Session(id),
+        }
+    }
+
+    #[test]
+    fn every_form_of_kill_by_id() {
+        assert_eq!(alone("KILL 12"), session(12, false));
+        assert_eq!(alone("  kill query 7 ;"), session(7, true));
+        assert_eq!(alone("Kill Connection 3"), session(3, false));
+        assert_eq!(alone("KILL HARD 4"), session(4, false));
+        assert_eq!(alone("KILL SOFT QUERY 5"), session(5, true));
+        assert_eq!(alone("/* tag */ KILL 6"), session(6, false));
+        assert_eq!(alone("KILL /* x */ CONNECTION -- y\n 8"), session(8, false));
+        assert_eq!(alone("/*!KILL 9*/"), session(9, false));
+        assert_eq!(
+            alone("KILL QUERY ID 77"),
+            Kill {
+                query_only: true,
+                target: KillTarget::QueryId(77)
+            }
+        );
+    }
+
+    #[test]
+    fn kill_user_forms() {
+        let user = |name: &str, host: Option<&str>| KillTarget::User {
+            name: name.into(),
+            host: host.map(Into::into),
+        };
+        assert_eq!(alone("KILL USER app").target, user("app", None));
+        assert_eq!(alone("KILL USER 'app'@'%'").target, user("app", Some("%")));
+        assert_eq!(
+            alone("KILL USER app@localhost").target,
+            user("app", Some("localhost"))
+        );
+        assert_eq!(
+            alone("KILL USER current_user()").target,
+            KillTarget::CurrentUser
+        );
+        assert_eq!(
+            alone("KILL QUERY USER CURRENT_USER").target,
+            KillTarget::CurrentUser
+        );
+    }
+
+    #[test]
+    fn kills_that_are_refused_not_forwarded() {
+        for sql in [
+            "KILL 5; SELECT 1",
+            "SELECT 1; KILL 5",
+            "KILL @id",
+            "KILL 5+1",
+            "KILL ?",
+            "PREPARE s FROM 'KILL 5'",
+            "EXECUTE IMMEDIATE 'KILL QUERY 5'",
+        ] {
+            assert!(
+                matches!(scan(sql.as_bytes()), KillScan::Unsupported(_)),
+                "{sql}"
+            );
+        }
+    }
+
+    #[test]
+    fn not_kills() {
+        for sql in [
+            "SELECT 'KILL 1'",
+            "SELECT skill FROM t",
+            "UPDATE t SET killed = 1",
+            "SELECT 1; SELECT 2",
+            "PREPARE s FROM 'SELECT 1'",
+        ] {
+            assert_eq!(scan(sql.as_bytes()), KillScan::None, "{sql}");
+        }
+    }
+}

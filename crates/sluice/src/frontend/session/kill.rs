@@ -1,0 +1,356 @@
+//! KILL, carried out by Sluice on its own sessions with the server's rules: a session
+//! may be killed by its own user, or by an account with `CONNECTION ADMIN` (or `SUPER`)
+//! on the server; ids are Sluice's session ids; nothing is ever forwarded with the
+//! client's number, which on the server names some other thread.
+
+use super::Session;
+use crate::classify::kill::{self, Kill, KillScan, KillTarget};
+use crate::classify::Action;
+use crate::error::{code, BackendError, SessionError};
+use crate::frontend::SessionEntry;
+use crate::router::Target;
+use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::response::{ErrPacket, OkPacket};
+use sluice_wire::tracker::ResponseKind;
+
+/// Statement texts are looked at for KILL up to this length; past it, only this much
+/// (documented: a KILL after the first MiB of a multi-statement is not seen).
+const SCREEN_MAX: usize = 1 << 20;
+
+/// Whether the killer's account may kill other accounts' sessions: `SUPER` or
+/// `CONNECTION ADMIN`, held directly or through an enabled role. `CURRENT_USER()` is
+/// `user@host`; `USER_PRIVILEGES` names grantees `'user'@'host'` (roles `'role'`).
+const PRIVILEGE_CHECK: &str = "SELECT COUNT(*) FROM information_schema.USER_PRIVILEGES \
+    WHERE PRIVILEGE_TYPE IN ('SUPER', 'CONNECTION ADMIN') AND (GRANTEE = CONCAT('''', \
+    LEFT(CURRENT_USER(), CHAR_LENGTH(CURRENT_USER()) \
+    - CHAR_LENGTH(SUBSTRING_INDEX(CURRENT_USER(), '@', -1)) - 1), \
+    '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') \
+    OR GRANTEE IN (SELECT CONCAT('''', ROLE_NAME, '''') FROM information_schema.ENABLED_ROLES))";
+
+/// What the KILL statement answers.
+enum Answer {
+    Ok {
+        killed: u64,
+    },
+    Refused(ErrPacket),
+    /// The session killed itself: OK or the server's error, then the connection closes.
+    EndSelf(Option<ErrPacket>),
+}
+
+impl Session {
+    /// Looks at a statement's text (COM_QUERY, COM_STMT_PREPARE) for KILL, reading it in
+    /// first: a KILL is carried out here, or refused when Sluice can't do it as the server
+    /// would; anything else goes on as `kind`.
+    pub(super) async fn screen_kill(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<Action, SessionError> {
+        if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) {
+            return Ok(Action::Forward(kind));
+        }
+        let want = HEADER_LEN + len.min(SCREEN_MAX);
+        while self.client.rbuf.len() < want {
+            self.client.read_more().await?;
+        }
+        let text = &self.client.rbuf[HEADER_LEN + 1..want];
+        if !kill::may_kill(text) {
+            return Ok(Action::Forward(kind));
+        }
+        Ok(match (kind, kill::scan(text)) {
+            (_, KillScan::None) => Action::Forward(kind),
+            (ResponseKind::Query, KillScan::Alone(k)) => Action::Kill(k),
+            (ResponseKind::Query, KillScan::Unsupported(what)) => Action::Refuse(ErrPacket::new(
+                code::ER_NOT_SUPPORTED_YET,
+                "42000",
+                format!("This version of MariaDB doesn't yet support '{what} through Sluice'"),
+            )),
+            // Drivers answer 1295 by running the statement as text, which Sluice handles.
+            _ => Action::Refuse(ErrPacket::new(
+                code::ER_UNSUPPORTED_PS,
+                "HY000",
+                "This command is not supported in the prepared statement protocol yet",
+            )),
+        })
+    }
+
+    /// Carries out a KILL (the command is still at the front of the client buffer).
+    /// Returns whether the session goes on.
+    pub(super) async fn kill(&mut self, kill: Kill) -> Result<bool, SessionError> {
+        let seq = self.client.skip_packet().await?;
+        let answer = match self.kill_answer(kill).await {
+            Ok(a) => a,
+            Err(e) => Answer::Refused(e.to_err_packet()),
+        };
+        match answer {
+            Answer::Ok { killed } => {
+                let ok = OkPacket {
+                    affected_rows: killed,
+                    status: self.last_status(),
+                    ..Default::default()
+                };
+                self.client.write_ok(seq, &ok).await?;
+                Ok(true)
+            }
+            Answer::Refused(err) => {
+                self.client.write_err(seq, &err).await?;
+                Ok(true)
+            }
+            Answer::EndSelf(err) => {
+                match err {
+                    Some(err) => self.client.write_err(seq, &err).await?,
+                    None => {
+                        let ok = OkPacket {
+                            status: self.last_status(),
+                            ..Default::default()
+                        };
+                        self.client.write_ok(seq, &ok).await?
+                    }
+                }
+                // As the server does for its own connection: what the session held is
+                // not given back as it is.
+                if let Some(b) = self.backend.as_mut() {
+                    b.mark_broken();
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    async fn kill_answer(&mut self, kill: Kill) -> Result<Answer, BackendError> {
+        match kill.target {
+            KillTarget::Session(id) => self.kill_session(id, kill.query_only).await,
+            KillTarget::QueryId(q) => self.kill_query_id(q).await,
+            KillTarget::CurrentUser => {
+                let name = self.user.name.clone();
+                self.kill_user(&name, None, kill.query_only).await
+            }
+            KillTarget::User { name, host } => {
+                self.kill_user(&name, host.as_deref(), kill.query_only)
+                    .await
+            }
+        }
+    }
+
+    async fn kill_session(&mut self, id: u64, query_only: bool) -> Result<Answer, BackendError> {
+        let target = u32::try_from(id)
+            .ok()
+            .and_then(|id| Some((id, self.fe.sessions.lock().get(&id).cloned()?)));
+        let Some((id, target)) = target else {
+            return Ok(Answer::Refused(unknown_thread(id)));
+        };
+        if id == self.id {
+            return Ok(if query_only {
+                Answer::Refused(ErrPacket::new(
+                    code::ER_QUERY_INTERRUPTED,
+                    "70100",
+                    "Query execution was interrupted",
+                ))
+            } else {
+                Answer::EndSelf(Some(ErrPacket::new(
+                    code::ER_CONNECTION_KILLED,
+                    "70100",
+                    "Connection was killed",
+                )))
+            });
+        }
+        if target.user != self.user.name && !self.may_kill_others().await? {
+            return Ok(Answer::Refused(ErrPacket::new(
+                code::ER_KILL_DENIED_ERROR,
+                "HY000",
+                format!("You are not owner of thread {id}"),
+            )));
+        }
+        self.end_session(&target, query_only).await?;
+        Ok(Answer::Ok { killed: 0 })
+    }
+
+    /// `KILL [QUERY] USER`: every session of the account. As on the server, sessions the
+    /// killer may not kill are passed over without an error, and the killer's own
+    /// session, if it is one of them, ends after the answer.
+    async fn kill_user(
+        &mut self,
+        name: &str,
+        host: Option<&str>,
+        query_only: bool,
+    ) -> Result<Answer, BackendError> {
+        if name != self.user.name && !self.may_kill_others().await? {
+            return Ok(Answer::Ok { killed: 0 });
+        }
+        let targets: Vec<(u32, SessionEntry)> = self
+            .fe
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, e)| e.user == name && host.is_none_or(|h| host_matches(h, &e.client)))
+            .map(|(id, e)| (*id, e.clone()))
+            .collect();
+        let mut killed = 0;
+        let mut me = false;
+        for (id, target) in &targets {
+            if *id == self.id {
+                me = true;
+            } else {
+                self.end_session(target, query_only).await?;
+            }
+            killed += 1;
+        }
+        Ok(if me && !query_only {
+            Answer::EndSelf(None)
+        } else {
+            Answer::Ok { killed }
+        })
+    }
+
+    /// `KILL QUERY ID n`: query ids are the server's, so the server says which thread
+    /// runs it; only a thread one of Sluice's sessions holds is acted on.
+    async fn kill_query_id(&mut self, query_id: u64) -> Result<Answer, BackendError> {
+        let sql =
+            format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {query_id}");
+        let router = self.fe.router.load_full();
+        for pool in router.pools() {
+            let key = self.key(&self.user);
+            let Ok(mut conn) = pool.lease(&key, None).await else {
+                continue;
+            };
+            let Ok(Some(thread)) = conn.query_scalar(&sql).await? else {
+                continue;
+            };
+            let Some(thread) = std::str::from_utf8(&thread)
+                .ok()
+                .and_then(|t| t.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let server = pool.server.name.clone();
+            let owner = self.fe.sessions.lock().iter().find_map(|(id, e)| {
+                (e.live.attached()
+                    && e.live.thread_id() == thread
+                    && e.live.server_name().as_deref() == Some(&server))
+                .then_some(*id)
+            });
+            if let Some(id) = owner {
+                return self.kill_session(u64::from(id), true).await;
+            }
+        }
+        Ok(Answer::Refused(ErrPacket::new(
+            code::ER_NO_SUCH_QUERY,
+            "HY000",
+            format!("Unknown query id: {query_id}"),
+        )))
+    }
+
+    /// Asks the server whether this session's account holds the privilege to kill
+    /// others' sessions.
+    async fn may_kill_others(&mut self) -> Result<bool, BackendError> {
+        let answer = match self.backend.as_mut() {
+            Some(b) => b.query_scalar(PRIVILEGE_CHECK).await?,
+            None => {
+                let key = match self.mux.is_some() {
+                    true => self.mux_key(&self.user),
+                    false => self.key(&self.user),
+                };
+                let router = self.fe.router.load_full();
+                let (mut conn, _) = router
+                    .lease(&Target::Writer, &[], &key, None, |_| 0, 0)
+                    .await?;
+                let answer = conn.query_scalar(PRIVILEGE_CHECK).await?;
+                conn.release();
+                answer
+            }
+        };
+        Ok(match answer {
+            Ok(Some(n)) => n != b"0",
+            // The check itself refused (no access to information_schema): not privileged.
+            _ => false,
+        })
+    }
+
+    /// Ends another session (or only its statement in flight).
+    async fn end_session(
+        &mut self,
+        target: &SessionEntry,
+        query_only: bool,
+    ) -> Result<(), BackendError> {
+        if !query_only {
+            // A session between statements ends at once; one in a statement, once the
+            // statement is stopped below.
+            target.kill.notify_one();
+        }
+        if !target.live.attached() {
+            return Ok(());
+        }
+        let thread = target.live.thread_id();
+        let own_thread = self.backend.as_ref().map(|b| b.thread_id);
+        if target.multiplexed && own_thread == Some(thread) {
+            // The connection it last used is this session's now: nothing of it runs.
+            return Ok(());
+        }
+        // A multiplexed session's connection goes back to the pool after the statement:
+        // only its statement is stopped, and the session, told above, ends by itself.
+        let sql = match query_only || target.multiplexed {
+            true => format!("KILL QUERY {thread}"),
+            false => format!("KILL {thread}"),
+        };
+        let server = target.live.server_name().unwrap_or_default();
+        let router = self.fe.router.load_full();
+        let Some(pool) = router.pools().find(|p| p.server.name == server) else {
+            return Ok(());
+        };
+        // Sluice's own right to stop its connection: the backend login that opened it.
+        let key = crate::backend::PoolKey::new(target.login.clone(), self.params(false));
+        let mut conn = pool.lease(&key, None).await?;
+        match conn.simple_query(&sql).await? {
+            Ok(_) => Ok(()),
+            // It finished (or its connection closed) meanwhile: nothing left to stop.
+            Err(e) if e.code == code::ER_NO_SUCH_THREAD => Ok(()),
+            Err(e) => {
+                tracing::warn!(code = e.code, "KILL of a session's backend thread refused");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// MySQL's host pattern match (`%` any run, `_` one character) against the client's
+/// address, as `KILL USER 'u'@'host'` names accounts by host.
+fn host_matches(pattern: &str, client: &std::net::SocketAddr) -> bool {
+    let ip = client.ip().to_string();
+    like(pattern.as_bytes(), ip.as_bytes())
+        || (pattern.eq_ignore_ascii_case("localhost") && client.ip().is_loopback())
+}
+
+fn like(p: &[u8], s: &[u8]) -> bool {
+    match p.split_first() {
+        None => s.is_empty(),
+        Some((b'%', rest)) => (0..=s.len()).any(|i| like(rest, &s[i..])),
+        Some((b'_', rest)) => !s.is_empty() && like(rest, &s[1..]),
+        Some((c, rest)) => {
+            s.first().is_some_and(|b| b.eq_ignore_ascii_case(c)) && like(rest, &s[1..])
+        }
+    }
+}
+
+/// MySQL's answer to KILL of a connection id it does not know.
+pub(super) fn unknown_thread(id: u64) -> ErrPacket {
+    ErrPacket::new(
+        code::ER_NO_SUCH_THREAD,
+        "HY000",
+        format!("Unknown thread id: {id}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns() {
+        let c: std::net::SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        assert!(host_matches("%", &c));
+        assert!(host_matches("127.0.0.%", &c));
+        assert!(host_matches("localhost", &c));
+        assert!(host_matches("127.0.0._", &c));
+        assert!(!host_matches("10.%", &c));
+    }
+}

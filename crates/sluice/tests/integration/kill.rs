@@ -1,0 +1,219 @@
+//! KILL through Sluice acts as on the server: only a session's own user, or an account
+//! with CONNECTION ADMIN, may end it; ids are Sluice's session ids in every form the
+//! server accepts; and no form ever reaches the server with the client's number, where
+//! it would name some other thread. Each test runs multiplexed and with
+//! `multiplex = false`.
+
+use crate::support::proxy::User;
+use crate::support::wire::{RawConn, Reply};
+use crate::support::*;
+use std::time::Duration;
+
+const READER: (&str, &str) = ("kill_reader", "reader_pw");
+const OTHER_READER: (&str, &str) = ("kill_reader2", "reader2_pw");
+const ADMIN: (&str, &str) = ("kill_admin", "admin_pw");
+
+/// Three accounts: two with only SELECT on one schema, one with CONNECTION ADMIN.
+fn accounts(server: &MariaDb) {
+    fresh_database(server, "killdb");
+    let mut sql = String::new();
+    for (user, pw) in [READER, OTHER_READER, ADMIN] {
+        sql.push_str(&format!(
+            "CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{pw}';\n\
+             GRANT SELECT ON killdb.* TO '{user}'@'%';\n"
+        ));
+    }
+    sql.push_str(&format!(
+        "GRANT CONNECTION ADMIN ON *.* TO '{}'@'%';",
+        ADMIN.0
+    ));
+    server.execute(&sql).unwrap();
+}
+
+fn sluice_for(server: &MariaDb, multiplex: bool) -> Sluice {
+    let mut config = Config::for_server(server).pool("multiplex", multiplex);
+    for (user, pw) in [READER, OTHER_READER, ADMIN] {
+        config = config.user(User::native(user, pw));
+    }
+    Sluice::start(&config)
+}
+
+/// Whether the session still answers.
+fn alive(conn: &mut RawConn) -> bool {
+    matches!(conn.query("SELECT 1"), Ok(Reply::ResultSet { .. }))
+}
+
+fn err_of(reply: std::io::Result<Reply>) -> (u16, String) {
+    match reply {
+        Ok(Reply::Err(e)) => (e.code, e.message.clone()),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn privilege_rules(multiplex: bool) {
+    let server = shared_server();
+    accounts(server);
+    let sluice = sluice_for(server, multiplex);
+    let mut victim = RawConn::login_ok(sluice.addr(), READER.0, READER.1);
+    let id = victim.greeting.connection_id;
+    let mut other = RawConn::login_ok(sluice.addr(), OTHER_READER.0, OTHER_READER.1);
+
+    for sql in [format!("KILL {id}"), format!("KILL QUERY {id}")] {
+        let (code, message) = err_of(other.query(&sql));
+        assert_eq!(code, 1095, "{sql}: {message}");
+        assert_eq!(message, format!("You are not owner of thread {id}"));
+    }
+    // As on the server: sessions it may not kill are passed over without an error.
+    assert!(matches!(
+        other.query(&format!("KILL USER {}", READER.0)),
+        Ok(Reply::Ok { .. })
+    ));
+    assert!(
+        alive(&mut victim),
+        "a user without the privilege killed another's session"
+    );
+    assert!(alive(&mut other));
+
+    // The session's own user may.
+    let mut second = RawConn::login_ok(sluice.addr(), READER.0, READER.1);
+    let second_id = second.greeting.connection_id;
+    assert!(matches!(
+        victim.query(&format!("KILL {second_id}")),
+        Ok(Reply::Ok { .. })
+    ));
+    assert!(wait_until(Duration::from_secs(10), || !alive(&mut second)));
+
+    // CONNECTION ADMIN may, KILL USER included.
+    let mut admin = RawConn::login_ok(sluice.addr(), ADMIN.0, ADMIN.1);
+    assert!(matches!(
+        admin.query(&format!("KILL USER {}", OTHER_READER.0)),
+        Ok(Reply::Ok { .. })
+    ));
+    assert!(wait_until(Duration::from_secs(10), || !alive(&mut other)));
+    assert!(matches!(
+        admin.query(&format!("KILL CONNECTION {id}")),
+        Ok(Reply::Ok { .. })
+    ));
+    assert!(wait_until(Duration::from_secs(10), || !alive(&mut victim)));
+    assert!(alive(&mut admin));
+}
+
+#[test]
+fn kill_needs_the_servers_privilege_multiplexed() {
+    privilege_rules(true);
+}
+
+#[test]
+fn kill_needs_the_servers_privilege_dedicated() {
+    privilege_rules(false);
+}
+
+/// A connection straight to the server, and its thread id there.
+fn direct_bystander(server: &MariaDb) -> (RawConn, String) {
+    let mut direct = RawConn::login_ok(server.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let thread = direct.query_rows("SELECT CONNECTION_ID()")[0][0]
+        .clone()
+        .expect("an id");
+    (direct, thread)
+}
+
+fn no_form_reaches_the_server(multiplex: bool) {
+    let server = shared_server();
+    let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
+    let (mut direct, thread) = direct_bystander(server);
+    let mut victim = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let id = victim.greeting.connection_id;
+    let client = Client::native(sluice.port());
+
+    // Every form naming the bystander's server thread id: the id is no session of
+    // Sluice's (1094), or the form is refused (1235), and the bystander lives.
+    let single = [
+        format!("KILL HARD {thread}"),
+        format!("KILL SOFT {thread}"),
+        format!("/* tag */ KILL {thread}"),
+        format!("KILL CONNECTION {thread}"),
+        format!("KILL HARD QUERY {thread}"),
+    ];
+    for sql in &single {
+        let out = client.query(sql);
+        assert!(
+            out.stderr.contains("ERROR 1094 (HY000)")
+                && out.stderr.contains(&format!("Unknown thread id: {thread}")),
+            "{sql}: {}",
+            out.stderr
+        );
+    }
+    // One packet holding two statements (the CLI sends what is between delimiters).
+    let multi = client.query(&format!("delimiter //\nKILL {thread}; SELECT 1//\n"));
+    assert!(
+        multi.stderr.contains("ERROR 1235 (42000)"),
+        "{}",
+        multi.stderr
+    );
+    let dynamic = client.query(&format!("PREPARE s FROM 'KILL {thread}'"));
+    assert!(
+        dynamic.stderr.contains("ERROR 1235 (42000)"),
+        "{}",
+        dynamic.stderr
+    );
+    let query_id = client.query("KILL QUERY ID 987654321");
+    assert!(
+        query_id.stderr.contains("ERROR 1957 (HY000)"),
+        "{}",
+        query_id.stderr
+    );
+
+    // A prepared KILL: drivers fall back to text on 1295.
+    let mut raw = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    raw.send_command(0x16, b"KILL ?").unwrap();
+    let reply = raw.read_reply().unwrap();
+    assert_eq!(err_of(Ok(reply)).0, 1295);
+    assert!(alive(&mut raw));
+
+    assert!(
+        alive(&mut direct),
+        "a KILL through Sluice reached a server thread"
+    );
+    assert!(alive(&mut victim));
+
+    // The same forms with the victim's Sluice id act on the victim.
+    let sleeper = "SELECT SLEEP(30) AS kill_forms";
+    victim.send_command(0x03, sleeper.as_bytes()).unwrap();
+    assert!(wait_until(Duration::from_secs(10), || running_statements(
+        server, sleeper
+    ) == 1));
+    client.query_ok(&format!("/* tag */ KILL SOFT QUERY {id}"));
+    match victim.read_reply().expect("the victim gets an answer") {
+        Reply::ResultSet { .. } => {}
+        Reply::Err(e) => assert_eq!(e.code, 1317, "{e:?}"),
+        other => panic!("unexpected reply {other:?}"),
+    }
+    assert!(alive(&mut victim));
+    client.query_ok(&format!("KILL HARD CONNECTION {id}"));
+    assert!(wait_until(Duration::from_secs(10), || !alive(&mut victim)));
+    assert!(alive(&mut direct));
+}
+
+#[test]
+fn no_kill_form_reaches_the_server_multiplexed() {
+    no_form_reaches_the_server(true);
+}
+
+#[test]
+fn no_kill_form_reaches_the_server_dedicated() {
+    no_form_reaches_the_server(false);
+}
+
+/// KILL of one's own connection: 1927 and the connection closes, as on the server;
+/// KILL QUERY of one's own: 1317 and the session goes on.
+#[test]
+fn kill_of_ones_own_session() {
+    let server = shared_server();
+    let sluice = Sluice::start(&Config::for_server(server));
+    let mut conn = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let id = conn.greeting.connection_id;
+    assert_eq!(err_of(conn.query(&format!("KILL QUERY {id}"))).0, 1317);
+    assert!(alive(&mut conn));
+    assert_eq!(err_of(conn.query(&format!("KILL {id}"))).0, 1927);
+    assert!(!alive(&mut conn));
+}
