@@ -55,6 +55,8 @@ mod proxy_paths;
 mod replication_sandbox;
 #[path = "integration/routing.rs"]
 mod routing;
+#[path = "integration/server_state.rs"]
+mod server_state;
 #[path = "integration/sysbench.rs"]
 mod sysbench;
 #[path = "integration/tls.rs"]

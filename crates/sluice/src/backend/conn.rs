@@ -89,6 +89,9 @@ pub struct BackendConn {
     pub vars: Vars,
     /// The values of [`LOGIN_VARS`] right after login, when state is tracked.
     pub login_vars: Vec<Option<Vec<u8>>>,
+    /// The server's global `wait_timeout` and `interactive_timeout` in seconds, read
+    /// with [`LOGIN_VARS`]: what a multiplexed session's idle limit is by default.
+    pub idle_timeouts: Option<(u64, u64)>,
     /// User variables multiplexed sessions set here, as the literals that set them
     /// (`NULL` once cleared for another session).
     pub user_vars: std::collections::BTreeMap<Box<[u8]>, String>,
@@ -136,6 +139,7 @@ impl BackendConn {
             id: NEXT_CONN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             vars: Vars::new(),
             login_vars: Vec::new(),
+            idle_timeouts: None,
             last_insert_id: Some(0),
             user_vars: std::collections::BTreeMap::new(),
             prepared: std::collections::HashMap::new(),
@@ -434,9 +438,20 @@ impl BackendConn {
                 err,
             });
         }
-        let probe = format!("SELECT @@{}", LOGIN_VARS.join(", @@"));
+        let probe = format!(
+            "SELECT @@{}, @@global.wait_timeout, @@global.interactive_timeout",
+            LOGIN_VARS.join(", @@")
+        );
         match self.query_row(&probe).await? {
-            Ok(Some(values)) => self.login_vars = values,
+            Ok(Some(mut values)) => {
+                let timeouts = values.split_off(LOGIN_VARS.len().min(values.len()));
+                let secs = |i: usize| {
+                    let v = timeouts.get(i)?.as_deref()?;
+                    std::str::from_utf8(v).ok()?.parse().ok()
+                };
+                self.idle_timeouts = secs(0).zip(secs(1));
+                self.login_vars = values;
+            }
             Ok(None) => {}
             Err(err) => {
                 return Err(BackendError::Rejected {

@@ -26,6 +26,10 @@ pub struct Effects {
     pub calc_found_rows: bool,
     /// `XA START|BEGIN`: Some(true); `XA COMMIT|ROLLBACK`: Some(false).
     pub xa: Option<bool>,
+    /// `BACKUP STAGE START|FLUSH|BLOCK_DDL|BLOCK_COMMIT`, `BACKUP LOCK t`: Some(true);
+    /// `BACKUP STAGE END`, `BACKUP UNLOCK`: Some(false). Held by the connection until
+    /// then, and not cleared by COM_RESET_CONNECTION.
+    pub backup: Option<bool>,
     /// `HANDLER t OPEN [AS a]` (the alias, else the table) / `HANDLER x CLOSE`.
     pub handler_opened: Vec<String>,
     pub handler_closed: Vec<String>,
@@ -47,6 +51,15 @@ pub struct Effects {
 }
 
 impl Effects {
+    /// Takes a lock or stage that outlives the statement on its connection, some of which
+    /// COM_RESET_CONNECTION does not release (BACKUP STAGE, BACKUP LOCK).
+    pub fn acquires_sticky_state(&self) -> bool {
+        self.backup == Some(true)
+            || self.table_locks == Some(true)
+            || self.get_lock
+            || self.xa == Some(true)
+    }
+
     /// Nothing that concerns the proxy (the common case).
     pub fn is_none(&self) -> bool {
         *self == Effects::default()
@@ -54,7 +67,8 @@ impl Effects {
 }
 
 /// Statement-leading keywords that may have effects of their own.
-const LEADING: [&[u8]; 11] = [
+const LEADING: [&[u8]; 12] = [
+    b"BACKUP",
     b"CREATE",
     b"DROP",
     b"LOCK",
@@ -204,6 +218,14 @@ fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
         let export = word(sql, b, b"FOR") && word(sql, c, b"EXPORT");
         if read_lock || export {
             fx.table_locks = Some(true);
+        }
+    } else if kw(0, b"BACKUP") {
+        if kw(1, b"STAGE") {
+            fx.backup = Some(!kw(2, b"END"));
+        } else if kw(1, b"LOCK") {
+            fx.backup = Some(true);
+        } else if kw(1, b"UNLOCK") {
+            fx.backup = Some(false);
         }
     } else if kw(0, b"XA") {
         if kw(1, b"START") || kw(1, b"BEGIN") {

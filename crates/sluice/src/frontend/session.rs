@@ -87,6 +87,12 @@ struct Session {
     sent_before: u64,
     /// The statement in flight started inside a transaction.
     in_transaction: bool,
+    /// A dedicated session ran a statement that leaves locks or a backup stage on its
+    /// connection: at its end the connection is closed, not reset and reused.
+    sticky: bool,
+    /// A multiplexed session's idle limit when it sets no `wait_timeout` of its own:
+    /// the server's, learnt from the first connection it uses.
+    idle_default: Option<std::time::Duration>,
 }
 
 /// Statements longer than this are digested by their first bytes only (bulk inserts:
@@ -222,6 +228,8 @@ async fn serve(
         request_len: 0,
         sent_before: 0,
         in_transaction: false,
+        sticky: false,
+        idle_default: None,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -238,6 +246,7 @@ async fn serve(
             tracing::debug!(error = %e, side = ?e.side(), "session ended with an error");
         }
     }
+    session.leave_backend();
 }
 
 fn count_client_error(fe: &Frontend, e: &SessionError) {
@@ -435,12 +444,25 @@ impl Session {
                 return Ok(());
             }
             let hold = self.mux.as_ref().and_then(|m| m.hold_until);
+            let idle = self.idle_limit().map(|d| std::time::Instant::now() + d);
+            let holding = self.backend.is_some();
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
                 _ = shutdown.stopping() => return Ok(()),
                 _ = &mut killed => return Ok(()),
                 _ = sleep_until(hold), if hold.is_some() => {
                     self.end_hold().await?;
+                    continue;
+                }
+                // As the server closes a connection idle past its wait_timeout.
+                _ = sleep_until(idle), if idle.is_some() => {
+                    tracing::debug!("idle past wait_timeout");
+                    return Ok(());
+                }
+                _ = backend_closed(self.backend.as_mut()), if holding => {
+                    if self.server_closed_idle() {
+                        return Ok(());
+                    }
                     continue;
                 }
             };
@@ -474,6 +496,7 @@ impl Session {
                     }
                 }
                 Action::Forward(kind) => {
+                    self.note_sticky(header.len);
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
                     self.begin_statement(header.len).await?;
                     let going_on = if self.cache.is_some() {
@@ -506,6 +529,81 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// How long a multiplexed session may stay idle: its own `wait_timeout`, else the
+    /// server's default for its kind of client. A dedicated session's connection is
+    /// closed by the server itself, which [`Self::server_closed_idle`] follows.
+    fn idle_limit(&mut self) -> Option<std::time::Duration> {
+        let mux = self.mux.as_ref()?;
+        if let Some(v) = mux.vars.get(b"wait_timeout".as_slice()) {
+            let secs: f64 = std::str::from_utf8(v).ok()?.parse().ok()?;
+            return Some(std::time::Duration::from_secs_f64(secs.max(1.0)));
+        }
+        if self.idle_default.is_none() {
+            let (wait, interactive) = self.backend.as_ref()?.idle_timeouts?;
+            let interactive_client = self.client.caps.contains(CapabilityFlags::INTERACTIVE);
+            let secs = if interactive_client {
+                interactive
+            } else {
+                wait
+            };
+            self.idle_default = Some(std::time::Duration::from_secs(secs.max(1)));
+        }
+        self.idle_default
+    }
+
+    /// The server closed (or wrote to) the connection the session holds between
+    /// statements: a timeout, a KILL from elsewhere, a restart. When the session's state
+    /// lived there (a dedicated connection, an open transaction, a pin) the session ends
+    /// now, as a direct connection would; otherwise it only loses that connection.
+    fn server_closed_idle(&mut self) -> bool {
+        let Some(mut backend) = self.backend.take() else {
+            return false;
+        };
+        backend.mark_broken();
+        let state_there = match &self.mux {
+            None => true,
+            Some(m) => m.pin_reason(backend.status).is_some(),
+        };
+        tracing::debug!(
+            state_there,
+            "the server closed the session's idle connection"
+        );
+        drop(backend);
+        if let Some(m) = self.mux.as_mut() {
+            m.hold_until = None;
+        }
+        self.publish();
+        state_there
+    }
+
+    /// The session is over: its connection goes back to the pool (reset there) unless
+    /// it holds what a reset would not clear, in which case it is closed.
+    fn leave_backend(&mut self) {
+        let sticky = match &self.mux {
+            Some(m) => m.holds_sticky_state(),
+            None => self.sticky,
+        };
+        if let (true, Some(b)) = (sticky, self.backend.as_mut()) {
+            b.mark_broken();
+        }
+    }
+
+    /// A dedicated session notes statements that leave locks on its connection.
+    fn note_sticky(&mut self, len: usize) {
+        let command = self.client.rbuf.get(HEADER_LEN).copied();
+        if self.sticky
+            || !matches!(
+                command.and_then(Command::from_byte),
+                Some(Command::Query | Command::StmtPrepare)
+            )
+        {
+            return;
+        }
+        let end = self.client.rbuf.len().min(HEADER_LEN + len);
+        let text = &self.client.rbuf[HEADER_LEN + 1..end];
+        self.sticky = crate::classify::effects::effects(text).acquires_sticky_state();
     }
 
     /// Notes what analytics needs of the command at the front of the client buffer
@@ -1032,6 +1130,17 @@ async fn lost_backend(
     // next one runs on another connection. Otherwise, as with a server that went away,
     // the session ends.
     Ok(survive)
+}
+
+/// Resolves when the server sends anything on, or closes, a connection nobody is
+/// waiting on a response from.
+async fn backend_closed(backend: Option<&mut PooledConn>) {
+    match backend {
+        Some(b) => {
+            let _ = b.read_more().await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 /// Waits until `at`, or forever without one (the branch is disabled then anyway).

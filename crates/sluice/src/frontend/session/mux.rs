@@ -39,6 +39,7 @@ pub enum PinReason {
     TableLock,
     FoundRows,
     Xa,
+    Backup,
     Handler,
     SqlPrepared,
     NextTransaction,
@@ -53,13 +54,14 @@ pub enum PinReason {
 }
 
 impl PinReason {
-    pub const ALL: [PinReason; 17] = [
+    pub const ALL: [PinReason; 18] = [
         PinReason::Transaction,
         PinReason::TemporaryTable,
         PinReason::NamedLock,
         PinReason::TableLock,
         PinReason::FoundRows,
         PinReason::Xa,
+        PinReason::Backup,
         PinReason::Handler,
         PinReason::SqlPrepared,
         PinReason::NextTransaction,
@@ -81,6 +83,7 @@ impl PinReason {
             PinReason::TableLock => "table_lock",
             PinReason::FoundRows => "found_rows",
             PinReason::Xa => "xa",
+            PinReason::Backup => "backup_lock",
             PinReason::Handler => "handler",
             PinReason::SqlPrepared => "sql_prepared_statement",
             PinReason::NextTransaction => "next_transaction_characteristics",
@@ -109,7 +112,7 @@ pub struct MuxStats {
     /// Statements prepared again on another connection.
     pub reprepares: AtomicU64,
     /// Sessions pinned, by reason (indexed like [`PinReason::ALL`]).
-    pub pins: [AtomicU64; 17],
+    pub pins: [AtomicU64; 18],
 }
 
 impl MuxStats {
@@ -130,6 +133,7 @@ struct Pins {
     table_locks: bool,
     found_rows: bool,
     xa: bool,
+    backup: bool,
     handlers: BTreeSet<String>,
     sql_prepared: BTreeSet<String>,
     next_transaction: bool,
@@ -153,6 +157,8 @@ impl Pins {
             PinReason::TableLock
         } else if self.xa {
             PinReason::Xa
+        } else if self.backup {
+            PinReason::Backup
         } else if !self.handlers.is_empty() {
             PinReason::Handler
         } else if !self.sql_prepared.is_empty() {
@@ -190,6 +196,8 @@ struct ClientStmt {
     types: Option<Vec<u8>>,
     /// A plain read, which may run on a replica.
     plain_read: bool,
+    /// What executing it does to unmovable state.
+    effects: Effects,
 }
 
 /// A COM_STMT_PREPARE in flight: the backend statement key, the text, and the id the
@@ -316,6 +324,14 @@ impl Mux {
         None
     }
 
+    /// The connection holds state COM_RESET_CONNECTION does not clear (backup stages and
+    /// locks) or that must not reach another session by any path (table, named and XA
+    /// locks): a session ending with it closes the connection.
+    pub fn holds_sticky_state(&self) -> bool {
+        let p = &self.pins;
+        p.backup || p.table_locks || p.named_locks > 0 || p.xa
+    }
+
     /// Applies one session-tracking entry of an OK packet the session's statement got.
     pub fn track(&mut self, change: &StateChange<'_>) {
         match change {
@@ -370,6 +386,9 @@ impl Mux {
         if fx.xa == Some(false) {
             p.xa = false;
         }
+        if fx.backup == Some(false) {
+            p.backup = false;
+        }
         if !ok {
             return;
         }
@@ -384,6 +403,9 @@ impl Mux {
         }
         if fx.xa == Some(true) {
             p.xa = true;
+        }
+        if fx.backup == Some(true) {
+            p.backup = true;
         }
         if fx.calc_found_rows {
             p.found_rows = true;
@@ -606,6 +628,14 @@ impl Session {
         let fx = match command {
             Some(Command::Query) => {
                 crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible])
+            }
+            // A prepared LOCK TABLES or GET_LOCK holds what the same text would.
+            Some(Command::StmtExecute) => {
+                let id = stmt_id(&self.client.rbuf);
+                match id.and_then(|id| self.mux().stmts.get(&id)) {
+                    Some(stmt) => stmt.effects.clone(),
+                    None => Effects::default(),
+                }
             }
             _ => Effects::default(),
         };
@@ -1078,10 +1108,8 @@ impl Session {
                             last_used: clock,
                         },
                     );
-                    let plain_read = crate::router::rules::is_plain_read(
-                        &text,
-                        &crate::classify::effects::effects(&text),
-                    );
+                    let effects = crate::classify::effects::effects(&text);
+                    let plain_read = crate::router::rules::is_plain_read(&text, &effects);
                     mux.stmts.insert(
                         id,
                         ClientStmt {
@@ -1090,6 +1118,7 @@ impl Session {
                             params,
                             types: None,
                             plain_read,
+                            effects,
                         },
                     );
                 }

@@ -1,0 +1,179 @@
+//! What a session leaves on the server, and how it ends, as with a direct connection:
+//! state a reset does not clear never reaches the next client of a pooled connection;
+//! pinning does not depend on the protocol (text or prepared); idle sessions time out
+//! by their `wait_timeout`; and a connection the server closes closes the client. Each
+//! test runs multiplexed and with `multiplex = false`.
+
+use crate::support::wire::{RawConn, Reply};
+use crate::support::*;
+use std::io::ErrorKind;
+use std::time::{Duration, Instant};
+
+/// One backend connection, so the next client gets the one the last client used.
+fn sluice(server: &MariaDb, multiplex: bool) -> Sluice {
+    Sluice::start(
+        &Config::for_server(server)
+            .pool("multiplex", multiplex)
+            .pool("max_connections", 1)
+            .pool("queue_timeout", "5s")
+            .pool("write_hold", "0s"),
+    )
+}
+
+fn login(sluice: &Sluice) -> RawConn {
+    RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("statedb"))
+        .unwrap_or_else(|e| panic!("login failed: {e:?}\n{}", sluice.log()))
+}
+
+fn ok(conn: &mut RawConn, sql: &str) {
+    match conn.query(sql) {
+        Ok(Reply::Ok { .. }) | Ok(Reply::ResultSet { .. }) => {}
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn backup_stage_is_not_left_to_the_next_client(multiplex: bool) {
+    let server = dedicated_server(MariaDbOptions::default());
+    fresh_database(&server, "statedb");
+    let sluice = sluice(&server, multiplex);
+    for first in [
+        "BACKUP STAGE START",
+        "BACKUP LOCK statedb.t0",
+        "LOCK TABLES mysql.user READ",
+    ] {
+        let mut holder = login(&sluice);
+        ok(&mut holder, first);
+        ok(&mut holder, "SELECT 1");
+        holder.send_command(0x01, b"").unwrap(); // COM_QUIT
+        drop(holder);
+        let mut next = login(&sluice);
+        next.stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        match next.query("CREATE TABLE IF NOT EXISTS t1 (a INT)") {
+            Ok(Reply::Ok { .. }) => {}
+            other => panic!("after {first} and quit, the next client got {other:?}"),
+        }
+        ok(&mut next, "DROP TABLE t1");
+    }
+}
+
+#[test]
+fn backup_stage_is_not_left_to_the_next_client_multiplexed() {
+    backup_stage_is_not_left_to_the_next_client(true);
+}
+
+#[test]
+fn backup_stage_is_not_left_to_the_next_client_dedicated() {
+    backup_stage_is_not_left_to_the_next_client(false);
+}
+
+/// `LOCK TABLE t1 WRITE` then `DROP TABLE t1`, both prepared: they must run on one
+/// connection (mysqltest `main.temp_table` with `--ps-protocol`), or the DROP waits
+/// forever for the lock.
+#[test]
+fn prepared_lock_tables_pins_like_text() {
+    let server = shared_server();
+    fresh_database(server, "pslock");
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .pool("max_connections", 4)
+            .pool("write_hold", "0s"),
+    );
+    let mut conn =
+        RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("pslock")).expect("login");
+    ok(&mut conn, "CREATE TABLE t1 (a INT)");
+    // Another session keeps a connection busy in between, so the next lease is another.
+    let mut other =
+        RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("pslock")).expect("login");
+    let lock = conn.prepare("LOCK TABLE t1 WRITE").unwrap();
+    conn.execute_rows(lock, &[]).unwrap();
+    ok(&mut other, "BEGIN");
+    ok(&mut other, "SELECT 1");
+    conn.stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let drop_table = conn.prepare("DROP TABLE t1").unwrap();
+    conn.execute_rows(drop_table, &[])
+        .expect("DROP TABLE ran on the connection holding the lock");
+    ok(&mut other, "COMMIT");
+    ok(&mut conn, "UNLOCK TABLES");
+}
+
+/// Reads until the peer closes; how long that took, or None if it stayed open.
+fn closed_within(conn: &mut RawConn, limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    conn.stream.set_read_timeout(Some(limit)).unwrap();
+    match conn.read_packet() {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => None,
+        // MariaDB closes an idle connection without a word; anything else is fine too
+        // as long as the connection is gone after it.
+        Err(_) => Some(started.elapsed()),
+        Ok(_) => match conn.read_packet() {
+            Err(e) if !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                Some(started.elapsed())
+            }
+            _ => None,
+        },
+    }
+}
+
+fn idle_session_times_out(multiplex: bool) {
+    let server = shared_server();
+    fresh_database(server, "statedb");
+    let sluice = sluice(server, multiplex);
+    let mut conn = login(&sluice);
+    ok(&mut conn, "SET SESSION wait_timeout = 1");
+    let closed = closed_within(&mut conn, Duration::from_secs(8));
+    assert!(
+        closed.is_some_and(|d| d >= Duration::from_millis(800)),
+        "idle past wait_timeout = 1: {closed:?}"
+    );
+    // A session that keeps talking is not timed out.
+    let mut busy = login(&sluice);
+    ok(&mut busy, "SET SESSION wait_timeout = 2");
+    for _ in 0..4 {
+        assert!(closed_within(&mut busy, Duration::from_millis(700)).is_none());
+        ok(&mut busy, "SELECT 1");
+    }
+}
+
+#[test]
+fn idle_session_times_out_multiplexed() {
+    idle_session_times_out(true);
+}
+
+#[test]
+fn idle_session_times_out_dedicated() {
+    idle_session_times_out(false);
+}
+
+/// `idle_transaction_timeout`: the server closes a connection idle in a transaction;
+/// the client's connection closes too, promptly, instead of a later error.
+fn server_side_close_is_a_close(multiplex: bool) {
+    let server = shared_server();
+    fresh_database(server, "statedb");
+    let sluice = sluice(server, multiplex);
+    let mut conn = login(&sluice);
+    ok(&mut conn, "SET SESSION idle_transaction_timeout = 1");
+    ok(&mut conn, "BEGIN");
+    ok(&mut conn, "SELECT 1");
+    let closed = closed_within(&mut conn, Duration::from_secs(8));
+    assert!(
+        closed.is_some(),
+        "the server closed the transaction's connection"
+    );
+    // The pool's one connection is usable by the next client.
+    let mut next = login(&sluice);
+    ok(&mut next, "SELECT 1");
+}
+
+#[test]
+fn server_side_close_is_a_close_multiplexed() {
+    server_side_close_is_a_close(true);
+}
+
+#[test]
+fn server_side_close_is_a_close_dedicated() {
+    server_side_close_is_a_close(false);
+}
