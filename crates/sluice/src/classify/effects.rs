@@ -60,6 +60,27 @@ impl Effects {
             || self.xa == Some(true)
     }
 
+    /// What of these an execute of the same text does to the connection's locks and
+    /// tables. Variables an execute sets or reads are learnt from the server's state
+    /// report instead (it pins), as the text-side handling of them is for COM_QUERY.
+    pub fn locks_only(self) -> Effects {
+        Effects {
+            temp_created: self.temp_created,
+            tables_dropped: self.tables_dropped,
+            get_lock: self.get_lock,
+            release_lock: self.release_lock,
+            release_all_locks: self.release_all_locks,
+            table_locks: self.table_locks,
+            calc_found_rows: self.calc_found_rows,
+            xa: self.xa,
+            backup: self.backup,
+            handler_opened: self.handler_opened,
+            handler_closed: self.handler_closed,
+            next_transaction: self.next_transaction,
+            ..Effects::default()
+        }
+    }
+
     /// Nothing that concerns the proxy (the common case).
     pub fn is_none(&self) -> bool {
         *self == Effects::default()

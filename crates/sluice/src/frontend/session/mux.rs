@@ -1110,6 +1110,7 @@ impl Session {
                     );
                     let effects = crate::classify::effects::effects(&text);
                     let plain_read = crate::router::rules::is_plain_read(&text, &effects);
+                    let effects = effects.locks_only();
                     mux.stmts.insert(
                         id,
                         ClientStmt {
