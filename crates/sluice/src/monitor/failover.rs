@@ -362,8 +362,12 @@ pub async fn failover(
         *router.stats.last_failover.lock() = Some(record("failover", lost, None, started, Err(&e)));
         return Err(e);
     }
+    // Only as advanced as the first: promoting one that received less would lose what
+    // the others have (acknowledged writes, with semi-sync). The next check ranks again.
+    let most = found[0].2.total();
     let mut last_error = None;
-    while !found.is_empty() {
+    let mut failed = Vec::new();
+    while found.first().is_some_and(|(_, _, g)| g.total() >= most) {
         let (new, mut conn, received) = found.remove(0);
         let notes = match promote_replica(router, &new, &mut conn, &received).await {
             Ok(notes) => notes,
@@ -372,6 +376,7 @@ pub async fn failover(
                 *router.stats.last_failover.lock() =
                     Some(record("failover", lost, Some(&new), started, Err(&e)));
                 last_error = Some(e);
+                failed.push((new, conn, received));
                 continue;
             }
         };
@@ -379,7 +384,8 @@ pub async fn failover(
         install_writer(router, &new);
         let mut notes = notes;
         let (user, password) = replication_creds(router, creds);
-        for (other, mut c, _) in found {
+        // Candidates that failed were put back as replicas of the lost writer.
+        for (other, mut c, _) in failed.into_iter().chain(found) {
             if let Err(e) = point_at(&mut c, &new, &user, &password).await {
                 tracing::error!(server = other.name(), error = %e, "could not repoint a replica");
                 notes.push(format!("{} not repointed: {e}", other.name()));
