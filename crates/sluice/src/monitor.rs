@@ -5,6 +5,7 @@
 //! down and a replica can take over, [`failover`] promotes the most advanced one.
 
 pub mod failover;
+pub mod grants;
 
 use crate::auth::BackendCredentials;
 use crate::backend::{BackendConn, ConnParams};
@@ -117,6 +118,9 @@ struct Observation {
     gtid: Option<GtidPos>,
     replica: Option<ReplicaState>,
     galera: Option<GaleraState>,
+    /// What the account lacks, read on a new connection only (grants change rarely,
+    /// and a server re-reads them for a session only when it logs in).
+    missing_privileges: Option<Vec<&'static str>>,
 }
 
 /// Connects if needed (reusing the last check's connection), then reads what routing
@@ -129,15 +133,18 @@ async fn check(
 ) -> Result<Observation, String> {
     let started = Instant::now();
     let work = async {
+        let mut missing = None;
         if conn.is_none() {
-            *conn = Some(
-                BackendConn::connect(member.pool.server.clone(), creds, &params(), None)
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
+            let mut c = BackendConn::connect(member.pool.server.clone(), creds, &params(), None)
+                .await
+                .map_err(|e| e.to_string())?;
+            missing = missing_privileges(&mut c).await;
+            *conn = Some(c);
         }
         let c = conn.as_mut().expect("just connected");
-        observe(c).await
+        let mut o = observe(c).await?;
+        o.missing_privileges = missing;
+        Ok(o)
     };
     let result = match tokio::time::timeout(timeout, work).await {
         Ok(r) => r,
@@ -151,6 +158,33 @@ async fn check(
         Err(e) => {
             *conn = None;
             Err(e)
+        }
+    }
+}
+
+/// The needed privileges the monitor's account lacks on this server; `None` when its
+/// grants could not be read (the check goes on: this is advice, not a condition).
+async fn missing_privileges(c: &mut BackendConn) -> Option<Vec<&'static str>> {
+    match c.query_column("SHOW GRANTS").await {
+        Ok(Ok(lines)) => {
+            let lines: Vec<String> = lines
+                .iter()
+                .map(|l| String::from_utf8_lossy(l).into_owned())
+                .collect();
+            Some(
+                grants::missing(&lines)
+                    .into_iter()
+                    .map(|n| n.privilege)
+                    .collect(),
+            )
+        }
+        Ok(Err(e)) => {
+            tracing::debug!(server = %c.server.name, error = %e.message, "SHOW GRANTS refused");
+            None
+        }
+        Err(e) => {
+            tracing::debug!(server = %c.server.name, error = %e, "SHOW GRANTS failed");
+            None
         }
     }
 }
@@ -192,6 +226,7 @@ async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
         gtid,
         replica,
         galera,
+        missing_privileges: None,
     })
 }
 
@@ -303,7 +338,29 @@ fn publish(
             }
             s.replica = o.replica;
             s.galera = o.galera;
+            if let Some(missing) = o.missing_privileges {
+                if !missing.is_empty() && old.missing_privileges.as_ref() != Some(&missing) {
+                    warn_missing(member.name(), &missing);
+                }
+                s.missing_privileges = Some(missing);
+            }
         }
     }
     member.state.store(Arc::new(s));
+}
+
+/// Names what the account lacks and what will fail for it, once per change.
+fn warn_missing(server: &str, missing: &[&'static str]) {
+    let used_for: Vec<&str> = grants::NEEDED
+        .iter()
+        .filter(|n| missing.contains(&n.privilege))
+        .map(|n| n.used_for)
+        .collect();
+    tracing::warn!(
+        server,
+        missing = %missing.join(", "),
+        needed_for = %used_for.join("; "),
+        "the monitor's account lacks privileges on this server: failover and switchover \
+         steps that need them will fail (see CONFIGURATION.md [monitor])"
+    );
 }

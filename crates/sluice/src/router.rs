@@ -77,6 +77,9 @@ pub struct ServerState {
     /// Over its lag limit (or not applying): out of the read set until it catches up.
     pub lagging: bool,
     pub checked_at: Option<SystemTime>,
+    /// Needed privileges the monitor's account lacks here (`monitor::grants`); `None`
+    /// until its grants have been read.
+    pub missing_privileges: Option<Vec<&'static str>>,
 }
 
 /// One server of the cluster: its pool, its configured place, and what is known of it.
@@ -103,6 +106,10 @@ pub struct Member {
     pub disabled: AtomicBool,
     /// Drained by the operator: no new work; what runs there finishes.
     pub draining: AtomicBool,
+    /// Promoted by a failover that could not clear its replication settings (`RESET
+    /// SLAVE ALL` needs RELOAD): the stopped settings it still shows are leftovers,
+    /// not a source it follows, so they do not keep it from being the writer.
+    pub leftover_replication: AtomicBool,
 }
 
 impl Member {
@@ -177,7 +184,17 @@ impl Member {
         let s = self.state.load();
         match &s.galera {
             Some(g) => g.synced(),
-            None => s.read_only == Some(false) && s.replica.is_none(),
+            None => {
+                s.read_only == Some(false)
+                    && match &s.replica {
+                        None => true,
+                        Some(r) => {
+                            self.leftover_replication.load(Ordering::Relaxed)
+                                && !r.sql_running
+                                && r.io_running == "No"
+                        }
+                    }
+            }
         }
     }
 
@@ -246,7 +263,7 @@ pub struct RouterStats {
     pub switchovers: AtomicU64,
     pub blocked: AtomicU64,
     pub timeouts: AtomicU64,
-    /// When the writer was last lost and found again (for the admin view).
+    /// The last failover or switchover attempt, done or failed (for the admin view).
     pub last_failover: Mutex<Option<FailoverRecord>>,
 }
 
@@ -257,7 +274,16 @@ pub struct FailoverRecord {
     pub to: Option<String>,
     pub at: String,
     pub took_ms: u64,
+    /// "ok", or why it did not happen.
     pub outcome: String,
+    /// The statement that failed, on which server, and the server's answer.
+    pub failed_step: Option<String>,
+    /// What was undone after the failure, last change first.
+    pub undone: Vec<String>,
+    /// Changes that could not be undone: the servers need a person.
+    pub not_undone: Vec<String>,
+    /// What went wrong without stopping it (a replica not repointed).
+    pub notes: Vec<String>,
 }
 
 impl Router {
@@ -310,6 +336,7 @@ impl Router {
             fenced: AtomicBool::new(false),
             disabled: AtomicBool::new(false),
             draining: AtomicBool::new(false),
+            leftover_replication: AtomicBool::new(false),
         };
         if let Some(p) = previous {
             m.state.store(p.state.load_full());
@@ -324,6 +351,10 @@ impl Router {
                 .store(p.disabled.load(Ordering::Relaxed), Ordering::Relaxed);
             m.draining
                 .store(p.draining.load(Ordering::Relaxed), Ordering::Relaxed);
+            m.leftover_replication.store(
+                p.leftover_replication.load(Ordering::Relaxed),
+                Ordering::Relaxed,
+            );
         }
         Arc::new(m)
     }

@@ -35,6 +35,8 @@ mod drivers;
 mod errors;
 #[path = "integration/failover.rs"]
 mod failover;
+#[path = "integration/failover_grants.rs"]
+mod failover_grants;
 #[path = "integration/failures.rs"]
 mod failures;
 #[path = "integration/harness.rs"]

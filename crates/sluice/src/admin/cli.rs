@@ -538,6 +538,33 @@ fn format_servers(servers: &Value) -> String {
             text("error")
         ));
     }
+    // After the table: a missing privilege is what makes the next failover fail.
+    for s in servers["servers"].as_array().into_iter().flatten() {
+        let missing: Vec<&str> = s["missing_privileges"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if !missing.is_empty() {
+            out.push_str(&format!(
+                "{}: the monitor account lacks {} (failover and switchover need it)\n",
+                s["name"].as_str().unwrap_or("?"),
+                missing.join(", ")
+            ));
+        }
+    }
+    if let Some(last) = servers["last_failover"].as_object() {
+        let text = |k: &str| last.get(k).and_then(Value::as_str).unwrap_or("-");
+        out.push_str(&format!(
+            "last {}: {} -> {} at {}: {}\n",
+            text("kind"),
+            text("from"),
+            text("to"),
+            text("at"),
+            text("outcome")
+        ));
+    }
     out
 }
 

@@ -555,6 +555,16 @@ impl BackendConn {
         first_row(&packets, self.caps).map_err(|e| self.proto_err(e))
     }
 
+    /// Runs a query Sluice issues itself and returns the first column of every row
+    /// (`SHOW GRANTS` and the like, one line per row; SQL NULL is left out).
+    pub async fn query_column(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Vec<Vec<u8>>, ErrPacket>, BackendError> {
+        let packets = self.query_packets(sql).await?;
+        first_column(&packets, self.caps).map_err(|e| self.proto_err(e))
+    }
+
     /// [`Self::query_row`] with each column's type (the `MYSQL_TYPE_*` byte).
     #[allow(clippy::type_complexity)]
     pub async fn query_typed_row(
@@ -678,6 +688,36 @@ fn column_names(packets: &[Bytes]) -> Result<Vec<String>, ProtocolError> {
         names.push(String::from_utf8_lossy(r.lenenc_bytes("column name")?).into_owned());
     }
     Ok(names)
+}
+
+/// The first value of every row of a text result, or the server's error.
+fn first_column(
+    packets: &[Bytes],
+    caps: CapabilityFlags,
+) -> Result<Result<Vec<Vec<u8>>, ErrPacket>, ProtocolError> {
+    let Some(first) = packets.first() else {
+        return Err(ProtocolError::Malformed("empty response"));
+    };
+    match first.first() {
+        Some(&ERR_HEADER) => return Ok(Err(ErrPacket::parse(first)?)),
+        Some(&OK_HEADER) => return Ok(Ok(Vec::new())),
+        _ => {}
+    }
+    let columns = Reader::new(first).lenenc_int("column count")? as usize;
+    let eof = usize::from(!caps.contains(CapabilityFlags::DEPRECATE_EOF));
+    let mut values = Vec::new();
+    for row in packets.iter().skip(1 + columns + eof) {
+        if row.first() == Some(&0xfe) && row.len() < 0xff_ffff {
+            break;
+        }
+        if row.first() == Some(&ERR_HEADER) {
+            return Ok(Err(ErrPacket::parse(row)?));
+        }
+        if row.first() != Some(&0xfb) {
+            values.push(Reader::new(row).lenenc_bytes("value")?.to_vec());
+        }
+    }
+    Ok(Ok(values))
 }
 
 /// The values of the first row of a text result, or the server's error.

@@ -68,6 +68,7 @@ fn member_json(router: &Router, m: &Arc<Member>) -> Value {
         "gtid_current_pos": s.gtid.as_ref().map(|g| g.to_string()),
         "ping_ms": s.ping.map(|p| p.as_secs_f64() * 1000.0),
         "error": s.error,
+        "missing_privileges": s.missing_privileges,
         "ttfb_ms": m.ttfb().as_secs_f64() * 1000.0,
         "reads": m.reads.load(Ordering::Relaxed),
         "writes": m.writes.load(Ordering::Relaxed),
@@ -118,8 +119,9 @@ impl ServersAdmin for ServersHandle {
         let creds = self.creds.clone();
         Box::pin(async move {
             let creds = creds.ok_or("no account for the monitor: switchover is not possible")?;
-            let record =
-                crate::monitor::failover::switchover(&router, &creds, to.as_deref()).await?;
+            let record = crate::monitor::failover::switchover(&router, &creds, to.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
             Ok(serde_json::to_value(record).unwrap_or_default())
         })
     }

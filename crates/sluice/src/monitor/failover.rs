@@ -46,6 +46,7 @@ pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shu
                     }
                 }
             }
+            clear_leftover_replication(&r, &creds).await;
             if r.failover.old_primary == OldPrimary::Rejoin {
                 rejoin_fenced(&r, &creds).await;
             }
@@ -87,9 +88,16 @@ async fn connect(
 }
 
 async fn exec(c: &mut BackendConn, sql: &str) -> Result<(), String> {
+    run(c, sql)
+        .await
+        .map_err(|e| format!("{}: {}: {e}", c.server.name, redact(sql)))
+}
+
+/// Runs `sql`; the server's refusal (or the lost connection) as the error.
+async fn run(c: &mut BackendConn, sql: &str) -> Result<(), String> {
     match c.simple_query(sql).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("{}: {}: {}", c.server.name, redact(sql), e.message)),
+        Ok(Err(e)) => Err(e.message),
         Err(e) => Err(e.to_string()),
     }
 }
@@ -183,70 +191,286 @@ async fn candidates(
     found
 }
 
-/// Promotes the most advanced replica of `lost`, repoints the others, routes writes
-/// to it, and fences `lost`.
+/// Which server of a writer change a statement ran on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    /// The writer being replaced (a switchover's; a failover's is down).
+    Old,
+    /// The server being promoted.
+    New,
+}
+
+/// The statements of a failover or switchover that changed a server, each with the
+/// statement that undoes it, so that a failed step can put the servers back as they
+/// were: a writer change either completes or leaves the writer it started from.
+#[derive(Default)]
+struct Journal {
+    done: Vec<(Side, String, &'static str)>,
+}
+
+impl Journal {
+    /// Runs the step `sql` on `c`; `undo` is what puts the server back if a later step
+    /// fails (`None`: it changed nothing that matters).
+    async fn step(
+        &mut self,
+        c: &mut BackendConn,
+        side: Side,
+        sql: &'static str,
+        undo: Option<&'static str>,
+    ) -> Result<(), StepError> {
+        run(c, sql).await.map_err(|error| StepError {
+            step: format!("{}: {sql}", c.server.name),
+            error,
+        })?;
+        if let Some(undo) = undo {
+            self.done.push((side, c.server.name.clone(), undo));
+        }
+        Ok(())
+    }
+
+    /// Undoes every step, last first; what was undone and what could not be.
+    async fn undo(
+        self,
+        mut old: Option<&mut BackendConn>,
+        new: &mut BackendConn,
+    ) -> (Vec<String>, Vec<String>) {
+        let (mut undone, mut not_undone) = (Vec::new(), Vec::new());
+        for (side, server, sql) in self.done.into_iter().rev() {
+            let c = match (side, old.as_deref_mut()) {
+                (Side::Old, Some(c)) => c,
+                (Side::Old, None) => continue,
+                (Side::New, _) => &mut *new,
+            };
+            match run(c, sql).await {
+                Ok(()) => undone.push(format!("{server}: {sql}")),
+                Err(e) => not_undone.push(format!("{server}: {sql}: {e}")),
+            }
+        }
+        (undone, not_undone)
+    }
+}
+
+/// A step that failed: which statement on which server, and the server's answer.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{step}: {error}")]
+pub struct StepError {
+    pub step: String,
+    pub error: String,
+}
+
+impl From<String> for StepError {
+    fn from(error: String) -> StepError {
+        StepError {
+            step: "preparing".into(),
+            error,
+        }
+    }
+}
+
+/// Why a failover or switchover did not happen.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ChangeError {
+    /// Refused before anything was changed.
+    #[error("{0}")]
+    Refused(String),
+    /// A step failed; the servers were put back as they were (`not_undone` says what
+    /// could not be).
+    #[error("{failed}; undone: {}{}", list(undone), not_undone_text(not_undone))]
+    Failed {
+        failed: StepError,
+        undone: Vec<String>,
+        not_undone: Vec<String>,
+    },
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "nothing to undo".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn not_undone_text(items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!("; COULD NOT UNDO: {}", items.join(", "))
+    }
+}
+
+impl From<String> for ChangeError {
+    fn from(reason: String) -> ChangeError {
+        ChangeError::Refused(reason)
+    }
+}
+
+impl From<&str> for ChangeError {
+    fn from(reason: &str) -> ChangeError {
+        ChangeError::Refused(reason.to_owned())
+    }
+}
+
+/// The admin API's record of a writer change, whatever its outcome.
+fn record(
+    kind: &'static str,
+    from: &Member,
+    to: Option<&Member>,
+    started: Instant,
+    result: Result<&[String], &ChangeError>,
+) -> FailoverRecord {
+    let (failed_step, undone, not_undone) = match result {
+        Err(ChangeError::Failed {
+            failed,
+            undone,
+            not_undone,
+        }) => (Some(failed.to_string()), undone.clone(), not_undone.clone()),
+        _ => (None, Vec::new(), Vec::new()),
+    };
+    FailoverRecord {
+        kind,
+        from: Some(from.name().to_owned()),
+        to: to.map(|m| m.name().to_owned()),
+        at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
+        took_ms: started.elapsed().as_millis() as u64,
+        outcome: match result {
+            Ok(_) => "ok".into(),
+            Err(e) => e.to_string(),
+        },
+        failed_step,
+        undone,
+        not_undone,
+        notes: result.map(<[String]>::to_vec).unwrap_or_default(),
+    }
+}
+
+/// Promotes the most advanced replica of `lost` that can be promoted, repoints the
+/// others, routes writes to it, and fences `lost`. A candidate whose promotion fails
+/// is put back as it was (replicating) and the next one is tried.
 pub async fn failover(
     router: &Router,
     creds: &BackendCredentials,
     lost: &Arc<Member>,
-) -> Result<Arc<Member>, String> {
+) -> Result<Arc<Member>, ChangeError> {
     let started = Instant::now();
     tracing::warn!(server = lost.name(), "writer down: failing over");
     let mut found = candidates(router, creds, lost).await;
     if found.is_empty() {
-        return Err("no replica of the lost writer can be promoted (none is up)".into());
-    }
-    let (new, mut conn, received) = found.remove(0);
-    // Apply whatever was received before taking writes, so that nothing acknowledged
-    // by the old primary (semi-sync: in some replica's relay log) is lost.
-    let wait = router.failover.switchover_timeout.as_secs().max(1);
-    let _ = exec(&mut conn, "STOP SLAVE IO_THREAD").await;
-    let waited = scalar(
-        &mut conn,
-        &format!(
-            "SELECT MASTER_GTID_WAIT({}, {wait})",
-            quote(&received.to_string())
-        ),
-    )
-    .await?;
-    if waited != "0" {
-        tracing::warn!(
-            server = new.name(),
-            "relay log not fully applied before promotion"
+        let e = ChangeError::Refused(
+            "no replica of the lost writer can be promoted (none is up)".into(),
         );
+        *router.stats.last_failover.lock() = Some(record("failover", lost, None, started, Err(&e)));
+        return Err(e);
     }
-    promote(&mut conn).await?;
-    lost.fenced.store(true, Ordering::Relaxed);
-    install_writer(router, &new);
-    let (user, password) = replication_creds(router, creds);
-    for (other, mut c, _) in found {
-        if let Err(e) = point_at(&mut c, &new, &user, &password).await {
-            tracing::error!(server = other.name(), error = %e, "could not repoint a replica");
+    // Only as advanced as the first: promoting one that received less would lose what
+    // the others have (acknowledged writes, with semi-sync). The next check ranks again.
+    let most = found[0].2.total();
+    let mut last_error = None;
+    let mut failed = Vec::new();
+    while found.first().is_some_and(|(_, _, g)| g.total() >= most) {
+        let (new, mut conn, received) = found.remove(0);
+        let notes = match promote_replica(router, &new, &mut conn, &received).await {
+            Ok(notes) => notes,
+            Err(e) => {
+                tracing::error!(from = lost.name(), to = new.name(), error = %e, "promotion failed");
+                *router.stats.last_failover.lock() =
+                    Some(record("failover", lost, Some(&new), started, Err(&e)));
+                last_error = Some(e);
+                failed.push((new, conn, received));
+                continue;
+            }
+        };
+        lost.fenced.store(true, Ordering::Relaxed);
+        install_writer(router, &new);
+        let mut notes = notes;
+        let (user, password) = replication_creds(router, creds);
+        // Candidates that failed were put back as replicas of the lost writer.
+        for (other, mut c, _) in failed.into_iter().chain(found) {
+            if let Err(e) = point_at(&mut c, &new, &user, &password).await {
+                tracing::error!(server = other.name(), error = %e, "could not repoint a replica");
+                notes.push(format!("{} not repointed: {e}", other.name()));
+            }
         }
+        Stats::incr(&router.stats.failovers);
+        let done = record("failover", lost, Some(&new), started, Ok(&notes));
+        tracing::warn!(
+            from = lost.name(),
+            to = new.name(),
+            took_ms = done.took_ms,
+            "failover done"
+        );
+        *router.stats.last_failover.lock() = Some(done);
+        return Ok(new);
     }
-    Stats::incr(&router.stats.failovers);
-    let took = started.elapsed();
-    tracing::warn!(
-        from = lost.name(),
-        to = new.name(),
-        took_ms = took.as_millis() as u64,
-        "failover done"
-    );
-    *router.stats.last_failover.lock() = Some(FailoverRecord {
-        kind: "failover",
-        from: Some(lost.name().to_owned()),
-        to: Some(new.name().to_owned()),
-        at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        took_ms: took.as_millis() as u64,
-        outcome: "ok".into(),
-    });
-    Ok(new)
+    Err(last_error.expect("a candidate was tried"))
 }
 
-async fn promote(c: &mut BackendConn) -> Result<(), String> {
-    exec(c, "STOP SLAVE").await?;
-    exec(c, "RESET SLAVE ALL").await?;
-    exec(c, "SET GLOBAL read_only = 0").await
+/// Applies what `new` received of the lost primary, stops its replication and makes
+/// it writable. A failed step is undone (it replicates again, read-only); only
+/// clearing its replication settings may fail without stopping the promotion, since
+/// a writer with stale settings beats no writer (see `Member::leftover_replication`).
+async fn promote_replica(
+    router: &Router,
+    new: &Member,
+    conn: &mut BackendConn,
+    received: &GtidPos,
+) -> Result<Vec<String>, ChangeError> {
+    let mut journal = Journal::default();
+    let result: Result<(), StepError> = async {
+        // Apply whatever was received before taking writes, so that nothing
+        // acknowledged by the old primary (semi-sync: in some replica's relay log) is
+        // lost.
+        journal
+            .step(conn, Side::New, "STOP SLAVE IO_THREAD", Some("START SLAVE"))
+            .await?;
+        let wait = router.failover.switchover_timeout.as_secs().max(1);
+        let waited = scalar(
+            conn,
+            &format!(
+                "SELECT MASTER_GTID_WAIT({}, {wait})",
+                quote(&received.to_string())
+            ),
+        )
+        .await?;
+        if waited != "0" {
+            tracing::warn!(
+                server = new.name(),
+                "relay log not fully applied before promotion"
+            );
+        }
+        journal
+            .step(conn, Side::New, "STOP SLAVE", Some("START SLAVE"))
+            .await?;
+        journal
+            .step(
+                conn,
+                Side::New,
+                "SET GLOBAL read_only = 0",
+                Some("SET GLOBAL read_only = 1"),
+            )
+            .await
+    }
+    .await;
+    if let Err(failed) = result {
+        let (undone, not_undone) = journal.undo(None, conn).await;
+        return Err(ChangeError::Failed {
+            failed,
+            undone,
+            not_undone,
+        });
+    }
+    let mut notes = Vec::new();
+    if let Err(e) = run(conn, "RESET SLAVE ALL").await {
+        tracing::warn!(
+            server = new.name(),
+            error = %e,
+            "promoted, but its replication settings could not be cleared (RESET SLAVE ALL \
+             needs RELOAD): retried until it works"
+        );
+        new.leftover_replication.store(true, Ordering::Relaxed);
+        notes.push(format!("{}: RESET SLAVE ALL: {e}", new.name()));
+    }
+    Ok(notes)
 }
 
 /// Routes writes to `new` at once, before its monitor's next check says it is writable.
@@ -262,22 +486,20 @@ fn install_writer(router: &Router, new: &Arc<Member>) {
 /// Moves the writer to `to` (or the most advanced replica) without losing a write:
 /// new writer statements wait while running ones end, the old writer turns
 /// read-only, the new one catches up and takes over, and the old one replicates from
-/// it.
+/// it. A step that fails before the new writer takes over is undone: the old writer
+/// is writable again and the new one replicates as before.
 pub async fn switchover(
     router: &Router,
     creds: &BackendCredentials,
     to: Option<&str>,
-) -> Result<FailoverRecord, String> {
+) -> Result<FailoverRecord, ChangeError> {
     let started = Instant::now();
     let old = router
         .writer()
         .ok_or("there is no writer to switch over from")?;
     let timeout = router.failover.switchover_timeout;
     if old.role == RoleConfig::Writer {
-        return Err(format!(
-            "{} has role = \"writer\" in the configuration",
-            old.name()
-        ));
+        return Err(format!("{} has role = \"writer\" in the configuration", old.name()).into());
     }
     let new = match to {
         Some(name) => router
@@ -292,104 +514,193 @@ pub async fn switchover(
             .ok_or("no replica is up to switch over to")?,
     };
     if Arc::ptr_eq(&new, &old) {
-        return Err(format!("{} is already the writer", new.name()));
+        return Err(format!("{} is already the writer", new.name()).into());
     }
     if new.role == RoleConfig::Reader || !new.usable() {
         return Err(format!(
             "{} can't be the writer (role reader, down, fenced or disabled)",
             new.name()
-        ));
+        )
+        .into());
     }
     let mut old_conn = connect(&old, creds, timeout).await?;
     let mut new_conn = connect(&new, creds, timeout).await?;
 
     router.paused.store(true, Ordering::Release);
     let result = async {
-        // Transactions and statements already on the old writer end first.
-        let deadline = Instant::now() + timeout;
-        while old.pool.leased() > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        wait_sessions_leave(&old, timeout).await?;
+        let mut journal = Journal::default();
+        let promoted =
+            promote_in_switchover(&mut journal, &mut old_conn, &mut new_conn, &new, timeout).await;
+        if let Err(failed) = promoted {
+            let (undone, not_undone) = journal.undo(Some(&mut old_conn), &mut new_conn).await;
+            return Err(ChangeError::Failed {
+                failed,
+                undone,
+                not_undone,
+            });
         }
-        if old.pool.leased() > 0 {
-            // Their next statements would still write there (read_only does not stop
-            // accounts with READ_ONLY ADMIN): give up rather than lose those writes.
-            return Err(format!(
-                "{} session(s) still hold connections on {} after {timeout:?} (a long \
-                 transaction, or state pinned there such as a temporary table or a lock); \
-                 nothing was changed",
-                old.pool.leased(),
-                old.name()
-            ));
-        }
-        exec(&mut old_conn, "SET GLOBAL read_only = 1").await?;
-        let pos = scalar(&mut old_conn, "SELECT @@global.gtid_binlog_pos").await?;
-        let waited = scalar(
-            &mut new_conn,
-            &format!(
-                "SELECT MASTER_GTID_WAIT({}, {})",
-                quote(&pos),
-                timeout.as_secs().max(1)
-            ),
-        )
-        .await?;
-        if waited != "0" {
-            let _ = exec(&mut old_conn, "SET GLOBAL read_only = 0").await;
-            return Err(format!(
-                "{} did not catch up with {pos} within {timeout:?}",
-                new.name()
-            ));
-        }
-        promote(&mut new_conn).await?;
+        new.leftover_replication.store(false, Ordering::Relaxed);
         install_writer(router, &new);
-        let (user, password) = replication_creds(router, creds);
-        point_at(&mut old_conn, &new, &user, &password).await?;
-        let mut s: ServerState = (*old.state.load_full()).clone();
-        s.read_only = Some(true);
-        old.state.store(Arc::new(s));
-        for m in &router.members {
-            if Arc::ptr_eq(m, &new)
-                || Arc::ptr_eq(m, &old)
-                || !m.usable()
-                || m.state.load().replica.is_none()
-            {
-                continue;
-            }
-            let repointed = async {
-                let mut c = connect(m, creds, timeout).await?;
-                point_at(&mut c, &new, &user, &password).await
-            }
-            .await;
-            if let Err(e) = repointed {
-                tracing::error!(server = m.name(), error = %e, "could not repoint a replica");
-            }
-        }
-        Ok(())
+        // The new writer takes writes from here on: what fails now is reported, not
+        // undone (the cluster has its writer; a replica left behind is fixed by hand).
+        Ok(repoint_after_switchover(router, creds, &old, &new, &mut old_conn, timeout).await)
     }
     .await;
     router.paused.store(false, Ordering::Release);
     router.writer_changed.notify_waiters();
-    let took = started.elapsed();
-    let record = FailoverRecord {
-        kind: "switchover",
-        from: Some(old.name().to_owned()),
-        to: Some(new.name().to_owned()),
-        at: humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string(),
-        took_ms: took.as_millis() as u64,
-        outcome: match &result {
-            Ok(()) => "ok".into(),
-            Err(e) => e.clone(),
-        },
-    };
-    *router.stats.last_failover.lock() = Some(record.clone());
-    result?;
+    let done = record("switchover", &old, Some(&new), started, result.as_deref());
+    *router.stats.last_failover.lock() = Some(done.clone());
+    if let Err(e) = result {
+        tracing::error!(from = old.name(), to = new.name(), error = %e, "switchover failed");
+        return Err(e);
+    }
     Stats::incr(&router.stats.switchovers);
     tracing::info!(
         from = old.name(),
         to = new.name(),
-        took_ms = took.as_millis() as u64,
+        took_ms = done.took_ms,
         "switchover done"
     );
-    Ok(record)
+    Ok(done)
+}
+
+/// Transactions and statements already on the old writer end first.
+async fn wait_sessions_leave(old: &Member, timeout: Duration) -> Result<(), ChangeError> {
+    let deadline = Instant::now() + timeout;
+    while old.pool.leased() > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if old.pool.leased() > 0 {
+        // Their next statements would still write there (read_only does not stop
+        // accounts with READ_ONLY ADMIN): give up rather than lose those writes.
+        return Err(ChangeError::Refused(format!(
+            "{} session(s) still hold connections on {} after {timeout:?} (a long \
+             transaction, or state pinned there such as a temporary table or a lock); \
+             nothing was changed",
+            old.pool.leased(),
+            old.name()
+        )));
+    }
+    Ok(())
+}
+
+/// The old writer turns read-only, the new one catches up with it, stops replicating
+/// and turns writable; every change is in `journal`. Clearing the new writer's
+/// replication settings comes last, so that nothing after it can fail.
+async fn promote_in_switchover(
+    journal: &mut Journal,
+    old_conn: &mut BackendConn,
+    new_conn: &mut BackendConn,
+    new: &Member,
+    timeout: Duration,
+) -> Result<(), StepError> {
+    journal
+        .step(
+            old_conn,
+            Side::Old,
+            "SET GLOBAL read_only = 1",
+            Some("SET GLOBAL read_only = 0"),
+        )
+        .await?;
+    let pos = scalar(old_conn, "SELECT @@global.gtid_binlog_pos").await?;
+    let waited = scalar(
+        new_conn,
+        &format!(
+            "SELECT MASTER_GTID_WAIT({}, {})",
+            quote(&pos),
+            timeout.as_secs().max(1)
+        ),
+    )
+    .await?;
+    if waited != "0" {
+        return Err(StepError {
+            step: format!("{}: MASTER_GTID_WAIT", new.name()),
+            error: format!("did not catch up with {pos} within {timeout:?}"),
+        });
+    }
+    journal
+        .step(new_conn, Side::New, "STOP SLAVE", Some("START SLAVE"))
+        .await?;
+    journal
+        .step(
+            new_conn,
+            Side::New,
+            "SET GLOBAL read_only = 0",
+            Some("SET GLOBAL read_only = 1"),
+        )
+        .await?;
+    journal
+        .step(new_conn, Side::New, "RESET SLAVE ALL", None)
+        .await
+}
+
+/// The old writer and the other replicas replicate from the new writer; what could
+/// not be done, as notes.
+async fn repoint_after_switchover(
+    router: &Router,
+    creds: &BackendCredentials,
+    old: &Arc<Member>,
+    new: &Arc<Member>,
+    old_conn: &mut BackendConn,
+    timeout: Duration,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let (user, password) = replication_creds(router, creds);
+    match point_at(old_conn, new, &user, &password).await {
+        Ok(()) => {
+            old.leftover_replication.store(false, Ordering::Relaxed);
+            let mut s: ServerState = (*old.state.load_full()).clone();
+            s.read_only = Some(true);
+            old.state.store(Arc::new(s));
+        }
+        Err(e) => {
+            tracing::error!(server = old.name(), error = %e, "the old writer does not replicate from the new one");
+            notes.push(format!("{} not repointed: {e}", old.name()));
+        }
+    }
+    for m in &router.members {
+        if Arc::ptr_eq(m, new)
+            || Arc::ptr_eq(m, old)
+            || !m.usable()
+            || m.state.load().replica.is_none()
+        {
+            continue;
+        }
+        let repointed = async {
+            let mut c = connect(m, creds, timeout).await?;
+            point_at(&mut c, new, &user, &password).await
+        }
+        .await;
+        if let Err(e) = repointed {
+            tracing::error!(server = m.name(), error = %e, "could not repoint a replica");
+            notes.push(format!("{} not repointed: {e}", m.name()));
+        }
+    }
+    notes
+}
+
+/// A writer promoted without `RESET SLAVE ALL` (the account lacked RELOAD) tries it
+/// again, so that its leftover settings go once the grant is there.
+async fn clear_leftover_replication(router: &Router, creds: &BackendCredentials) {
+    let Some(w) = router.writer() else { return };
+    if !w.leftover_replication.load(Ordering::Relaxed) {
+        return;
+    }
+    let cleared = async {
+        let mut c = connect(&w, creds, router.monitor.timeout).await?;
+        exec(&mut c, "RESET SLAVE ALL").await
+    }
+    .await;
+    if cleared.is_ok() {
+        tracing::info!(server = w.name(), "leftover replication settings cleared");
+        // The state first: the flag alone keeps it the writer until the monitor sees
+        // that it has no replication settings any more.
+        let mut s: ServerState = (*w.state.load_full()).clone();
+        s.replica = None;
+        w.state.store(Arc::new(s));
+        w.leftover_replication.store(false, Ordering::Relaxed);
+    }
 }
 
 /// `old_primary = "rejoin"`: a fenced server that is up again becomes a read-only
