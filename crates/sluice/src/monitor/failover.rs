@@ -223,7 +223,11 @@ impl Journal {
             error,
         })?;
         if let Some(undo) = undo {
-            self.done.push((side, c.server.name.clone(), undo));
+            let entry = (side, c.server.name.clone(), undo);
+            // STOP SLAVE IO_THREAD then STOP SLAVE: one START SLAVE undoes both.
+            if self.done.last() != Some(&entry) {
+                self.done.push(entry);
+            }
         }
         Ok(())
     }

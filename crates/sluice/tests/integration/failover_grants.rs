@@ -264,3 +264,45 @@ fn a_missing_privilege_is_named_and_a_failed_switchover_leaves_everything_as_it_
         id += 1;
     }
 }
+
+#[test]
+fn a_failover_that_cannot_make_a_writer_puts_the_candidates_back_and_the_old_primary_returns() {
+    let mut set = replica_set(false);
+    let config = with_monitor_account(&set, "SLAVE MONITOR, REPLICATION SLAVE ADMIN, RELOAD");
+    let sluice = Sluice::start(&config);
+    assert_eq!(
+        missing_privileges(&sluice, &config, "replica1"),
+        serde_json::json!(["READ_ONLY ADMIN"])
+    );
+    set.primary.kill().unwrap();
+    // Every attempt fails at read_only = 0 and is undone; the attempt shows it.
+    assert!(
+        wait_until(Duration::from_secs(10), || servers(&sluice, &config)
+            ["last_failover"]["failed_step"]
+            .as_str()
+            .is_some_and(|s| s.contains("SET GLOBAL read_only = 0"))),
+        "{}\n{}",
+        servers(&sluice, &config),
+        sluice.log()
+    );
+    let last = servers(&sluice, &config)["last_failover"].clone();
+    assert_eq!(last["kind"], "failover", "{last}");
+    assert_eq!(
+        last["undone"],
+        serde_json::json!([format!("{}: START SLAVE", last["to"].as_str().unwrap())]),
+        "{last}"
+    );
+    for replica in &set.replicas {
+        assert_eq!(replica.query_value("SELECT @@read_only").unwrap(), "1");
+        assert_eq!(replica_of(replica), Some(set.primary.port().to_string()));
+    }
+    // The old primary was not fenced: back, it is the writer again, and the replicas
+    // that were put back follow it.
+    set.primary.restart().unwrap();
+    wait_writer(&sluice, &config, "primary");
+    let mut c = login(&sluice);
+    write_until_acked(&sluice, &mut c, 1, Duration::from_secs(10));
+    for replica in &set.replicas {
+        replica.wait_replicating(Duration::from_secs(10)).unwrap();
+    }
+}
