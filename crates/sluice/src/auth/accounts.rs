@@ -405,6 +405,21 @@ mod tests {
     }
 
     #[test]
+    fn without_users_an_account_to_read_with_is_required() {
+        let parse = |t: &str| toml::from_str::<AccountsConfig>(t).unwrap();
+        let none = parse("");
+        assert!(none.enabled(false) && !none.enabled(true));
+        assert_eq!(none.validate(false, false).len(), 1);
+        assert!(none.validate(false, true).is_empty());
+        assert!(none.validate(true, false).is_empty());
+        let own = parse("user = \"a\"\npassword = \"p\"\nrefresh = \"2s\"");
+        assert!(own.validate(false, false).is_empty());
+        assert_eq!(own.refresh, Duration::from_secs(2));
+        assert_eq!(parse("user = \"a\"").validate(true, true).len(), 1);
+        assert!(toml::from_str::<AccountsConfig>("refresh_every = \"1s\"").is_err());
+    }
+
+    #[test]
     fn locked_accounts_are_left_out() {
         let mut locked = row("l", "%", None, "");
         locked[4] = Some(b"true".to_vec());

@@ -4,14 +4,16 @@
 //! both sides: Sluice logging in to an ed25519 account, and the `mariadb` CLI's
 //! `client_ed25519` logging in to Sluice.
 
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::cli::finish;
 use crate::support::proxy::User;
 use crate::support::wire::RawConn;
 use crate::support::{
-    sandbox, shared_server, wait_until, Client, Config, MariaDb, Sluice, NATIVE_PASSWORD,
-    NATIVE_USER,
+    repo_root, sandbox, shared_server, wait_until, Client, Config, MariaDb, Sluice,
+    NATIVE_PASSWORD, NATIVE_USER,
 };
 
 /// How long a change on the server may take to reach Sluice in these tests (they set
@@ -70,6 +72,44 @@ fn a_server_account_logs_in_as_itself() {
     assert_eq!(rows, vec![vec![Some("acct_app@%".to_owned())]]);
     let refused = conn.change_user("acct_app", "wrong", None).unwrap();
     assert_eq!(refused.unwrap_err().code, 1045);
+}
+
+/// PyMySQL logs in as `user`, prints `CURRENT_USER()`, or the error's code.
+fn pymysql_current_user(port: u16, user: &str, password: &str) -> String {
+    let python = repo_root().join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing; run `make deps`",
+        python.display()
+    );
+    let script = "import sys, pymysql\n\
+        try:\n\
+        \x20   c = pymysql.connect(host='127.0.0.1', port=int(sys.argv[1]), user=sys.argv[2], password=sys.argv[3])\n\
+        \x20   cur = c.cursor(); cur.execute('SELECT CURRENT_USER()'); print(cur.fetchone()[0])\n\
+        except pymysql.err.OperationalError as e:\n\
+        \x20   print(e.args[0])\n";
+    let child = Command::new(python)
+        .args(["-c", script, &port.to_string(), user, password])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting python");
+    let out = finish(child, Vec::new(), Duration::from_secs(60), "pymysql login");
+    assert!(out.success(), "{}", out.stderr);
+    out.stdout.trim().to_owned()
+}
+
+#[test]
+fn pymysql_logs_in_with_a_server_account() {
+    let server = shared_server();
+    let sluice = Sluice::start(&Config::for_server(server).server_accounts());
+    create_user(server, "'acct_py'@'%'", "py_pw");
+    assert_eq!(
+        pymysql_current_user(sluice.port(), "acct_py", "py_pw"),
+        "acct_py@%"
+    );
+    assert_eq!(pymysql_current_user(sluice.port(), "acct_py", "no"), "1045");
 }
 
 #[test]
