@@ -444,10 +444,7 @@ impl ReaderTask {
     /// Logs in, prepares the session as a replica and starts the dump. Returns the
     /// connection with the dump's first packet, which proves the primary accepted it.
     async fn start(&self) -> Result<(BackendConn, Bytes, Position), BinlogError> {
-        let creds = BackendCredentials {
-            user: self.cfg.user.clone(),
-            password: self.cfg.password.clone(),
-        };
+        let creds = BackendCredentials::new(self.cfg.user.clone(), self.cfg.password.clone());
         let params = ConnParams {
             wire_caps: CapabilityFlags::TRANSACTIONS,
             mariadb_caps: 0,

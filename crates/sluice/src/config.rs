@@ -35,6 +35,8 @@ pub struct Config {
     pub failover: crate::router::config::FailoverConfig,
     #[serde(default)]
     pub analytics: crate::analytics::AnalyticsConfig,
+    #[serde(default)]
+    pub accounts: crate::auth::accounts::AccountsConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -97,6 +99,9 @@ pub enum AuthPlugin {
     Native,
     #[serde(rename = "caching_sha2_password")]
     CachingSha2,
+    /// MariaDB's `ed25519` (`client_ed25519` in the protocol).
+    #[serde(rename = "client_ed25519", alias = "ed25519")]
+    Ed25519,
 }
 
 impl AuthPlugin {
@@ -104,6 +109,7 @@ impl AuthPlugin {
         match self {
             AuthPlugin::Native => sluice_wire::auth::NATIVE_PASSWORD,
             AuthPlugin::CachingSha2 => sluice_wire::auth::CACHING_SHA2_PASSWORD,
+            AuthPlugin::Ed25519 => sluice_wire::auth::CLIENT_ED25519,
         }
     }
 }
@@ -118,7 +124,8 @@ pub struct UserConfig {
     pub name: String,
     /// Plain password. Either this or `password_hash`.
     pub password: Option<Secret>,
-    /// `mysql_native_password` stored form: "*" and 40 hex digits, as in `mysql.user`.
+    /// Stored form, as in `mysql.user`: "*" and 40 hex digits (`mysql_native_password`),
+    /// or the base64 public key for `client_ed25519`.
     pub password_hash: Option<String>,
     /// Plugin this user authenticates with. Default "mysql_native_password".
     #[serde(default = "default_plugin")]
@@ -482,15 +489,22 @@ impl Config {
                 }
                 _ => p.push(format!("{at}: tls_cert and tls_key go together")),
             }
+            if l.default_auth_plugin == AuthPlugin::Ed25519 {
+                // Its 32-byte nonce does not fit the greeting; ed25519 users are switched to.
+                p.push(format!(
+                    "{at}.default_auth_plugin: client_ed25519 cannot be the greeting's plugin"
+                ));
+            }
             if let Some(k) = &l.rsa_key {
                 if !k.is_file() {
                     p.push(format!("{at}.rsa_key: {} does not exist", k.display()));
                 }
             }
         }
-        if self.users.is_empty() {
-            p.push("no [[users]]: clients could not log in".into());
-        }
+        p.extend(self.accounts.validate(
+            !self.users.is_empty(),
+            self.monitor.user.is_some() && self.monitor.password.is_some(),
+        ));
         let mut names = std::collections::HashSet::new();
         for (i, u) in self.users.iter().enumerate() {
             let at = format!("users[{i}] ({:?})", u.name);
@@ -504,6 +518,18 @@ impl Config {
                 (None, None) => p.push(format!("{at}: needs password or password_hash")),
                 (Some(_), Some(_)) => {
                     p.push(format!("{at}: give password or password_hash, not both"))
+                }
+                (None, Some(h)) if u.auth_plugin == AuthPlugin::Ed25519 => {
+                    if crate::auth::parse_ed25519_key(h).is_none() {
+                        p.push(format!(
+                            "{at}.password_hash: expected a base64 ed25519 public key (ED25519_PASSWORD())"
+                        ));
+                    }
+                    if u.backend_password.is_none() {
+                        p.push(format!(
+                            "{at}: with password_hash, backend_password is needed to log in to the servers"
+                        ));
+                    }
                 }
                 (None, Some(h)) => {
                     if crate::auth::parse_native_hash(h).is_none() {

@@ -145,6 +145,8 @@ impl SessionLive {
 /// State every session shares. Reloadable parts are swapped whole.
 pub struct Frontend {
     pub users: ArcSwap<Users>,
+    /// The servers' own accounts, for users `[[users]]` does not list.
+    pub accounts: Arc<crate::auth::accounts::ServerAccounts>,
     pub router: ArcSwap<Router>,
     pub identity: ArcSwap<Identity>,
     pub limits: LimitsConfig,
@@ -178,6 +180,9 @@ impl Frontend {
     ) -> Frontend {
         Frontend {
             users: ArcSwap::from_pointee(Users::from_config(&config.users)),
+            accounts: Arc::new(crate::auth::accounts::ServerAccounts::new(
+                crate::auth::accounts::Settings::from_config(config),
+            )),
             router: ArcSwap::new(router),
             identity: ArcSwap::from_pointee(Identity::default()),
             limits: config.limits.clone(),

@@ -73,19 +73,22 @@ fn build_router(
 }
 
 /// The account the monitor logs in with: `[monitor]`, else the first user's backend
-/// account.
+/// account, else `[accounts]`'s.
 fn monitor_creds(config: &Config) -> Option<Arc<BackendCredentials>> {
     if let (Some(u), Some(p)) = (&config.monitor.user, &config.monitor.password) {
-        return Some(Arc::new(BackendCredentials {
-            user: u.clone(),
-            password: p.clone(),
-        }));
+        return Some(Arc::new(BackendCredentials::new(u, p.clone())));
     }
-    let u = config.users.first()?;
-    Some(Arc::new(BackendCredentials {
-        user: u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
-        password: u.backend_password.clone().or_else(|| u.password.clone())?,
-    }))
+    if let Some(u) = config.users.first() {
+        return Some(Arc::new(BackendCredentials::new(
+            u.backend_user.clone().unwrap_or_else(|| u.name.clone()),
+            u.backend_password.clone().or_else(|| u.password.clone())?,
+        )));
+    }
+    let (u, p) = (
+        config.accounts.user.as_ref()?,
+        config.accounts.password.as_ref()?,
+    );
+    Some(Arc::new(BackendCredentials::new(u, p.clone())))
 }
 
 /// Checks every server once, then watches them (one task each) and the writer.
@@ -178,6 +181,25 @@ pub async fn run(
 
     let (trigger, shutdown) = shutdown::channel();
     start_monitor(&router, &config, shutdown.clone()).await;
+    {
+        // Accounts are read once before clients are accepted, then periodically.
+        if fe.accounts.enabled() {
+            if let Some(server) = crate::auth::accounts::source_server(&router) {
+                match fe.accounts.reload(server).await {
+                    Ok(n) => tracing::info!(accounts = n, "read the servers' accounts"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "reading the servers' accounts failed; retrying")
+                    }
+                }
+            }
+        }
+        let source_fe = fe.clone();
+        tokio::spawn(crate::auth::accounts::run(
+            fe.accounts.clone(),
+            Box::new(move || crate::auth::accounts::source_server(&source_fe.router.load())),
+            shutdown.clone(),
+        ));
+    }
     let drain = Drain::new();
     let limit = Arc::new(Semaphore::new(
         config.limits.max_client_connections as usize,
@@ -356,6 +378,8 @@ fn reload(
     }
     fe.router.store(router);
     fe.users.store(Arc::new(Users::from_config(&config.users)));
+    fe.accounts
+        .set_settings(crate::auth::accounts::Settings::from_config(&config));
     let mut notes = Vec::new();
     if fe.cache.is_none() && config.cache.enabled() {
         notes.push("cache rules added: a restart is needed to turn the cache on".to_owned());

@@ -7,6 +7,8 @@
 
 mod support;
 
+#[path = "integration/accounts.rs"]
+mod accounts;
 #[path = "integration/admin.rs"]
 mod admin;
 #[path = "integration/analytics.rs"]

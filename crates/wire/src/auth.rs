@@ -1,5 +1,6 @@
-//! Authentication plugins: `mysql_native_password` and `caching_sha2_password`
-//! scrambles, verification on the server side, and the auth-switch messages.
+//! Authentication plugins: `mysql_native_password`, `caching_sha2_password` and
+//! MariaDB's `client_ed25519` scrambles, verification on the server side, and the
+//! auth-switch messages.
 
 use bytes::{BufMut, BytesMut};
 use rand::Rng;
@@ -9,6 +10,11 @@ use sha2::{Digest, Sha256};
 pub const NATIVE_PASSWORD: &str = "mysql_native_password";
 pub const CACHING_SHA2_PASSWORD: &str = "caching_sha2_password";
 pub const CLEAR_PASSWORD: &str = "mysql_clear_password";
+/// MariaDB's `ed25519` plugin, as named in the protocol (the server side is `ed25519`).
+pub const CLIENT_ED25519: &str = "client_ed25519";
+/// The nonce `client_ed25519` signs, and the signature's length.
+pub const ED25519_NONCE_LEN: usize = 32;
+pub const ED25519_SIGNATURE_LEN: usize = 64;
 
 /// First byte of an "auth more data" packet (`caching_sha2_password` steps).
 pub const AUTH_MORE_DATA: u8 = 0x01;
@@ -77,6 +83,13 @@ pub fn native_scramble(password: &[u8], nonce: &[u8]) -> Vec<u8> {
     xor(&stage1, &sha1(&[nonce, &stage2])).to_vec()
 }
 
+/// Client side of `mysql_native_password` from SHA1(password) alone, which is what a
+/// proxy learns from a client's verified scramble (see [`native_verify`]).
+pub fn native_scramble_from_stage1(stage1: &[u8; 20], nonce: &[u8]) -> Vec<u8> {
+    let stage2 = sha1(&[stage1]);
+    xor(stage1, &sha1(&[nonce, &stage2])).to_vec()
+}
+
 /// Server side of `mysql_native_password`. On success returns SHA1(password), which is
 /// what a backend login needs, so a verified client's credentials can be reused.
 pub fn native_verify(stored: &[u8; 20], nonce: &[u8], response: &[u8]) -> Option<[u8; 20]> {
@@ -110,6 +123,49 @@ pub fn sha2_verify(cached: &[u8; 32], nonce: &[u8], response: &[u8]) -> bool {
     sha256(&[&candidate]) == *cached
 }
 
+/// MariaDB's ed25519 key expansion: the password stands where RFC 8032 has a 32-byte
+/// seed, so SHA512(password) gives the clamped scalar and the nonce prefix.
+fn ed25519_expanded(password: &[u8]) -> ed25519_dalek::hazmat::ExpandedSecretKey {
+    let mut h = sha2::Sha512::new();
+    h.update(password);
+    let hash: [u8; 64] = h.finalize().into();
+    ed25519_dalek::hazmat::ExpandedSecretKey::from_bytes(&hash)
+}
+
+/// What `mysql.global_priv` stores for an `ed25519` account (base64-encoded there): the
+/// public key of the password.
+pub fn ed25519_public_key(password: &[u8]) -> [u8; 32] {
+    ed25519_dalek::VerifyingKey::from(&ed25519_expanded(password)).to_bytes()
+}
+
+/// Client side of `client_ed25519`: the signature of the server's nonce.
+pub fn ed25519_sign(password: &[u8], nonce: &[u8]) -> Vec<u8> {
+    let key = ed25519_expanded(password);
+    let public = ed25519_dalek::VerifyingKey::from(&key);
+    ed25519_dalek::hazmat::raw_sign::<sha2::Sha512>(&key, nonce, &public)
+        .to_bytes()
+        .to_vec()
+}
+
+/// Server side of `client_ed25519`: whether `signature` signs `nonce` for `public_key`.
+pub fn ed25519_verify(public_key: &[u8; 32], nonce: &[u8], signature: &[u8]) -> bool {
+    use ed25519_dalek::Verifier;
+    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(public_key) else {
+        return false;
+    };
+    let Ok(signature) = ed25519_dalek::Signature::from_slice(signature) else {
+        return false;
+    };
+    key.verify(nonce, &signature).is_ok()
+}
+
+/// A fresh `client_ed25519` nonce. Sent in an auth switch, which carries any bytes.
+pub fn new_ed25519_nonce() -> [u8; ED25519_NONCE_LEN] {
+    let mut n = [0u8; ED25519_NONCE_LEN];
+    rand::thread_rng().fill(&mut n);
+    n
+}
+
 /// The bytes RSA-encrypted in a `caching_sha2_password` full authentication without
 /// TLS: the NUL-terminated password XOR the nonce repeated.
 pub fn xor_password_with_nonce(password: &[u8], nonce: &[u8]) -> Vec<u8> {
@@ -124,14 +180,17 @@ pub fn xor_password_with_nonce(password: &[u8], nonce: &[u8]) -> Vec<u8> {
     p
 }
 
-/// An auth switch request payload: 0xfe, plugin name, NUL, plugin data (nonce + NUL).
+/// An auth switch request payload: 0xfe, plugin name, NUL, plugin data: the nonce and
+/// a NUL, except for `client_ed25519`, whose client reads exactly 32 bytes.
 pub fn auth_switch_payload(plugin: &str, nonce: &[u8]) -> BytesMut {
     let mut b = BytesMut::with_capacity(2 + plugin.len() + nonce.len() + 1);
     b.put_u8(AUTH_SWITCH);
     b.put_slice(plugin.as_bytes());
     b.put_u8(0);
     b.put_slice(nonce);
-    b.put_u8(0);
+    if plugin != CLIENT_ED25519 {
+        b.put_u8(0);
+    }
     b
 }
 
@@ -141,7 +200,12 @@ pub fn parse_auth_switch(payload: &[u8]) -> Option<(String, Vec<u8>)> {
     let end = rest.iter().position(|&b| b == 0)?;
     let plugin = String::from_utf8_lossy(&rest[..end]).into_owned();
     let data = &rest[end + 1..];
-    let data = data.strip_suffix(&[0]).unwrap_or(data);
+    // The ed25519 nonce is 32 random bytes with no terminator: its last byte may be 0.
+    let data = if plugin == CLIENT_ED25519 {
+        data
+    } else {
+        data.strip_suffix(&[0]).unwrap_or(data)
+    };
     Some((plugin, data.to_vec()))
 }
 
@@ -166,6 +230,8 @@ mod tests {
         let bad = native_scramble(b"pw2", &nonce);
         assert_eq!(native_verify(&stored, &nonce, &bad), None);
         assert_eq!(native_verify(&stored, &nonce, b"short"), None);
+        let stage1 = native_verify(&stored, &nonce, &ok).unwrap();
+        assert_eq!(native_scramble_from_stage1(&stage1, &nonce), ok);
     }
 
     #[test]
@@ -190,6 +256,37 @@ mod tests {
         let (plugin, nonce) = parse_auth_switch(&p).unwrap();
         assert_eq!(plugin, CACHING_SHA2_PASSWORD);
         assert_eq!(nonce, b"abcdefghijklmnopqrst");
+    }
+
+    #[test]
+    fn ed25519_matches_mariadb() {
+        // `SELECT ED25519_PASSWORD('secret')` on MariaDB 10.11, base64 without padding.
+        use base64::Engine;
+        let key = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode("ZIgUREUg5PVgQ6LskhXmO+eZLS0nC8be6HPjYWR4YJY")
+            .unwrap();
+        assert_eq!(ed25519_public_key(b"secret").to_vec(), key);
+    }
+
+    #[test]
+    fn ed25519_verify_accepts_right_and_rejects_wrong() {
+        let nonce = new_ed25519_nonce();
+        let key = ed25519_public_key(b"pw");
+        let sig = ed25519_sign(b"pw", &nonce);
+        assert_eq!(sig.len(), ED25519_SIGNATURE_LEN);
+        assert!(ed25519_verify(&key, &nonce, &sig));
+        assert!(!ed25519_verify(&key, &nonce, &ed25519_sign(b"px", &nonce)));
+        assert!(!ed25519_verify(&key, &new_ed25519_nonce(), &sig));
+        assert!(!ed25519_verify(&key, &nonce, &sig[..63]));
+    }
+
+    #[test]
+    fn ed25519_switch_keeps_a_nonce_ending_in_nul() {
+        let mut nonce = [7u8; ED25519_NONCE_LEN];
+        nonce[31] = 0;
+        let p = auth_switch_payload(CLIENT_ED25519, &nonce);
+        assert_eq!(p.len(), 1 + CLIENT_ED25519.len() + 1 + 32);
+        assert_eq!(parse_auth_switch(&p).unwrap().1, nonce);
     }
 
     #[test]

@@ -338,16 +338,23 @@ impl BackendConn {
         nonce: &[u8],
     ) -> (String, Vec<u8>) {
         let pw = creds.password.0.as_bytes();
+        // Credentials learnt from a client's native proof have no password: only
+        // mysql_native_password can use them.
         match plugin {
-            wauth::CACHING_SHA2_PASSWORD => (plugin.into(), wauth::sha2_scramble(pw, nonce)),
-            wauth::CLEAR_PASSWORD if self.stream.is_tls() => {
+            wauth::CACHING_SHA2_PASSWORD if creds.has_password() => {
+                (plugin.into(), wauth::sha2_scramble(pw, nonce))
+            }
+            wauth::CLEAR_PASSWORD if self.stream.is_tls() && creds.has_password() => {
                 let mut p = pw.to_vec();
                 p.push(0);
                 (plugin.into(), p)
             }
+            wauth::CLIENT_ED25519 if creds.has_password() => {
+                (plugin.into(), wauth::ed25519_sign(pw, nonce))
+            }
             _ => (
                 wauth::NATIVE_PASSWORD.into(),
-                wauth::native_scramble(pw, &nonce[..nonce.len().min(20)]),
+                creds.native_response(&nonce[..nonce.len().min(20)]),
             ),
         }
     }
@@ -565,6 +572,17 @@ impl BackendConn {
         first_column(&packets, self.caps).map_err(|e| self.proto_err(e))
     }
 
+    /// Runs a query Sluice issues itself and returns every row of its result (the whole
+    /// result is held in memory: for small results only).
+    #[allow(clippy::type_complexity)]
+    pub async fn query_rows(
+        &mut self,
+        sql: &str,
+    ) -> Result<Result<Vec<Vec<Option<Vec<u8>>>>, ErrPacket>, BackendError> {
+        let packets = self.query_packets(sql).await?;
+        text_rows(&packets, self.caps, usize::MAX).map_err(|e| self.proto_err(e))
+    }
+
     /// [`Self::query_row`] with each column's type (the `MYSQL_TYPE_*` byte).
     #[allow(clippy::type_complexity)]
     pub async fn query_typed_row(
@@ -726,31 +744,45 @@ fn first_row(
     packets: &[Bytes],
     caps: CapabilityFlags,
 ) -> Result<Result<Option<Vec<Option<Vec<u8>>>>, ErrPacket>, ProtocolError> {
+    Ok(text_rows(packets, caps, 1)?.map(|rows| rows.into_iter().next()))
+}
+
+/// The values of up to `limit` rows of a text result, or the server's error.
+#[allow(clippy::type_complexity)]
+fn text_rows(
+    packets: &[Bytes],
+    caps: CapabilityFlags,
+    limit: usize,
+) -> Result<Result<Vec<Vec<Option<Vec<u8>>>>, ErrPacket>, ProtocolError> {
     let Some(first) = packets.first() else {
         return Err(ProtocolError::Malformed("empty response"));
     };
     match first.first() {
         Some(&ERR_HEADER) => return Ok(Err(ErrPacket::parse(first)?)),
-        Some(&OK_HEADER) => return Ok(Ok(None)),
+        Some(&OK_HEADER) => return Ok(Ok(Vec::new())),
         _ => {}
     }
     let columns = Reader::new(first).lenenc_int("column count")? as usize;
     let eof = usize::from(!caps.contains(CapabilityFlags::DEPRECATE_EOF));
-    let Some(row) = packets.get(1 + columns + eof) else {
-        return Ok(Ok(None));
-    };
-    if row.first() == Some(&0xfe) && row.len() < 0xff_ffff {
-        return Ok(Ok(None));
-    }
-    let mut r = Reader::new(row);
-    let mut values = Vec::with_capacity(columns);
-    for _ in 0..columns {
-        if r.remaining() > 0 && row[row.len() - r.remaining()] == 0xfb {
-            r.u8("NULL")?;
-            values.push(None);
-        } else {
-            values.push(Some(r.lenenc_bytes("value")?.to_vec()));
+    let mut rows = Vec::new();
+    for row in packets.iter().skip(1 + columns + eof).take(limit) {
+        if row.first() == Some(&0xfe) && row.len() < 0xff_ffff {
+            break;
         }
+        if row.first() == Some(&ERR_HEADER) {
+            return Ok(Err(ErrPacket::parse(row)?));
+        }
+        let mut r = Reader::new(row);
+        let mut values = Vec::with_capacity(columns);
+        for _ in 0..columns {
+            if r.remaining() > 0 && row[row.len() - r.remaining()] == 0xfb {
+                r.u8("NULL")?;
+                values.push(None);
+            } else {
+                values.push(Some(r.lenenc_bytes("value")?.to_vec()));
+            }
+        }
+        rows.push(values);
     }
-    Ok(Ok(Some(values)))
+    Ok(Ok(rows))
 }

@@ -1,11 +1,12 @@
 //! The connection phase towards a client: handshake, optional TLS upgrade, and the
-//! authentication exchange for `mysql_native_password` and `caching_sha2_password`
-//! (fast path, full path over TLS, and RSA key exchange), with auth switch when the
-//! client starts with another plugin than its account uses.
+//! authentication exchange for `mysql_native_password`, `caching_sha2_password` (fast
+//! path, full path over TLS, and RSA key exchange) and `client_ed25519`, with auth switch
+//! when the client starts with another plugin than its account uses.
 
 use super::{ClientConn, Frontend};
-use crate::auth::User;
-use crate::config::{AuthPlugin, ListenerConfig};
+use crate::auth::accounts::source_server;
+use crate::auth::{Exchange, Origin, Proof, User};
+use crate::config::{ListenerConfig, Secret};
 use crate::error::{code, SessionError};
 use crate::stats::Stats;
 use crate::stream::Stream;
@@ -183,31 +184,48 @@ pub async fn authenticate(
     force_switch: bool,
 ) -> Result<AuthOutcome, SessionError> {
     let limit = fe.limits.max_decoded_packet;
-    let user = std::str::from_utf8(username)
-        .ok()
-        .and_then(|n| fe.users.load().get(n));
-    let Some(user) = user else {
-        return Ok(AuthOutcome::Refused {
+    let refused = |client: &ClientConn, data: &[u8], seq| {
+        Ok(AuthOutcome::Refused {
             err: access_denied(username, client, !data.is_empty()),
             next_seq: seq,
-        });
+        })
+    };
+    let user = match std::str::from_utf8(username) {
+        Ok(name) => find_user(fe, name, client.peer.ip()).await,
+        Err(_) => None,
+    };
+    let Some(mut user) = user else {
+        return refused(client, &data, seq);
+    };
+    let Some(exchange) = user.exchange(client.stream.is_tls()) else {
+        tracing::warn!(user = %user.name, host = %user.host, client = %client.peer,
+            "an ed25519 account can log in through Sluice only over TLS: Sluice needs its password to log in to the server");
+        return refused(client, &data, seq);
+    };
+    let plugin = match exchange {
+        Exchange::Cleartext => wauth::CLEAR_PASSWORD,
+        _ => user.plugin.name(),
     };
     let mut nonce = nonce.to_vec();
+    let plugin_auth = client.caps.contains(CapabilityFlags::PLUGIN_AUTH);
+    // The greeting's 20-byte nonce is not what ed25519 signs, nor is a password sent
+    // unasked: those two always switch.
     if force_switch
-        || client_plugin != user.plugin.name()
-        || !client.caps.contains(CapabilityFlags::PLUGIN_AUTH)
+        || client_plugin != plugin
+        || !plugin_auth
+        || matches!(exchange, Exchange::Ed25519 | Exchange::Cleartext)
     {
-        if !client.caps.contains(CapabilityFlags::PLUGIN_AUTH) && user.plugin != AuthPlugin::Native
-        {
-            return Ok(AuthOutcome::Refused {
-                err: access_denied(username, client, !data.is_empty()),
-                next_seq: seq,
-            });
+        if !plugin_auth && exchange != Exchange::Native {
+            return refused(client, &data, seq);
         }
-        if client.caps.contains(CapabilityFlags::PLUGIN_AUTH) {
-            nonce = wauth::new_scramble().to_vec();
+        if plugin_auth {
+            nonce = match exchange {
+                Exchange::Ed25519 => wauth::new_ed25519_nonce().to_vec(),
+                Exchange::Cleartext => Vec::new(),
+                _ => wauth::new_scramble().to_vec(),
+            };
             client
-                .write_packet(seq, &wauth::auth_switch_payload(user.plugin.name(), &nonce))
+                .write_packet(seq, &wauth::auth_switch_payload(plugin, &nonce))
                 .await?;
             let p = client.read_packet(limit).await?;
             check_seq(p.seq, seq.wrapping_add(1))?;
@@ -215,35 +233,91 @@ pub async fn authenticate(
             data = p.payload.to_vec();
         }
     }
-    let used_password = !data.is_empty();
-    let accepted = match user.plugin {
-        AuthPlugin::Native => user.verify_native(&nonce, &data),
-        AuthPlugin::CachingSha2 => match user.verify_sha2_fast(&nonce, &data) {
-            Some(true) => {
-                client
-                    .write_packet(seq, &[wauth::AUTH_MORE_DATA, wauth::SHA2_FAST_AUTH_OK])
-                    .await?;
-                seq = seq.wrapping_add(1);
-                true
-            }
-            Some(false) if !data.is_empty() => false,
-            _ => {
-                let (ok, next) = sha2_full_auth(fe, client, &user, &nonce, seq).await?;
-                seq = next;
-                ok
-            }
-        },
-    };
-    if accepted {
-        Ok(AuthOutcome::Accepted {
-            user,
-            next_seq: seq,
-        })
+    let proof = if exchange == Exchange::CachingSha2 {
+        let (ok, next) = sha2_exchange(fe, client, &user, &nonce, &data, seq).await?;
+        seq = next;
+        ok.then_some(Proof::Configured)
     } else {
-        Ok(AuthOutcome::Refused {
-            err: access_denied(username, client, used_password),
+        let mut proof = check(&user, exchange, &nonce, &data);
+        if proof.is_none() && user.origin == Origin::Server {
+            // The password may have changed on the server since the last read.
+            fe.accounts
+                .reload_for_login(source_server(&fe.router.load()))
+                .await;
+            if let Some(newer) = fe.accounts.find(&user.name, client.peer.ip()) {
+                if !newer.same_secret(&user)
+                    && newer.exchange(client.stream.is_tls()) == Some(exchange)
+                {
+                    proof = check(&newer, exchange, &nonce, &data);
+                    user = newer;
+                }
+            }
+        }
+        proof
+    };
+    match proof {
+        Some(proof) => Ok(AuthOutcome::Accepted {
+            user: user.logged_in(proof),
             next_seq: seq,
-        })
+        }),
+        None => refused(client, &data, seq),
+    }
+}
+
+/// The account `name` logs in as from `ip`: `[[users]]` first, then the servers'
+/// accounts, read again (rate-limited) before an unknown name is refused.
+async fn find_user(fe: &Arc<Frontend>, name: &str, ip: std::net::IpAddr) -> Option<Arc<User>> {
+    if let Some(u) = fe.users.load().get(name) {
+        return Some(u);
+    }
+    if !fe.accounts.enabled() {
+        return None;
+    }
+    if let Some(u) = fe.accounts.find(name, ip) {
+        return Some(u);
+    }
+    fe.accounts
+        .reload_for_login(source_server(&fe.router.load()))
+        .await;
+    fe.accounts.find(name, ip)
+}
+
+/// Checks a proof that needs no further exchange with the client.
+fn check(user: &User, exchange: Exchange, nonce: &[u8], data: &[u8]) -> Option<Proof> {
+    match exchange {
+        Exchange::Native => user.verify_native(nonce, data),
+        Exchange::Ed25519 => user
+            .verify_ed25519(nonce, data)
+            .then_some(Proof::Configured),
+        Exchange::Cleartext => {
+            let pw = data.strip_suffix(&[0]).unwrap_or(data);
+            // A password that is not UTF-8 cannot be carried to the server: refused.
+            let pw = String::from_utf8(pw.to_vec()).ok()?;
+            let ok = user.verify_cleartext(pw.as_bytes());
+            ok.then_some(Proof::Password(Secret(pw)))
+        }
+        Exchange::CachingSha2 => None,
+    }
+}
+
+/// `caching_sha2_password`: the fast path against the cached hash, else the full path.
+async fn sha2_exchange(
+    fe: &Arc<Frontend>,
+    client: &mut ClientConn,
+    user: &User,
+    nonce: &[u8],
+    data: &[u8],
+    seq: u8,
+) -> Result<(bool, u8), SessionError> {
+    match user.verify_sha2_fast(nonce, data) {
+        Some(true) => {
+            client
+                .write_packet(seq, &[wauth::AUTH_MORE_DATA, wauth::SHA2_FAST_AUTH_OK])
+                .await?;
+            Ok((true, seq.wrapping_add(1)))
+        }
+        Some(false) if !data.is_empty() => Ok((false, seq)),
+        _ => sha2_full_auth(fe, client, user, nonce, seq).await,
     }
 }
 

@@ -494,10 +494,7 @@ fn commit_to_sink_delay() {
     reader.expect_up();
 
     let server = server_of(db);
-    let creds = sluice::auth::BackendCredentials {
-        user: NATIVE_USER.into(),
-        password: Secret(NATIVE_PASSWORD.into()),
-    };
+    let creds = sluice::auth::BackendCredentials::new(NATIVE_USER, Secret(NATIVE_PASSWORD.into()));
     let params = ConnParams {
         wire_caps: 0,
         mariadb_caps: 0,

@@ -48,6 +48,8 @@ pub struct Config {
     pub failover: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub analytics: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub accounts: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -177,6 +179,7 @@ impl Config {
             monitor: toml::Table::new(),
             failover: toml::Table::new(),
             analytics: toml::Table::new(),
+            accounts: toml::Table::new(),
         }
     }
 
@@ -190,6 +193,20 @@ impl Config {
     pub fn monitor(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
         self.monitor.insert(key.to_owned(), value.into());
         self
+    }
+
+    /// Set `[accounts] key = value`.
+    pub fn accounts(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.accounts.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// No `[[users]]`: clients log in with the servers' own accounts, which Sluice reads
+    /// as [`super::NATIVE_USER`].
+    pub fn server_accounts(mut self) -> Config {
+        self.users.clear();
+        self.accounts("user", super::NATIVE_USER)
+            .accounts("password", super::NATIVE_PASSWORD)
     }
 
     /// Set `[failover] key = value`.

@@ -1522,10 +1522,10 @@ mod tests {
     #[test]
     fn pins_end_when_their_state_is_cleared() {
         let key = PoolKey::new(
-            std::sync::Arc::new(crate::auth::BackendCredentials {
-                user: "u".into(),
-                password: crate::config::Secret(String::new()),
-            }),
+            std::sync::Arc::new(crate::auth::BackendCredentials::new(
+                "u",
+                crate::config::Secret(String::new()),
+            )),
             crate::backend::ConnParams {
                 wire_caps: 0,
                 mariadb_caps: 0,
