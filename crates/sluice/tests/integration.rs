@@ -53,6 +53,8 @@ mod proxy_paths;
 mod replication_sandbox;
 #[path = "integration/routing.rs"]
 mod routing;
+#[path = "integration/session_track.rs"]
+mod session_track;
 #[path = "integration/sysbench.rs"]
 mod sysbench;
 #[path = "integration/tls.rs"]

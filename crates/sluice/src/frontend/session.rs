@@ -28,6 +28,7 @@ use tracing::Instrument;
 pub(super) mod cached;
 pub mod mux;
 mod route;
+mod tracking;
 
 /// The statement id of a COM_STMT_* packet at the front of `buf`.
 fn stmt_id(buf: &[u8]) -> Option<u32> {
