@@ -61,6 +61,8 @@ mod replication_sandbox;
 mod routing;
 #[path = "integration/server_state.rs"]
 mod server_state;
+#[path = "integration/session_track.rs"]
+mod session_track;
 #[path = "integration/sysbench.rs"]
 mod sysbench;
 #[path = "integration/tls.rs"]

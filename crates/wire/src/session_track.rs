@@ -115,6 +115,88 @@ pub fn translate_ok(payload: &[u8], lenenc_info: bool) -> Result<BytesMut, Proto
     Ok(b)
 }
 
+/// A client's own `session_track_*` settings: what a server would report to it. A proxy
+/// whose connection tracks everything passes on only this part.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Tracking {
+    /// `session_track_system_variables` as the server gives it: names separated by
+    /// commas, or `*`.
+    pub system_variables: Box<[u8]>,
+    pub schema: bool,
+    pub state_change: bool,
+}
+
+impl Tracking {
+    pub fn tracks_variable(&self, name: &[u8]) -> bool {
+        self.system_variables
+            .split(|&b| b == b',')
+            .map(<[u8]>::trim_ascii)
+            .any(|v| v == b"*" || v.eq_ignore_ascii_case(name))
+    }
+
+    /// Whether the client would get this entry. Kinds the proxy does not turn on for
+    /// itself (GTIDs, transaction state) are as the client's own settings made them.
+    pub fn keeps(&self, change: &StateChange<'_>) -> bool {
+        match change {
+            StateChange::SystemVariable { name, .. } => self.tracks_variable(name),
+            StateChange::Schema(_) => self.schema,
+            StateChange::StateChanged => self.state_change,
+            _ => true,
+        }
+    }
+
+    /// Whether `ok` (as parsed by [`parse_full_ok`]) is already what the client would
+    /// get, so the packet goes through untouched.
+    pub fn passes(&self, ok: &FullOk<'_>) -> bool {
+        ok.changes.iter().all(|c| self.keeps(c))
+            && ok.status.contains(StatusFlags::SESSION_STATE_CHANGED) != ok.changes.is_empty()
+    }
+}
+
+/// The OK packet payload a server with the client's `tracking` settings writes, from one
+/// written for a connection that tracks everything. As MariaDB does (`net_send_ok`), the
+/// state-changed flag and the session-state block are there only when some entry is,
+/// and the info string is written when it is not empty or a block follows.
+pub fn filter_ok(payload: &[u8], tracking: &Tracking) -> Result<BytesMut, ProtocolError> {
+    let ok = parse_full_ok(payload, true)?;
+    let mut block = BytesMut::new();
+    if ok.status.contains(StatusFlags::SESSION_STATE_CHANGED) {
+        let mut r = Reader::new(payload);
+        r.u8("OK header")?;
+        r.lenenc_int("affected rows")?;
+        r.lenenc_int("last insert id")?;
+        r.take(4, "status and warnings")?;
+        r.lenenc_bytes("info")?;
+        let mut entries = Reader::new(r.lenenc_bytes("session state")?);
+        while !entries.is_empty() {
+            let kind = entries.u8("session state type")?;
+            let data = entries.lenenc_bytes("session state data")?;
+            if tracking.keeps(&entry(kind, data)?) {
+                block.put_u8(kind);
+                crate::lenenc::put_lenenc_bytes(&mut block, data);
+            }
+        }
+    }
+    let changed = !block.is_empty();
+    let mut status = ok.status.0 & !StatusFlags::SESSION_STATE_CHANGED;
+    if changed {
+        status |= StatusFlags::SESSION_STATE_CHANGED;
+    }
+    let mut b = BytesMut::with_capacity(24 + ok.info.len() + block.len());
+    b.put_u8(payload[0]);
+    put_lenenc_int(&mut b, ok.affected_rows);
+    put_lenenc_int(&mut b, ok.last_insert_id);
+    b.put_u16_le(status);
+    b.put_u16_le(ok.warnings);
+    if changed || !ok.info.is_empty() {
+        crate::lenenc::put_lenenc_bytes(&mut b, ok.info);
+    }
+    if changed {
+        crate::lenenc::put_lenenc_bytes(&mut b, &block);
+    }
+    Ok(b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -240,5 +322,53 @@ mod tests {
         }
         assert!(parse_full_ok(&p[..p.len() - 1], true).is_err());
         assert!(parse_full_ok(&[0xff, 1, 2], true).is_err());
+    }
+
+    fn client(vars: &str, schema: bool, state_change: bool) -> Tracking {
+        Tracking {
+            system_variables: vars.as_bytes().into(),
+            schema,
+            state_change,
+        }
+    }
+
+    #[test]
+    fn filtering_keeps_what_the_client_tracks() {
+        let p = tracked(
+            0x4002,
+            b"",
+            &[
+                var("sql_mode", "ANSI"),
+                var("time_zone", "+01:00"),
+                (1, lenenc("db")),
+                (2, lenenc("1")),
+            ],
+        );
+        let defaults = client("autocommit, time_zone", false, false);
+        let ok = parse_full_ok(&p, true).unwrap();
+        assert!(!defaults.passes(&ok));
+        let f = filter_ok(&p, &defaults).unwrap();
+        assert_eq!(
+            f[..],
+            tracked(0x4002, b"", &[var("time_zone", "+01:00")])[..]
+        );
+        // Everything tracked: the same bytes.
+        let all = client("*", true, true);
+        assert!(all.passes(&ok));
+        assert_eq!(filter_ok(&p, &all).unwrap()[..], p[..]);
+        // Nothing left: no flag, no block, and no empty info string.
+        let none = client("", false, false);
+        let f = filter_ok(&p, &none).unwrap();
+        assert_eq!(f[..], tracked(0x0002, b"", &[])[..7]);
+        // The info string stays.
+        let p = tracked(0x4002, b"Rows matched: 1", &[(2, lenenc("1"))]);
+        let f = filter_ok(&p, &none).unwrap();
+        assert_eq!(f[..], tracked(0x0002, b"Rows matched: 1", &[])[..]);
+        // Nothing to filter, nothing flagged: passes as is.
+        let plain = tracked(0x0002, b"", &[]);
+        assert!(none.passes(&parse_full_ok(&plain, true).unwrap()));
+        for end in 0..p.len() {
+            let _ = filter_ok(&p[..end], &defaults);
+        }
     }
 }

@@ -68,6 +68,41 @@ pub const LOGIN_VARS: [&str; 4] = [
     "collation_connection",
 ];
 
+/// The `session_track_*` variables a client can set, in the order
+/// [`BackendConn::tracking_settings`] reads them.
+const TRACKING_VARS: [&str; 4] = [
+    "session_track_system_variables",
+    "session_track_schema",
+    "session_track_state_change",
+    "session_track_transaction_info",
+];
+
+/// A session's own `session_track_*` settings (what the server reports to its client),
+/// apart from the connection's, which track everything for Sluice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrackingSettings {
+    pub tracking: sluice_wire::session_track::Tracking,
+    /// `session_track_transaction_info`: Sluice leaves it as it is on the connection.
+    pub transaction_info: Box<[u8]>,
+}
+
+impl TrackingSettings {
+    fn from_values(values: &[Option<Vec<u8>>]) -> Option<TrackingSettings> {
+        let text = |i: usize| values.get(i).cloned().flatten();
+        let on = |i: usize| {
+            text(i).is_some_and(|v| v.as_slice() == b"1" || v.eq_ignore_ascii_case(b"ON"))
+        };
+        Some(TrackingSettings {
+            tracking: sluice_wire::session_track::Tracking {
+                system_variables: text(0)?.into(),
+                schema: on(1),
+                state_change: on(2),
+            },
+            transaction_info: text(3)?.into(),
+        })
+    }
+}
+
 static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 pub struct BackendConn {
@@ -100,6 +135,9 @@ pub struct BackendConn {
     /// Prepared statements by schema and text (multiplexed sessions only).
     pub prepared: std::collections::HashMap<Box<[u8]>, BackendStmt>,
     pub prepared_clock: u64,
+    /// The server's global `session_track_*` settings, which a session starts with, read
+    /// when tracking started (multiplexed sessions only).
+    pub tracking_defaults: Option<Arc<TrackingSettings>>,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -144,6 +182,7 @@ impl BackendConn {
             user_vars: std::collections::BTreeMap::new(),
             prepared: std::collections::HashMap::new(),
             prepared_clock: 0,
+            tracking_defaults: None,
         };
         conn.login(creds, params, database).await?;
         if params.track_state && conn.caps.contains(CapabilityFlags::SESSION_TRACK) {
@@ -437,26 +476,22 @@ impl BackendConn {
     /// Asks the server to report every system variable and schema change, and learns
     /// the values the login gave to the variables that don't restore to DEFAULT.
     pub(crate) async fn start_tracking(&mut self) -> Result<(), BackendError> {
-        let set = "SET SESSION session_track_system_variables='*', session_track_schema=ON, \
-                   session_track_state_change=ON";
-        if let Err(err) = self.simple_query(set).await? {
-            return Err(BackendError::Rejected {
-                server: self.server.name.clone(),
-                err,
-            });
-        }
+        self.track_everything().await?;
         let probe = format!(
-            "SELECT @@{}, @@global.wait_timeout, @@global.interactive_timeout",
-            LOGIN_VARS.join(", @@")
+            "SELECT @@{}, @@global.wait_timeout, @@global.interactive_timeout, @@global.{}",
+            LOGIN_VARS.join(", @@"),
+            TRACKING_VARS.join(", @@global.")
         );
         match self.query_row(&probe).await? {
             Ok(Some(mut values)) => {
-                let timeouts = values.split_off(LOGIN_VARS.len().min(values.len()));
+                let mut globals = values.split_off(LOGIN_VARS.len().min(values.len()));
+                let timeouts: Vec<_> = globals.drain(..2.min(globals.len())).collect();
                 let secs = |i: usize| {
                     let v = timeouts.get(i)?.as_deref()?;
                     std::str::from_utf8(v).ok()?.parse().ok()
                 };
                 self.idle_timeouts = secs(0).zip(secs(1));
+                self.tracking_defaults = TrackingSettings::from_values(&globals).map(Arc::new);
                 self.login_vars = values;
             }
             Ok(None) => {}
@@ -468,6 +503,31 @@ impl BackendConn {
             }
         }
         Ok(())
+    }
+
+    /// Asks the server to report every system variable, schema and state change.
+    pub(crate) async fn track_everything(&mut self) -> Result<(), BackendError> {
+        let set = "SET SESSION session_track_system_variables='*', session_track_schema=ON, \
+                   session_track_state_change=ON";
+        match self.simple_query(set).await? {
+            Ok(_) => Ok(()),
+            Err(err) => Err(BackendError::Rejected {
+                server: self.server.name.clone(),
+                err,
+            }),
+        }
+    }
+
+    /// The connection's own `session_track_*` settings. `Ok(None)`: the server has not
+    /// all of them.
+    pub async fn tracking_settings(
+        &mut self,
+    ) -> Result<Result<Option<TrackingSettings>, ErrPacket>, BackendError> {
+        let probe = format!("SELECT @@session.{}", TRACKING_VARS.join(", @@session."));
+        Ok(self
+            .query_row(&probe)
+            .await?
+            .map(|row| row.and_then(|values| TrackingSettings::from_values(&values))))
     }
 
     /// Runs a statement Sluice issues itself whose answer is a single OK or ERR.

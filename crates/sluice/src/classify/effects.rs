@@ -46,7 +46,8 @@ pub struct Effects {
     pub last_insert_id: bool,
     pub row_count: bool,
     pub found_rows: bool,
-    /// A `session_track_*` variable is set: the proxy relies on tracking.
+    /// A `session_track_*` variable is set or read: the proxy relies on tracking, and
+    /// the client must see its own settings.
     pub touches_session_tracking: bool,
 }
 
@@ -325,6 +326,20 @@ fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
                 }
             }
             Kind::Punct(b',') => {}
+            // Read anywhere (`SELECT @@session_track_...`, `SHOW VARIABLES LIKE
+            // 'session_track%'`): the statement must see the client's own values.
+            Kind::SysVar if sysvar_name(sql, t).starts_with("session_track_") => {
+                fx.touches_session_tracking = true;
+                into = false;
+            }
+            Kind::Str(_)
+                if sql[t.start..t.end]
+                    .windows(13)
+                    .any(|w| w.eq_ignore_ascii_case(b"session_track")) =>
+            {
+                fx.touches_session_tracking = true;
+                into = false;
+            }
             _ => into = false,
         }
     }
@@ -467,6 +482,9 @@ mod tests {
         assert!(!fx("SET SESSION TRANSACTION READ ONLY").next_transaction);
         assert!(fx("SET session_track_schema = OFF").touches_session_tracking);
         assert!(fx("SET @@session.session_track_system_variables = ''").touches_session_tracking);
+        assert!(fx("SELECT @@session_track_schema").touches_session_tracking);
+        assert!(fx("SHOW VARIABLES LIKE 'session_track%'").touches_session_tracking);
+        assert!(!fx("SELECT @@sql_mode").touches_session_tracking);
     }
 
     #[test]

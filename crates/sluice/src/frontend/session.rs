@@ -29,6 +29,7 @@ pub(super) mod cached;
 mod kill;
 pub mod mux;
 mod route;
+mod tracking;
 
 /// The statement id of a COM_STMT_* packet at the front of `buf`.
 fn stmt_id(buf: &[u8]) -> Option<u32> {

@@ -17,6 +17,8 @@ pub const CLIENT_TRANSACTIONS: u32 = 0x2000;
 pub const CLIENT_SECURE_CONNECTION: u32 = 0x8000;
 pub const CLIENT_MULTI_RESULTS: u32 = 0x20000;
 pub const CLIENT_PLUGIN_AUTH: u32 = 0x80000;
+pub const CLIENT_CONNECT_ATTRS: u32 = 0x100000;
+pub const CLIENT_SESSION_TRACK: u32 = 0x800000;
 pub const SERVER_MORE_RESULTS_EXISTS: u16 = 0x8;
 
 pub const COM_QUIT: u8 = 0x01;
@@ -231,6 +233,10 @@ pub struct RawConn {
     pub greeting: Greeting,
     /// Sequence id of the next packet we send.
     seq: u8,
+    /// Capabilities asked for on top of the usual ones (within what the server offers).
+    pub extra_caps: u32,
+    /// Connection attributes sent when `CLIENT_CONNECT_ATTRS` is among `extra_caps`.
+    pub attributes: Vec<(String, String)>,
 }
 
 impl RawConn {
@@ -250,6 +256,8 @@ impl RawConn {
                 auth_plugin: String::new(),
             },
             seq: 0,
+            extra_caps: 0,
+            attributes: Vec::new(),
         };
         let (seq, payload) = conn.read_packet()?;
         if payload.first() == Some(&0xFF) {
@@ -291,7 +299,8 @@ impl RawConn {
             | CLIENT_SECURE_CONNECTION
             | CLIENT_MULTI_RESULTS
             | CLIENT_PLUGIN_AUTH
-            | if with_db { CLIENT_CONNECT_WITH_DB } else { 0 };
+            | if with_db { CLIENT_CONNECT_WITH_DB } else { 0 }
+            | self.extra_caps;
         (wanted & self.greeting.capabilities) | CLIENT_PROTOCOL_41
     }
 
@@ -326,6 +335,17 @@ impl RawConn {
         if capabilities & CLIENT_PLUGIN_AUTH != 0 {
             payload.extend_from_slice(plugin.as_bytes());
             payload.push(0);
+        }
+        if capabilities & CLIENT_CONNECT_ATTRS != 0 {
+            let mut attrs = Vec::new();
+            for (k, v) in &self.attributes {
+                for s in [k, v] {
+                    attrs.push(s.len() as u8);
+                    attrs.extend_from_slice(s.as_bytes());
+                }
+            }
+            payload.push(attrs.len() as u8);
+            payload.extend_from_slice(&attrs);
         }
         payload
     }
@@ -457,6 +477,12 @@ impl RawConn {
         payload.push(command);
         payload.extend_from_slice(body);
         self.write_packet(&payload)
+    }
+
+    /// COM_QUERY whose answer is one packet (OK or ERR): its payload, byte for byte.
+    pub fn query_packet(&mut self, sql: &str) -> io::Result<Vec<u8>> {
+        self.send_command(COM_QUERY, sql.as_bytes())?;
+        self.read_message()
     }
 
     /// COM_QUERY; panics if the statement returns more than one result.

@@ -264,6 +264,11 @@ pub(super) struct Mux {
     pub pinned_since: Option<PinReason>,
     /// The session's latest write, which its reads must see (read-your-writes).
     pub last_gtid: Option<crate::router::gtid::GtidPos>,
+    /// The client's own `session_track_*` settings, once a connection told the defaults.
+    pub(super) tracking: Option<crate::backend::TrackingSettings>,
+    /// The statement in flight runs with the client's tracking settings on the
+    /// connection: its OK packets are already the client's.
+    pub(super) own_tracking: bool,
 }
 
 impl Mux {
@@ -293,6 +298,8 @@ impl Mux {
             observed: Observed::default(),
             pinned_since: None,
             last_gtid: None,
+            tracking: None,
+            own_tracking: false,
         }
     }
 
@@ -413,10 +420,6 @@ impl Mux {
         if fx.next_transaction {
             p.next_transaction = true;
         }
-
-        if fx.touches_session_tracking {
-            p.tracking = true;
-        }
     }
 
     /// Learns what an OK packet of the statement's response says (affected rows, last
@@ -451,7 +454,10 @@ impl Mux {
             self.observed.bare_state_change = true;
         }
         if !self.translate_ok {
-            return Ok((None, ok.status));
+            return Ok((
+                super::tracking::for_client(self, seq, payload, &ok)?,
+                ok.status,
+            ));
         }
         let t = translate_ok(payload, self.lenenc_info)?;
         let mut out = bytes::BytesMut::with_capacity(t.len() + HEADER_LEN);
@@ -789,6 +795,21 @@ impl Session {
                 }
             }
         }
+        let backend = self.backend.as_mut().expect("acquired");
+        let mux = self.mux.as_mut().expect("multiplexing");
+        let entered = super::tracking::enter(backend, mux, fx.touches_session_tracking).await;
+        let refused = match entered {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some(err),
+            Err(e) => Some(e.to_err_packet()),
+        };
+        if let Some(err) = refused {
+            backend.mark_broken();
+            self.backend = None;
+            let seq = self.client.skip_packet().await?;
+            self.client.write_err(seq, &err).await?;
+            return Ok(Ready::Done(true));
+        }
         self.mux().observed = Observed::default();
         Ok(Ready::Go(fx))
     }
@@ -1059,8 +1080,14 @@ impl Session {
         mux.status = status;
         mux.apply_effects(fx, observed.status.is_some());
         mux.statement_done(fx, status);
-        if observed.tracking_changed {
-            mux.pins.tracking = true;
+        if observed.tracking_changed || mux.own_tracking {
+            match super::tracking::leave(backend, mux).await {
+                Ok(keep) => mux.pins.tracking = keep,
+                Err(e) => {
+                    backend.mark_broken();
+                    return Err(e);
+                }
+            }
         }
         if observed.fixed_variable {
             mux.pins.fixed_variable = true;
