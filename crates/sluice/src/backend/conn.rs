@@ -768,34 +768,17 @@ fn column_names(packets: &[Bytes]) -> Result<Vec<String>, ProtocolError> {
     Ok(names)
 }
 
-/// The first value of every row of a text result, or the server's error.
+/// The first value of every row of a text result (SQL NULL left out), or the server's
+/// error.
 fn first_column(
     packets: &[Bytes],
     caps: CapabilityFlags,
 ) -> Result<Result<Vec<Vec<u8>>, ErrPacket>, ProtocolError> {
-    let Some(first) = packets.first() else {
-        return Err(ProtocolError::Malformed("empty response"));
-    };
-    match first.first() {
-        Some(&ERR_HEADER) => return Ok(Err(ErrPacket::parse(first)?)),
-        Some(&OK_HEADER) => return Ok(Ok(Vec::new())),
-        _ => {}
-    }
-    let columns = Reader::new(first).lenenc_int("column count")? as usize;
-    let eof = usize::from(!caps.contains(CapabilityFlags::DEPRECATE_EOF));
-    let mut values = Vec::new();
-    for row in packets.iter().skip(1 + columns + eof) {
-        if row.first() == Some(&0xfe) && row.len() < 0xff_ffff {
-            break;
-        }
-        if row.first() == Some(&ERR_HEADER) {
-            return Ok(Err(ErrPacket::parse(row)?));
-        }
-        if row.first() != Some(&0xfb) {
-            values.push(Reader::new(row).lenenc_bytes("value")?.to_vec());
-        }
-    }
-    Ok(Ok(values))
+    Ok(text_rows(packets, caps, usize::MAX)?.map(|rows| {
+        rows.into_iter()
+            .filter_map(|row| row.into_iter().next().flatten())
+            .collect()
+    }))
 }
 
 /// The values of the first row of a text result, or the server's error.

@@ -28,7 +28,7 @@ pub struct Effects {
     pub xa: Option<bool>,
     /// `BACKUP STAGE START|FLUSH|BLOCK_DDL|BLOCK_COMMIT`, `BACKUP LOCK t`: Some(true);
     /// `BACKUP STAGE END`, `BACKUP UNLOCK`: Some(false). Held by the connection until
-    /// then, and not cleared by COM_RESET_CONNECTION.
+    /// then (or its reset).
     pub backup: Option<bool>,
     /// `HANDLER t OPEN [AS a]` (the alias, else the table) / `HANDLER x CLOSE`.
     pub handler_opened: Vec<String>,
@@ -52,15 +52,6 @@ pub struct Effects {
 }
 
 impl Effects {
-    /// Takes a lock or stage that outlives the statement on its connection, some of which
-    /// COM_RESET_CONNECTION does not release (BACKUP STAGE, BACKUP LOCK).
-    pub fn acquires_sticky_state(&self) -> bool {
-        self.backup == Some(true)
-            || self.table_locks == Some(true)
-            || self.get_lock
-            || self.xa == Some(true)
-    }
-
     /// What of these an execute of the same text does to the connection's locks and
     /// tables. Variables an execute sets or reads are learnt from the server's state
     /// report instead (it pins), as the text-side handling of them is for COM_QUERY.

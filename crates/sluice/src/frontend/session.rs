@@ -88,9 +88,6 @@ struct Session {
     sent_before: u64,
     /// The statement in flight started inside a transaction.
     in_transaction: bool,
-    /// A dedicated session ran a statement that leaves locks or a backup stage on its
-    /// connection: at its end the connection is closed, not reset and reused.
-    sticky: bool,
     /// A multiplexed session's idle limit when it sets no `wait_timeout` of its own:
     /// the server's, learnt from the first connection it uses.
     idle_default: Option<std::time::Duration>,
@@ -229,7 +226,6 @@ async fn serve(
         request_len: 0,
         sent_before: 0,
         in_transaction: false,
-        sticky: false,
         idle_default: None,
     };
     if !session.finish_login(logged_in).await {
@@ -247,7 +243,6 @@ async fn serve(
             tracing::debug!(error = %e, side = ?e.side(), "session ended with an error");
         }
     }
-    session.leave_backend();
 }
 
 fn count_client_error(fe: &Frontend, e: &SessionError) {
@@ -497,7 +492,6 @@ impl Session {
                     }
                 }
                 Action::Forward(kind) => {
-                    self.note_sticky(header.len);
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
                     self.begin_statement(header.len).await?;
                     let going_on = if self.cache.is_some() {
@@ -577,34 +571,6 @@ impl Session {
         }
         self.publish();
         state_there
-    }
-
-    /// The session is over: its connection goes back to the pool (reset there) unless
-    /// it holds what a reset would not clear, in which case it is closed.
-    fn leave_backend(&mut self) {
-        let sticky = match &self.mux {
-            Some(m) => m.holds_sticky_state(),
-            None => self.sticky,
-        };
-        if let (true, Some(b)) = (sticky, self.backend.as_mut()) {
-            b.mark_broken();
-        }
-    }
-
-    /// A dedicated session notes statements that leave locks on its connection.
-    fn note_sticky(&mut self, len: usize) {
-        let command = self.client.rbuf.get(HEADER_LEN).copied();
-        if self.sticky
-            || !matches!(
-                command.and_then(Command::from_byte),
-                Some(Command::Query | Command::StmtPrepare)
-            )
-        {
-            return;
-        }
-        let end = self.client.rbuf.len().min(HEADER_LEN + len);
-        let text = &self.client.rbuf[HEADER_LEN + 1..end];
-        self.sticky = crate::classify::effects::effects(text).acquires_sticky_state();
     }
 
     /// Notes what analytics needs of the command at the front of the client buffer

@@ -331,14 +331,6 @@ impl Mux {
         None
     }
 
-    /// The connection holds state COM_RESET_CONNECTION does not clear (backup stages and
-    /// locks) or that must not reach another session by any path (table, named and XA
-    /// locks): a session ending with it closes the connection.
-    pub fn holds_sticky_state(&self) -> bool {
-        let p = &self.pins;
-        p.backup || p.table_locks || p.named_locks > 0 || p.xa
-    }
-
     /// Applies one session-tracking entry of an OK packet the session's statement got.
     pub fn track(&mut self, change: &StateChange<'_>) {
         match change {
