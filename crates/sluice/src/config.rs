@@ -519,23 +519,20 @@ impl Config {
                 (Some(_), Some(_)) => {
                     p.push(format!("{at}: give password or password_hash, not both"))
                 }
-                (None, Some(h)) if u.auth_plugin == AuthPlugin::Ed25519 => {
-                    if crate::auth::parse_ed25519_key(h).is_none() {
-                        p.push(format!(
-                            "{at}.password_hash: expected a base64 ed25519 public key (ED25519_PASSWORD())"
-                        ));
-                    }
-                    if u.backend_password.is_none() {
-                        p.push(format!(
-                            "{at}: with password_hash, backend_password is needed to log in to the servers"
-                        ));
-                    }
-                }
                 (None, Some(h)) => {
-                    if crate::auth::parse_native_hash(h).is_none() {
-                        p.push(format!(
-                            "{at}.password_hash: expected \"*\" and 40 hex digits (mysql_native_password)"
-                        ));
+                    let (valid, expected) = if u.auth_plugin == AuthPlugin::Ed25519 {
+                        (
+                            crate::auth::parse_ed25519_key(h).is_some(),
+                            "a base64 ed25519 public key (ED25519_PASSWORD())",
+                        )
+                    } else {
+                        (
+                            crate::auth::parse_native_hash(h).is_some(),
+                            "\"*\" and 40 hex digits (mysql_native_password)",
+                        )
+                    };
+                    if !valid {
+                        p.push(format!("{at}.password_hash: expected {expected}"));
                     }
                     if u.backend_password.is_none() {
                         p.push(format!(

@@ -209,6 +209,20 @@ struct Journal {
 }
 
 impl Journal {
+    /// The promotion proper, shared by failover and switchover: the new writer stops
+    /// replicating and takes writes, each step undone if a later one fails.
+    async fn make_writer(&mut self, c: &mut BackendConn) -> Result<(), StepError> {
+        self.step(c, Side::New, "STOP SLAVE", Some("START SLAVE"))
+            .await?;
+        self.step(
+            c,
+            Side::New,
+            "SET GLOBAL read_only = 0",
+            Some("SET GLOBAL read_only = 1"),
+        )
+        .await
+    }
+
     /// Runs the step `sql` on `c`; `undo` is what puts the server back if a later step
     /// fails (`None`: it changed nothing that matters).
     async fn step(
@@ -442,17 +456,7 @@ async fn promote_replica(
                 "relay log not fully applied before promotion"
             );
         }
-        journal
-            .step(conn, Side::New, "STOP SLAVE", Some("START SLAVE"))
-            .await?;
-        journal
-            .step(
-                conn,
-                Side::New,
-                "SET GLOBAL read_only = 0",
-                Some("SET GLOBAL read_only = 1"),
-            )
-            .await
+        journal.make_writer(conn).await
     }
     .await;
     if let Err(failed) = result {
@@ -623,17 +627,7 @@ async fn promote_in_switchover(
             error: format!("did not catch up with {pos} within {timeout:?}"),
         });
     }
-    journal
-        .step(new_conn, Side::New, "STOP SLAVE", Some("START SLAVE"))
-        .await?;
-    journal
-        .step(
-            new_conn,
-            Side::New,
-            "SET GLOBAL read_only = 0",
-            Some("SET GLOBAL read_only = 1"),
-        )
-        .await?;
+    journal.make_writer(new_conn).await?;
     journal
         .step(new_conn, Side::New, "RESET SLAVE ALL", None)
         .await
