@@ -495,6 +495,12 @@ const GCACHE_SIZE: &str = "32M";
 const FAILURE_DETECTION: &str =
     "evs.keepalive_period=PT0.5S;evs.suspect_timeout=PT2S;evs.inactive_timeout=PT4S";
 
+/// How many times [`GaleraCluster::rejoin`] starts a node whose state transfer aborted.
+const REJOIN_ATTEMPTS: u32 = 3;
+
+/// What a joiner logs when it gives up because its donor left the primary component.
+const STATE_TRANSFER_ABORTED: &str = "Will never receive state";
+
 /// The data directory Galera nodes start from, and the directory holding the state
 /// transfer script; prepared once per process.
 struct GaleraTemplate {
@@ -721,6 +727,40 @@ impl GaleraCluster {
             cluster.wait_synced(START_TIMEOUT)?;
         }
         Ok(cluster)
+    }
+
+    /// Start node `index` again after [`MariaDb::kill`] or [`MariaDb::stop_process`] and
+    /// wait, for at most `timeout`, until the cluster is synced with it. The survivors
+    /// first agree among themselves. A joiner whose state transfer is cut short by a
+    /// membership change (the survivors still evicting its previous instance) aborts
+    /// with "Will never receive state"; Galera leaves it to the supervisor to start it
+    /// again, and so does this, a bounded number of times.
+    pub fn rejoin(&mut self, index: usize, timeout: Duration) -> Result<()> {
+        self.wait_synced(timeout)?;
+        let mut attempt = 1;
+        loop {
+            let node = &mut self.nodes[index];
+            let log_from = node.error_log().len();
+            match node.restart() {
+                Ok(()) => break,
+                Err(error)
+                    if attempt < REJOIN_ATTEMPTS
+                        && node
+                            .error_log()
+                            .get(log_from..)
+                            .is_some_and(|log| log.contains(STATE_TRANSFER_ABORTED)) =>
+                {
+                    tracing::warn!(
+                        node = index + 1,
+                        attempt,
+                        "Galera node's state transfer was cut short, starting it again: {error:#}"
+                    );
+                    attempt += 1;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        self.wait_synced(timeout)
     }
 
     /// Wait until every running node is synced (`wsrep_local_state` 4) and counts as

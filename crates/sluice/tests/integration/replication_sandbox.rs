@@ -320,8 +320,7 @@ fn galera_nodes_rejoin_after_a_crash_and_a_clean_stop() {
         .execute("INSERT INTO app.t VALUES (2);")
         .unwrap();
     let started = Instant::now();
-    cluster.nodes[1].restart().unwrap();
-    cluster.wait_synced(WAIT).unwrap();
+    cluster.rejoin(1, WAIT).unwrap();
     eprintln!("crashed node rejoined in {:?}", started.elapsed());
     assert_eq!(count(&cluster.nodes[1], "app.t"), "2");
 
@@ -331,8 +330,7 @@ fn galera_nodes_rejoin_after_a_crash_and_a_clean_stop() {
         .execute("INSERT INTO app.t VALUES (3);")
         .unwrap();
     let started = Instant::now();
-    cluster.nodes[0].restart().unwrap();
-    cluster.wait_synced(WAIT).unwrap();
+    cluster.rejoin(0, WAIT).unwrap();
     eprintln!("stopped node rejoined in {:?}", started.elapsed());
     assert_eq!(count(&cluster.nodes[0], "app.t"), "3");
     for node in &cluster.nodes {
