@@ -72,6 +72,14 @@ fn a_server_account_logs_in_as_itself() {
     assert_eq!(rows, vec![vec![Some("acct_app@%".to_owned())]]);
     let refused = conn.change_user("acct_app", "wrong", None).unwrap();
     assert_eq!(refused.unwrap_err().code, 1045);
+    drop(conn);
+
+    // Each login carries its own proof, yet a user's logins share pooled connections.
+    let thread = || {
+        let mut c = RawConn::login_ok(sluice.addr(), "acct_app", "app_pw");
+        c.query_rows("SELECT CONNECTION_ID()")
+    };
+    assert_eq!(thread(), thread());
 }
 
 /// PyMySQL logs in as `user`, prints `CURRENT_USER()`, or the error's code.
