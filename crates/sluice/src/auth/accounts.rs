@@ -195,10 +195,15 @@ pub enum AccountsError {
 const GLOBAL_PRIV: &str = "SELECT User, Host, JSON_VALUE(Priv, '$.plugin'), \
      JSON_VALUE(Priv, '$.authentication_string'), JSON_VALUE(Priv, '$.account_locked'), \
      JSON_VALUE(Priv, '$.is_role') FROM mysql.global_priv";
-/// MySQL, and MariaDB before 10.4.
+/// MariaDB before 10.4: native hashes sit in `Password` when no plugin is named.
+const MARIADB_USER: &str = "SELECT User, Host, plugin, \
+     IF(plugin IN ('', 'mysql_native_password') AND authentication_string = '', \
+        Password, authentication_string), 'N', is_role FROM mysql.user";
+/// MySQL: no `Password` column, no roles in `mysql.user`.
 const MYSQL_USER: &str =
     "SELECT User, Host, plugin, authentication_string, account_locked, 'N' FROM mysql.user";
 const ER_NO_SUCH_TABLE: u16 = 1146;
+const ER_BAD_FIELD_ERROR: u16 = 1054;
 
 /// The connection accounts are read on, and the account it logged in as.
 struct Reader {
@@ -347,15 +352,22 @@ async fn fetch(
         code: e.code,
         message: e.message,
     };
-    let read = match open.query_rows(GLOBAL_PRIV).await {
-        Ok(Ok(rows)) => Ok(rows),
-        Ok(Err(e)) if e.code == ER_NO_SUCH_TABLE => match open.query_rows(MYSQL_USER).await {
-            Ok(rows) => rows.map_err(refused),
+    // Newest layout first; each older one is tried when the server lacks the table
+    // or a column of the one before.
+    let mut read = Err(AccountsError::NoServer);
+    for (sql, missing) in [
+        (GLOBAL_PRIV, ER_NO_SUCH_TABLE),
+        (MARIADB_USER, ER_BAD_FIELD_ERROR),
+        (MYSQL_USER, 0),
+    ] {
+        read = match open.query_rows(sql).await {
+            Ok(Ok(rows)) => Ok(rows),
+            Ok(Err(e)) if e.code == missing => continue,
+            Ok(Err(e)) => Err(refused(e)),
             Err(e) => Err(e.into()),
-        },
-        Ok(Err(e)) => Err(refused(e)),
-        Err(e) => Err(e.into()),
-    };
+        };
+        break;
+    }
     if read.is_err() {
         *conn = None;
     }
