@@ -400,6 +400,24 @@ mod tests {
     }
 
     #[test]
+    fn ed25519_config_user_from_its_stored_key() {
+        let u = User::from_config(&UserConfig {
+            name: "e".into(),
+            password: None,
+            password_hash: Some("ZIgUREUg5PVgQ6LskhXmO+eZLS0nC8be6HPjYWR4YJY".into()),
+            auth_plugin: AuthPlugin::Ed25519,
+            backend_user: None,
+            backend_password: Some(Secret("b".into())),
+            max_connections: None,
+        });
+        assert_eq!(u.exchange(false), Some(Exchange::Ed25519));
+        let nonce = wire::new_ed25519_nonce();
+        assert!(u.verify_ed25519(&nonce, &wire::ed25519_sign(b"secret", &nonce)));
+        assert!(!u.verify_ed25519(&nonce, &wire::ed25519_sign(b"other", &nonce)));
+        assert!(u.verify_native(&nonce[..20], &[]).is_none());
+    }
+
+    #[test]
     fn native_hash_parsing() {
         assert!(parse_native_hash("*14E65567ABDB5135D0CFD9A70B3032C179A49EE7").is_some());
         assert!(parse_native_hash("14E65567ABDB5135D0CFD9A70B3032C179A49EE7").is_none());

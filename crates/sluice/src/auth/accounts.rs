@@ -195,10 +195,21 @@ pub enum AccountsError {
 const GLOBAL_PRIV: &str = "SELECT User, Host, JSON_VALUE(Priv, '$.plugin'), \
      JSON_VALUE(Priv, '$.authentication_string'), JSON_VALUE(Priv, '$.account_locked'), \
      JSON_VALUE(Priv, '$.is_role') FROM mysql.global_priv";
-/// MySQL, and MariaDB before 10.4.
+/// MariaDB before 10.4: native hashes sit in `Password` when no plugin is named.
+const MARIADB_USER: &str = "SELECT User, Host, plugin, \
+     IF(plugin IN ('', 'mysql_native_password') AND authentication_string = '', \
+        Password, authentication_string), 'N', is_role FROM mysql.user";
+/// MySQL: no `Password` column, no roles in `mysql.user`.
 const MYSQL_USER: &str =
     "SELECT User, Host, plugin, authentication_string, account_locked, 'N' FROM mysql.user";
 const ER_NO_SUCH_TABLE: u16 = 1146;
+const ER_BAD_FIELD_ERROR: u16 = 1054;
+
+/// The connection accounts are read on, and the account it logged in as.
+struct Reader {
+    creds: Arc<BackendCredentials>,
+    conn: BackendConn,
+}
 
 /// The servers' accounts as last read, and the loader's state.
 pub struct ServerAccounts {
@@ -208,8 +219,9 @@ pub struct ServerAccounts {
     last_started: parking_lot::Mutex<Option<Instant>>,
     /// When the latest read a login triggered started: what rate-limits them.
     last_login_read: parking_lot::Mutex<Option<Instant>>,
-    /// One read at a time; logins that need one wait for the running one.
-    loading: tokio::sync::Mutex<()>,
+    /// One read at a time (logins that need one wait for the running one), with the
+    /// connection reads reuse: one login on the server per Sluice, not one per read.
+    loading: tokio::sync::Mutex<Option<Reader>>,
 }
 
 impl ServerAccounts {
@@ -219,7 +231,7 @@ impl ServerAccounts {
             directory: ArcSwap::from_pointee(Directory::default()),
             last_started: parking_lot::Mutex::new(None),
             last_login_read: parking_lot::Mutex::new(None),
-            loading: tokio::sync::Mutex::new(()),
+            loading: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -247,7 +259,7 @@ impl ServerAccounts {
             return;
         }
         let asked = Instant::now();
-        let _one = self.loading.lock().await;
+        let mut reader = self.loading.lock().await;
         if self.last_started.lock().is_some_and(|t| t >= asked) {
             // A read that started after we asked already has what we wanted.
             return;
@@ -263,28 +275,53 @@ impl ServerAccounts {
             tokio::time::sleep(wait).await;
         }
         *self.last_login_read.lock() = Some(Instant::now());
-        if let Err(e) = self.load_locked(server).await {
+        if let Err(e) = self.load_locked(&mut reader, server).await {
             tracing::warn!(error = %e, "reading the servers' accounts failed");
         }
     }
 
     /// Reads the accounts from `server` and swaps them in.
     pub async fn reload(&self, server: Arc<Server>) -> Result<usize, AccountsError> {
-        let _one = self.loading.lock().await;
-        self.load_locked(server).await
+        let mut reader = self.loading.lock().await;
+        self.load_locked(&mut reader, server).await
     }
 
-    async fn load_locked(&self, server: Arc<Server>) -> Result<usize, AccountsError> {
+    async fn load_locked(
+        &self,
+        reader: &mut Option<Reader>,
+        server: Arc<Server>,
+    ) -> Result<usize, AccountsError> {
         *self.last_started.lock() = Some(Instant::now());
         let settings = self.settings.load_full();
         let creds = settings.creds.clone().ok_or(AccountsError::NoAccount)?;
         let name = server.name.clone();
-        let rows = tokio::time::timeout(settings.timeout, fetch(server, &creds))
-            .await
-            .map_err(|_| AccountsError::Timeout {
-                server: name,
-                timeout: settings.timeout,
-            })??;
+        // A reload may have changed the account or the server: then a new connection.
+        let mut open = reader
+            .take()
+            .filter(|r| {
+                Arc::ptr_eq(&r.conn.server, &server) && r.creds == creds && r.conn.looks_healthy()
+            })
+            .map(|r| r.conn);
+        let reused = open.is_some();
+        let mut read =
+            tokio::time::timeout(settings.timeout, fetch(&mut open, server.clone(), &creds)).await;
+        if reused && matches!(read, Ok(Err(AccountsError::Backend(_)))) {
+            // The server closed the idle connection (wait_timeout, a restart): once more.
+            read = tokio::time::timeout(settings.timeout, fetch(&mut open, server, &creds)).await;
+        }
+        let rows = match read {
+            Ok(Ok(rows)) => {
+                *reader = open.map(|conn| Reader { creds, conn });
+                rows
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => {
+                return Err(AccountsError::Timeout {
+                    server: name,
+                    timeout: settings.timeout,
+                })
+            }
+        };
         let (directory, skipped) = Directory::from_rows(&rows);
         let n = directory.len();
         tracing::debug!(accounts = n, skipped, "read the servers' accounts");
@@ -293,7 +330,9 @@ impl ServerAccounts {
     }
 }
 
+/// Reads the accounts on `conn`, opened first if `None`; it is left `None` on failure.
 async fn fetch(
+    conn: &mut Option<BackendConn>,
     server: Arc<Server>,
     creds: &BackendCredentials,
 ) -> Result<Vec<Vec<Option<Vec<u8>>>>, AccountsError> {
@@ -304,17 +343,35 @@ async fn fetch(
         track_state: false,
     };
     let name = server.name.clone();
-    let mut conn = BackendConn::connect(server, creds, &params, None).await?;
+    if conn.is_none() {
+        *conn = Some(BackendConn::connect(server, creds, &params, None).await?);
+    }
+    let open = conn.as_mut().expect("just opened");
     let refused = |e: ErrPacket| AccountsError::Refused {
         server: name.clone(),
         code: e.code,
         message: e.message,
     };
-    match conn.query_rows(GLOBAL_PRIV).await? {
-        Ok(rows) => Ok(rows),
-        Err(e) if e.code == ER_NO_SUCH_TABLE => conn.query_rows(MYSQL_USER).await?.map_err(refused),
-        Err(e) => Err(refused(e)),
+    // Newest layout first; each older one is tried when the server lacks the table
+    // or a column of the one before.
+    let mut read = Err(AccountsError::NoServer);
+    for (sql, missing) in [
+        (GLOBAL_PRIV, ER_NO_SUCH_TABLE),
+        (MARIADB_USER, ER_BAD_FIELD_ERROR),
+        (MYSQL_USER, 0),
+    ] {
+        read = match open.query_rows(sql).await {
+            Ok(Ok(rows)) => Ok(rows),
+            Ok(Err(e)) if e.code == missing => continue,
+            Ok(Err(e)) => Err(refused(e)),
+            Err(e) => Err(e.into()),
+        };
+        break;
     }
+    if read.is_err() {
+        *conn = None;
+    }
+    read
 }
 
 /// The server the accounts are read from: the writer, else the first server.

@@ -72,6 +72,14 @@ fn a_server_account_logs_in_as_itself() {
     assert_eq!(rows, vec![vec![Some("acct_app@%".to_owned())]]);
     let refused = conn.change_user("acct_app", "wrong", None).unwrap();
     assert_eq!(refused.unwrap_err().code, 1045);
+    drop(conn);
+
+    // Each login carries its own proof, yet a user's logins share pooled connections.
+    let thread = || {
+        let mut c = RawConn::login_ok(sluice.addr(), "acct_app", "app_pw");
+        c.query_rows("SELECT CONNECTION_ID()")
+    };
+    assert_eq!(thread(), thread());
 }
 
 /// PyMySQL logs in as `user`, prints `CURRENT_USER()`, or the error's code.
@@ -146,6 +154,55 @@ fn drops_and_password_changes_on_the_server_take_effect() {
                 == denied("acct_changes", true)
         }),
         "a dropped account still logs in through Sluice"
+    );
+}
+
+#[test]
+fn the_documented_grant_is_enough_and_reads_share_one_connection() {
+    let server = shared_server();
+    server
+        .execute(
+            "DROP USER IF EXISTS 'acct_reader'@'%'; \
+             CREATE USER 'acct_reader'@'%' IDENTIFIED BY 'reader_pw'; \
+             GRANT SELECT ON mysql.global_priv TO 'acct_reader'@'%';",
+        )
+        .unwrap();
+    let config = Config::for_server(server)
+        .server_accounts()
+        .accounts("user", "acct_reader")
+        .accounts("password", "reader_pw")
+        .accounts("refresh", "200ms")
+        .monitor("user", NATIVE_USER)
+        .monitor("password", NATIVE_PASSWORD);
+    let sluice = Sluice::start(&config);
+    let reader_threads = || {
+        server
+            .execute("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'acct_reader'")
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let before = reader_threads();
+    assert_eq!(before.len(), 1, "{before:?}");
+    create_user(server, "'acct_short'@'%'", "short_pw");
+    assert_eq!(
+        current_user(sluice.port(), "acct_short", "short_pw"),
+        "acct_short@%\n"
+    );
+    server.execute("DROP USER 'acct_short'@'%'").unwrap();
+    // Only a periodic read can notice the drop.
+    assert!(wait_until(PROPAGATION, || {
+        Client::new(sluice.port(), "acct_short", "short_pw")
+            .query("SELECT 1")
+            .stderr
+            == denied("acct_short", true)
+    }));
+    assert_eq!(
+        reader_threads(),
+        before,
+        "the reads did not reuse their connection"
     );
 }
 
