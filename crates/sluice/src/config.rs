@@ -89,6 +89,16 @@ pub struct ListenerConfig {
     /// PEM RSA private key for `caching_sha2_password` full authentication without TLS.
     /// Default: a key generated at start.
     pub rsa_key: Option<PathBuf>,
+    /// Pending connections the kernel queues before Sluice accepts them (`listen(2)`'s
+    /// backlog, capped by `net.core.somaxconn`). Default 1024.
+    #[serde(default = "default_backlog")]
+    pub backlog: u32,
+}
+
+/// Above MariaDB's own `back_log` (autosized to `max_connections`, 151 by default): one
+/// Sluice takes the connects a whole fleet of clients would spread over its servers.
+fn default_backlog() -> u32 {
+    1024
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -363,14 +373,29 @@ fn default_max_decoded_packet() -> usize {
     16 << 20
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProtocolConfig {
-    /// Allow LOAD DATA LOCAL INFILE (the client sends a file). Default false.
-    #[serde(default)]
+    /// Offer LOAD DATA LOCAL INFILE to clients, so that the server's own `local_infile`
+    /// decides (the risk, the server asking a client for a file, is the same with a
+    /// proxy relaying it). False refuses it for every server. Default true.
+    #[serde(default = "default_local_infile")]
     pub local_infile: bool,
     /// Version string announced to clients. Default: the first backend's own version.
     pub server_version: Option<String>,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> ProtocolConfig {
+        ProtocolConfig {
+            local_infile: default_local_infile(),
+            server_version: None,
+        }
+    }
+}
+
+fn default_local_infile() -> bool {
+    true
 }
 
 /// Settings given on the command line, which win over the file's.
@@ -413,6 +438,7 @@ impl Config {
                         require_tls: false,
                         default_auth_plugin: AuthPlugin::Native,
                         rsa_key: None,
+                        backlog: default_backlog(),
                     })
                 })
                 .collect();
@@ -481,6 +507,9 @@ impl Config {
                     }
                 }
                 _ => p.push(format!("{at}: tls_cert and tls_key go together")),
+            }
+            if l.backlog == 0 {
+                p.push(format!("{at}.backlog must be at least 1"));
             }
             if let Some(k) = &l.rsa_key {
                 if !k.is_file() {
