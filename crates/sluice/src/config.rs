@@ -267,6 +267,12 @@ pub struct PoolConfig {
     /// may run on any connection, brought in line with its session state. Default true.
     #[serde(default = "default_true")]
     pub multiplex: bool,
+    /// Without multiplexing, log in to the server with the client's connection
+    /// attributes (and `proxy=sluice`), so that the server shows the client's program;
+    /// such a connection is reused only by a client with the same attributes. Default
+    /// true.
+    #[serde(default = "default_true")]
+    pub forward_attributes: bool,
     /// Backend prepared statements kept per connection for multiplexed sessions; the
     /// least recently used is closed past it. Default 256.
     #[serde(default = "default_prepared_per_connection")]
@@ -291,6 +297,7 @@ impl Default for PoolConfig {
             queue_timeout: default_acquire_timeout(),
             max_queue: default_max_queue(),
             multiplex: true,
+            forward_attributes: true,
             max_prepared_per_connection: default_prepared_per_connection(),
             write_hold: default_write_hold(),
             check_interval: default_check_interval(),

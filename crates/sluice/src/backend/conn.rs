@@ -9,7 +9,7 @@ use crate::stream::Stream;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_wire::auth as wauth;
 use sluice_wire::command::Command;
-use sluice_wire::handshake::{HandshakeResponse, InitialHandshake};
+use sluice_wire::handshake::{Attributes, HandshakeResponse, InitialHandshake};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::packet::{take_packet, write_packet, Packet};
 use sluice_wire::response::{ErrPacket, OkPacket, ERR_HEADER, OK_HEADER};
@@ -103,6 +103,25 @@ impl TrackingSettings {
     }
 }
 
+/// What the server records of a connection's client (`session_connect_attrs`): Sluice's
+/// own name, so that an operator tells its connections apart, or a client's forwarded
+/// ones with `proxy=sluice` added.
+fn login_attributes(client: Option<&Attributes>) -> Attributes {
+    let pair = |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    match client {
+        Some(attrs) => {
+            let mut a = attrs.clone();
+            a.push(pair("proxy", "sluice"));
+            a
+        }
+        None => vec![
+            pair("_client_name", "sluice"),
+            pair("_client_version", env!("CARGO_PKG_VERSION")),
+            pair("program_name", "sluice"),
+        ],
+    }
+}
+
 static NEXT_CONN_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 pub struct BackendConn {
@@ -154,6 +173,18 @@ impl BackendConn {
         params: &ConnParams,
         database: Option<&[u8]>,
     ) -> Result<BackendConn, BackendError> {
+        BackendConn::connect_as(server, creds, params, database, None).await
+    }
+
+    /// [`Self::connect`] with a client's connection attributes, for a connection that
+    /// serves only sessions with the same ones; otherwise Sluice's own.
+    pub async fn connect_as(
+        server: Arc<Server>,
+        creds: &BackendCredentials,
+        params: &ConnParams,
+        database: Option<&[u8]>,
+        attributes: Option<&Attributes>,
+    ) -> Result<BackendConn, BackendError> {
         let tcp = TcpStream::connect(&server.address)
             .await
             .map_err(|source| BackendError::Connect {
@@ -180,7 +211,7 @@ impl BackendConn {
             prepared_clock: 0,
             tracking_defaults: None,
         };
-        conn.login(creds, params, database).await?;
+        conn.login(creds, params, database, attributes).await?;
         if params.track_state && conn.caps.contains(CapabilityFlags::SESSION_TRACK) {
             conn.start_tracking().await?;
         }
@@ -243,6 +274,7 @@ impl BackendConn {
         creds: &BackendCredentials,
         params: &ConnParams,
         database: Option<&[u8]>,
+        attributes: Option<&Attributes>,
     ) -> Result<(), BackendError> {
         let first = self.read_packet().await?;
         if first.payload.first() == Some(&ERR_HEADER) {
@@ -298,7 +330,7 @@ impl BackendConn {
             auth_response: Vec::new(),
             database: database.map(<[u8]>::to_vec),
             auth_plugin: None,
-            attributes: vec![(b"_client_name".to_vec(), b"sluice".to_vec())],
+            attributes: login_attributes(attributes),
         };
         let mut seq = first.last_seq.wrapping_add(1);
         if use_tls {
