@@ -1050,7 +1050,8 @@ impl Session {
         mux.status = status;
         mux.apply_effects(fx, observed.status.is_some());
         mux.statement_done(fx, status);
-        if observed.tracking_changed || mux.own_tracking {
+        // A lost connection is dropped with whatever tracking it had.
+        if (observed.tracking_changed || mux.own_tracking) && !backend.is_broken() {
             match super::tracking::leave(backend, mux).await {
                 Ok(keep) => mux.pins.tracking = keep,
                 Err(e) => {
@@ -1059,6 +1060,7 @@ impl Session {
                 }
             }
         }
+        mux.own_tracking = false;
         if observed.fixed_variable {
             mux.pins.fixed_variable = true;
         }

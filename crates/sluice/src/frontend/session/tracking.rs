@@ -46,6 +46,8 @@ pub(super) async fn enter(
     mux: &mut Mux,
     names_tracking: bool,
 ) -> Result<Result<(), ErrPacket>, BackendError> {
+    // Cleared here too: a statement whose connection was lost never reached `leave`.
+    mux.own_tracking = false;
     if mux.tracking.is_none() {
         mux.tracking = backend.tracking_defaults.as_deref().cloned();
     }
