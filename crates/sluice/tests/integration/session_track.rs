@@ -67,6 +67,9 @@ const SCRIPT: &[&str] = &[
      @@session_track_state_change",
     "SET SESSION sql_mode=ANSI",
     "USE track_a",
+    "SET SESSION session_track_system_variables='no_such_variable'",
+    "SHOW WARNINGS",
+    "SELECT @@session_track_system_variables",
 ];
 
 /// Every answer of the script, as text: an OK or ERR payload in hex, a result's rows.
@@ -74,7 +77,7 @@ fn run_script(conn: &mut RawConn) -> Vec<String> {
     SCRIPT
         .iter()
         .map(|sql| {
-            if sql.starts_with("SELECT") {
+            if sql.starts_with("SELECT") || sql.starts_with("SHOW") {
                 format!("{sql} -> {:?}", conn.query_rows(sql))
             } else {
                 let p = conn.query_packet(sql).unwrap();
