@@ -70,6 +70,14 @@ const SCRIPT: &[&str] = &[
     "SET SESSION session_track_system_variables='no_such_variable'",
     "SHOW WARNINGS",
     "SELECT @@session_track_system_variables",
+    "SHOW SESSION VARIABLES LIKE 'session_track%'",
+    "SET SESSION session_track_transaction_info=STATE",
+    "BEGIN",
+    "INSERT INTO track_a.t VALUES (1)",
+    "COMMIT",
+    "SET SESSION session_track_transaction_info=DEFAULT",
+    "BEGIN",
+    "COMMIT",
 ];
 
 /// Every answer of the script, as text: an OK or ERR payload in hex, a result's rows.
@@ -95,6 +103,7 @@ fn databases(server: &MariaDb) {
     for db in ["track_a", "track_b"] {
         fresh_database(server, db);
     }
+    server.execute("CREATE TABLE track_a.t (i INT)").unwrap();
 }
 
 #[track_caller]
@@ -123,6 +132,7 @@ fn tracking_clients_get_exactly_what_the_server_sends_them() {
         );
         let through = run_script(&mut tracking_login(sluice.addr(), "track_a"));
         assert_same(&direct, &through, &format!("multiplex = {multiplex}"));
+        databases(server);
     }
 }
 
