@@ -13,6 +13,7 @@ use sluice_wire::handshake::{Attributes, HandshakeResponse, InitialHandshake};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::packet::{take_packet, write_packet, Packet};
 use sluice_wire::response::{ErrPacket, OkPacket, ERR_HEADER, OK_HEADER};
+use sluice_wire::session_track::Tracking;
 use sluice_wire::tracker::{ResponseKind, ResponseTracker, Step, HEAD_NEEDED};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
@@ -69,39 +70,13 @@ pub const LOGIN_VARS: [&str; 4] = [
 ];
 
 /// The `session_track_*` variables a client can set, in the order
-/// [`BackendConn::tracking_settings`] reads them.
+/// [`Tracking::from_values`] takes them.
 const TRACKING_VARS: [&str; 4] = [
     "session_track_system_variables",
     "session_track_schema",
     "session_track_state_change",
     "session_track_transaction_info",
 ];
-
-/// A session's own `session_track_*` settings (what the server reports to its client),
-/// apart from the connection's, which track everything for Sluice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrackingSettings {
-    pub tracking: sluice_wire::session_track::Tracking,
-    /// `session_track_transaction_info`: Sluice leaves it as it is on the connection.
-    pub transaction_info: Box<[u8]>,
-}
-
-impl TrackingSettings {
-    fn from_values(values: &[Option<Vec<u8>>]) -> Option<TrackingSettings> {
-        let text = |i: usize| values.get(i).cloned().flatten();
-        let on = |i: usize| {
-            text(i).is_some_and(|v| v.as_slice() == b"1" || v.eq_ignore_ascii_case(b"ON"))
-        };
-        Some(TrackingSettings {
-            tracking: sluice_wire::session_track::Tracking {
-                system_variables: text(0)?.into(),
-                schema: on(1),
-                state_change: on(2),
-            },
-            transaction_info: text(3)?.into(),
-        })
-    }
-}
 
 /// What the server records of a connection's client (`session_connect_attrs`): Sluice's
 /// own name, so that an operator tells its connections apart, or a client's forwarded
@@ -153,7 +128,7 @@ pub struct BackendConn {
     pub prepared_clock: u64,
     /// The server's global `session_track_*` settings, which a session starts with, read
     /// when tracking started (multiplexed sessions only).
-    pub tracking_defaults: Option<Arc<TrackingSettings>>,
+    pub tracking_defaults: Option<Arc<Tracking>>,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -506,7 +481,7 @@ impl BackendConn {
         match self.query_row(&probe).await? {
             Ok(Some(mut values)) => {
                 let globals = values.split_off(LOGIN_VARS.len().min(values.len()));
-                self.tracking_defaults = TrackingSettings::from_values(&globals).map(Arc::new);
+                self.tracking_defaults = Tracking::from_values(&globals).map(Arc::new);
                 self.login_vars = values;
             }
             Ok(None) => {}
@@ -537,12 +512,12 @@ impl BackendConn {
     /// all of them.
     pub async fn tracking_settings(
         &mut self,
-    ) -> Result<Result<Option<TrackingSettings>, ErrPacket>, BackendError> {
+    ) -> Result<Result<Option<Tracking>, ErrPacket>, BackendError> {
         let probe = format!("SELECT @@session.{}", TRACKING_VARS.join(", @@session."));
         Ok(self
             .query_row(&probe)
             .await?
-            .map(|row| row.and_then(|values| TrackingSettings::from_values(&values))))
+            .map(|row| row.and_then(|values| Tracking::from_values(&values))))
     }
 
     /// Runs a statement Sluice issues itself whose answer is a single OK or ERR.

@@ -257,7 +257,7 @@ pub(super) struct Mux {
     /// The session's latest write, which its reads must see (read-your-writes).
     pub last_gtid: Option<crate::router::gtid::GtidPos>,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
-    pub(super) tracking: Option<crate::backend::TrackingSettings>,
+    pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
     /// The statement in flight runs with the client's tracking settings on the
     /// connection: its OK packets are already the client's.
     pub(super) own_tracking: bool,

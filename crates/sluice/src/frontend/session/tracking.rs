@@ -29,10 +29,10 @@ pub(super) fn for_client(
     let Some(settings) = mux.tracking.as_ref().filter(|_| !mux.own_tracking) else {
         return Ok(None);
     };
-    if settings.tracking.passes(ok) {
+    if settings.passes(ok) {
         return Ok(None);
     }
-    let filtered = filter_ok(payload, &settings.tracking)?;
+    let filtered = filter_ok(payload, settings)?;
     let mut out = BytesMut::with_capacity(filtered.len() + HEADER_LEN);
     write_packet(&mut out, seq, &filtered);
     Ok(Some(out.to_vec()))
@@ -54,10 +54,9 @@ pub(super) async fn enter(
     if !names_tracking {
         return Ok(Ok(()));
     }
-    let Some(settings) = mux.tracking.as_ref() else {
+    let Some(t) = mux.tracking.as_ref() else {
         return Ok(Ok(()));
     };
-    let t = &settings.tracking;
     let set = format!(
         "SET SESSION session_track_system_variables={}, session_track_schema={}, \
          session_track_state_change={}",
