@@ -4,8 +4,8 @@
 
 use crate::support::wire::{Greeting, RawConn, CLIENT_CONNECT_ATTRS};
 use crate::support::{
-    admin_json, dedicated_server, shared_server, Config, MariaDb, MariaDbOptions, Sluice,
-    NATIVE_PASSWORD, NATIVE_USER,
+    admin_json, dedicated_server, shared_server, sluice_admin, Config, MariaDb, MariaDbOptions,
+    Sluice, NATIVE_PASSWORD, NATIVE_USER,
 };
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
@@ -142,4 +142,7 @@ fn the_server_and_the_session_list_tell_clients_and_sluice_apart() {
     assert_eq!(mine.len(), 1, "{sessions:#}");
     assert_eq!(mine[0]["attributes"]["_client_name"], "rawtest");
     assert_eq!(mine[0]["multiplexed"], true);
+    let listed = sluice_admin(&address, "t0ken", &["sessions"]);
+    assert!(listed.stdout.contains("program"), "{}", listed.stdout);
+    assert!(listed.stdout.contains("attr-shared"), "{}", listed.stdout);
 }

@@ -64,14 +64,9 @@ pub(super) async fn enter(
         on_off(t.schema),
         on_off(t.state_change),
     );
-    match backend.simple_query(&set).await {
-        Ok(Ok(_)) => {
-            mux.own_tracking = true;
-            Ok(Ok(()))
-        }
-        Ok(Err(err)) => Ok(Err(err)),
-        Err(e) => Err(e),
-    }
+    let answer = backend.simple_query(&set).await?;
+    mux.own_tracking = answer.is_ok();
+    Ok(answer.map(|_| ()))
 }
 
 /// After a statement that ran with the client's settings or changed them (a procedure
@@ -85,11 +80,10 @@ pub(super) async fn leave(backend: &mut BackendConn, mux: &mut Mux) -> Result<bo
         // Not readable: the connection stays the session's, as the server left it.
         Ok(None) | Err(_) => return Ok(true),
     };
-    let default_info = backend
-        .tracking_defaults
-        .as_ref()
-        .map(|d| d.transaction_info.clone());
-    let keep = default_info.is_none_or(|d| !d.eq_ignore_ascii_case(&settings.transaction_info));
+    let keep = backend.tracking_defaults.as_ref().is_none_or(|d| {
+        !d.transaction_info
+            .eq_ignore_ascii_case(&settings.transaction_info)
+    });
     mux.tracking = Some(settings);
     backend.track_everything().await?;
     Ok(keep)
