@@ -831,6 +831,7 @@ async function runTracking(args) {
       'SET SESSION session_track_state_change = ON',
       'SET @b = 2',
       'SET SESSION session_track_system_variables = DEFAULT, session_track_state_change = DEFAULT',
+      "SET SESSION session_track_system_variables = 'time_zone', session_track_schema = OFF",
       'SELECT @@session_track_system_variables, @@session_track_state_change',
     ]) {
       const [rows] = await conn.query({ sql, rowsAsArray: true });
@@ -844,6 +845,12 @@ async function runTracking(args) {
         });
       }
     }
+    // A prepared statement reads the client's own settings too.
+    const [prepared] = await conn.execute({
+      sql: 'SELECT @@session_track_system_variables, @@session_track_schema',
+      rowsAsArray: true,
+    });
+    out.push({ sql: 'execute', rows: prepared });
     return out;
   } finally {
     await s.closeAll();

@@ -190,6 +190,8 @@ struct ClientStmt {
     types: Option<Vec<u8>>,
     /// A plain read, which may run on a replica.
     plain_read: bool,
+    /// It names a `session_track_*` variable: executes run with the client's tracking.
+    names_tracking: bool,
 }
 
 /// A COM_STMT_PREPARE in flight: the backend statement key, the text, and the id the
@@ -767,7 +769,9 @@ impl Session {
         }
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.mux.as_mut().expect("multiplexing");
-        let entered = super::tracking::enter(backend, mux, fx.touches_session_tracking).await;
+        let names_tracking = fx.touches_session_tracking
+            || stmt.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
+        let entered = super::tracking::enter(backend, mux, names_tracking).await;
         let refused = match entered {
             Ok(Ok(())) => None,
             Ok(Err(err)) => Some(err),
@@ -1107,10 +1111,8 @@ impl Session {
                             last_used: clock,
                         },
                     );
-                    let plain_read = crate::router::rules::is_plain_read(
-                        &text,
-                        &crate::classify::effects::effects(&text),
-                    );
+                    let fx = crate::classify::effects::effects(&text);
+                    let plain_read = crate::router::rules::is_plain_read(&text, &fx);
                     mux.stmts.insert(
                         id,
                         ClientStmt {
@@ -1119,6 +1121,7 @@ impl Session {
                             params,
                             types: None,
                             plain_read,
+                            names_tracking: fx.touches_session_tracking,
                         },
                     );
                 }
