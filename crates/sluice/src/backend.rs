@@ -4,7 +4,7 @@
 mod conn;
 mod pool;
 
-pub use conn::{BackendConn, BackendStmt, ConnParams, TrackingSettings, Vars, LOGIN_VARS};
+pub use conn::{BackendConn, BackendStmt, ConnParams, Vars, LOGIN_VARS};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
 
 use crate::config::{ServerConfig, TlsMode};

@@ -91,6 +91,16 @@ pub struct ListenerConfig {
     /// PEM RSA private key for `caching_sha2_password` full authentication without TLS.
     /// Default: a key generated at start.
     pub rsa_key: Option<PathBuf>,
+    /// Pending connections the kernel queues before Sluice accepts them (`listen(2)`'s
+    /// backlog, capped by `net.core.somaxconn`). Default 1024.
+    #[serde(default = "default_backlog")]
+    pub backlog: u32,
+}
+
+/// Above MariaDB's own `back_log` (autosized to `max_connections`, 151 by default): one
+/// Sluice takes the connects a whole fleet of clients would spread over its servers.
+fn default_backlog() -> u32 {
+    1024
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -264,6 +274,12 @@ pub struct PoolConfig {
     /// may run on any connection, brought in line with its session state. Default true.
     #[serde(default = "default_true")]
     pub multiplex: bool,
+    /// Without multiplexing, log in to the server with the client's connection
+    /// attributes (and `proxy=sluice`), so that the server shows the client's program;
+    /// such a connection is reused only by a client with the same attributes. Default
+    /// true.
+    #[serde(default = "default_true")]
+    pub forward_attributes: bool,
     /// Backend prepared statements kept per connection for multiplexed sessions; the
     /// least recently used is closed past it. Default 256.
     #[serde(default = "default_prepared_per_connection")]
@@ -288,6 +304,7 @@ impl Default for PoolConfig {
             queue_timeout: default_acquire_timeout(),
             max_queue: default_max_queue(),
             multiplex: true,
+            forward_attributes: true,
             max_prepared_per_connection: default_prepared_per_connection(),
             write_hold: default_write_hold(),
             check_interval: default_check_interval(),
@@ -370,14 +387,29 @@ fn default_max_decoded_packet() -> usize {
     16 << 20
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProtocolConfig {
-    /// Allow LOAD DATA LOCAL INFILE (the client sends a file). Default false.
-    #[serde(default)]
+    /// Offer LOAD DATA LOCAL INFILE to clients, so that the server's own `local_infile`
+    /// decides (the risk, the server asking a client for a file, is the same with a
+    /// proxy relaying it). False refuses it for every server. Default true.
+    #[serde(default = "default_local_infile")]
     pub local_infile: bool,
     /// Version string announced to clients. Default: the first backend's own version.
     pub server_version: Option<String>,
+}
+
+impl Default for ProtocolConfig {
+    fn default() -> ProtocolConfig {
+        ProtocolConfig {
+            local_infile: default_local_infile(),
+            server_version: None,
+        }
+    }
+}
+
+fn default_local_infile() -> bool {
+    true
 }
 
 /// Settings given on the command line, which win over the file's.
@@ -420,6 +452,7 @@ impl Config {
                         require_tls: false,
                         default_auth_plugin: AuthPlugin::Native,
                         rsa_key: None,
+                        backlog: default_backlog(),
                     })
                 })
                 .collect();
@@ -494,6 +527,9 @@ impl Config {
                 p.push(format!(
                     "{at}.default_auth_plugin: client_ed25519 cannot be the greeting's plugin"
                 ));
+            }
+            if l.backlog == 0 {
+                p.push(format!("{at}.backlog must be at least 1"));
             }
             if let Some(k) = &l.rsa_key {
                 if !k.is_file() {

@@ -84,6 +84,8 @@ pub struct SessionEntry {
     pub login: Arc<crate::auth::BackendCredentials>,
     pub client: std::net::SocketAddr,
     pub multiplexed: bool,
+    /// The client's connection attributes (what the server would show for it).
+    pub attributes: Arc<sluice_wire::handshake::Attributes>,
     /// Told to end (KILL of a session that holds no connection).
     pub kill: Arc<tokio::sync::Notify>,
     pub live: Arc<SessionLive>,

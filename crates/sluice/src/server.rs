@@ -279,7 +279,7 @@ pub async fn run(
 
     let mut accept_tasks = Vec::new();
     for l in &config.listeners {
-        let listener = TcpListener::bind(&l.address)
+        let listener = listen(&l.address, l.backlog)
             .await
             .with_context(|| format!("cannot listen on {}", l.address))?;
         let tls = match (&l.tls_cert, &l.tls_key) {
@@ -476,4 +476,25 @@ async fn accept_loop(
 async fn refuse(mut client: ClientConn) {
     let err = ErrPacket::new(code::ER_CON_COUNT_ERROR, "08004", "Too many connections");
     let _ = client.write_err(0, &err).await;
+}
+
+/// Binds a listening socket with the configured backlog (`TcpListener::bind` picks its
+/// own, too small for a burst of connects).
+async fn listen(address: &str, backlog: u32) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std's bind does: a restart may bind while old connections are in TIME_WAIT.
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
 }

@@ -67,3 +67,5 @@ mod session_track;
 mod sysbench;
 #[path = "integration/tls.rs"]
 mod tls;
+#[path = "integration/transparency.rs"]
+mod transparency;

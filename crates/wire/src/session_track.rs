@@ -124,9 +124,28 @@ pub struct Tracking {
     pub system_variables: Box<[u8]>,
     pub schema: bool,
     pub state_change: bool,
+    /// `session_track_transaction_info`: `OFF`, `STATE` or `CHARACTERISTICS`. A proxy
+    /// leaves it as the client set it on the connection, whose entries then pass.
+    pub transaction_info: Box<[u8]>,
 }
 
 impl Tracking {
+    /// From the values of `session_track_system_variables`, `session_track_schema`,
+    /// `session_track_state_change` and `session_track_transaction_info` as a `SELECT`
+    /// of them gives them (booleans as `1`/`0`). `None` when one is missing.
+    pub fn from_values(values: &[Option<Vec<u8>>]) -> Option<Tracking> {
+        let text = |i: usize| values.get(i).cloned().flatten();
+        let on = |i: usize| {
+            text(i).is_some_and(|v| v.as_slice() == b"1" || v.eq_ignore_ascii_case(b"ON"))
+        };
+        Some(Tracking {
+            system_variables: text(0)?.into(),
+            schema: on(1),
+            state_change: on(2),
+            transaction_info: text(3)?.into(),
+        })
+    }
+
     pub fn tracks_variable(&self, name: &[u8]) -> bool {
         self.system_variables
             .split(|&b| b == b',')
@@ -329,7 +348,17 @@ mod tests {
             system_variables: vars.as_bytes().into(),
             schema,
             state_change,
+            transaction_info: b"OFF".as_slice().into(),
         }
+    }
+
+    #[test]
+    fn settings_are_read_from_their_values() {
+        let v = |s: &str| Some(s.as_bytes().to_vec());
+        let t = Tracking::from_values(&[v("autocommit,time_zone"), v("1"), v("0"), v("OFF")]);
+        assert_eq!(t, Some(client("autocommit,time_zone", true, false)));
+        assert!(t.unwrap().tracks_variable(b"TIME_ZONE"));
+        assert_eq!(Tracking::from_values(&[v("*"), v("1"), v("0")]), None);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //
 // Usage:
 //   node compat.js --host H --port P --user U --password PW --database DB
-//                  [--ssl-ca FILE] [--user2 U2 --password2 PW2] [--scenario full|sha2]
+//                  [--ssl-ca FILE] [--user2 U2 --password2 PW2] [--scenario full|sha2|tracking]
 //
 // Exit status: 0 when the scenario ran; 1 on an unexpected exception (printed to stderr).
 'use strict';
@@ -63,7 +63,7 @@ function parseArgs(argv) {
     if (args[required] === null) throw new Error(`--${required} is required`);
   }
   args.port = Number(args.port);
-  if (!['full', 'sha2'].includes(args.scenario)) {
+  if (!['full', 'sha2', 'tracking'].includes(args.scenario)) {
     throw new Error(`unknown scenario ${args.scenario}`);
   }
   return args;
@@ -806,9 +806,61 @@ async function runSha2(args) {
   }
 }
 
+// Session tracking (mysql2 negotiates CLIENT_SESSION_TRACK): each OK's status, with
+// SESSION_STATE_CHANGED, and the state changes the driver decoded, under the server's
+// default session_track_* settings and after the client changes them.
+const TRACKING_STATUS = STABLE_STATUS | 0x4000 | 0x8000;
+
+async function runTracking(args) {
+  const s = new Scenario(args);
+  try {
+    const conn = await s.connect();
+    const out = [];
+    for (const sql of [
+      'SELECT @@session_track_system_variables, @@session_track_state_change',
+      'SET @a = 1',
+      'CREATE TEMPORARY TABLE tracked_tmp (i INT)',
+      'DROP TEMPORARY TABLE tracked_tmp',
+      'SET SESSION sql_mode = ANSI',
+      "SET time_zone = '+01:00'",
+      `USE ${args.database}`,
+      "SET SESSION session_track_system_variables = 'sql_mode'",
+      'SELECT @@session_track_system_variables',
+      "SET sql_mode = 'TRADITIONAL'",
+      "SET time_zone = '+02:00'",
+      'SET SESSION session_track_state_change = ON',
+      'SET @b = 2',
+      'SET SESSION session_track_system_variables = DEFAULT, session_track_state_change = DEFAULT',
+      "SET SESSION session_track_system_variables = 'time_zone', session_track_schema = OFF",
+      'SELECT @@session_track_system_variables, @@session_track_state_change',
+    ]) {
+      const [rows] = await conn.query({ sql, rowsAsArray: true });
+      if (Array.isArray(rows)) {
+        out.push({ sql, rows });
+      } else {
+        out.push({
+          sql,
+          status: rows.serverStatus & TRACKING_STATUS,
+          state_changes: rows.stateChanges ?? null,
+        });
+      }
+    }
+    // A prepared statement reads the client's own settings too.
+    const [prepared] = await conn.execute({
+      sql: 'SELECT @@session_track_system_variables, @@session_track_schema',
+      rowsAsArray: true,
+    });
+    out.push({ sql: 'execute', rows: prepared });
+    return out;
+  } finally {
+    await s.closeAll();
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const body = args.scenario === 'sha2' ? await runSha2(args) : await runFull(args);
+  const run = { sha2: runSha2, tracking: runTracking }[args.scenario] ?? runFull;
+  const body = await run(args);
   const doc = {
     driver: { name: 'mysql2', version: mysqlPackage.version },
     scenario: args.scenario,

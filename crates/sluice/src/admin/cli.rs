@@ -571,8 +571,8 @@ fn format_servers(servers: &Value) -> String {
 /// Sessions as a table, one line each.
 fn format_sessions(sessions: &Value) -> String {
     let mut out = format!(
-        "{:>8}  {:<16} {:<22} {:<7} {:<24} {}\n",
-        "id", "user", "client", "state", "pinned", "backend"
+        "{:>8}  {:<16} {:<22} {:<7} {:<24} {:<16} {}\n",
+        "id", "user", "client", "state", "pinned", "backend", "program"
     );
     for s in sessions.as_array().into_iter().flatten() {
         let text = |k: &str| s[k].as_str().unwrap_or("-").to_owned();
@@ -584,14 +584,21 @@ fn format_sessions(sessions: &Value) -> String {
             ),
             _ => "-".into(),
         };
+        // The client's own name for itself, as the server would show it.
+        let attrs = &s["attributes"];
+        let program = ["program_name", "_client_name"]
+            .iter()
+            .find_map(|k| attrs[*k].as_str())
+            .unwrap_or("-");
         out.push_str(&format!(
-            "{:>8}  {:<16} {:<22} {:<7} {:<24} {}\n",
+            "{:>8}  {:<16} {:<22} {:<7} {:<24} {:<16} {}\n",
             s["id"].as_u64().unwrap_or(0),
             text("user"),
             text("client"),
             text("state"),
             text("pinned"),
-            backend
+            backend,
+            program
         ));
     }
     out

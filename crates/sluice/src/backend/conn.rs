@@ -9,10 +9,11 @@ use crate::stream::Stream;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_wire::auth as wauth;
 use sluice_wire::command::Command;
-use sluice_wire::handshake::{HandshakeResponse, InitialHandshake};
+use sluice_wire::handshake::{Attributes, HandshakeResponse, InitialHandshake};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::packet::{take_packet, write_packet, Packet};
 use sluice_wire::response::{ErrPacket, OkPacket, ERR_HEADER, OK_HEADER};
+use sluice_wire::session_track::Tracking;
 use sluice_wire::tracker::{ResponseKind, ResponseTracker, Step, HEAD_NEEDED};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
@@ -69,7 +70,7 @@ pub const LOGIN_VARS: [&str; 4] = [
 ];
 
 /// The `session_track_*` variables a client can set, in the order
-/// [`BackendConn::tracking_settings`] reads them.
+/// [`Tracking::from_values`] takes them.
 const TRACKING_VARS: [&str; 4] = [
     "session_track_system_variables",
     "session_track_schema",
@@ -77,29 +78,22 @@ const TRACKING_VARS: [&str; 4] = [
     "session_track_transaction_info",
 ];
 
-/// A session's own `session_track_*` settings (what the server reports to its client),
-/// apart from the connection's, which track everything for Sluice.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TrackingSettings {
-    pub tracking: sluice_wire::session_track::Tracking,
-    /// `session_track_transaction_info`: Sluice leaves it as it is on the connection.
-    pub transaction_info: Box<[u8]>,
-}
-
-impl TrackingSettings {
-    fn from_values(values: &[Option<Vec<u8>>]) -> Option<TrackingSettings> {
-        let text = |i: usize| values.get(i).cloned().flatten();
-        let on = |i: usize| {
-            text(i).is_some_and(|v| v.as_slice() == b"1" || v.eq_ignore_ascii_case(b"ON"))
-        };
-        Some(TrackingSettings {
-            tracking: sluice_wire::session_track::Tracking {
-                system_variables: text(0)?.into(),
-                schema: on(1),
-                state_change: on(2),
-            },
-            transaction_info: text(3)?.into(),
-        })
+/// What the server records of a connection's client (`session_connect_attrs`): Sluice's
+/// own name, so that an operator tells its connections apart, or a client's forwarded
+/// ones with `proxy=sluice` added.
+fn login_attributes(client: Option<&Attributes>) -> Attributes {
+    let pair = |k: &str, v: &str| (k.as_bytes().to_vec(), v.as_bytes().to_vec());
+    match client {
+        Some(attrs) => {
+            let mut a = attrs.clone();
+            a.push(pair("proxy", "sluice"));
+            a
+        }
+        None => vec![
+            pair("_client_name", "sluice"),
+            pair("_client_version", env!("CARGO_PKG_VERSION")),
+            pair("program_name", "sluice"),
+        ],
     }
 }
 
@@ -137,7 +131,7 @@ pub struct BackendConn {
     pub prepared_clock: u64,
     /// The server's global `session_track_*` settings, which a session starts with, read
     /// when tracking started (multiplexed sessions only).
-    pub tracking_defaults: Option<Arc<TrackingSettings>>,
+    pub tracking_defaults: Option<Arc<Tracking>>,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -156,6 +150,18 @@ impl BackendConn {
         creds: &BackendCredentials,
         params: &ConnParams,
         database: Option<&[u8]>,
+    ) -> Result<BackendConn, BackendError> {
+        BackendConn::connect_as(server, creds, params, database, None).await
+    }
+
+    /// [`Self::connect`] with a client's connection attributes, for a connection that
+    /// serves only sessions with the same ones; otherwise Sluice's own.
+    pub async fn connect_as(
+        server: Arc<Server>,
+        creds: &BackendCredentials,
+        params: &ConnParams,
+        database: Option<&[u8]>,
+        attributes: Option<&Attributes>,
     ) -> Result<BackendConn, BackendError> {
         let tcp = TcpStream::connect(&server.address)
             .await
@@ -184,7 +190,7 @@ impl BackendConn {
             prepared_clock: 0,
             tracking_defaults: None,
         };
-        conn.login(creds, params, database).await?;
+        conn.login(creds, params, database, attributes).await?;
         if params.track_state && conn.caps.contains(CapabilityFlags::SESSION_TRACK) {
             conn.start_tracking().await?;
         }
@@ -247,6 +253,7 @@ impl BackendConn {
         creds: &BackendCredentials,
         params: &ConnParams,
         database: Option<&[u8]>,
+        attributes: Option<&Attributes>,
     ) -> Result<(), BackendError> {
         let first = self.read_packet().await?;
         if first.payload.first() == Some(&ERR_HEADER) {
@@ -302,7 +309,7 @@ impl BackendConn {
             auth_response: Vec::new(),
             database: database.map(<[u8]>::to_vec),
             auth_plugin: None,
-            attributes: vec![(b"_client_name".to_vec(), b"sluice".to_vec())],
+            attributes: login_attributes(attributes),
         };
         let mut seq = first.last_seq.wrapping_add(1);
         if use_tls {
@@ -491,7 +498,7 @@ impl BackendConn {
                     std::str::from_utf8(v).ok()?.parse().ok()
                 };
                 self.idle_timeouts = secs(0).zip(secs(1));
-                self.tracking_defaults = TrackingSettings::from_values(&globals).map(Arc::new);
+                self.tracking_defaults = Tracking::from_values(&globals).map(Arc::new);
                 self.login_vars = values;
             }
             Ok(None) => {}
@@ -522,12 +529,12 @@ impl BackendConn {
     /// all of them.
     pub async fn tracking_settings(
         &mut self,
-    ) -> Result<Result<Option<TrackingSettings>, ErrPacket>, BackendError> {
+    ) -> Result<Result<Option<Tracking>, ErrPacket>, BackendError> {
         let probe = format!("SELECT @@session.{}", TRACKING_VARS.join(", @@session."));
         Ok(self
             .query_row(&probe)
             .await?
-            .map(|row| row.and_then(|values| TrackingSettings::from_values(&values))))
+            .map(|row| row.and_then(|values| Tracking::from_values(&values))))
     }
 
     /// Runs a statement Sluice issues itself whose answer is a single OK or ERR.

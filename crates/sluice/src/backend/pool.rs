@@ -16,7 +16,7 @@ use crate::config::PoolConfig;
 use crate::error::BackendError;
 use crate::stats::Stats;
 use parking_lot::Mutex;
-use sluice_wire::handshake::InitialHandshake;
+use sluice_wire::handshake::{Attributes, InitialHandshake};
 use sluice_wire::packet::take_packet;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -31,6 +31,9 @@ use tokio::sync::oneshot;
 pub struct PoolKey {
     pub creds: Arc<BackendCredentials>,
     pub params: ConnParams,
+    /// A client's connection attributes, which its connections carry (sessions that
+    /// own their connection); none for Sluice's own.
+    pub attributes: Option<Arc<Attributes>>,
     hash: u64,
 }
 
@@ -43,8 +46,22 @@ impl PoolKey {
         PoolKey {
             creds,
             params,
+            attributes: None,
             hash: h.finish(),
         }
+    }
+
+    /// The key of connections opened with a client's attributes: the server records
+    /// them at login and never after, so only a session with the same ones may reuse
+    /// such a connection.
+    pub fn with_attributes(mut self, attributes: Arc<Attributes>) -> PoolKey {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.hash.hash(&mut h);
+        attributes.hash(&mut h);
+        self.hash = h.finish();
+        self.attributes = Some(attributes);
+        self
     }
 }
 
@@ -52,6 +69,7 @@ impl PartialEq for PoolKey {
     fn eq(&self, other: &PoolKey) -> bool {
         self.hash == other.hash
             && self.params == other.params
+            && self.attributes == other.attributes
             && (Arc::ptr_eq(&self.creds, &other.creds) || self.creds == other.creds)
     }
 }
@@ -294,7 +312,9 @@ impl ServerPool {
     ) -> Result<PooledConn, BackendError> {
         {
             let mut warm = self.warm.lock();
-            if !warm.contains_key(key) {
+            // Not for a client's attributes: one key per client process (`_pid`), and
+            // kept warm after it is gone.
+            if key.attributes.is_none() && !warm.contains_key(key) {
                 warm.insert(key.clone(), schema.map(<[u8]>::to_vec));
             }
         }
@@ -495,7 +515,13 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<BackendConn, BackendError> {
-        let connect = BackendConn::connect(self.server.clone(), &key.creds, &key.params, schema);
+        let connect = BackendConn::connect_as(
+            self.server.clone(),
+            &key.creds,
+            &key.params,
+            schema,
+            key.attributes.as_deref(),
+        );
         let result = match tokio::time::timeout(self.cfg.connect_timeout, connect).await {
             // Lost while logging in (a server dying under us): nothing of any client's
             // command was sent, so it is a failure to connect, which callers may retry
@@ -575,6 +601,10 @@ impl ServerPool {
                 }
             }
             slots.open -= out.len();
+            // A client's attributes make a key of their own: forget it once unused.
+            slots
+                .idle
+                .retain(|k, list| !list.is_empty() || k.attributes.is_none());
             out
         };
         drop(expired);

@@ -21,6 +21,8 @@ pub struct LoggedIn {
     pub user: Arc<User>,
     pub charset: u8,
     pub database: Option<Vec<u8>>,
+    /// The client's connection attributes, in its order.
+    pub attributes: Arc<sluice_wire::handshake::Attributes>,
     /// Sequence id for the packet that answers the login (OK or ERR).
     pub next_seq: u8,
 }
@@ -156,6 +158,7 @@ pub async fn login(
                 user,
                 charset: response.charset,
                 database: response.database.clone(),
+                attributes: Arc::new(response.attributes.clone()),
                 next_seq: seq,
             }))
         }

@@ -46,6 +46,8 @@ struct Session {
     client: ClientConn,
     user: Arc<User>,
     charset: u8,
+    /// The client's connection attributes.
+    attributes: Arc<sluice_wire::handshake::Attributes>,
     backend: Option<PooledConn>,
     /// The session's side of the query cache, when one is configured.
     cache: Option<cached::CacheState>,
@@ -193,6 +195,7 @@ async fn serve(
             login: user.backend.clone(),
             client: client.peer,
             multiplexed: fe.pool_config.multiplex,
+            attributes: logged_in.attributes.clone(),
             kill: kill.clone(),
             live: live.clone(),
         },
@@ -203,6 +206,7 @@ async fn serve(
         client,
         user,
         charset: logged_in.charset,
+        attributes: logged_in.attributes.clone(),
         backend: None,
         cache: fe.cache.clone().map(cached::CacheState::new),
         mux: None,
@@ -280,6 +284,16 @@ impl Session {
     /// The pool key of connections that speak exactly the client's wire format.
     fn key(&self, user: &User) -> PoolKey {
         PoolKey::new(user.backend.clone(), self.params(false))
+    }
+
+    /// The key of a connection the session owns: it carries the client's attributes
+    /// when configured so (the server keeps those of the login only).
+    fn own_key(&self, user: &User) -> PoolKey {
+        let key = self.key(user);
+        if self.fe.pool_config.forward_attributes && !self.attributes.is_empty() {
+            return key.with_attributes(self.attributes.clone());
+        }
+        key
     }
 
     fn params(&self, multiplexed: bool) -> ConnParams {
@@ -360,7 +374,7 @@ impl Session {
         if self.multiplexed() {
             return self.attach_multiplexed(user, schema).await;
         }
-        let key = self.key(&user);
+        let key = self.own_key(&user);
         let router = self.fe.router.load_full();
         let leased = router
             .lease(&Target::Writer, &[], &key, schema, on_schema(schema), 1)

@@ -28,6 +28,14 @@ impl SessionsAdmin for SessionsHandle {
                     "user": s.user,
                     "client": s.client.to_string(),
                     "multiplexed": s.multiplexed,
+                    "attributes": s
+                        .attributes
+                        .iter()
+                        .map(|(k, v)| {
+                            let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+                            (text(k), Value::String(text(v)))
+                        })
+                        .collect::<serde_json::Map<String, Value>>(),
                     "state": state,
                     "pinned": pinned,
                     "backend": attached.then(|| json!({

@@ -124,3 +124,31 @@ fn mysql2_sees_the_same_as_direct() {
         &["--user2", OTHER_USER, "--password2", OTHER_PASSWORD],
     );
 }
+
+/// mysql2 negotiates session tracking: the status flags and state changes it decodes
+/// are the ones its own `session_track_*` settings give directly, multiplexed or not.
+#[test]
+fn mysql2_session_tracking_is_the_clients_own() {
+    let root = repo_root();
+    let script = require(
+        root.join("tests/clients/node/compat.js"),
+        "the mysql2 scenario",
+    );
+    let node = sluice::sandbox::find_program(&["node", "nodejs"])
+        .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
+    let server = shared_server();
+    let args = ["--scenario", "tracking"];
+    let direct = run_driver(&node, &script, server.port(), "sluice_node_track", &args);
+    for multiplex in [true, false] {
+        let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
+        let proxied = run_driver(&node, &script, sluice.port(), "sluice_node_track", &args);
+        if direct != proxied {
+            let direct = serde_json::to_string_pretty(&direct).unwrap();
+            let proxied = serde_json::to_string_pretty(&proxied).unwrap();
+            panic!(
+                "multiplex = {multiplex}: {}\n--- direct ---\n{direct}\n--- sluice ---\n{proxied}",
+                crate::support::first_difference(&direct, &proxied)
+            );
+        }
+    }
+}

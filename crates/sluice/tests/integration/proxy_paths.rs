@@ -276,10 +276,11 @@ fn load_local(port: u16, file: &std::path::Path, client_allows: bool) -> CliOutp
         ))
 }
 
-/// LOAD DATA LOCAL INFILE works when the configuration allows it, and is refused by
-/// the server, as with a client that disabled it, when it does not.
+/// LOAD DATA LOCAL INFILE follows the server's `local_infile` by default: it loads when
+/// the server allows it, and is refused as directly when the server does not; with
+/// `local_infile = false` Sluice refuses it as a client that disabled it would be.
 #[test]
-fn load_data_local_infile_follows_configuration() {
+fn load_data_local_infile_follows_the_server_and_configuration() {
     let server = shared_server();
     fresh_database(server, "infile");
     let dir = tempfile::tempdir().unwrap();
@@ -287,9 +288,7 @@ fn load_data_local_infile_follows_configuration() {
     let body: String = (1..=50_000).map(|i| format!("{i},name-{i:06}\n")).collect();
     std::fs::write(&file, body).unwrap();
 
-    let mut config = Config::for_server(server);
-    config.protocol.insert("local_infile".into(), true.into());
-    let allowed = Sluice::start(&config);
+    let allowed = Sluice::start(&Config::for_server(server));
     let out = load_local(allowed.port(), &file, true);
     assert!(out.success(), "{}", out.stderr);
     assert!(
@@ -298,7 +297,9 @@ fn load_data_local_infile_follows_configuration() {
         out.stdout
     );
 
-    let refused = Sluice::start(&Config::for_server(server));
+    let mut config = Config::for_server(server);
+    config.protocol.insert("local_infile".into(), false.into());
+    let refused = Sluice::start(&config);
     let through = load_local(refused.port(), &file, true);
     let direct = load_local(server.port(), &file, false);
     assert!(!through.success());
@@ -306,6 +307,18 @@ fn load_data_local_infile_follows_configuration() {
         through.stderr, direct.stderr,
         "same refusal as a client without local infile"
     );
+
+    // A server that refuses LOCAL INFILE refuses it through Sluice, with its own error.
+    let off = dedicated_server(MariaDbOptions {
+        extra_args: vec!["--local-infile=0".into()],
+        ..Default::default()
+    });
+    fresh_database(&off, "infile");
+    let sluice = Sluice::start(&Config::for_server(&off));
+    let through = load_local(sluice.port(), &file, true);
+    let direct = load_local(off.port(), &file, true);
+    assert!(!direct.success(), "{}", direct.stdout);
+    assert_eq!(through.stderr, direct.stderr, "the server's own refusal");
 }
 
 /// mysqlslap's generated mixed load (it creates, fills, queries and drops its own

@@ -67,6 +67,17 @@ const SCRIPT: &[&str] = &[
      @@session_track_state_change",
     "SET SESSION sql_mode=ANSI",
     "USE track_a",
+    "SET SESSION session_track_system_variables='no_such_variable'",
+    "SHOW WARNINGS",
+    "SELECT @@session_track_system_variables",
+    "SHOW SESSION VARIABLES LIKE 'session_track%'",
+    "SET SESSION session_track_transaction_info=STATE",
+    "BEGIN",
+    "INSERT INTO track_a.t VALUES (1)",
+    "COMMIT",
+    "SET SESSION session_track_transaction_info=DEFAULT",
+    "BEGIN",
+    "COMMIT",
 ];
 
 /// Every answer of the script, as text: an OK or ERR payload in hex, a result's rows.
@@ -74,7 +85,7 @@ fn run_script(conn: &mut RawConn) -> Vec<String> {
     SCRIPT
         .iter()
         .map(|sql| {
-            if sql.starts_with("SELECT") {
+            if sql.starts_with("SELECT") || sql.starts_with("SHOW") {
                 format!("{sql} -> {:?}", conn.query_rows(sql))
             } else {
                 let p = conn.query_packet(sql).unwrap();
@@ -92,6 +103,7 @@ fn databases(server: &MariaDb) {
     for db in ["track_a", "track_b"] {
         fresh_database(server, db);
     }
+    server.execute("CREATE TABLE track_a.t (i INT)").unwrap();
 }
 
 #[track_caller]
@@ -120,6 +132,7 @@ fn tracking_clients_get_exactly_what_the_server_sends_them() {
         );
         let through = run_script(&mut tracking_login(sluice.addr(), "track_a"));
         assert_same(&direct, &through, &format!("multiplex = {multiplex}"));
+        databases(server);
     }
 }
 

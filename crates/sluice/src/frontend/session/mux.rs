@@ -198,6 +198,8 @@ struct ClientStmt {
     plain_read: bool,
     /// What executing it does to unmovable state.
     effects: Effects,
+    /// It names a `session_track_*` variable: executes run with the client's tracking.
+    names_tracking: bool,
 }
 
 /// A COM_STMT_PREPARE in flight: the backend statement key, the text, and the id the
@@ -265,7 +267,7 @@ pub(super) struct Mux {
     /// The session's latest write, which its reads must see (read-your-writes).
     pub last_gtid: Option<crate::router::gtid::GtidPos>,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
-    pub(super) tracking: Option<crate::backend::TrackingSettings>,
+    pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
     /// The statement in flight runs with the client's tracking settings on the
     /// connection: its OK packets are already the client's.
     pub(super) own_tracking: bool,
@@ -789,7 +791,9 @@ impl Session {
         }
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.mux.as_mut().expect("multiplexing");
-        let entered = super::tracking::enter(backend, mux, fx.touches_session_tracking).await;
+        let names_tracking = fx.touches_session_tracking
+            || stmt.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
+        let entered = super::tracking::enter(backend, mux, names_tracking).await;
         let refused = match entered {
             Ok(Ok(())) => None,
             Ok(Err(err)) => Some(err),
@@ -1072,7 +1076,8 @@ impl Session {
         mux.status = status;
         mux.apply_effects(fx, observed.status.is_some());
         mux.statement_done(fx, status);
-        if observed.tracking_changed || mux.own_tracking {
+        // A lost connection is dropped with whatever tracking it had.
+        if (observed.tracking_changed || mux.own_tracking) && !backend.is_broken() {
             match super::tracking::leave(backend, mux).await {
                 Ok(keep) => mux.pins.tracking = keep,
                 Err(e) => {
@@ -1081,6 +1086,7 @@ impl Session {
                 }
             }
         }
+        mux.own_tracking = false;
         if observed.fixed_variable {
             mux.pins.fixed_variable = true;
         }
@@ -1129,6 +1135,7 @@ impl Session {
                     );
                     let effects = crate::classify::effects::effects(&text);
                     let plain_read = crate::router::rules::is_plain_read(&text, &effects);
+                    let names_tracking = effects.touches_session_tracking;
                     let effects = effects.locks_only();
                     mux.stmts.insert(
                         id,
@@ -1139,6 +1146,7 @@ impl Session {
                             types: None,
                             plain_read,
                             effects,
+                            names_tracking,
                         },
                     );
                 }

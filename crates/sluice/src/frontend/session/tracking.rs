@@ -29,10 +29,10 @@ pub(super) fn for_client(
     let Some(settings) = mux.tracking.as_ref().filter(|_| !mux.own_tracking) else {
         return Ok(None);
     };
-    if settings.tracking.passes(ok) {
+    if settings.passes(ok) {
         return Ok(None);
     }
-    let filtered = filter_ok(payload, &settings.tracking)?;
+    let filtered = filter_ok(payload, settings)?;
     let mut out = BytesMut::with_capacity(filtered.len() + HEADER_LEN);
     write_packet(&mut out, seq, &filtered);
     Ok(Some(out.to_vec()))
@@ -46,16 +46,17 @@ pub(super) async fn enter(
     mux: &mut Mux,
     names_tracking: bool,
 ) -> Result<Result<(), ErrPacket>, BackendError> {
+    // Cleared here too: a statement whose connection was lost never reached `leave`.
+    mux.own_tracking = false;
     if mux.tracking.is_none() {
         mux.tracking = backend.tracking_defaults.as_deref().cloned();
     }
     if !names_tracking {
         return Ok(Ok(()));
     }
-    let Some(settings) = mux.tracking.as_ref() else {
+    let Some(t) = mux.tracking.as_ref() else {
         return Ok(Ok(()));
     };
-    let t = &settings.tracking;
     let set = format!(
         "SET SESSION session_track_system_variables={}, session_track_schema={}, \
          session_track_state_change={}",
@@ -63,14 +64,9 @@ pub(super) async fn enter(
         on_off(t.schema),
         on_off(t.state_change),
     );
-    match backend.simple_query(&set).await {
-        Ok(Ok(_)) => {
-            mux.own_tracking = true;
-            Ok(Ok(()))
-        }
-        Ok(Err(err)) => Ok(Err(err)),
-        Err(e) => Err(e),
-    }
+    let answer = backend.simple_query(&set).await?;
+    mux.own_tracking = answer.is_ok();
+    Ok(answer.map(|_| ()))
 }
 
 /// After a statement that ran with the client's settings or changed them (a procedure
@@ -84,11 +80,10 @@ pub(super) async fn leave(backend: &mut BackendConn, mux: &mut Mux) -> Result<bo
         // Not readable: the connection stays the session's, as the server left it.
         Ok(None) | Err(_) => return Ok(true),
     };
-    let default_info = backend
-        .tracking_defaults
-        .as_ref()
-        .map(|d| d.transaction_info.clone());
-    let keep = default_info.is_none_or(|d| !d.eq_ignore_ascii_case(&settings.transaction_info));
+    let keep = backend.tracking_defaults.as_ref().is_none_or(|d| {
+        !d.transaction_info
+            .eq_ignore_ascii_case(&settings.transaction_info)
+    });
     mux.tracking = Some(settings);
     backend.track_everything().await?;
     Ok(keep)
