@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(super) mod cached;
+mod identity;
 mod kill;
 pub mod mux;
 mod route;
@@ -499,7 +500,8 @@ impl Session {
                 }
                 Action::Forward(kind) if self.mux.is_some() => {
                     self.begin_statement(header.len).await?;
-                    let going_on = self.forward_multiplexed(kind, header.len).await?;
+                    let len = self.own_connection_id(kind, header.len).await?;
+                    let going_on = self.forward_multiplexed(kind, len).await?;
                     self.end_statement();
                     if !going_on {
                         return Ok(());
@@ -508,9 +510,10 @@ impl Session {
                 Action::Forward(kind) => {
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
                     self.begin_statement(header.len).await?;
+                    let len = self.own_connection_id(kind, header.len).await?;
                     let going_on = if self.cache.is_some() {
                         let id = stmt_id(&self.client.rbuf);
-                        self.forward_cached(kind, header.len, id).await?
+                        self.forward_cached(kind, len, id).await?
                     } else {
                         self.relay(kind).await?
                     };

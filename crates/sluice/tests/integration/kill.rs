@@ -4,6 +4,7 @@
 //! it would name some other thread. Each test runs multiplexed and with
 //! `multiplex = false`.
 
+use crate::support::cli::Client;
 use crate::support::proxy::User;
 use crate::support::wire::{RawConn, Reply};
 use crate::support::*;
@@ -216,4 +217,92 @@ fn kill_of_ones_own_session() {
     assert!(alive(&mut conn));
     assert_eq!(err_of(conn.query(&format!("KILL {id}"))).0, 1927);
     assert!(!alive(&mut conn));
+}
+
+/// The metadata lines of `mariadb --column-type-info` (values and the status line
+/// differ between connections).
+fn column_types(out: &str) -> Vec<String> {
+    out.lines()
+        .filter(|l| {
+            [
+                "Field",
+                "Catalog",
+                "Database",
+                "Table",
+                "Org_",
+                "Type",
+                "Collation",
+                "Length",
+                "Max_length",
+                "Decimals",
+                "Flags",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        // Max_length is the widest value sent, which depends on the id.
+        .filter(|l| !l.starts_with("Max_length"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every way a session learns its id agrees with what KILL acts on: the handshake (the
+/// client's own `status`), `CONNECTION_ID()` as a column, in an expression, with an
+/// alias, in a prepared statement, and the column's name and type are the server's.
+fn ids_agree(multiplex: bool) {
+    let server = shared_server();
+    let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
+    // The real client: the handshake's id (`status`) against CONNECTION_ID().
+    let out = Client::native(sluice.port())
+        .query_ok("status; SELECT CONNECTION_ID() AS id, CONNECTION_ID() + 0 AS plus");
+    let handshake = out
+        .lines()
+        .find_map(|l| l.strip_prefix("Connection id:"))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("no connection id in {out}"));
+    let selected: Vec<&str> = out.lines().last().unwrap().split('\t').collect();
+    assert_eq!(selected, [handshake.as_str(), handshake.as_str()], "{out}");
+
+    // Names and types, as the server gives them.
+    let sql = "SELECT CONNECTION_ID(), connection_id( ) AS c, CONNECTION_ID() + 1, \
+               (SELECT CONNECTION_ID())";
+    let direct = Client::native(server.port())
+        .args(["--column-type-info", "--table"])
+        .query_ok(sql);
+    let through = Client::native(sluice.port())
+        .args(["--column-type-info", "--table"])
+        .query_ok(sql);
+    assert_eq!(column_types(&through), column_types(&direct), "{through}");
+    assert!(through.contains("`CONNECTION_ID()`"), "{through}");
+
+    // The id a session reads is the one another session kills it by.
+    let mut victim = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let id = victim.greeting.connection_id.to_string();
+    assert_eq!(
+        victim.query_rows("SELECT CONNECTION_ID()")[0][0].as_deref(),
+        Some(id.as_str())
+    );
+    // Prepared: the id compared on the server is the same one.
+    let stmt = victim
+        .prepare("SELECT 1 FROM DUAL WHERE CONNECTION_ID() = ?")
+        .unwrap();
+    assert_eq!(victim.execute_rows(stmt, &[&id]).unwrap(), 1);
+    assert_eq!(victim.execute_rows(stmt, &["0"]).unwrap(), 0);
+    let read = victim.query_rows("SELECT CONNECTION_ID()")[0][0]
+        .clone()
+        .unwrap();
+    let mut killer = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    killer.query(&format!("KILL {read}")).unwrap().expect_ok();
+    assert!(!alive(&mut victim));
+    assert!(alive(&mut killer));
+}
+
+#[test]
+fn every_id_a_session_learns_is_the_one_kill_acts_on_multiplexed() {
+    ids_agree(true);
+}
+
+#[test]
+fn every_id_a_session_learns_is_the_one_kill_acts_on_dedicated() {
+    ids_agree(false);
 }

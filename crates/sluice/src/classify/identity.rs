@@ -1,0 +1,293 @@
+//! `CONNECTION_ID()` answers with the session's Sluice id, the one its handshake gave
+//! and `KILL` acts on: the server would answer with the id of whichever of its threads
+//! runs the statement. The call is replaced in the text by a literal the server types
+//! exactly as it types the function (`INT UNSIGNED`, display width 10, not null), and a
+//! select-list item that is the bare call keeps its column name through an alias.
+
+use super::sql::{code_token, Kind, Lexer, Tok};
+
+/// Whether `sql` may call `CONNECTION_ID()`: a byte scan, so ordinary statements pay
+/// nothing more.
+pub fn may_name_connection_id(sql: &[u8]) -> bool {
+    const NEEDLE: &[u8] = b"connection_id";
+    sql.windows(NEEDLE.len())
+        .any(|w| w[0] | 0x20 == b'c' && w.eq_ignore_ascii_case(NEEDLE))
+}
+
+/// `sql` with every `CONNECTION_ID()` call replaced by `id`, or `None` when there is
+/// none to replace. A select-list item without an alias that contains a call keeps the
+/// server's name for it, the item as written, through an alias. A statement that names
+/// `PROCESSLIST` is left as it is: its `WHERE ID = CONNECTION_ID()` compares with the
+/// server's own thread ids.
+pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
+    if !may_name_connection_id(sql) {
+        return None;
+    }
+    let mut lex = Lexer::new(sql);
+    let mut toks: Vec<Tok> = Vec::new();
+    while let Some(t) = code_token(&mut lex) {
+        toks.push(t);
+    }
+    if toks.iter().any(|t| is_one_of(sql, t, &["PROCESSLIST"])) {
+        return None;
+    }
+    let calls: Vec<usize> = (0..toks.len())
+        .filter(|&i| is_call(sql, &toks, i))
+        .collect();
+    if calls.is_empty() {
+        return None;
+    }
+    // (from, to, replacement) by byte offset: the calls, and the aliases after items.
+    let literal = format!("CAST({id:010} AS UNSIGNED)").into_bytes();
+    let mut edits: Vec<(usize, usize, Vec<u8>)> = calls
+        .iter()
+        .map(|&i| (toks[i].start, toks[i + 2].end, literal.clone()))
+        .collect();
+    for (first, last) in select_items(sql, &toks) {
+        let holds_call = calls.iter().any(|&c| c >= first && c + 2 <= last);
+        let text = &sql[toks[first].start..toks[last].end];
+        if !holds_call || has_alias(sql, &toks, first, last) || text.len() > NAME_MAX {
+            continue;
+        }
+        let mut alias = b" AS `".to_vec();
+        for &b in text {
+            if b == b'`' {
+                alias.push(b'`');
+            }
+            alias.push(b);
+        }
+        alias.push(b'`');
+        edits.push((toks[last].end, toks[last].end, alias));
+    }
+    edits.sort_by_key(|&(from, to, _)| (from, to));
+    let mut out = Vec::with_capacity(sql.len() + 64 * edits.len());
+    let mut copied = 0;
+    for (from, to, with) in edits {
+        out.extend_from_slice(&sql[copied..from]);
+        out.extend_from_slice(&with);
+        copied = to;
+    }
+    out.extend_from_slice(&sql[copied..]);
+    Some(out)
+}
+
+/// Item texts longer than this keep the name the server gives the rewritten text: an
+/// alias is at most 256 characters.
+const NAME_MAX: usize = 200;
+
+/// Whether tokens `i..=i+2` are a call of the built-in `CONNECTION_ID()`.
+fn is_call(sql: &[u8], toks: &[Tok], i: usize) -> bool {
+    is_one_of(sql, &toks[i], &["CONNECTION_ID"])
+        && toks
+            .get(i + 1)
+            .is_some_and(|p| p.kind == Kind::Punct(b'(') && p.start == toks[i].end)
+        && toks.get(i + 2).is_some_and(|p| p.kind == Kind::Punct(b')'))
+        // `db.CONNECTION_ID()` is a stored function of that name.
+        && !(i > 0 && toks[i - 1].kind == Kind::Punct(b'.'))
+}
+
+/// Keywords that may come between `SELECT` and its first item.
+const SELECT_OPTIONS: &[&str] = &[
+    "ALL",
+    "DISTINCT",
+    "DISTINCTROW",
+    "HIGH_PRIORITY",
+    "STRAIGHT_JOIN",
+    "SQL_SMALL_RESULT",
+    "SQL_BIG_RESULT",
+    "SQL_BUFFER_RESULT",
+    "SQL_CACHE",
+    "SQL_NO_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+];
+
+/// Keywords that end a select list.
+const LIST_ENDS: &[&str] = &[
+    "FROM",
+    "INTO",
+    "WHERE",
+    "GROUP",
+    "HAVING",
+    "ORDER",
+    "LIMIT",
+    "UNION",
+    "EXCEPT",
+    "INTERSECT",
+    "WINDOW",
+    "FOR",
+    "LOCK",
+    "PROCEDURE",
+];
+
+fn is_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
+    t.kind == Kind::Word
+        && words
+            .iter()
+            .any(|w| sql[t.start..t.end].eq_ignore_ascii_case(w.as_bytes()))
+}
+
+/// Words after which the next token is an operand, not an alias.
+const OPERATORS: &[&str] = &[
+    "AND", "OR", "XOR", "NOT", "DIV", "MOD", "IS", "LIKE", "REGEXP", "RLIKE", "IN", "BETWEEN",
+    "WHEN", "THEN", "ELSE", "CASE", "BINARY", "INTERVAL", "ESCAPE", "SOUNDS", "COLLATE",
+];
+
+/// A select list being read: the paren depth of its `SELECT`, and the first token of
+/// the item being read.
+struct List {
+    depth: usize,
+    first: Option<usize>,
+}
+
+/// The items of every select list, inner ones included, as (first token, last token).
+fn select_items(sql: &[u8], toks: &[Tok]) -> Vec<(usize, usize)> {
+    let mut open: Vec<List> = Vec::new();
+    let mut items = Vec::new();
+    let mut depth = 0usize;
+    for (i, t) in toks.iter().enumerate() {
+        let list = open.last_mut().filter(|l| l.depth == depth);
+        if let Some(list) = list {
+            let ends =
+                matches!(t.kind, Kind::Punct(b',' | b')' | b';')) || is_one_of(sql, t, LIST_ENDS);
+            if ends {
+                if let Some(first) = list.first.take() {
+                    items.push((first, i - 1));
+                }
+                if t.kind != Kind::Punct(b',') {
+                    open.pop();
+                }
+            } else if list.first.is_none()
+                && !is_one_of(sql, t, SELECT_OPTIONS)
+                && !is_one_of(sql, t, &["SELECT"])
+            {
+                list.first = Some(i);
+            }
+        }
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => {
+                depth = depth.saturating_sub(1);
+                open.retain(|l| l.depth <= depth);
+            }
+            Kind::Punct(b';') => {
+                depth = 0;
+                open.clear();
+            }
+            Kind::Word if is_one_of(sql, t, &["SELECT"]) => open.push(List { depth, first: None }),
+            _ => {}
+        }
+    }
+    if let Some(list) = open.last_mut().filter(|l| l.depth == depth) {
+        if let Some(first) = list.first.take() {
+            items.push((first, toks.len() - 1));
+        }
+    }
+    items
+}
+
+/// Whether the item `first..=last` ends with an alias (`expr AS name`, `expr name`).
+fn has_alias(sql: &[u8], toks: &[Tok], first: usize, last: usize) -> bool {
+    if last == first {
+        return false;
+    }
+    let (before, end) = (&toks[last - 1], &toks[last]);
+    if is_one_of(sql, before, &["AS"]) {
+        return true;
+    }
+    let name = matches!(end.kind, Kind::Word | Kind::Quoted | Kind::Str(_))
+        && !is_one_of(sql, end, &["END", "NULL", "TRUE", "FALSE"]);
+    let operand_before = match before.kind {
+        Kind::Punct(b')') | Kind::Number | Kind::Str(_) | Kind::Quoted => true,
+        Kind::UserVar | Kind::SysVar => true,
+        Kind::Word => !is_one_of(sql, before, OPERATORS),
+        _ => false,
+    };
+    name && operand_before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rewrite(sql: &str) -> Option<String> {
+        rewrite_connection_id(sql.as_bytes(), 42).map(|v| String::from_utf8(v).unwrap())
+    }
+
+    const LIT: &str = "CAST(0000000042 AS UNSIGNED)";
+
+    #[test]
+    fn select_items_keep_their_names() {
+        assert_eq!(
+            rewrite("SELECT CONNECTION_ID()").unwrap(),
+            format!("SELECT {LIT} AS `CONNECTION_ID()`")
+        );
+        assert_eq!(
+            rewrite("select connection_id( ), 1 from dual").unwrap(),
+            format!("select {LIT} AS `connection_id( )`, 1 from dual")
+        );
+        assert_eq!(
+            rewrite("SELECT SQL_NO_CACHE 1, CONNECTION_ID();").unwrap(),
+            format!("SELECT SQL_NO_CACHE 1, {LIT} AS `CONNECTION_ID()`;")
+        );
+        assert_eq!(
+            rewrite("SELECT CONNECTION_ID() + 1, 2").unwrap(),
+            format!("SELECT {LIT} + 1 AS `CONNECTION_ID() + 1`, 2")
+        );
+        assert_eq!(
+            rewrite("SELECT (SELECT CONNECTION_ID())").unwrap(),
+            format!("SELECT (SELECT {LIT} AS `CONNECTION_ID()`) AS `(SELECT CONNECTION_ID())`")
+        );
+        assert_eq!(
+            rewrite("SELECT a, LEAST(1, CONNECTION_ID()) FROM t").unwrap(),
+            format!("SELECT a, LEAST(1, {LIT}) AS `LEAST(1, CONNECTION_ID())` FROM t")
+        );
+        assert_eq!(
+            rewrite("SELECT CASE WHEN CONNECTION_ID() > 1 THEN 1 END").unwrap(),
+            format!("SELECT CASE WHEN {LIT} > 1 THEN 1 END AS `CASE WHEN CONNECTION_ID() > 1 THEN 1 END`")
+        );
+        assert_eq!(
+            rewrite("/*!SELECT*/ CONNECTION_ID()").unwrap(),
+            format!("/*!SELECT*/ {LIT} AS `CONNECTION_ID()`")
+        );
+    }
+
+    #[test]
+    fn aliases_and_other_places_get_the_value_alone() {
+        for (sql, want) in [
+            ("SELECT CONNECTION_ID() AS id", "SELECT # AS id"),
+            ("SELECT CONNECTION_ID() id", "SELECT # id"),
+            ("SELECT CONNECTION_ID() + 1 'x'", "SELECT # + 1 'x'"),
+            (
+                "INSERT INTO t VALUES (CONNECTION_ID())",
+                "INSERT INTO t VALUES (#)",
+            ),
+            (
+                "SELECT a FROM t WHERE b = CONNECTION_ID()",
+                "SELECT a FROM t WHERE b = #",
+            ),
+            ("DO CONNECTION_ID()", "DO #"),
+        ] {
+            assert_eq!(rewrite(sql).unwrap(), want.replace('#', LIT), "{sql}");
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_call_is_left_alone() {
+        assert_eq!(rewrite("SELECT 'CONNECTION_ID()'"), None);
+        assert_eq!(rewrite("SELECT `CONNECTION_ID`()"), None);
+        assert_eq!(rewrite("SELECT db.CONNECTION_ID()"), None);
+        assert_eq!(rewrite("SELECT CONNECTION_ID (1)"), None);
+        assert_eq!(rewrite("SELECT 1 -- CONNECTION_ID()"), None);
+        assert_eq!(rewrite("SELECT 1"), None);
+        assert_eq!(
+            rewrite("SELECT * FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()"),
+            None
+        );
+    }
+
+    #[test]
+    fn ids_of_any_size_keep_the_type() {
+        let big = rewrite_connection_id(b"DO CONNECTION_ID()+0", u32::MAX).unwrap();
+        assert_eq!(big, b"DO CAST(4294967295 AS UNSIGNED)+0");
+    }
+}
