@@ -132,6 +132,16 @@ impl SessionLive {
         self.thread_id.load(Ordering::Relaxed)
     }
 
+    /// Whether the session holds a connection to `server` now.
+    pub fn attached_to(&self, server: &Arc<crate::backend::Server>) -> bool {
+        self.attached()
+            && self
+                .server
+                .lock()
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, server))
+    }
+
     pub fn server_name(&self) -> Option<String> {
         self.server.lock().as_ref().map(|s| s.name.clone())
     }
@@ -173,6 +183,25 @@ pub struct Frontend {
 }
 
 impl Frontend {
+    /// Which Sluice session runs on each of `server`'s threads now, by thread id:
+    /// `own` (thread, session) first, since the asking session's connection may not
+    /// be shown as attached while it is multiplexed.
+    pub fn sessions_on(
+        &self,
+        server: &Arc<crate::backend::Server>,
+        own: (u32, u32),
+    ) -> HashMap<u32, u32> {
+        let mut ids: HashMap<u32, u32> = self
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, e)| e.live.attached_to(server))
+            .map(|(&id, e)| (e.live.thread_id(), id))
+            .collect();
+        ids.insert(own.0, own.1);
+        ids
+    }
+
     /// Users, limits and protocol settings come from `config`.
     pub fn new(
         config: &Config,

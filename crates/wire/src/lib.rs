@@ -12,6 +12,7 @@ pub mod handshake;
 pub mod lenenc;
 pub mod packet;
 pub mod response;
+pub mod resultset;
 pub mod session_track;
 pub mod tracker;
 

@@ -67,6 +67,13 @@ pub enum Step {
     LocalInfile,
 }
 
+/// A packet inside a text result set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultPart {
+    Column,
+    Row,
+}
+
 /// States of a response, in the order they are passed through.
 ///
 /// `First` → (OK or ERR: done, or `First` again when more results exist)
@@ -147,6 +154,24 @@ impl ResponseTracker {
                 self.deprecate_eof && self.kind != ResponseKind::FieldList
             }
             _ => false,
+        }
+    }
+
+    /// Whether the next packet, starting with `head`, of payload length `len`, is a
+    /// column definition or a row of a text-protocol result set.
+    pub fn result_part(&self, head: &[u8], len: usize) -> Option<ResultPart> {
+        if self.kind != ResponseKind::Query {
+            return None;
+        }
+        let first = head.first().copied();
+        match self.state {
+            State::Columns { .. } if first != Some(ERR_HEADER) => Some(ResultPart::Column),
+            State::Rows => match first {
+                None | Some(ERR_HEADER) => None,
+                Some(EOF_HEADER) if len < crate::packet::MAX_PAYLOAD => None,
+                Some(_) => Some(ResultPart::Row),
+            },
+            _ => None,
         }
     }
 
@@ -337,6 +362,16 @@ pub enum Event {
     Ok {
         len: usize,
     },
+    /// With [`Scanner::intercept_rows`]: a column definition of a text result set, of
+    /// `len` bytes, starts right after the bytes counted; consumed whole as [`Event::Ok`].
+    Column {
+        len: usize,
+    },
+    /// With [`Scanner::intercept_rows`]: a text-protocol row shorter than 16 MiB, of
+    /// `len` bytes, consumed whole as [`Event::Ok`].
+    Row {
+        len: usize,
+    },
 }
 
 /// Walks a response byte stream chunk by chunk, checking sequence ids and feeding the
@@ -351,6 +386,7 @@ pub struct Scanner {
     pending: Option<Event>,
     next_seq: u8,
     intercept: bool,
+    intercept_rows: bool,
 }
 
 impl Scanner {
@@ -363,6 +399,7 @@ impl Scanner {
             pending: None,
             next_seq: first_seq,
             intercept: false,
+            intercept_rows: false,
         }
     }
 
@@ -370,6 +407,13 @@ impl Scanner {
     /// forwardable, for a caller that reads or rewrites them.
     pub fn intercept_ok(&mut self, on: bool) {
         self.intercept = on;
+    }
+
+    /// Surfaces every column definition and row of text result sets whole, as
+    /// [`Event::Column`] and [`Event::Row`], for a caller that rewrites values. Rows of
+    /// 16 MiB or more still stream.
+    pub fn intercept_rows(&mut self, on: bool) {
+        self.intercept_rows = on;
     }
 
     /// After the client's LOCAL INFILE data: the response goes on at `next_seq`.
@@ -442,6 +486,28 @@ impl Scanner {
                     pos,
                     Some(Event::Ok {
                         len: HEADER_LEN + h.len,
+                    }),
+                ));
+            }
+            let part = if self.intercept_rows && h.len < crate::packet::MAX_PAYLOAD {
+                self.tracker.result_part(&body[..need], h.len)
+            } else {
+                None
+            };
+            if let Some(part) = part {
+                if body.len() < h.len {
+                    return Ok((pos, None));
+                }
+                if self.tracker.feed(&body[..need], h.len)? != Step::Continue {
+                    return Err(ProtocolError::Malformed("a result set ended at a row"));
+                }
+                self.next_seq = self.next_seq.wrapping_add(1);
+                let len = HEADER_LEN + h.len;
+                return Ok((
+                    pos,
+                    Some(match part {
+                        ResultPart::Column => Event::Column { len },
+                        ResultPart::Row => Event::Row { len },
                     }),
                 ));
             }
@@ -617,6 +683,49 @@ mod tests {
             }
         }
         events
+    }
+
+    /// Scans with rows intercepted, fed `piece` bytes at a time; returns the packets
+    /// taken whole (as column or row) and whether the response ended.
+    fn scan_rows(bytes: &[u8], deprecate_eof: bool, piece: usize) -> (Vec<(bool, Vec<u8>)>, bool) {
+        let mut s = Scanner::new(
+            ResponseTracker::new(ResponseKind::Query, caps(deprecate_eof)),
+            1,
+        );
+        s.intercept_rows(true);
+        let (mut taken, mut done, mut fed) = (Vec::new(), 0usize, 0usize);
+        loop {
+            let (n, ev) = s.scan(&bytes[done..fed]).unwrap();
+            done += n;
+            match ev {
+                Some(Event::Column { len }) | Some(Event::Row { len }) => {
+                    assert!(done + len <= fed, "a row is reported only when whole");
+                    let column = matches!(ev, Some(Event::Column { .. }));
+                    taken.push((column, bytes[done + HEADER_LEN..done + len].to_vec()));
+                    done += len;
+                }
+                Some(Event::Done(_)) => return (taken, true),
+                Some(e) => panic!("{e:?}"),
+                None if fed == bytes.len() => return (taken, false),
+                None => fed = (fed + piece).min(bytes.len()),
+            }
+        }
+    }
+
+    #[test]
+    fn rows_are_taken_whole_when_intercepted() {
+        for deprecate_eof in [false, true] {
+            let rs = result_set(2, &[b"\x011\x01a", b"\x012\xfb"], deprecate_eof, 0);
+            let bytes = stream(&rs);
+            for piece in [1, 3, 7, bytes.len()] {
+                let (taken, ended) = scan_rows(&bytes, deprecate_eof, piece);
+                assert!(ended, "piece {piece}");
+                let kinds: Vec<bool> = taken.iter().map(|(c, _)| *c).collect();
+                assert_eq!(kinds, [true, true, false, false]);
+                assert_eq!(taken[2].1, b"\x011\x01a");
+                assert_eq!(taken[3].1, b"\x012\xfb");
+            }
+        }
     }
 
     /// Like [`scan_all`] with OK packets intercepted: each one is taken whole out of the

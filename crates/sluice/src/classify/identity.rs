@@ -14,6 +14,62 @@ pub fn may_name_connection_id(sql: &[u8]) -> bool {
         .any(|w| w[0] | 0x20 == b'c' && w.eq_ignore_ascii_case(NEEDLE))
 }
 
+/// How a statement reads the server's process list, whose ids Sluice translates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Processlist {
+    /// `SHOW [FULL] PROCESSLIST`: the column `Id`.
+    Show,
+    /// Any other statement naming `PROCESSLIST`: columns from
+    /// `information_schema.PROCESSLIST.ID`.
+    Select,
+}
+
+/// Whether the statement reads the process list: a byte scan first, so ordinary
+/// statements pay nothing more.
+pub fn processlist(sql: &[u8]) -> Option<Processlist> {
+    const NEEDLE: &[u8] = b"processlist";
+    if !sql
+        .windows(NEEDLE.len())
+        .any(|w| w[0] | 0x20 == b'p' && w.eq_ignore_ascii_case(NEEDLE))
+    {
+        return None;
+    }
+    let mut lex = Lexer::new(sql);
+    let mut words = Vec::new();
+    let mut named = false;
+    while let Some(t) = code_token(&mut lex) {
+        named |= names_processlist(sql, &t);
+        if words.len() < 3 {
+            words.push(t);
+        }
+    }
+    if !named {
+        return None;
+    }
+    let show = words.first().is_some_and(|t| is_one_of(sql, t, &["SHOW"]))
+        && words[1..]
+            .iter()
+            .find(|t| !is_one_of(sql, t, &["FULL"]))
+            .is_some_and(|t| is_one_of(sql, t, &["PROCESSLIST"]));
+    Some(if show {
+        Processlist::Show
+    } else {
+        Processlist::Select
+    })
+}
+
+/// `PROCESSLIST`, quoted or not.
+fn names_processlist(sql: &[u8], t: &Tok) -> bool {
+    let text = &sql[t.start..t.end];
+    match t.kind {
+        Kind::Word => text.eq_ignore_ascii_case(b"PROCESSLIST"),
+        Kind::Quoted => {
+            text.len() > 2 && text[1..text.len() - 1].eq_ignore_ascii_case(b"PROCESSLIST")
+        }
+        _ => false,
+    }
+}
+
 /// `sql` with every `CONNECTION_ID()` call replaced by `id`, or `None` when there is
 /// none to replace. A select-list item without an alias that contains a call keeps the
 /// server's name for it, the item as written, through an alias. A statement that names
@@ -28,7 +84,7 @@ pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
     while let Some(t) = code_token(&mut lex) {
         toks.push(t);
     }
-    if toks.iter().any(|t| is_one_of(sql, t, &["PROCESSLIST"])) {
+    if toks.iter().any(|t| names_processlist(sql, t)) {
         return None;
     }
     let calls: Vec<usize> = (0..toks.len())
@@ -283,6 +339,28 @@ mod tests {
             rewrite("SELECT * FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()"),
             None
         );
+    }
+
+    #[test]
+    fn processlist_reads_are_recognised() {
+        use Processlist::*;
+        for (sql, want) in [
+            ("SHOW PROCESSLIST", Some(Show)),
+            ("show full processlist", Some(Show)),
+            ("/* x */ SHOW FULL PROCESSLIST", Some(Show)),
+            (
+                "SELECT ID FROM information_schema.PROCESSLIST",
+                Some(Select),
+            ),
+            (
+                "SELECT * FROM information_schema.`PROCESSLIST`",
+                Some(Select),
+            ),
+            ("SELECT 'processlist'", None),
+            ("SELECT 1", None),
+        ] {
+            assert_eq!(processlist(sql.as_bytes()), want, "{sql}");
+        }
     }
 
     #[test]

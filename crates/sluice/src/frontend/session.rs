@@ -94,6 +94,8 @@ struct Session {
     /// A multiplexed session's idle limit when it sets no `wait_timeout` of its own:
     /// the server's, learnt from the first connection it uses.
     idle_default: Option<std::time::Duration>,
+    /// The statement in flight reads the process list: its thread ids are translated.
+    processlist: Option<identity::ProcesslistIds>,
 }
 
 /// Statements longer than this are digested by their first bytes only (bulk inserts:
@@ -232,6 +234,7 @@ async fn serve(
         sent_before: 0,
         in_transaction: false,
         idle_default: None,
+        processlist: None,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -500,7 +503,7 @@ impl Session {
                 }
                 Action::Forward(kind) if self.mux.is_some() => {
                     self.begin_statement(header.len).await?;
-                    let len = self.own_connection_id(kind, header.len).await?;
+                    let len = self.screen_identity(kind, header.len).await?;
                     let going_on = self.forward_multiplexed(kind, len).await?;
                     self.end_statement();
                     if !going_on {
@@ -510,7 +513,7 @@ impl Session {
                 Action::Forward(kind) => {
                     let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
                     self.begin_statement(header.len).await?;
-                    let len = self.own_connection_id(kind, header.len).await?;
+                    let len = self.screen_identity(kind, header.len).await?;
                     let going_on = if self.cache.is_some() {
                         let id = stmt_id(&self.client.rbuf);
                         self.forward_cached(kind, len, id).await?
@@ -806,6 +809,9 @@ impl Session {
         if mux.is_some() {
             scanner.intercept_ok(true);
         }
+        let mut processlist = self.processlist.as_mut();
+        scanner.intercept_rows(processlist.is_some());
+        let (fe, id) = (&self.fe, self.id);
         let mut first = true;
         let mut received = 0u64;
         let sent_at = Instant::now();
@@ -839,6 +845,18 @@ impl Session {
                         // The response's last packet: as for Done, before the client can
                         // see it.
                         c.response_ending(Some(status), backend.status);
+                    }
+                }
+                ok_len = len;
+            }
+            if let Some(Event::Column { len } | Event::Row { len }) = event {
+                let packet = &backend.rbuf[n..n + len];
+                if let Some(p) = processlist.as_deref_mut() {
+                    if matches!(event, Some(Event::Column { .. })) {
+                        p.column(packet);
+                    } else {
+                        let own = (backend.thread_id, id);
+                        translated = p.row(packet, || fe.sessions_on(&backend.server, own));
                     }
                 }
                 ok_len = len;
@@ -879,7 +897,7 @@ impl Session {
                 backend.advance(n + ok_len);
             }
             match event {
-                Some(Event::Ok { .. }) => {}
+                Some(Event::Ok { .. } | Event::Column { .. } | Event::Row { .. }) => {}
                 Some(Event::Done(status)) => {
                     if let Some(m) = mux.as_deref_mut() {
                         m.observed.status = status;

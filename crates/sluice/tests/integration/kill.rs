@@ -306,3 +306,62 @@ fn every_id_a_session_learns_is_the_one_kill_acts_on_multiplexed() {
 fn every_id_a_session_learns_is_the_one_kill_acts_on_dedicated() {
     ids_agree(false);
 }
+
+/// The ids in the process list read through Sluice: a session finds its own row under
+/// the id it knows, another Sluice session holding a connection under the id KILL acts
+/// on, and a direct client under the server's id.
+fn processlist_ids(multiplex: bool) {
+    let server = shared_server();
+    let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
+    let (_direct, direct_thread) = direct_bystander(server);
+    let mut reader = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let own = reader.greeting.connection_id.to_string();
+    let mut holder = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let held = holder.greeting.connection_id.to_string();
+    // A transaction keeps the holder on its connection, multiplexed or not.
+    holder.query("BEGIN").unwrap().expect_ok();
+    holder.query_rows("SELECT 1");
+
+    let ids = |rows: Vec<Vec<Option<String>>>| -> Vec<String> {
+        rows.into_iter().filter_map(|r| r[0].clone()).collect()
+    };
+    let rows = reader.query_rows("SHOW FULL PROCESSLIST");
+    let own_row = rows.iter().find(|r| r[0].as_deref() == Some(own.as_str()));
+    // Column 7 is Info: the row under the session's id is the one running this.
+    assert_eq!(
+        own_row.and_then(|r| r[7].as_deref()),
+        Some("SHOW FULL PROCESSLIST"),
+        "{rows:?}"
+    );
+    let shown = ids(rows);
+    for id in [&own, &held, &direct_thread] {
+        assert!(shown.contains(id), "{id} not in {shown:?}");
+    }
+    let mine = reader.query_rows(
+        "SELECT ID, INFO FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()",
+    );
+    assert_eq!(mine.len(), 1, "{mine:?}");
+    assert_eq!(mine[0][0].as_deref(), Some(own.as_str()));
+    let listed =
+        ids(reader
+            .query_rows("SELECT p.ID AS id FROM information_schema.PROCESSLIST p ORDER BY p.ID"));
+    assert!(
+        listed.contains(&held) && listed.contains(&own),
+        "{listed:?}"
+    );
+
+    // The id the list shows is the one KILL acts on.
+    reader.query(&format!("KILL {held}")).unwrap().expect_ok();
+    assert!(!alive(&mut holder));
+    assert!(alive(&mut reader));
+}
+
+#[test]
+fn processlist_shows_sluice_ids_multiplexed() {
+    processlist_ids(true);
+}
+
+#[test]
+fn processlist_shows_sluice_ids_dedicated() {
+    processlist_ids(false);
+}

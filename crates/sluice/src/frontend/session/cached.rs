@@ -919,6 +919,13 @@ pub(crate) async fn fetch(
                     source: sluice_wire::ProtocolError::Malformed("LOCAL INFILE request to a read"),
                 })
             }
+            // Never reported: rows are not intercepted here, they are recorded as they pass.
+            Some(Event::Column { .. } | Event::Row { .. }) => {
+                return Err(BackendError::Protocol {
+                    server: backend.server.name.clone(),
+                    source: sluice_wire::ProtocolError::Malformed("an intercepted row"),
+                })
+            }
             None => {
                 backend.read_more().await?;
             }

@@ -1,11 +1,15 @@
-//! The session's own id, as the server would tell it: `CONNECTION_ID()` in a statement
-//! becomes the Sluice id the handshake gave (see `classify::identity`).
+//! Session ids as the server would tell them: `CONNECTION_ID()` in a statement becomes
+//! the Sluice id the handshake gave (see `classify::identity`), and process-list
+//! results show Sluice sessions under their Sluice ids.
 
 use super::Session;
-use crate::classify::identity;
+use crate::classify::identity::{self, Processlist};
 use crate::error::SessionError;
-use sluice_wire::packet::{write_packet, HEADER_LEN, MAX_PAYLOAD};
+use bytes::BytesMut;
+use sluice_wire::packet::{split_packet, write_packet, HEADER_LEN, MAX_PAYLOAD};
+use sluice_wire::resultset::{text_row, text_values, ColumnNames};
 use sluice_wire::tracker::ResponseKind;
+use std::collections::HashMap;
 
 /// Statement texts past this length are sent as written (documented): rewriting means
 /// holding the whole statement, and long ones are bulk loads, not identity questions.
@@ -13,13 +17,14 @@ const REWRITE_MAX: usize = 1 << 20;
 
 impl Session {
     /// Rewrites the COM_QUERY or COM_STMT_PREPARE at the front of the client buffer,
-    /// whose payload is `len` bytes, if it calls `CONNECTION_ID()`. Returns the payload
-    /// length to forward.
-    pub(super) async fn own_connection_id(
+    /// whose payload is `len` bytes, if it calls `CONNECTION_ID()`, and notes whether
+    /// its result's ids are to be translated. Returns the payload length to forward.
+    pub(super) async fn screen_identity(
         &mut self,
         kind: ResponseKind,
         len: usize,
     ) -> Result<usize, SessionError> {
+        self.processlist = None;
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > REWRITE_MAX {
             return Ok(len);
         }
@@ -27,6 +32,10 @@ impl Session {
             self.client.read_more().await?;
         }
         let text = &self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len];
+        self.processlist = match kind {
+            ResponseKind::Query => identity::processlist(text).map(ProcesslistIds::new),
+            _ => None,
+        };
         let Some(rewritten) = identity::rewrite_connection_id(text, self.id) else {
             return Ok(len);
         };
@@ -41,5 +50,83 @@ impl Session {
         write_packet(&mut self.client.rbuf, 0, &payload);
         self.client.rbuf.unsplit(rest);
         Ok(payload.len())
+    }
+}
+
+/// The server's thread ids in a process-list result, told as the Sluice sessions
+/// running on those threads: the session reading it finds its own row under the id it
+/// knows, and every Sluice session under the id KILL acts on. Threads that serve no
+/// Sluice session (other clients, idle pooled connections) keep the server's ids.
+pub(super) struct ProcesslistIds {
+    form: Processlist,
+    /// Per column of the result being read: it holds thread ids.
+    columns: Vec<bool>,
+    /// Rows of the current result have started: the next column begins a new result.
+    in_rows: bool,
+    /// Thread id → session id on the server answering, taken at the first row.
+    ids: Option<HashMap<u32, u32>>,
+}
+
+impl ProcesslistIds {
+    pub(super) fn new(form: Processlist) -> ProcesslistIds {
+        ProcesslistIds {
+            form,
+            columns: Vec::new(),
+            in_rows: false,
+            ids: None,
+        }
+    }
+
+    /// A column definition packet (header included) of the result.
+    pub(super) fn column(&mut self, packet: &[u8]) {
+        if std::mem::take(&mut self.in_rows) {
+            self.columns.clear();
+        }
+        let holds_ids = split_packet(packet)
+            .and_then(|(_, payload)| ColumnNames::parse(payload).ok())
+            .is_some_and(|c| match self.form {
+                Processlist::Show => c.org_table.is_empty() && c.name.eq_ignore_ascii_case(b"Id"),
+                Processlist::Select => {
+                    c.schema.eq_ignore_ascii_case(b"information_schema")
+                        && c.org_table.eq_ignore_ascii_case(b"PROCESSLIST")
+                        && c.org_name.eq_ignore_ascii_case(b"ID")
+                }
+            });
+        self.columns.push(holds_ids);
+    }
+
+    /// A row packet (header included): the packet to send instead, if any id in it is
+    /// a Sluice session's. `sessions` gives the thread → session map, asked once.
+    pub(super) fn row(
+        &mut self,
+        packet: &[u8],
+        sessions: impl FnOnce() -> HashMap<u32, u32>,
+    ) -> Option<Vec<u8>> {
+        self.in_rows = true;
+        if !self.columns.contains(&true) {
+            return None;
+        }
+        let ids = self.ids.get_or_insert_with(sessions);
+        let (seq, payload) = split_packet(packet)?;
+        let mut values = text_values(payload).ok()?;
+        let mut told = Vec::new();
+        for (i, value) in values.iter().enumerate() {
+            let session = value
+                .filter(|_| self.columns.get(i) == Some(&true))
+                .and_then(|v| std::str::from_utf8(v).ok()?.parse::<u32>().ok())
+                .and_then(|thread| ids.get(&thread));
+            if let Some(session) = session {
+                told.push((i, session.to_string()));
+            }
+        }
+        if told.is_empty() {
+            return None;
+        }
+        for (i, id) in &told {
+            values[*i] = Some(id.as_bytes());
+        }
+        let mut out = BytesMut::new();
+        write_packet(&mut out, seq, &text_row(&values));
+        Some(out.to_vec())
     }
 }

@@ -1,0 +1,91 @@
+//! Column definitions and text-protocol rows, for the few responses Sluice reads or
+//! changes value by value (the rest pass through as bytes).
+
+use crate::lenenc::{put_lenenc_bytes, Reader};
+use crate::ProtocolError;
+use bytes::{BufMut, BytesMut};
+
+/// The names in a column definition packet (Protocol::ColumnDefinition41).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnNames<'a> {
+    pub schema: &'a [u8],
+    pub table: &'a [u8],
+    pub org_table: &'a [u8],
+    pub name: &'a [u8],
+    pub org_name: &'a [u8],
+}
+
+impl<'a> ColumnNames<'a> {
+    pub fn parse(payload: &'a [u8]) -> Result<ColumnNames<'a>, ProtocolError> {
+        let mut r = Reader::new(payload);
+        r.lenenc_bytes("column catalog")?;
+        Ok(ColumnNames {
+            schema: r.lenenc_bytes("column schema")?,
+            table: r.lenenc_bytes("column table")?,
+            org_table: r.lenenc_bytes("column org_table")?,
+            name: r.lenenc_bytes("column name")?,
+            org_name: r.lenenc_bytes("column org_name")?,
+        })
+    }
+}
+
+/// NULL in a text row.
+const NULL: u8 = 0xfb;
+
+/// The values of a text-protocol row (`None` for SQL NULL).
+pub fn text_values(payload: &[u8]) -> Result<Vec<Option<&[u8]>>, ProtocolError> {
+    let mut r = Reader::new(payload);
+    let mut values = Vec::new();
+    while !r.is_empty() {
+        if payload[payload.len() - r.remaining()] == NULL {
+            r.u8("NULL")?;
+            values.push(None);
+        } else {
+            values.push(Some(r.lenenc_bytes("row value")?));
+        }
+    }
+    Ok(values)
+}
+
+/// A text-protocol row payload from its values.
+pub fn text_row(values: &[Option<&[u8]>]) -> BytesMut {
+    let mut out =
+        BytesMut::with_capacity(values.iter().map(|v| 9 + v.map_or(0, <[u8]>::len)).sum());
+    for value in values {
+        match value {
+            Some(v) => put_lenenc_bytes(&mut out, v),
+            None => out.put_u8(NULL),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lenenc::put_lenenc_bytes;
+
+    #[test]
+    fn column_names_parse() {
+        let mut def = BytesMut::new();
+        for part in ["def", "information_schema", "p", "PROCESSLIST", "x", "ID"] {
+            put_lenenc_bytes(&mut def, part.as_bytes());
+        }
+        def.extend_from_slice(&[0x0c, 63, 0, 21, 0, 0, 0, 8, 0x81, 0, 0, 0, 0]);
+        let names = ColumnNames::parse(&def).unwrap();
+        assert_eq!(names.org_table, b"PROCESSLIST");
+        assert_eq!(names.name, b"x");
+        assert_eq!(names.org_name, b"ID");
+        assert!(ColumnNames::parse(&def[..10]).is_err());
+    }
+
+    #[test]
+    fn text_rows_round_trip() {
+        let long = vec![b'a'; 300];
+        let values: Vec<Option<&[u8]>> = vec![Some(b"12"), None, Some(b""), Some(&long)];
+        let row = text_row(&values);
+        assert_eq!(text_values(&row).unwrap(), values);
+        assert!(text_values(&row[..row.len() - 1]).is_err());
+        assert_eq!(text_values(&[]).unwrap(), Vec::<Option<&[u8]>>::new());
+    }
+}
