@@ -6,12 +6,12 @@
 
 use super::sql::{code_token, Kind, Lexer, Tok};
 
-/// Whether `sql` may call `CONNECTION_ID()`: a byte scan, so ordinary statements pay
-/// nothing more.
+/// Whether `sql` may call `CONNECTION_ID()`: the text before each `(` is looked at, so
+/// ordinary statements pay a vectorised byte search and little more.
 pub fn may_name_connection_id(sql: &[u8]) -> bool {
-    const NEEDLE: &[u8] = b"connection_id";
-    sql.windows(NEEDLE.len())
-        .any(|w| w[0] | 0x20 == b'c' && w.eq_ignore_ascii_case(NEEDLE))
+    const NAME: &[u8] = b"connection_id";
+    memchr::memchr_iter(b'(', sql)
+        .any(|i| i >= NAME.len() && sql[i - NAME.len()..i].eq_ignore_ascii_case(NAME))
 }
 
 /// How a statement reads the server's process list, whose ids Sluice translates.
@@ -28,10 +28,15 @@ pub enum Processlist {
 /// statements pay nothing more.
 pub fn processlist(sql: &[u8]) -> Option<Processlist> {
     const NEEDLE: &[u8] = b"processlist";
-    if !sql
-        .windows(NEEDLE.len())
-        .any(|w| w[0] | 0x20 == b'p' && w.eq_ignore_ascii_case(NEEDLE))
-    {
+    // Found by its `l`, rarer in SQL than its other letters.
+    let at_l = 7;
+    let named = memchr::memchr2_iter(b'l', b'L', sql).any(|i| {
+        i >= at_l
+            && sql
+                .get(i - at_l..i - at_l + NEEDLE.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(NEEDLE))
+    });
+    if !named {
         return None;
     }
     let mut lex = Lexer::new(sql);

@@ -40,12 +40,10 @@ pub enum KillScan {
 /// Whether `sql` may contain the keyword KILL: a byte scan, so ordinary statements pay
 /// nothing more.
 pub fn may_kill(sql: &[u8]) -> bool {
-    // `| 0x20` folds ASCII case; the rare 'k' is looked for first.
-    sql.iter().enumerate().any(|(i, &b)| {
-        b | 0x20 == b'k'
-            && sql
-                .get(i + 1..i + 4)
-                .is_some_and(|r| r.eq_ignore_ascii_case(b"ill"))
+    // The rare 'k' is looked for first, with a vectorised search.
+    memchr::memchr2_iter(b'k', b'K', sql).any(|i| {
+        sql.get(i + 1..i + 4)
+            .is_some_and(|r| r.eq_ignore_ascii_case(b"ill"))
     })
 }
 
