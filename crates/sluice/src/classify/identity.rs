@@ -65,21 +65,37 @@ pub fn processlist(sql: &[u8]) -> Option<Processlist> {
 
 /// `PROCESSLIST`, quoted or not.
 fn names_processlist(sql: &[u8], t: &Tok) -> bool {
+    names_one_of(sql, t, &["PROCESSLIST"])
+}
+
+/// Where the server shows its own thread ids, which a `CONNECTION_ID()` in the same
+/// statement is compared with: such statements are left to the server.
+const THREAD_ID_SOURCES: &[&str] = &[
+    "PROCESSLIST",
+    "IS_USED_LOCK",
+    "INNODB_TRX",
+    "METADATA_LOCK_INFO",
+    "PERFORMANCE_SCHEMA",
+];
+
+/// An unquoted word or a quoted identifier that is one of `words`.
+fn names_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
     let text = &sql[t.start..t.end];
-    match t.kind {
-        Kind::Word => text.eq_ignore_ascii_case(b"PROCESSLIST"),
-        Kind::Quoted => {
-            text.len() > 2 && text[1..text.len() - 1].eq_ignore_ascii_case(b"PROCESSLIST")
-        }
-        _ => false,
-    }
+    let name = match t.kind {
+        Kind::Word => text,
+        Kind::Quoted if text.len() > 2 => &text[1..text.len() - 1],
+        _ => return false,
+    };
+    words
+        .iter()
+        .any(|w| name.eq_ignore_ascii_case(w.as_bytes()))
 }
 
 /// `sql` with every `CONNECTION_ID()` call replaced by `id`, or `None` when there is
 /// none to replace. A select-list item without an alias that contains a call keeps the
-/// server's name for it, the item as written, through an alias. A statement that names
-/// `PROCESSLIST` is left as it is: its `WHERE ID = CONNECTION_ID()` compares with the
-/// server's own thread ids.
+/// server's name for it, the item as written, through an alias. A statement that also
+/// reads one of the server's own thread ids (`PROCESSLIST`, `IS_USED_LOCK()`...) is left
+/// as it is, so that `WHERE ID = CONNECTION_ID()` still compares like with like.
 pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
     if !may_name_connection_id(sql) {
         return None;
@@ -89,7 +105,7 @@ pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
     while let Some(t) = code_token(&mut lex) {
         toks.push(t);
     }
-    if toks.iter().any(|t| names_processlist(sql, t)) {
+    if toks.iter().any(|t| names_one_of(sql, t, THREAD_ID_SOURCES)) {
         return None;
     }
     let calls: Vec<usize> = (0..toks.len())
@@ -342,6 +358,13 @@ mod tests {
         assert_eq!(rewrite("SELECT 1"), None);
         assert_eq!(
             rewrite("SELECT * FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()"),
+            None
+        );
+        assert_eq!(rewrite("SELECT IS_USED_LOCK('l') = CONNECTION_ID()"), None);
+        assert_eq!(
+            rewrite(
+                "SELECT 1 FROM `performance_schema`.threads WHERE PROCESSLIST_ID = CONNECTION_ID()"
+            ),
             None
         );
     }

@@ -96,6 +96,8 @@ struct Session {
     idle_default: Option<std::time::Duration>,
     /// The statement in flight reads the process list: its thread ids are translated.
     processlist: Option<identity::ProcesslistIds>,
+    /// The statement in flight had its `CONNECTION_ID()` replaced: never cached.
+    identity_rewritten: bool,
 }
 
 /// Statements longer than this are digested by their first bytes only (bulk inserts:
@@ -235,6 +237,7 @@ async fn serve(
         in_transaction: false,
         idle_default: None,
         processlist: None,
+        identity_rewritten: false,
     };
     if !session.finish_login(logged_in).await {
         return;

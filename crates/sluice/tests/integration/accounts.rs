@@ -77,7 +77,7 @@ fn a_server_account_logs_in_as_itself() {
     // Each login carries its own proof, yet a user's logins share pooled connections.
     let thread = || {
         let mut c = RawConn::login_ok(sluice.addr(), "acct_app", "app_pw");
-        c.query_rows("SELECT CONNECTION_ID()")
+        c.query_rows("SELECT @@pseudo_thread_id")
     };
     assert_eq!(thread(), thread());
 }

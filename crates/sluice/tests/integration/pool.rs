@@ -46,12 +46,13 @@ fn scalar(conn: &mut RawConn, sql: &str) -> Option<String> {
     rows[0][0].clone()
 }
 
-/// The id of the backend thread serving `conn`.
+/// The id of the backend thread serving `conn` (`CONNECTION_ID()` through Sluice is the
+/// session's id; the server's own thread id shows in `@@pseudo_thread_id`).
 #[track_caller]
 fn backend_thread(conn: &mut RawConn) -> u64 {
-    scalar(conn, "SELECT CONNECTION_ID()")
+    scalar(conn, "SELECT @@pseudo_thread_id")
         .and_then(|id| id.parse().ok())
-        .expect("CONNECTION_ID() is a number")
+        .expect("@@pseudo_thread_id is a number")
 }
 
 /// COM_QUIT, then wait for Sluice to close the socket: the session is over and its

@@ -493,8 +493,10 @@ impl Session {
                 }
             }
         }
+        let rewritten = self.identity_rewritten;
         let state = self.cache_state();
         let mut analysis = sql::analyze(&stripped, state.known_schema());
+        analysis = own_id_uncacheable(analysis, rewritten);
         let unresolved = state.schema.is_none();
         let needs_settings = match &analysis {
             Analysis::Read {
@@ -505,6 +507,7 @@ impl Session {
         };
         if needs_settings && self.settings_known().await? && unresolved {
             analysis = sql::analyze(&stripped, self.cache_state().known_schema());
+            analysis = own_id_uncacheable(analysis, rewritten);
         }
         match analysis {
             Analysis::Read {
@@ -571,12 +574,15 @@ impl Session {
             Cow::Borrowed(_) => text,
             Cow::Owned(t) => Bytes::from(t),
         };
+        let rewritten = self.identity_rewritten;
         let mut analysis = sql::analyze(&text, self.cache_state().known_schema());
+        analysis = own_id_uncacheable(analysis, rewritten);
         if self.cache_state().schema.is_none()
             && matches!(analysis, Analysis::Read { .. } | Analysis::Write { .. })
             && self.settings_known().await?
         {
             analysis = sql::analyze(&text, self.cache_state().known_schema());
+            analysis = own_id_uncacheable(analysis, rewritten);
         }
         // Names resolved against an unknown schema could be any table.
         let resolved = self.cache_state().schema.is_some();
@@ -808,6 +814,21 @@ fn push_field(out: &mut Vec<u8>, bytes: &[u8]) {
 
 fn memchr_pair(text: &[u8], a: u8, b: u8) -> bool {
     text.windows(2).any(|w| w[0] == a && w[1] == b)
+}
+
+/// A read whose `CONNECTION_ID()` Sluice replaced by the session's id looks constant,
+/// but it is not cached, as the text the client sent would not be.
+fn own_id_uncacheable(analysis: Analysis, rewritten: bool) -> Analysis {
+    match analysis {
+        Analysis::Read {
+            tables,
+            uncacheable: None,
+        } if rewritten => Analysis::Read {
+            tables,
+            uncacheable: Some("CONNECTION_ID()"),
+        },
+        other => other,
+    }
 }
 
 /// The tables a read depends on, for a refresh's snapshot.

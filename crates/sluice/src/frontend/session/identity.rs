@@ -25,6 +25,7 @@ impl Session {
         len: usize,
     ) -> Result<usize, SessionError> {
         self.processlist = None;
+        self.identity_rewritten = false;
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > REWRITE_MAX {
             return Ok(len);
         }
@@ -49,6 +50,7 @@ impl Session {
         self.client.rbuf.clear();
         write_packet(&mut self.client.rbuf, 0, &payload);
         self.client.rbuf.unsplit(rest);
+        self.identity_rewritten = true;
         Ok(payload.len())
     }
 }
