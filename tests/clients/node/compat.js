@@ -564,6 +564,14 @@ class Scenario {
       await c.execute('SELECT CAST(? AS SIGNED) AS c', ['12abc']),
     );
     out.ping = (await c.ping()) ?? null;
+    // The id the handshake gave is the one the session reads, and finds itself by.
+    const [[[cid]]] = await c.query({ sql: 'SELECT CONNECTION_ID()', rowsAsArray: true });
+    out.connection_id_is_the_handshakes = Number(cid) === c.threadId;
+    const [own] = await c.query({
+      sql: 'SELECT ID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()',
+      rowsAsArray: true,
+    });
+    out.own_processlist_row = own.map(([id]) => Number(id) === c.threadId);
     const [[[db]]] = await c.query('SELECT DATABASE()');
     out.database_is_given = db === this.args.database;
     return out;

@@ -645,6 +645,11 @@ class Scenario:
             out["select_db_missing"] = "accepted"
         except pymysql.MySQLError as exc:
             out["select_db_missing"] = self.rec.error(exc)
+        # The id the handshake gave is the one the session reads, and finds itself by.
+        cur.execute("SELECT CONNECTION_ID()")
+        out["connection_id_is_the_handshakes"] = cur.fetchone()[0] == conn.thread_id()
+        cur.execute("SELECT ID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()")
+        out["own_processlist_row"] = [r[0] == conn.thread_id() for r in cur.fetchall()]
         out["ping"] = repr(conn.ping(reconnect=False))
         cur.execute("SELECT 'after ping' AS s")
         out["after_ping"] = self.rec.result(cur)
