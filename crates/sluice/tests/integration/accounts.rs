@@ -41,22 +41,31 @@ fn denied(user: &str, yes: bool) -> String {
     )
 }
 
-#[test]
-fn a_server_account_logs_in_as_itself() {
+/// `user` logs in through Sluice (multiplexed or not) as the server's own account.
+fn server_account_logs_in(user: &str, multiplex: bool) {
     let server = shared_server();
-    let sluice = Sluice::start(&Config::for_server(server).server_accounts());
-    // Created after Sluice read the accounts: an unknown user makes it read them again.
-    create_user(server, "'acct_app'@'%'", "app_pw");
-    assert_eq!(
-        current_user(sluice.port(), "acct_app", "app_pw"),
-        "acct_app@%\n"
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .server_accounts()
+            .pool("multiplex", multiplex)
+            // One connection: a login that shares the pool waits for it rather than
+            // opening another.
+            .pool("max_connections", 1),
     );
-    let direct = Client::new(server.port(), "acct_app", "wrong").query("SELECT 1");
-    let proxied = Client::new(sluice.port(), "acct_app", "wrong").query("SELECT 1");
-    assert_eq!(direct.stderr, denied("acct_app", true));
+    let account = format!("'{user}'@'%'");
+    let current = format!("{user}@%");
+    // Created after Sluice read the accounts: an unknown user makes it read them again.
+    create_user(server, &account, "app_pw");
+    assert_eq!(
+        current_user(sluice.port(), user, "app_pw"),
+        format!("{current}\n")
+    );
+    let direct = Client::new(server.port(), user, "wrong").query("SELECT 1");
+    let proxied = Client::new(sluice.port(), user, "wrong").query("SELECT 1");
+    assert_eq!(direct.stderr, denied(user, true));
     assert_eq!(proxied.stderr, direct.stderr);
     // Its rights are its own: SELECT only.
-    let write = Client::new(sluice.port(), "acct_app", "app_pw").query("CREATE DATABASE acct_no");
+    let write = Client::new(sluice.port(), user, "app_pw").query("CREATE DATABASE acct_no");
     assert!(
         write.stderr.contains("ERROR 1044 (42000)"),
         "{}",
@@ -65,21 +74,31 @@ fn a_server_account_logs_in_as_itself() {
 
     // COM_CHANGE_USER from a server account to another one.
     let mut conn = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
-    conn.change_user("acct_app", "app_pw", None)
+    conn.change_user(user, "app_pw", None)
         .unwrap()
         .expect("change_user to a server account");
     let rows = conn.query_rows("SELECT CURRENT_USER()");
-    assert_eq!(rows, vec![vec![Some("acct_app@%".to_owned())]]);
-    let refused = conn.change_user("acct_app", "wrong", None).unwrap();
+    assert_eq!(rows, vec![vec![Some(current.clone())]]);
+    let refused = conn.change_user(user, "wrong", None).unwrap();
     assert_eq!(refused.unwrap_err().code, 1045);
     drop(conn);
 
     // Each login carries its own proof, yet a user's logins share pooled connections.
     let thread = || {
-        let mut c = RawConn::login_ok(sluice.addr(), "acct_app", "app_pw");
+        let mut c = RawConn::login_ok(sluice.addr(), user, "app_pw");
         c.query_rows("SELECT @@pseudo_thread_id")
     };
     assert_eq!(thread(), thread());
+}
+
+#[test]
+fn a_server_account_logs_in_as_itself_multiplexed() {
+    server_account_logs_in("acct_app", true);
+}
+
+#[test]
+fn a_server_account_logs_in_as_itself_dedicated() {
+    server_account_logs_in("acct_app_d", false);
 }
 
 /// PyMySQL logs in as `user`, prints `CURRENT_USER()`, or the error's code.
