@@ -17,8 +17,12 @@ const COM_PING: u8 = 0x0e;
 /// check of idle connections runs every `check_interval` (set to 1 s below).
 const SETTLE: Duration = Duration::from_secs(20);
 
-fn sluice(server: &MariaDb, multiplex: bool, extra: &[(&str, i64)]) -> Sluice {
+const TOKEN: &str = "prepared-token";
+
+/// Sluice in front of `server`, and its admin API's address.
+fn sluice(server: &MariaDb, multiplex: bool, extra: &[(&str, i64)]) -> (Sluice, String) {
     let mut config = Config::for_server(server)
+        .admin(TOKEN)
         .pool("multiplex", multiplex)
         .pool("max_connections", 8)
         .pool("check_interval", "1s")
@@ -26,7 +30,8 @@ fn sluice(server: &MariaDb, multiplex: bool, extra: &[(&str, i64)]) -> Sluice {
     for (key, value) in extra {
         config = config.pool(key, *value);
     }
-    Sluice::start(&config)
+    let admin = config.admin_address().expect("admin API on");
+    (Sluice::start(&config), admin)
 }
 
 fn login(sluice: &Sluice) -> RawConn {
@@ -94,7 +99,7 @@ fn settles_at(server: &MariaDb, most: u64) -> bool {
 
 fn prepare_and_close_many(multiplex: bool) {
     let server = dedicated_server(MariaDbOptions::default());
-    let sluice = sluice(&server, multiplex, &[]);
+    let (sluice, _) = sluice(&server, multiplex, &[]);
     let mut c = login(&sluice);
     let mut most = 0;
     for i in 0..400 {
@@ -140,7 +145,7 @@ fn budget_is_half_the_servers_limit(multiplex: bool) {
     server
         .execute("SET GLOBAL max_prepared_stmt_count = 40")
         .unwrap();
-    let sluice = sluice(&server, multiplex, &[]);
+    let (sluice, admin) = sluice(&server, multiplex, &[]);
     let mut sessions: Vec<(RawConn, Vec<u32>)> = Vec::new();
     for s in 0..4 {
         let mut c = login(&sluice);
@@ -151,6 +156,11 @@ fn budget_is_half_the_servers_limit(multiplex: bool) {
         ping(&mut c);
         sessions.push((c, ids));
     }
+    let servers = admin_json(&admin, TOKEN, "/v1/servers");
+    assert_eq!(
+        servers["servers"][0]["prepared_statements"],
+        serde_json::json!({"open": 20, "budget": 20, "server_limit": 40})
+    );
     let mut late = login(&sluice);
     let err = try_prepare(&mut late, "SELECT ? AS late").expect_err("past the budget");
     assert_eq!(
@@ -209,7 +219,7 @@ fn budget_is_half_the_servers_limit_dedicated() {
 fn statement_in_use_survives(multiplex: bool) {
     let server = dedicated_server(MariaDbOptions::default());
     let connections = if multiplex { 1 } else { 2 };
-    let sluice = sluice(
+    let (sluice, _) = sluice(
         &server,
         multiplex,
         &[
