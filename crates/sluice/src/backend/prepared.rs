@@ -287,13 +287,17 @@ impl ConnStmts {
         // Read first: a text released during the scan makes the next check sweep again.
         let generation = refs.generation();
         let mut ids = Vec::new();
-        self.shared.retain(|key, s| {
-            let keep = !all && refs.referenced(key);
-            if !keep {
-                ids.push(s.id);
-            }
-            keep
-        });
+        {
+            // One lock for the whole connection: sweeps follow every client's close.
+            let counts = refs.counts.lock();
+            self.shared.retain(|key, s| {
+                let keep = !all && counts.contains_key(key);
+                if !keep {
+                    ids.push(s.id);
+                }
+                keep
+            });
+        }
         self.swept = generation;
         self.server.sub(ids.len());
         ids

@@ -968,12 +968,13 @@ impl Session {
         len: usize,
     ) -> Result<Result<bool, ErrPacket>, SessionError> {
         let max = self.fe.pool_config.max_prepared_per_connection as usize;
-        let missing = {
+        let found = {
             let mux = self.mux.as_ref().expect("multiplexing");
             let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
-            !self.backend.as_ref().expect("acquired").stmts.contains(key)
+            let backend = self.backend.as_mut().expect("acquired");
+            backend.stmts.touch(key).map(|b| b.id)
         };
-        if missing && command != Some(Command::StmtReset) {
+        if found.is_none() && command != Some(Command::StmtReset) {
             if let Err(err) = self.room_for_statement(true).await? {
                 return Ok(Err(err));
             }
@@ -982,8 +983,8 @@ impl Session {
         let mux = self.mux.as_mut().expect("multiplexing");
         let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
         mux.bound = None;
-        let backend_id = match backend.stmts.touch(stmt.key.key()) {
-            Some(b) => b.id,
+        let backend_id = match found {
+            Some(id) => id,
             None => {
                 if command == Some(Command::StmtReset) {
                     return Ok(Ok(false));
