@@ -481,12 +481,12 @@ impl BackendConn {
         match self.query_row(&probe).await? {
             Ok(Some(mut values)) => {
                 let mut globals = values.split_off(LOGIN_VARS.len().min(values.len()));
-                let timeouts: Vec<_> = globals.drain(..3.min(globals.len())).collect();
+                let limits: Vec<_> = globals.drain(..3.min(globals.len())).collect();
                 self.server
                     .stmts
-                    .learn_limit(timeouts.get(2).and_then(Option::as_deref));
+                    .learn_limit(limits.get(2).and_then(Option::as_deref));
                 let secs = |i: usize| {
-                    let v = timeouts.get(i)?.as_deref()?;
+                    let v = limits.get(i)?.as_deref()?;
                     std::str::from_utf8(v).ok()?.parse().ok()
                 };
                 self.idle_timeouts = secs(0).zip(secs(1));
