@@ -7,7 +7,7 @@ mod prepared;
 
 pub use conn::{BackendConn, ConnParams, Vars, LOGIN_VARS};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
-pub use prepared::{refs, BackendStmt, ConnStmts, ServerStmts, StmtRef};
+pub use prepared::{refs, BackendStmt, ConnStmts, ServerStmts, StmtRef, Sweep};
 
 use crate::config::{PoolConfig, ServerConfig, TlsMode};
 use std::sync::Arc;

@@ -588,10 +588,9 @@ impl ServerPool {
         }
     }
 
-    /// Closes on the server the prepared statements of idle connections that no client
-    /// statement refers to any more (every statement of theirs when `all`: the sessions
-    /// that use them prepare them again where they next run). Returns how many.
-    pub async fn close_idle_statements(self: &Arc<Self>, all: bool) -> usize {
+    /// Closes on the server the prepared statements of idle connections that `which`
+    /// says. Returns how many.
+    pub async fn close_idle_statements(self: &Arc<Self>, which: super::Sweep) -> usize {
         let taken: Vec<(PoolKey, Idle)> = {
             let mut slots = self.slots.lock();
             let mut out = Vec::new();
@@ -599,10 +598,10 @@ impl ServerPool {
                 let mut i = 0;
                 while i < list.len() {
                     let stmts = &list[i].conn.stmts;
-                    let due = if all {
-                        !stmts.is_empty()
-                    } else {
+                    let due = if which == super::Sweep::Unreferenced {
                         stmts.needs_sweep()
+                    } else {
+                        !stmts.is_empty()
                     };
                     if due {
                         out.push((key.clone(), list.swap_remove(i)));
@@ -616,7 +615,7 @@ impl ServerPool {
         let mut closed = 0;
         // Out of the idle list meanwhile, each keeps its slot, as a leased one does.
         for (key, mut idle) in taken {
-            let ids = idle.conn.stmts.sweep(all);
+            let ids = idle.conn.stmts.sweep(which);
             closed += ids.len();
             let sent =
                 tokio::time::timeout(self.cfg.connect_timeout, idle.conn.close_statements(&ids))
@@ -659,7 +658,7 @@ impl ServerPool {
             out
         };
         drop(expired);
-        self.close_idle_statements(false).await;
+        self.close_idle_statements(super::Sweep::Unreferenced).await;
         if self.cfg.min_idle == 0 {
             return;
         }

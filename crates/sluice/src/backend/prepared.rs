@@ -99,6 +99,9 @@ impl Drop for StmtRef {
 #[derive(Debug, Default)]
 pub struct ServerStmts {
     open: AtomicUsize,
+    /// Multiplexed statements by text, with the number of connections that have one:
+    /// past one, the others are copies an execute made where it landed.
+    copies: Mutex<HashMap<Box<[u8]>, u32>>,
     /// The server's `max_prepared_stmt_count`, plus one; zero until read.
     server_max: AtomicUsize,
     /// `pool.max_prepared_statements`, when set.
@@ -109,6 +112,7 @@ impl ServerStmts {
     pub fn new(configured: Option<u32>) -> ServerStmts {
         ServerStmts {
             open: AtomicUsize::new(0),
+            copies: Mutex::new(HashMap::new()),
             server_max: AtomicUsize::new(0),
             configured,
         }
@@ -162,11 +166,48 @@ impl ServerStmts {
         self.open.fetch_add(n, Ordering::Relaxed);
     }
 
+    fn copy_added(&self, key: &[u8]) {
+        let mut copies = self.copies.lock();
+        match copies.get_mut(key) {
+            Some(n) => *n += 1,
+            None => {
+                copies.insert(key.into(), 1);
+            }
+        }
+    }
+
+    fn copies_removed<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+        let mut copies = self.copies.lock();
+        for key in keys {
+            uncount(&mut copies, key);
+        }
+    }
+
     fn sub(&self, n: usize) {
         if n > 0 {
             self.open.fetch_sub(n, Ordering::Relaxed);
         }
     }
+}
+
+fn uncount(copies: &mut HashMap<Box<[u8]>, u32>, key: &[u8]) {
+    if let Some(n) = copies.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            copies.remove(key);
+        }
+    }
+}
+
+/// Which of a connection's statements a sweep closes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sweep {
+    /// Those no client statement refers to.
+    Unreferenced,
+    /// Those too of which another connection has a copy: every text in use keeps one.
+    Copies,
+    /// All: the sessions that use them prepare them again where they next run.
+    All,
 }
 
 /// A prepared statement on one backend connection, shared by the multiplexed sessions
@@ -248,11 +289,13 @@ impl ConnStmts {
             types: None,
             last_used: self.clock,
         };
-        let old = self.shared.insert(key, stmt).map(|s| s.id);
-        if old.is_none() {
-            self.server.add(1);
+        if let Some(old) = self.shared.get_mut(&key) {
+            return Some(std::mem::replace(old, stmt).id);
         }
-        old
+        self.server.copy_added(&key);
+        self.shared.insert(key, stmt);
+        self.server.add(1);
+        None
     }
 
     /// Forgets the least recently used statements until fewer than `max` are left,
@@ -269,6 +312,7 @@ impl ConnStmts {
                 break;
             };
             ids.extend(self.shared.remove(&key).map(|s| s.id));
+            self.server.copies_removed(std::iter::once(&key[..]));
         }
         self.server.sub(ids.len());
         ids
@@ -279,21 +323,28 @@ impl ConnStmts {
         !self.shared.is_empty() && self.swept != refs().generation()
     }
 
-    /// Forgets the statements no client statement refers to (all of them when `all`:
-    /// the sessions that use the others prepare them again where they run), returning
-    /// their ids for the caller to close on the server.
-    pub fn sweep(&mut self, all: bool) -> Vec<u32> {
+    /// Forgets the statements `which` says, returning their ids for the caller to close
+    /// on the server.
+    pub fn sweep(&mut self, which: Sweep) -> Vec<u32> {
         let refs = refs();
         // Read first: a text released during the scan makes the next check sweep again.
         let generation = refs.generation();
         let mut ids = Vec::new();
         {
-            // One lock for the whole connection: sweeps follow every client's close.
+            // One lock each for the whole connection: sweeps follow every client's close.
             let counts = refs.counts.lock();
+            let mut copies = self.server.copies.lock();
             self.shared.retain(|key, s| {
-                let keep = !all && counts.contains_key(key);
+                let keep = match which {
+                    Sweep::Unreferenced => counts.contains_key(key),
+                    Sweep::Copies => {
+                        counts.contains_key(key) && copies.get(key).is_none_or(|n| *n <= 1)
+                    }
+                    Sweep::All => false,
+                };
                 if !keep {
                     ids.push(s.id);
+                    uncount(&mut copies, key);
                 }
                 keep
             });
@@ -306,6 +357,8 @@ impl ConnStmts {
     /// The server dropped every statement of the connection (COM_RESET_CONNECTION).
     pub fn forget_all(&mut self) {
         self.server.sub(self.len());
+        self.server
+            .copies_removed(self.shared.keys().map(|k| &k[..]));
         self.shared.clear();
         self.owned.clear();
     }
@@ -329,6 +382,8 @@ impl Drop for ConnStmts {
     /// The server closes a connection's statements with it.
     fn drop(&mut self) {
         self.server.sub(self.len());
+        self.server
+            .copies_removed(self.shared.keys().map(|k| &k[..]));
     }
 }
 
@@ -361,7 +416,7 @@ mod tests {
         assert!(!server.full());
         drop(closing);
         assert!(conn.needs_sweep());
-        assert_eq!(conn.sweep(false), vec![3]);
+        assert_eq!(conn.sweep(Sweep::Unreferenced), vec![3]);
         assert!(!conn.needs_sweep());
         assert_eq!(server.open(), 1);
         conn.opened(7);
@@ -372,6 +427,24 @@ mod tests {
         assert_eq!(server.open(), 0, "a closed connection frees its statements");
         drop(held);
         assert!(!refs().referenced(&a));
+    }
+
+    #[test]
+    fn a_text_in_use_keeps_one_copy_on_the_server() {
+        let server = Arc::new(ServerStmts::new(None));
+        let key: Box<[u8]> = b"\0unit test: copied".as_slice().into();
+        let _held = refs().hold(key.clone());
+        let mut conns: Vec<ConnStmts> = (0..3).map(|_| ConnStmts::new(server.clone())).collect();
+        for (i, c) in conns.iter_mut().enumerate() {
+            c.insert(key.clone(), i as u32, 0);
+        }
+        assert_eq!(server.open(), 3);
+        let closed: usize = conns.iter_mut().map(|c| c.sweep(Sweep::Copies).len()).sum();
+        assert_eq!((closed, server.open()), (2, 1));
+        assert!(conns.iter_mut().all(|c| c.sweep(Sweep::Copies).is_empty()));
+        conns.clear();
+        assert_eq!(server.open(), 0);
+        assert!(server.copies.lock().is_empty());
     }
 
     #[test]

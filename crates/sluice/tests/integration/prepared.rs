@@ -265,3 +265,38 @@ fn statement_in_use_survives_multiplexed() {
 fn statement_in_use_survives_dedicated() {
     statement_in_use_survives(false);
 }
+
+/// Multiplexed, a statement two sessions hold is open on both connections they ran it
+/// on; with a budget of 2 spent on those two copies, a third statement still prepares:
+/// one copy is closed, and both sessions' statements stay usable.
+#[test]
+fn copies_of_a_statement_in_use_make_room_multiplexed() {
+    let server = dedicated_server(MariaDbOptions::default());
+    let (sluice, _) = sluice(
+        &server,
+        true,
+        &[("max_prepared_statements", 2), ("max_connections", 2)],
+    );
+    let text = "SELECT ? AS copied";
+    let mut a = login(&sluice);
+    let mut b = login(&sluice);
+    // A's transaction keeps its connection, so B's prepare opens the other one.
+    a.query("BEGIN").unwrap().expect_ok();
+    let b_copy = prepare(&mut b, text);
+    ping(&mut b);
+    let a_copy = prepare(&mut a, text);
+    a.query("COMMIT").unwrap().expect_ok();
+    assert_eq!(server_count(&server), 2, "one copy on each connection");
+    let other = prepare(&mut b, "SELECT ? AS other");
+    assert_eq!(a.execute_rows(a_copy, &["1"]).unwrap(), 1);
+    assert_eq!(b.execute_rows(b_copy, &["1"]).unwrap(), 1);
+    assert_eq!(b.execute_rows(other, &["1"]).unwrap(), 1);
+    assert!(server_count(&server) <= 2);
+    quit(a);
+    quit(b);
+    assert!(
+        settles_at(&server, 0),
+        "{} statements still open on the server after the clients left",
+        server_count(&server)
+    );
+}

@@ -5,7 +5,7 @@
 //! server opens and closes them.
 
 use super::Session;
-use crate::backend::PooledConn;
+use crate::backend::{PooledConn, Sweep};
 use crate::error::{code, SessionError};
 use sluice_wire::command::Command;
 use sluice_wire::packet::HEADER_LEN;
@@ -50,7 +50,8 @@ pub(super) fn note_dedicated_prepare(backend: &mut PooledConn, n: usize) {
 impl Session {
     /// Whether the session's connection may open one more statement on its server:
     /// under the budget, or once statements no client refers to are closed (on this
-    /// connection, then on the server's idle ones). `all`: the idle connections' other
+    /// connection, then on the server's idle ones), then the idle connections' copies of
+    /// statements another connection also has. `all`: the idle connections' other
     /// statements may go too (their sessions prepare them again where they next run),
     /// for a statement an execute needs, which can't be refused as a prepare can.
     pub(super) async fn room_for_statement(
@@ -73,14 +74,19 @@ impl Session {
         if !backend.stmts.server().full() {
             return Ok(Ok(()));
         }
-        let ids = backend.stmts.sweep(false);
+        let ids = backend.stmts.sweep(Sweep::Unreferenced);
         close_on(backend, &ids).await?;
         let pool = backend.pool().clone();
-        if backend.stmts.server().full() {
-            pool.close_idle_statements(false).await;
-        }
-        if all && backend.stmts.server().full() {
-            pool.close_idle_statements(true).await;
+        let stages: &[Sweep] = if all {
+            &[Sweep::Unreferenced, Sweep::Copies, Sweep::All]
+        } else {
+            &[Sweep::Unreferenced, Sweep::Copies]
+        };
+        for stage in stages {
+            if !backend.stmts.server().full() {
+                break;
+            }
+            pool.close_idle_statements(*stage).await;
         }
         let server = backend.stmts.server();
         if server.full() {
@@ -103,7 +109,7 @@ impl Session {
             return;
         };
         if backend.stmts.needs_sweep() {
-            let ids = backend.stmts.sweep(false);
+            let ids = backend.stmts.sweep(Sweep::Unreferenced);
             if let Err(e) = close_on(backend, &ids).await {
                 tracing::debug!(error = %e, "closing unused statements failed");
             }
