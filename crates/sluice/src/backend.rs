@@ -3,11 +3,13 @@
 
 mod conn;
 mod pool;
+mod prepared;
 
-pub use conn::{BackendConn, BackendStmt, ConnParams, Vars, LOGIN_VARS};
+pub use conn::{BackendConn, ConnParams, Vars, LOGIN_VARS};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
+pub use prepared::{refs, BackendStmt, ConnStmts, ServerStmts, StmtRef, Sweep};
 
-use crate::config::{ServerConfig, TlsMode};
+use crate::config::{PoolConfig, ServerConfig, TlsMode};
 use std::sync::Arc;
 
 /// A backend server as the pools see it.
@@ -19,10 +21,12 @@ pub struct Server {
     pub max_connections: u32,
     /// Statements relayed to it and their traffic, for analytics.
     pub counters: crate::analytics::ServerCounters,
+    /// The prepared statements Sluice has open there, and its budget.
+    pub stmts: Arc<ServerStmts>,
 }
 
 impl Server {
-    pub fn from_config(c: &ServerConfig, default_max: u32) -> anyhow::Result<Server> {
+    pub fn from_config(c: &ServerConfig, pool: &PoolConfig) -> anyhow::Result<Server> {
         let tls_config = match c.tls {
             TlsMode::Disabled => None,
             _ => Some(crate::tls::client_config(
@@ -35,8 +39,9 @@ impl Server {
             address: c.address.clone(),
             tls: c.tls,
             tls_config,
-            max_connections: c.max_connections.unwrap_or(default_max),
+            max_connections: c.max_connections.unwrap_or(pool.max_connections),
             counters: Default::default(),
+            stmts: Arc::new(ServerStmts::new(pool.max_prepared_statements)),
         })
     }
 }

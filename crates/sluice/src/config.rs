@@ -284,6 +284,11 @@ pub struct PoolConfig {
     /// least recently used is closed past it. Default 256.
     #[serde(default = "default_prepared_per_connection")]
     pub max_prepared_per_connection: u32,
+    /// Prepared statements Sluice keeps open on one server, across all its connections
+    /// there; a prepare past it gets error 1461 unless statements no client uses can be
+    /// closed. Default: half the server's `max_prepared_stmt_count`, as read from it.
+    #[serde(default)]
+    pub max_prepared_statements: Option<u32>,
     /// After a write through a multiplexed session, how long its connection is kept
     /// while the client is idle, so that `LAST_INSERT_ID()` and `ROW_COUNT()` in its next
     /// statement read the server's own values; not while others wait. Default "20ms".
@@ -306,6 +311,7 @@ impl Default for PoolConfig {
             multiplex: true,
             forward_attributes: true,
             max_prepared_per_connection: default_prepared_per_connection(),
+            max_prepared_statements: None,
             write_hold: default_write_hold(),
             check_interval: default_check_interval(),
         }

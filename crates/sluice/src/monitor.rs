@@ -198,12 +198,19 @@ fn text(v: &Option<Vec<u8>>) -> String {
 async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
     let err = |e: BackendError| e.to_string();
     let row = c
-        .query_row("SELECT @@global.read_only, @@global.gtid_current_pos, @@global.wsrep_on")
+        .query_row(
+            "SELECT @@global.read_only, @@global.gtid_current_pos, @@global.wsrep_on, \
+             @@global.max_prepared_stmt_count",
+        )
         .await
         .map_err(err)?
         .map_err(|e| format!("status query refused: {}", e.message))?
         .ok_or("status query returned no row")?;
     let read_only = text(&row[0]) == "1";
+    // Sluice's prepared-statement budget follows the server's limit.
+    c.server
+        .stmts
+        .learn_limit(row.get(3).and_then(Option::as_deref));
     let gtid = GtidPos::parse(&text(&row[1]));
     let galera = if text(&row[2]) == "1" {
         Some(galera_state(c).await?)

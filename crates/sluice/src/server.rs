@@ -30,7 +30,7 @@ fn build_router(
 ) -> anyhow::Result<Arc<Router>> {
     let mut members = Vec::new();
     for s in &config.servers {
-        let server = Server::from_config(s, config.pool.max_connections)
+        let server = Server::from_config(s, &config.pool)
             .with_context(|| format!("server {}", s.display_name()))?;
         let reused = previous.and_then(|p| {
             p.members.iter().find(|old| {
@@ -39,6 +39,7 @@ fn build_router(
                     && o.address == server.address
                     && o.tls == server.tls
                     && o.max_connections == server.max_connections
+                    && o.stmts.configured() == server.stmts.configured()
                     && s.tls_ca.is_none()
             })
         });

@@ -53,6 +53,8 @@ mod lifecycle;
 mod multiplex;
 #[path = "integration/pool.rs"]
 mod pool;
+#[path = "integration/prepared.rs"]
+mod prepared;
 #[path = "integration/proxy_paths.rs"]
 mod proxy_paths;
 #[path = "integration/replication_sandbox.rs"]

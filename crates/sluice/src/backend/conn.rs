@@ -49,17 +49,6 @@ pub struct ConnParams {
 /// server reports them.
 pub type Vars = std::collections::BTreeMap<Box<[u8]>, Box<[u8]>>;
 
-/// A prepared statement on one backend connection, shared by the multiplexed sessions
-/// that prepared the same text on the same schema.
-#[derive(Debug)]
-pub struct BackendStmt {
-    pub id: u32,
-    pub params: u16,
-    /// The parameter types the server last had bound for it, if any.
-    pub types: Option<Vec<u8>>,
-    pub last_used: u64,
-}
-
 /// The variables whose value on a fresh connection comes from the login (the client's
 /// character set), not from their global value: restored to this, not to DEFAULT.
 pub const LOGIN_VARS: [&str; 4] = [
@@ -126,9 +115,8 @@ pub struct BackendConn {
     pub user_vars: std::collections::BTreeMap<Box<[u8]>, String>,
     /// What `LAST_INSERT_ID()` returns here, when known (multiplexed sessions only).
     pub last_insert_id: Option<u64>,
-    /// Prepared statements by schema and text (multiplexed sessions only).
-    pub prepared: std::collections::HashMap<Box<[u8]>, BackendStmt>,
-    pub prepared_clock: u64,
+    /// The prepared statements open here.
+    pub stmts: super::ConnStmts,
     /// The server's global `session_track_*` settings, which a session starts with, read
     /// when tracking started (multiplexed sessions only).
     pub tracking_defaults: Option<Arc<Tracking>>,
@@ -171,6 +159,7 @@ impl BackendConn {
                 source,
             })?;
         let _ = tcp.set_nodelay(true);
+        let stmts = super::ConnStmts::new(server.stmts.clone());
         let mut conn = BackendConn {
             stream: Stream::Plain(tcp),
             rbuf: BytesMut::with_capacity(64 * 1024),
@@ -186,8 +175,7 @@ impl BackendConn {
             idle_timeouts: None,
             last_insert_id: Some(0),
             user_vars: std::collections::BTreeMap::new(),
-            prepared: std::collections::HashMap::new(),
-            prepared_clock: 0,
+            stmts,
             tracking_defaults: None,
         };
         conn.login(creds, params, database, attributes).await?;
@@ -485,16 +473,20 @@ impl BackendConn {
     pub(crate) async fn start_tracking(&mut self) -> Result<(), BackendError> {
         self.track_everything().await?;
         let probe = format!(
-            "SELECT @@{}, @@global.wait_timeout, @@global.interactive_timeout, @@global.{}",
+            "SELECT @@{}, @@global.wait_timeout, @@global.interactive_timeout, \
+             @@global.max_prepared_stmt_count, @@global.{}",
             LOGIN_VARS.join(", @@"),
             TRACKING_VARS.join(", @@global.")
         );
         match self.query_row(&probe).await? {
             Ok(Some(mut values)) => {
                 let mut globals = values.split_off(LOGIN_VARS.len().min(values.len()));
-                let timeouts: Vec<_> = globals.drain(..2.min(globals.len())).collect();
+                let limits: Vec<_> = globals.drain(..3.min(globals.len())).collect();
+                self.server
+                    .stmts
+                    .learn_limit(limits.get(2).and_then(Option::as_deref));
                 let secs = |i: usize| {
-                    let v = timeouts.get(i)?.as_deref()?;
+                    let v = limits.get(i)?.as_deref()?;
                     std::str::from_utf8(v).ok()?.parse().ok()
                 };
                 self.idle_timeouts = secs(0).zip(secs(1));
@@ -551,6 +543,23 @@ impl BackendConn {
     /// Sends a command that gets no response (COM_STMT_CLOSE).
     pub async fn send_only(&mut self, payload: &[u8]) -> Result<(), BackendError> {
         self.write_packet(0, payload).await
+    }
+
+    /// Closes statements on the server (COM_STMT_CLOSE gets no answer).
+    pub async fn close_statements(&mut self, ids: &[u32]) -> Result<(), BackendError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.write_all(&super::prepared::close_packets(ids)).await
+    }
+
+    /// Reads the server's `max_prepared_stmt_count`, which the statement budget follows.
+    pub async fn read_statement_limit(&mut self) -> Result<(), BackendError> {
+        let probe = "SELECT @@global.max_prepared_stmt_count";
+        if let Ok(v) = self.query_scalar(probe).await? {
+            self.server.stmts.learn_limit(v.as_deref());
+        }
+        Ok(())
     }
 
     /// COM_STMT_PREPARE issued by Sluice: the statement id and parameter count, or the

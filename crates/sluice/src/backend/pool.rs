@@ -471,6 +471,11 @@ impl ServerPool {
     /// A clean connection comes back: to the first waiter (as it is when the waiter wants
     /// its kind, else as a slot), or to the idle list.
     fn put(&self, key: PoolKey, conn: BackendConn) {
+        self.put_idle_since(key, conn, Instant::now());
+    }
+
+    /// [`Self::put`] for a connection idle since `since`.
+    fn put_idle_since(&self, key: PoolKey, conn: BackendConn, since: Instant) {
         let mut conn = Some(conn);
         let mut closing = None;
         {
@@ -490,10 +495,11 @@ impl ServerPool {
                 }
             }
             if let Some(conn) = conn {
-                slots.idle.entry(key).or_default().push(Idle {
-                    conn,
-                    since: Instant::now(),
-                });
+                slots
+                    .idle
+                    .entry(key)
+                    .or_default()
+                    .push(Idle { conn, since });
             }
         }
         drop(closing);
@@ -556,7 +562,7 @@ impl ServerPool {
                 return Ok::<bool, BackendError>(false);
             }
             // The reset dropped the statements and variables, tracking settings included.
-            conn.prepared.clear();
+            conn.stmts.forget_all();
             conn.vars.clear();
             conn.last_insert_id = Some(0);
             conn.user_vars.clear();
@@ -582,8 +588,52 @@ impl ServerPool {
         }
     }
 
-    /// Closes idle connections that expired or were closed by the server, and opens
-    /// connections up to `min_idle` for the kinds clients use.
+    /// Closes on the server the prepared statements of idle connections that `which`
+    /// says. Returns how many.
+    pub async fn close_idle_statements(self: &Arc<Self>, which: super::Sweep) -> usize {
+        let taken: Vec<(PoolKey, Idle)> = {
+            let mut slots = self.slots.lock();
+            let mut out = Vec::new();
+            for (key, list) in slots.idle.iter_mut() {
+                let mut i = 0;
+                while i < list.len() {
+                    let stmts = &list[i].conn.stmts;
+                    let due = if which == super::Sweep::Unreferenced {
+                        stmts.needs_sweep()
+                    } else {
+                        !stmts.is_empty()
+                    };
+                    if due {
+                        out.push((key.clone(), list.swap_remove(i)));
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            out
+        };
+        let mut closed = 0;
+        // Out of the idle list meanwhile, each keeps its slot, as a leased one does.
+        for (key, mut idle) in taken {
+            let ids = idle.conn.stmts.sweep(which);
+            closed += ids.len();
+            let sent =
+                tokio::time::timeout(self.cfg.connect_timeout, idle.conn.close_statements(&ids))
+                    .await;
+            match sent {
+                Ok(Ok(())) => self.put_idle_since(key, idle.conn, idle.since),
+                _ => {
+                    drop(idle);
+                    self.closed();
+                }
+            }
+        }
+        closed
+    }
+
+    /// Closes idle connections that expired or were closed by the server, closes the
+    /// prepared statements no client uses any more, and opens connections up to
+    /// `min_idle` for the kinds clients use.
     async fn maintain_once(self: &Arc<Self>) {
         let expired: Vec<Idle> = {
             let mut slots = self.slots.lock();
@@ -608,6 +658,7 @@ impl ServerPool {
             out
         };
         drop(expired);
+        self.close_idle_statements(super::Sweep::Unreferenced).await;
         if self.cfg.min_idle == 0 {
             return;
         }

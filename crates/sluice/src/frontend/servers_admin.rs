@@ -50,6 +50,7 @@ fn member_json(router: &Router, m: &Arc<Member>) -> Value {
     let s = m.state.load();
     let c = &m.pool.server.counters;
     let (open, idle, leased, waiting) = m.pool.counts();
+    let stmts = &m.pool.server.stmts;
     json!({
         "name": m.name(),
         "address": m.pool.server.address,
@@ -73,6 +74,11 @@ fn member_json(router: &Router, m: &Arc<Member>) -> Value {
         "reads": m.reads.load(Ordering::Relaxed),
         "writes": m.writes.load(Ordering::Relaxed),
         "connections": { "open": open, "idle": idle, "leased": leased, "waiting": waiting },
+        "prepared_statements": {
+            "open": stmts.open(),
+            "budget": stmts.budget(),
+            "server_limit": stmts.budget_known().then(|| stmts.server_limit()),
+        },
         "fenced": m.fenced.load(Ordering::Relaxed),
         "disabled": m.disabled.load(Ordering::Relaxed),
         "draining": m.draining.load(Ordering::Relaxed),

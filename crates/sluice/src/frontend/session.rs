@@ -29,6 +29,7 @@ pub(super) mod cached;
 mod identity;
 mod kill;
 pub mod mux;
+mod prepared;
 mod route;
 mod tracking;
 
@@ -514,8 +515,15 @@ impl Session {
                     }
                 }
                 Action::Forward(kind) => {
-                    let set_option = self.client.rbuf.get(4) == Some(&(Command::SetOption as u8));
+                    let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
+                    let set_option = command == Some(Command::SetOption);
+                    let closing =
+                        stmt_id(&self.client.rbuf).filter(|_| command == Some(Command::StmtClose));
                     self.begin_statement(header.len).await?;
+                    if self.dedicated_refusal().await? {
+                        self.end_statement();
+                        continue;
+                    }
                     let len = self.screen_identity(kind, header.len).await?;
                     let going_on = if self.cache.is_some() {
                         let id = stmt_id(&self.client.rbuf);
@@ -523,6 +531,9 @@ impl Session {
                     } else {
                         self.relay(kind).await?
                     };
+                    let reset =
+                        command == Some(Command::ResetConnection) && !self.client.answered_error;
+                    self.dedicated_closed(closing, reset);
                     self.end_statement();
                     if !going_on {
                         return Ok(());
@@ -868,6 +879,8 @@ impl Session {
                 if std::mem::take(&mut first) {
                     if let Some(m) = mux.as_deref_mut() {
                         m.patch_prepare_ok(&mut backend.rbuf[..n]);
+                    } else if kind == ResponseKind::Prepare {
+                        prepared::note_dedicated_prepare(backend, n);
                     }
                     if let (ResponseKind::Prepare, Some(p)) = (kind, self.probe.as_mut()) {
                         // The id the client was given (after any rewrite): its executes

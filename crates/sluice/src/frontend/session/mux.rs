@@ -6,11 +6,13 @@
 //! the server's session tracking rather than guessed from SQL.
 //!
 //! Prepared statements get session-level ids; each connection keeps its own backend
-//! statements by schema and text, prepared again lazily where an execute lands.
+//! statements by schema and text, prepared again lazily where an execute lands, and
+//! closed once no session's statement refers to that text (`backend::prepared`).
 
+use super::prepared::close_on;
 use super::stmt_id;
 use super::Session;
-use crate::backend::{BackendStmt, PoolKey, Vars, LOGIN_VARS};
+use crate::backend::{PoolKey, StmtRef, Vars, LOGIN_VARS};
 use crate::classify::effects::Effects;
 use crate::error::{code, SessionError};
 use crate::stats::Stats;
@@ -188,8 +190,9 @@ impl Pins {
 /// A statement the client prepared, under the id Sluice gave it.
 #[derive(Debug)]
 struct ClientStmt {
-    /// Schema and text: what a connection's backend statement is found by.
-    key: Box<[u8]>,
+    /// Schema and text: what a connection's backend statement is found by. Held, so
+    /// that the connections' statements of that text stay open.
+    key: StmtRef,
     text: Box<[u8]>,
     params: u16,
     /// The parameter types the client last bound.
@@ -641,7 +644,8 @@ impl Session {
         };
         match command {
             Some(Command::StmtClose) => {
-                // The backend statement stays for whoever prepares the same text.
+                // Dropping the statement's reference to its text lets the connections
+                // close theirs, unless another session's statement refers to it too.
                 if let Some(id) = stmt_id(&self.client.rbuf) {
                     let mux = self.mux();
                     mux.stmts.remove(&id);
@@ -753,8 +757,21 @@ impl Session {
         }
         if command == Some(Command::StmtPrepare) {
             let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
+            let key = stmt_key(self.mux().schema.as_deref(), &text);
+            // Preparing a text this connection has replaces its statement: no room needed.
+            let replaces = self
+                .backend
+                .as_ref()
+                .is_some_and(|b| b.stmts.contains(&key));
+            if !replaces {
+                if let Err(err) = self.room_for_statement(false).await? {
+                    let seq = self.client.skip_packet().await?;
+                    self.client.write_err(seq, &err).await?;
+                    self.release_if_free().await?;
+                    return Ok(Ready::Done(true));
+                }
+            }
             let mux = self.mux();
-            let key = stmt_key(mux.schema.as_deref(), &text);
             let id = mux.next_stmt;
             mux.next_stmt = mux.next_stmt.wrapping_add(1).max(1);
             mux.preparing = Some(Preparing { key, text, id });
@@ -951,17 +968,23 @@ impl Session {
         len: usize,
     ) -> Result<Result<bool, ErrPacket>, SessionError> {
         let max = self.fe.pool_config.max_prepared_per_connection as usize;
+        let found = {
+            let mux = self.mux.as_ref().expect("multiplexing");
+            let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
+            let backend = self.backend.as_mut().expect("acquired");
+            backend.stmts.touch(key).map(|b| b.id)
+        };
+        if found.is_none() && command != Some(Command::StmtReset) {
+            if let Err(err) = self.room_for_statement(true).await? {
+                return Ok(Err(err));
+            }
+        }
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.mux.as_mut().expect("multiplexing");
         let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
         mux.bound = None;
-        backend.prepared_clock += 1;
-        let clock = backend.prepared_clock;
-        let backend_id = match backend.prepared.get_mut(&stmt.key) {
-            Some(b) => {
-                b.last_used = clock;
-                b.id
-            }
+        let backend_id = match found {
+            Some(id) => id,
             None => {
                 if command == Some(Command::StmtReset) {
                     return Ok(Ok(false));
@@ -981,23 +1004,16 @@ impl Session {
                     Err(err) => return Ok(Err(err)),
                 };
                 stmt.params = params;
-                evict_prepared(backend, max).await?;
-                backend.prepared.insert(
-                    stmt.key.clone(),
-                    BackendStmt {
-                        id: bid,
-                        params,
-                        types: None,
-                        last_used: clock,
-                    },
-                );
+                let evicted = backend.stmts.evict_to(max);
+                backend.stmts.insert(stmt.key.key().into(), bid, params);
+                close_on(backend, &evicted).await?;
                 bid
             }
         };
         put_stmt_id(&mut self.client.rbuf, backend_id);
         match command {
             Some(Command::StmtExecute) => {
-                let bstmt = backend.prepared.get(&stmt.key).expect("just found");
+                let bstmt = backend.stmts.get(stmt.key.key()).expect("just found");
                 let seen = len.min(self.client.rbuf.len() - HEADER_LEN);
                 let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + seen];
                 let params = stmt.params as usize;
@@ -1057,8 +1073,10 @@ impl Session {
         let mux = self.mux.as_mut().expect("multiplexing");
         let observed = std::mem::take(&mut mux.observed);
         if let Some(types) = mux.bound.take().filter(|_| !served) {
-            let key = client_id.and_then(|id| mux.stmts.get(&id)).map(|s| &s.key);
-            if let Some(b) = key.and_then(|k| backend.prepared.get_mut(k)) {
+            let key = client_id
+                .and_then(|id| mux.stmts.get(&id))
+                .map(|s| s.key.key());
+            if let Some(b) = key.and_then(|k| backend.stmts.get_mut(k)) {
                 b.types = Some(types);
             }
         }
@@ -1117,22 +1135,16 @@ impl Session {
                 if let (Some(Preparing { key, text, id }), Some((bid, params))) =
                     (mux.preparing.take(), mux.prepared.take())
                 {
-                    backend.prepared_clock += 1;
-                    let clock = backend.prepared_clock;
                     let max = self.fe.pool_config.max_prepared_per_connection as usize;
-                    if let Some(old) = backend.prepared.remove(&key) {
-                        close_backend_stmt(backend, old.id).await?;
-                    }
-                    evict_prepared(backend, max).await?;
-                    backend.prepared.insert(
-                        key.clone(),
-                        BackendStmt {
-                            id: bid,
-                            params,
-                            types: None,
-                            last_used: clock,
-                        },
-                    );
+                    // Held before the connection's statement exists, so that no sweep
+                    // sees it unreferenced.
+                    let key = crate::backend::refs().hold(key);
+                    let mut closing = if backend.stmts.contains(key.key()) {
+                        Vec::new()
+                    } else {
+                        backend.stmts.evict_to(max)
+                    };
+                    closing.extend(backend.stmts.insert(key.key().into(), bid, params));
                     let effects = crate::classify::effects::effects(&text);
                     let plain_read = crate::router::rules::is_plain_read(&text, &effects);
                     let names_tracking = effects.touches_session_tracking;
@@ -1149,6 +1161,7 @@ impl Session {
                             names_tracking,
                         },
                     );
+                    close_on(backend, &closing).await?;
                 }
                 mux.preparing = None;
             }
@@ -1173,7 +1186,7 @@ impl Session {
                 let (key, schema) = (mux.key.clone(), mux.schema.clone());
                 mux.reset(key, schema);
                 backend.vars.clear();
-                backend.prepared.clear();
+                backend.stmts.forget_all();
                 backend.user_vars.clear();
                 backend.last_insert_id = Some(0);
                 // The reset turned tracking off on this connection.
@@ -1210,6 +1223,10 @@ impl Session {
             self.publish();
             return Ok(());
         }
+        // Whether the connection goes back or stays (a long transaction), it keeps no
+        // statement that no session uses.
+        self.close_unreferenced().await;
+        let backend = self.backend.as_mut().expect("checked");
         let mux = self.mux.as_mut().expect("multiplexing");
         let reason = mux.pin_reason(backend.status);
         if reason != mux.pinned_since {
@@ -1399,40 +1416,6 @@ fn assignments(sets: &[(Box<[u8]>, String)]) -> String {
         .map(|(n, v)| format!("{}={v}", user_var_ref(n)))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Closes the least recently used backend statements past the per-connection bound.
-async fn evict_prepared(
-    backend: &mut crate::backend::PooledConn,
-    max: usize,
-) -> Result<(), SessionError> {
-    while backend.prepared.len() >= max.max(1) {
-        let Some(key) = backend
-            .prepared
-            .iter()
-            .min_by_key(|(_, s)| s.last_used)
-            .map(|(k, _)| k.clone())
-        else {
-            break;
-        };
-        let old = backend.prepared.remove(&key).expect("just found");
-        close_backend_stmt(backend, old.id).await?;
-    }
-    Ok(())
-}
-
-async fn close_backend_stmt(
-    backend: &mut crate::backend::PooledConn,
-    id: u32,
-) -> Result<(), SessionError> {
-    let mut payload = [0u8; 5];
-    payload[0] = Command::StmtClose as u8;
-    payload[1..].copy_from_slice(&id.to_le_bytes());
-    if let Err(e) = backend.send_only(&payload).await {
-        backend.mark_broken();
-        return Err(e.into());
-    }
-    Ok(())
 }
 
 /// Puts parameter types into an execute sent without them (new-params-bound flag 0),
