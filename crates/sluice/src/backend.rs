@@ -2,9 +2,11 @@
 //! connections themselves (login, TLS, simple commands Sluice issues on its own).
 
 mod conn;
+mod globals;
 mod pool;
 
 pub use conn::{BackendConn, BackendStmt, ConnParams, Vars, LOGIN_VARS};
+pub use globals::{keep_inherited, Globals, GlobalsWatch};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
 
 use crate::config::{ServerConfig, TlsMode};
@@ -19,6 +21,8 @@ pub struct Server {
     pub max_connections: u32,
     /// Statements relayed to it and their traffic, for analytics.
     pub counters: crate::analytics::ServerCounters,
+    /// Its globals as connections last saw them.
+    pub globals: GlobalsWatch,
 }
 
 impl Server {
@@ -37,6 +41,7 @@ impl Server {
             tls_config,
             max_connections: c.max_connections.unwrap_or(default_max),
             counters: Default::default(),
+            globals: Default::default(),
         })
     }
 }

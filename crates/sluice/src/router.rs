@@ -732,6 +732,7 @@ mod tests {
             tls_config: None,
             max_connections: 4,
             counters: Default::default(),
+            globals: Default::default(),
         });
         let pool = ServerPool::new(server, PoolConfig::default(), Default::default());
         Router::member(pool, &cfg, &RoutingConfig::default(), None)

@@ -470,7 +470,8 @@ impl ServerPool {
 
     /// A clean connection comes back: to the first waiter (as it is when the waiter wants
     /// its kind, else as a slot), or to the idle list.
-    fn put(&self, key: PoolKey, conn: BackendConn) {
+    fn put(&self, key: PoolKey, mut conn: BackendConn) {
+        conn.fresh = false;
         let mut conn = Some(conn);
         let mut closing = None;
         {

@@ -63,6 +63,7 @@ fn server_of(db: &MariaDb) -> Arc<Server> {
         tls_config: None,
         max_connections: 10,
         counters: Default::default(),
+        globals: Default::default(),
     })
 }
 
