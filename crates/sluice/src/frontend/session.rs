@@ -385,6 +385,18 @@ impl Session {
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
         };
+        // A connection that waited in the pool has the session values of the globals of
+        // its login or last reset; a reset now gives it those of this moment, as a new
+        // server session gets (the server re-reads its globals on a reset).
+        if !conn.fresh {
+            if let Err(err) = conn
+                .simple_command(&[Command::ResetConnection as u8])
+                .await?
+            {
+                conn.mark_broken();
+                return Ok(Err(err));
+            }
+        }
         if let Err(err) = conn.ensure_schema(schema).await? {
             return Ok(Err(err));
         }
