@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(super) mod cached;
+mod globals;
 mod kill;
 pub mod mux;
 mod route;
@@ -453,6 +454,13 @@ impl Session {
             return Ok(Err(err));
         }
         self.backend = Some(conn);
+        if let Err(e) = self.align_globals().await {
+            if let Some(b) = self.backend.as_mut() {
+                b.mark_broken();
+            }
+            self.backend = None;
+            return Err(e);
+        }
         self.publish();
         Ok(Ok(()))
     }

@@ -177,3 +177,86 @@ fn server_side_close_is_a_close_multiplexed() {
 fn server_side_close_is_a_close_dedicated() {
     server_side_close_is_a_close(false);
 }
+
+/// The session values a new session takes from the server's globals.
+const INHERITED: &str = "SELECT @@session.sql_mode, @@session.wait_timeout, @@session.time_zone";
+
+fn inherited(conn: &mut RawConn) -> Vec<Option<String>> {
+    conn.query_rows(INHERITED).remove(0)
+}
+
+/// `SET GLOBAL` by someone else, then a new session through Sluice: it sees the new
+/// values, as a new direct connection does, although the pool's one connection predates
+/// them; a session already open keeps the old ones, and its own SET still wins.
+fn new_sessions_start_from_current_globals(multiplex: bool) {
+    // Its own server: the globals changed here would upset other tests.
+    let server = dedicated_server(MariaDbOptions::default());
+    fresh_database(&server, "statedb");
+    // Dedicated sessions hold a connection each: the two open ones, and the one the new
+    // sessions reuse.
+    let connections = if multiplex { 1 } else { 3 };
+    let sluice = Sluice::start(
+        &Config::for_server(&server)
+            .pool("multiplex", multiplex)
+            .pool("max_connections", connections)
+            .pool("queue_timeout", "5s")
+            .pool("write_hold", "0s"),
+    );
+    let mut old = login(&sluice);
+    let before = inherited(&mut old);
+    let mut old_own = login(&sluice);
+    ok(&mut old_own, "SET SESSION time_zone = '-03:00'");
+    // The pool's one connection is idle again, and known to Sluice from before.
+    drop(login(&sluice));
+
+    let globals = "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL wait_timeout = 1234, \
+                   GLOBAL time_zone = '+05:00'";
+    server.execute(globals).expect("SET GLOBAL");
+    let direct = {
+        let mut d = RawConn::login(server.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("statedb"))
+            .expect("direct login");
+        inherited(&mut d)
+    };
+    let want = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        direct,
+        vec![want("ANSI_QUOTES"), want("1234"), want("+05:00")]
+    );
+
+    let mut new = login(&sluice);
+    assert_eq!(inherited(&mut new), direct, "a new session through Sluice");
+    // Its own SET wins over the new global; what it did not set follows the new globals.
+    ok(&mut new, "SET SESSION sql_mode = 'NO_ZERO_DATE'");
+    assert_eq!(
+        inherited(&mut new),
+        vec![want("NO_ZERO_DATE"), want("1234"), want("+05:00")]
+    );
+    // Sessions that were open keep what they started with (as on the server), even on a
+    // connection that has the new globals.
+    assert_eq!(inherited(&mut old), before, "a session opened before");
+    let mut own_before = before.clone();
+    own_before[2] = want("-03:00");
+    assert_eq!(inherited(&mut old_own), own_before);
+    assert_eq!(inherited(&mut new)[0], want("NO_ZERO_DATE"));
+    drop(new);
+    let mut again = login(&sluice);
+    assert_eq!(inherited(&mut again), direct, "another new session");
+    assert_eq!(inherited(&mut old), before, "the old session, again");
+
+    server
+        .execute(
+            "SET GLOBAL sql_mode = DEFAULT, GLOBAL wait_timeout = DEFAULT, \
+             GLOBAL time_zone = DEFAULT",
+        )
+        .expect("restoring the globals");
+}
+
+#[test]
+fn new_sessions_start_from_current_globals_multiplexed() {
+    new_sessions_start_from_current_globals(true);
+}
+
+#[test]
+fn new_sessions_start_from_current_globals_dedicated() {
+    new_sessions_start_from_current_globals(false);
+}
