@@ -179,7 +179,9 @@ fn server_side_close_is_a_close_dedicated() {
 }
 
 /// The session values a new session takes from the server's globals.
-const INHERITED: &str = "SELECT @@session.sql_mode, @@session.wait_timeout, @@session.time_zone";
+const INHERITED: &str = "SELECT @@session.sql_mode, @@session.wait_timeout, \
+                         @@session.time_zone, @@session.max_statement_time, \
+                         @@session.tx_isolation, @@session.collation_server";
 
 fn inherited(conn: &mut RawConn) -> Vec<Option<String>> {
     conn.query_rows(INHERITED).remove(0)
@@ -209,44 +211,59 @@ fn new_sessions_start_from_current_globals(multiplex: bool) {
     // The pool's one connection is idle again, and known to Sluice from before.
     drop(login(&sluice));
 
-    let globals = "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL wait_timeout = 1234, \
-                   GLOBAL time_zone = '+05:00'";
-    server.execute(globals).expect("SET GLOBAL");
+    server
+        .execute(
+            "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL wait_timeout = 1234, \
+             GLOBAL time_zone = '+05:00', GLOBAL max_statement_time = 5, \
+             GLOBAL tx_isolation = 'SERIALIZABLE', \
+             GLOBAL collation_server = 'utf8mb4_unicode_ci'",
+        )
+        .expect("SET GLOBAL");
     let direct = {
         let mut d = RawConn::login(server.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("statedb"))
             .expect("direct login");
         inherited(&mut d)
     };
     let want = |s: &str| Some(s.to_owned());
-    assert_eq!(
-        direct,
-        vec![want("ANSI_QUOTES"), want("1234"), want("+05:00")]
-    );
+    let new_values = [
+        "ANSI_QUOTES",
+        "1234",
+        "+05:00",
+        "5.000000",
+        "SERIALIZABLE",
+        "utf8mb4_unicode_ci",
+    ];
+    assert_eq!(direct, new_values.map(want));
 
     let mut new = login(&sluice);
     assert_eq!(inherited(&mut new), direct, "a new session through Sluice");
     // Its own SET wins over the new global; what it did not set follows the new globals.
     ok(&mut new, "SET SESSION sql_mode = 'NO_ZERO_DATE'");
-    assert_eq!(
-        inherited(&mut new),
-        vec![want("NO_ZERO_DATE"), want("1234"), want("+05:00")]
-    );
+    let mut new_own = direct.clone();
+    new_own[0] = want("NO_ZERO_DATE");
+    assert_eq!(inherited(&mut new), new_own);
     // Sessions that were open keep what they started with (as on the server), even on a
     // connection that has the new globals.
     assert_eq!(inherited(&mut old), before, "a session opened before");
-    let mut own_before = before.clone();
-    own_before[2] = want("-03:00");
-    assert_eq!(inherited(&mut old_own), own_before);
-    assert_eq!(inherited(&mut new)[0], want("NO_ZERO_DATE"));
+    let mut old_own_values = before.clone();
+    old_own_values[2] = want("-03:00");
+    assert_eq!(inherited(&mut old_own), old_own_values);
+    assert_eq!(inherited(&mut new), new_own);
     drop(new);
     let mut again = login(&sluice);
     assert_eq!(inherited(&mut again), direct, "another new session");
     assert_eq!(inherited(&mut old), before, "the old session, again");
+    // A reset re-reads the globals, on the server and through Sluice.
+    old.reset_connection()
+        .expect("COM_RESET_CONNECTION")
+        .expect_ok();
+    assert_eq!(inherited(&mut old), direct, "the old session after a reset");
 
     server
         .execute(
             "SET GLOBAL sql_mode = DEFAULT, GLOBAL wait_timeout = DEFAULT, \
-             GLOBAL time_zone = DEFAULT",
+             GLOBAL time_zone = DEFAULT, GLOBAL max_statement_time = DEFAULT, \
+             GLOBAL tx_isolation = DEFAULT, GLOBAL collation_server = DEFAULT",
         )
         .expect("restoring the globals");
 }
