@@ -44,7 +44,10 @@ fn inherited(name: &str) -> bool {
 /// The inherited variables of one server and the statements that read them, built once.
 pub struct Names {
     names: Vec<Box<[u8]>>,
+    /// A digest of the session values, then each of them.
     session_sql: String,
+    /// The same digest of the global values: one short row for the check every new
+    /// session makes (a row of every value costs its column definitions, per session).
     global_sql: String,
 }
 
@@ -55,6 +58,8 @@ pub struct Globals {
     /// Increases with every new set of values seen on any server.
     pub generation: u64,
     pub values: Vars,
+    /// The server's digest of the values (see [`Names`]).
+    digest: Option<Vec<u8>>,
 }
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -71,7 +76,7 @@ pub struct GlobalsWatch {
 impl GlobalsWatch {
     /// The shared snapshot of these values: the latest one when they are the same,
     /// else a new one that becomes the latest.
-    fn intern(&self, values: Vars) -> Arc<Globals> {
+    fn intern(&self, values: Vars, digest: Option<Vec<u8>>) -> Arc<Globals> {
         let mut current = self.current.lock();
         if let Some(c) = current.as_ref().filter(|c| c.values == values) {
             return c.clone();
@@ -79,6 +84,7 @@ impl GlobalsWatch {
         let g = Arc::new(Globals {
             generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
             values,
+            digest,
         });
         *current = Some(g.clone());
         g
@@ -112,9 +118,11 @@ impl BackendConn {
                         .iter()
                         .map(|n| format!("@@{scope}.{}", String::from_utf8_lossy(n)))
                         .collect();
-                    format!("SELECT {}", refs.join(", "))
+                    refs.join(", ")
                 };
-                let (session_sql, global_sql) = (list("session"), list("global"));
+                let digest = |scope: &str| format!("MD5(CONCAT_WS(0x1f, {}))", list(scope));
+                let session_sql = format!("SELECT {}, {}", digest("session"), list("session"));
+                let global_sql = format!("SELECT {}", digest("global"));
                 (!names.is_empty()).then(|| {
                     Arc::new(Names {
                         session_sql,
@@ -132,31 +140,6 @@ impl BackendConn {
         Ok(names)
     }
 
-    /// Runs `sql` (a `SELECT` of every inherited variable) and pairs the values with
-    /// their names; SQL NULL values are left out.
-    async fn read_inherited(
-        &mut self,
-        names: &Names,
-        global: bool,
-    ) -> Result<Option<Vars>, BackendError> {
-        let sql = if global {
-            &names.global_sql
-        } else {
-            &names.session_sql
-        };
-        Ok(match self.query_row(sql).await? {
-            Ok(Some(row)) => Some(
-                names
-                    .names
-                    .iter()
-                    .zip(row)
-                    .filter_map(|(n, v)| Some((n.clone(), v?.into_boxed_slice())))
-                    .collect(),
-            ),
-            _ => None,
-        })
-    }
-
     /// Learns the inherited values of this connection, right after its login or reset
     /// (before anything set them): its [`BackendConn::globals`].
     pub(crate) async fn read_globals(&mut self) -> Result<(), BackendError> {
@@ -164,8 +147,16 @@ impl BackendConn {
         let Some(names) = self.inherited_names().await? else {
             return Ok(());
         };
-        if let Some(values) = self.read_inherited(&names, false).await? {
-            self.globals = Some(self.server.globals.intern(values));
+        if let Ok(Some(mut row)) = self.query_row(&names.session_sql).await? {
+            let digest = if row.is_empty() { None } else { row.remove(0) };
+            // SQL NULL values are left out: such a variable goes back to DEFAULT.
+            let values = names
+                .names
+                .iter()
+                .zip(row)
+                .filter_map(|(n, v)| Some((n.clone(), v?.into_boxed_slice())))
+                .collect();
+            self.globals = Some(self.server.globals.intern(values, digest));
         }
         Ok(())
     }
@@ -179,13 +170,9 @@ impl BackendConn {
         ) else {
             return Ok(false);
         };
-        Ok(match self.read_inherited(&names, true).await? {
-            Some(now) if now == mine.values => false,
-            Some(now) => {
-                self.server.globals.intern(now);
-                true
-            }
-            None => false,
+        Ok(match self.query_scalar(&names.global_sql).await? {
+            Ok(now) => mine.digest.is_some() && now != mine.digest,
+            Err(_) => false,
         })
     }
 
@@ -234,6 +221,7 @@ mod tests {
     fn globals(pairs: &[(&str, &str)]) -> Globals {
         Globals {
             generation: 0,
+            digest: None,
             values: pairs
                 .iter()
                 .map(|(k, v)| (k.as_bytes().into(), v.as_bytes().into()))
