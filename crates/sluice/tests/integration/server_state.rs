@@ -277,3 +277,28 @@ fn new_sessions_start_from_current_globals_multiplexed() {
 fn new_sessions_start_from_current_globals_dedicated() {
     new_sessions_start_from_current_globals(false);
 }
+
+/// A multiplexed session that logs in while the pool's one connection is busy learns
+/// the globals on its first statement's connection, which predates the `SET GLOBAL`.
+#[test]
+fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
+    let server = dedicated_server(MariaDbOptions::default());
+    fresh_database(&server, "statedb");
+    let sluice = sluice(&server, true);
+    let mut holder = login(&sluice);
+    let before = inherited(&mut holder);
+    server
+        .execute("SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL time_zone = '+05:00'")
+        .expect("SET GLOBAL");
+    ok(&mut holder, "BEGIN");
+    ok(&mut holder, "SELECT 1");
+    let mut new = login(&sluice);
+    ok(&mut holder, "COMMIT");
+    let values = inherited(&mut new);
+    assert_eq!(values[0].as_deref(), Some("ANSI_QUOTES"));
+    assert_eq!(values[2].as_deref(), Some("+05:00"));
+    assert_eq!(inherited(&mut holder), before, "the session opened before");
+    server
+        .execute("SET GLOBAL sql_mode = DEFAULT, GLOBAL time_zone = DEFAULT")
+        .expect("restoring the globals");
+}
