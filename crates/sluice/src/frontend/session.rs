@@ -570,7 +570,15 @@ impl Session {
             return Some(std::time::Duration::from_secs_f64(secs.max(1.0)));
         }
         if self.idle_default.is_none() {
-            let (wait, interactive) = self.backend.as_ref()?.idle_timeouts?;
+            // The globals the session started with, else those its connection read.
+            let secs = |name: &[u8]| {
+                let v = mux.globals.as_ref()?.values.get(name)?;
+                std::str::from_utf8(v).ok()?.parse().ok()
+            };
+            let (wait, interactive) = match (secs(b"wait_timeout"), secs(b"interactive_timeout")) {
+                (Some(w), Some(i)) => (w, i),
+                _ => self.backend.as_ref()?.idle_timeouts?,
+            };
             let interactive_client = self.client.caps.contains(CapabilityFlags::INTERACTIVE);
             let secs = if interactive_client {
                 interactive

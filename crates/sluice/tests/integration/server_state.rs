@@ -279,7 +279,8 @@ fn new_sessions_start_from_current_globals_dedicated() {
 }
 
 /// A multiplexed session that logs in while the pool's one connection is busy learns
-/// the globals on its first statement's connection, which predates the `SET GLOBAL`.
+/// the globals on its first statement's connection, which predates the `SET GLOBAL`:
+/// its values, and the idle limit its `wait_timeout` sets.
 #[test]
 fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
     let server = dedicated_server(MariaDbOptions::default());
@@ -288,7 +289,10 @@ fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
     let mut holder = login(&sluice);
     let before = inherited(&mut holder);
     server
-        .execute("SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL time_zone = '+05:00'")
+        .execute(
+            "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL time_zone = '+05:00', \
+             GLOBAL wait_timeout = 2",
+        )
         .expect("SET GLOBAL");
     ok(&mut holder, "BEGIN");
     ok(&mut holder, "SELECT 1");
@@ -296,9 +300,19 @@ fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
     ok(&mut holder, "COMMIT");
     let values = inherited(&mut new);
     assert_eq!(values[0].as_deref(), Some("ANSI_QUOTES"));
+    assert_eq!(values[1].as_deref(), Some("2"));
     assert_eq!(values[2].as_deref(), Some("+05:00"));
+    let closed = closed_within(&mut new, Duration::from_secs(8));
+    assert!(
+        closed.is_some_and(|d| d >= Duration::from_millis(1800)),
+        "idle past the new global wait_timeout = 2: {closed:?}"
+    );
+    // The session opened before keeps its values, its wait_timeout among them.
     assert_eq!(inherited(&mut holder), before, "the session opened before");
     server
-        .execute("SET GLOBAL sql_mode = DEFAULT, GLOBAL time_zone = DEFAULT")
+        .execute(
+            "SET GLOBAL sql_mode = DEFAULT, GLOBAL time_zone = DEFAULT, \
+             GLOBAL wait_timeout = DEFAULT",
+        )
         .expect("restoring the globals");
 }
