@@ -2,10 +2,12 @@
 //! connections themselves (login, TLS, simple commands Sluice issues on its own).
 
 mod conn;
+mod globals;
 mod pool;
 mod prepared;
 
 pub use conn::{BackendConn, ConnParams, Vars, LOGIN_VARS};
+pub use globals::{keep_inherited, Globals, GlobalsWatch};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
 pub use prepared::{refs, BackendStmt, ConnStmts, ServerStmts, StmtRef, Sweep};
 
@@ -23,6 +25,8 @@ pub struct Server {
     pub counters: crate::analytics::ServerCounters,
     /// The prepared statements Sluice has open there, and its budget.
     pub stmts: Arc<ServerStmts>,
+    /// Its globals as connections last saw them.
+    pub globals: GlobalsWatch,
 }
 
 impl Server {
@@ -42,6 +46,7 @@ impl Server {
             max_connections: c.max_connections.unwrap_or(pool.max_connections),
             counters: Default::default(),
             stmts: Arc::new(ServerStmts::new(pool.max_prepared_statements)),
+            globals: Default::default(),
         })
     }
 }

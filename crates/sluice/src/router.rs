@@ -733,6 +733,7 @@ mod tests {
             max_connections: 4,
             counters: Default::default(),
             stmts: Default::default(),
+            globals: Default::default(),
         });
         let pool = ServerPool::new(server, PoolConfig::default(), Default::default());
         Router::member(pool, &cfg, &RoutingConfig::default(), None)

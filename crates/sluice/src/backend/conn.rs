@@ -120,6 +120,12 @@ pub struct BackendConn {
     /// The server's global `session_track_*` settings, which a session starts with, read
     /// when tracking started (multiplexed sessions only).
     pub tracking_defaults: Option<Arc<Tracking>>,
+    /// The values its session took from the server's globals at login or at its last
+    /// reset, when state is tracked and the server lists its variables.
+    pub globals: Option<Arc<super::Globals>>,
+    /// Opened for the lease that holds it: its session values are the server's globals
+    /// of a moment ago. Cleared when it first goes idle.
+    pub fresh: bool,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -177,6 +183,8 @@ impl BackendConn {
             user_vars: std::collections::BTreeMap::new(),
             stmts,
             tracking_defaults: None,
+            globals: None,
+            fresh: true,
         };
         conn.login(creds, params, database, attributes).await?;
         if params.track_state && conn.caps.contains(CapabilityFlags::SESSION_TRACK) {
@@ -501,7 +509,7 @@ impl BackendConn {
                 })
             }
         }
-        Ok(())
+        self.read_globals().await
     }
 
     /// Asks the server to report every system variable, schema and state change.

@@ -475,7 +475,8 @@ impl ServerPool {
     }
 
     /// [`Self::put`] for a connection idle since `since`.
-    fn put_idle_since(&self, key: PoolKey, conn: BackendConn, since: Instant) {
+    fn put_idle_since(&self, key: PoolKey, mut conn: BackendConn, since: Instant) {
+        conn.fresh = false;
         let mut conn = Some(conn);
         let mut closing = None;
         {

@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 pub(super) mod cached;
+mod globals;
 mod identity;
 mod kill;
 pub mod mux;
@@ -393,6 +394,18 @@ impl Session {
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
         };
+        // A connection that waited in the pool has the session values of the globals of
+        // its login or last reset; a reset now gives it those of this moment, as a new
+        // server session gets (the server re-reads its globals on a reset).
+        if !conn.fresh {
+            if let Err(err) = conn
+                .simple_command(&[Command::ResetConnection as u8])
+                .await?
+            {
+                conn.mark_broken();
+                return Ok(Err(err));
+            }
+        }
         if let Err(err) = conn.ensure_schema(schema).await? {
             return Ok(Err(err));
         }
@@ -449,6 +462,13 @@ impl Session {
             return Ok(Err(err));
         }
         self.backend = Some(conn);
+        if let Err(e) = self.align_globals().await {
+            if let Some(b) = self.backend.as_mut() {
+                b.mark_broken();
+            }
+            self.backend = None;
+            return Err(e);
+        }
         self.publish();
         Ok(Ok(()))
     }
@@ -570,7 +590,15 @@ impl Session {
             return Some(std::time::Duration::from_secs_f64(secs.max(1.0)));
         }
         if self.idle_default.is_none() {
-            let (wait, interactive) = self.backend.as_ref()?.idle_timeouts?;
+            // The globals the session started with, else those its connection read.
+            let secs = |name: &[u8]| {
+                let v = mux.globals.as_ref()?.values.get(name)?;
+                std::str::from_utf8(v).ok()?.parse().ok()
+            };
+            let (wait, interactive) = match (secs(b"wait_timeout"), secs(b"interactive_timeout")) {
+                (Some(w), Some(i)) => (w, i),
+                _ => self.backend.as_ref()?.idle_timeouts?,
+            };
             let interactive_client = self.client.caps.contains(CapabilityFlags::INTERACTIVE);
             let secs = if interactive_client {
                 interactive

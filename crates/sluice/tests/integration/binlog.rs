@@ -64,6 +64,7 @@ fn server_of(db: &MariaDb) -> Arc<Server> {
         max_connections: 10,
         counters: Default::default(),
         stmts: Default::default(),
+        globals: Default::default(),
     })
 }
 

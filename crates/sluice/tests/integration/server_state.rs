@@ -177,3 +177,142 @@ fn server_side_close_is_a_close_multiplexed() {
 fn server_side_close_is_a_close_dedicated() {
     server_side_close_is_a_close(false);
 }
+
+/// The session values a new session takes from the server's globals.
+const INHERITED: &str = "SELECT @@session.sql_mode, @@session.wait_timeout, \
+                         @@session.time_zone, @@session.max_statement_time, \
+                         @@session.tx_isolation, @@session.collation_server";
+
+fn inherited(conn: &mut RawConn) -> Vec<Option<String>> {
+    conn.query_rows(INHERITED).remove(0)
+}
+
+/// `SET GLOBAL` by someone else, then a new session through Sluice: it sees the new
+/// values, as a new direct connection does, although the pool's one connection predates
+/// them; a session already open keeps the old ones, and its own SET still wins.
+fn new_sessions_start_from_current_globals(multiplex: bool) {
+    // Its own server: the globals changed here would upset other tests.
+    let server = dedicated_server(MariaDbOptions::default());
+    fresh_database(&server, "statedb");
+    // Dedicated sessions hold a connection each: the two open ones, and the one the new
+    // sessions reuse.
+    let connections = if multiplex { 1 } else { 3 };
+    let sluice = Sluice::start(
+        &Config::for_server(&server)
+            .pool("multiplex", multiplex)
+            .pool("max_connections", connections)
+            .pool("queue_timeout", "5s")
+            .pool("write_hold", "0s"),
+    );
+    let mut old = login(&sluice);
+    let before = inherited(&mut old);
+    let mut old_own = login(&sluice);
+    ok(&mut old_own, "SET SESSION time_zone = '-03:00'");
+    // The pool's one connection is idle again, and known to Sluice from before.
+    drop(login(&sluice));
+
+    server
+        .execute(
+            "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL wait_timeout = 1234, \
+             GLOBAL time_zone = '+05:00', GLOBAL max_statement_time = 5, \
+             GLOBAL tx_isolation = 'SERIALIZABLE', \
+             GLOBAL collation_server = 'utf8mb4_unicode_ci'",
+        )
+        .expect("SET GLOBAL");
+    let direct = {
+        let mut d = RawConn::login(server.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("statedb"))
+            .expect("direct login");
+        inherited(&mut d)
+    };
+    let want = |s: &str| Some(s.to_owned());
+    let new_values = [
+        "ANSI_QUOTES",
+        "1234",
+        "+05:00",
+        "5.000000",
+        "SERIALIZABLE",
+        "utf8mb4_unicode_ci",
+    ];
+    assert_eq!(direct, new_values.map(want));
+
+    let mut new = login(&sluice);
+    assert_eq!(inherited(&mut new), direct, "a new session through Sluice");
+    // Its own SET wins over the new global; what it did not set follows the new globals.
+    ok(&mut new, "SET SESSION sql_mode = 'NO_ZERO_DATE'");
+    let mut new_own = direct.clone();
+    new_own[0] = want("NO_ZERO_DATE");
+    assert_eq!(inherited(&mut new), new_own);
+    // Sessions that were open keep what they started with (as on the server), even on a
+    // connection that has the new globals.
+    assert_eq!(inherited(&mut old), before, "a session opened before");
+    let mut old_own_values = before.clone();
+    old_own_values[2] = want("-03:00");
+    assert_eq!(inherited(&mut old_own), old_own_values);
+    assert_eq!(inherited(&mut new), new_own);
+    drop(new);
+    let mut again = login(&sluice);
+    assert_eq!(inherited(&mut again), direct, "another new session");
+    assert_eq!(inherited(&mut old), before, "the old session, again");
+    // A reset re-reads the globals, on the server and through Sluice.
+    old.reset_connection()
+        .expect("COM_RESET_CONNECTION")
+        .expect_ok();
+    assert_eq!(inherited(&mut old), direct, "the old session after a reset");
+
+    server
+        .execute(
+            "SET GLOBAL sql_mode = DEFAULT, GLOBAL wait_timeout = DEFAULT, \
+             GLOBAL time_zone = DEFAULT, GLOBAL max_statement_time = DEFAULT, \
+             GLOBAL tx_isolation = DEFAULT, GLOBAL collation_server = DEFAULT",
+        )
+        .expect("restoring the globals");
+}
+
+#[test]
+fn new_sessions_start_from_current_globals_multiplexed() {
+    new_sessions_start_from_current_globals(true);
+}
+
+#[test]
+fn new_sessions_start_from_current_globals_dedicated() {
+    new_sessions_start_from_current_globals(false);
+}
+
+/// A multiplexed session that logs in while the pool's one connection is busy learns
+/// the globals on its first statement's connection, which predates the `SET GLOBAL`:
+/// its values, and the idle limit its `wait_timeout` sets.
+#[test]
+fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
+    let server = dedicated_server(MariaDbOptions::default());
+    fresh_database(&server, "statedb");
+    let sluice = sluice(&server, true);
+    let mut holder = login(&sluice);
+    let before = inherited(&mut holder);
+    server
+        .execute(
+            "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL time_zone = '+05:00', \
+             GLOBAL wait_timeout = 2",
+        )
+        .expect("SET GLOBAL");
+    ok(&mut holder, "BEGIN");
+    ok(&mut holder, "SELECT 1");
+    let mut new = login(&sluice);
+    ok(&mut holder, "COMMIT");
+    let values = inherited(&mut new);
+    assert_eq!(values[0].as_deref(), Some("ANSI_QUOTES"));
+    assert_eq!(values[1].as_deref(), Some("2"));
+    assert_eq!(values[2].as_deref(), Some("+05:00"));
+    let closed = closed_within(&mut new, Duration::from_secs(8));
+    assert!(
+        closed.is_some_and(|d| d >= Duration::from_millis(1800)),
+        "idle past the new global wait_timeout = 2: {closed:?}"
+    );
+    // The session opened before keeps its values, its wait_timeout among them.
+    assert_eq!(inherited(&mut holder), before, "the session opened before");
+    server
+        .execute(
+            "SET GLOBAL sql_mode = DEFAULT, GLOBAL time_zone = DEFAULT, \
+             GLOBAL wait_timeout = DEFAULT",
+        )
+        .expect("restoring the globals");
+}

@@ -274,6 +274,9 @@ pub(super) struct Mux {
     /// The statement in flight runs with the client's tracking settings on the
     /// connection: its OK packets are already the client's.
     pub(super) own_tracking: bool,
+    /// The values its variables it never set have: those the server's globals gave the
+    /// session's first connection (`session/globals.rs`).
+    pub globals: Option<std::sync::Arc<crate::backend::Globals>>,
 }
 
 impl Mux {
@@ -305,6 +308,7 @@ impl Mux {
             last_gtid: None,
             tracking: None,
             own_tracking: false,
+            globals: None,
         }
     }
 
@@ -491,11 +495,13 @@ impl Mux {
 
 /// The SET statement that brings a connection's variables (`have`) to the session's
 /// (`want`): changed ones set to the session's value, extra ones back to their login
-/// value. None when nothing differs.
+/// value (`DEFAULT` would be the server's global of now, which may have moved since
+/// the connection and the session started). None when nothing differs.
 pub(super) fn sync_statement(
     want: &Vars,
     have: &Vars,
     login_vars: &[Option<Vec<u8>>],
+    globals: Option<&crate::backend::Globals>,
     last_insert_id: Option<u64>,
 ) -> Option<String> {
     let mut sql = String::new();
@@ -518,10 +524,12 @@ pub(super) fn sync_statement(
             .iter()
             .position(|v| v.as_bytes() == name.as_ref())
             .map(|i| login_vars.get(i).and_then(Option::as_deref));
-        let value = match login {
-            Some(Some(v)) => literal(name, v),
-            Some(None) => "NULL".to_owned(),
-            None => "DEFAULT".to_owned(),
+        let inherited = globals.and_then(|g| g.values.get(name));
+        let value = match (login, inherited) {
+            (Some(Some(v)), _) => literal(name, v),
+            (Some(None), _) => "NULL".to_owned(),
+            (None, Some(v)) => literal(name, v),
+            (None, None) => "DEFAULT".to_owned(),
         };
         add(&mut sql, name, &value);
     }
@@ -860,8 +868,12 @@ impl Session {
         while self.backend.is_none() {
             let m = self.mux.as_ref().expect("multiplexing");
             // Same schema and variables: nothing to send before the statement.
+            let same_globals = |c: &crate::backend::BackendConn| match (&c.globals, &m.globals) {
+                (Some(a), Some(b)) => std::sync::Arc::ptr_eq(a, b),
+                _ => true,
+            };
             let score = |c: &crate::backend::BackendConn| {
-                u32::from(c.schema == m.schema) * 2 + u32::from(c.vars == m.vars)
+                u32::from(c.schema == m.schema) * 2 + u32::from(c.vars == m.vars && same_globals(c))
             };
             let leased = router
                 .lease(
@@ -898,6 +910,13 @@ impl Session {
             super::route::count(router, &pick.member, &target);
             self.member = Some(pick.member);
         }
+        if let Err(e) = self.align_globals().await {
+            if let Some(b) = self.backend.as_mut() {
+                b.mark_broken();
+            }
+            self.backend = None;
+            return Ok(Err(e.to_err_packet()));
+        }
         let backend = self.backend.as_mut().expect("just taken");
         let mux = self.mux.as_mut().expect("multiplexing");
         let mut statements = 0;
@@ -919,7 +938,13 @@ impl Session {
             (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
                 .then_some(mux.last_insert_id);
         let user_sets = user_var_sets(&mux.user_vars, &backend.user_vars);
-        let sync = sync_statement(&mux.vars, &backend.vars, &backend.login_vars, lid);
+        let sync = sync_statement(
+            &mux.vars,
+            &backend.vars,
+            &backend.login_vars,
+            backend.globals.as_deref(),
+            lid,
+        );
         let sync = match (sync, user_sets.is_empty()) {
             (sync, true) => sync,
             (Some(sql), false) => Some(format!("{sql}, {}", assignments(&user_sets))),
@@ -1194,6 +1219,7 @@ impl Session {
                     backend.mark_broken();
                     return Err(e.into());
                 }
+                mux.globals = backend.globals.clone();
             }
             _ => {}
         }
@@ -1467,15 +1493,15 @@ mod tests {
             None,
             Some(b"utf8mb4_general_ci".to_vec()),
         ];
-        let sql = sync_statement(&want, &have, &login, None).unwrap();
+        let sql = sync_statement(&want, &have, &login, None, None).unwrap();
         assert_eq!(
             sql,
             "SET SESSION sql_mode='ANSI_QUOTES', character_set_results=NULL, \
              sort_buffer_size=DEFAULT"
         );
-        assert_eq!(sync_statement(&want, &want, &login, None), None);
+        assert_eq!(sync_statement(&want, &want, &login, None, None), None);
         assert_eq!(
-            sync_statement(&want, &want, &login, Some(7)).unwrap(),
+            sync_statement(&want, &want, &login, None, Some(7)).unwrap(),
             "SET SESSION last_insert_id=7"
         );
     }
