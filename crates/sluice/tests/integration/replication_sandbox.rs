@@ -10,6 +10,8 @@ use crate::support::wait_until;
 
 /// Bound on every wait for replication in these tests.
 const WAIT: Duration = Duration::from_secs(10);
+/// A restarted Galera node catches up (IST) and syncs: seconds, more on a loaded machine.
+const REJOIN: Duration = Duration::from_secs(60);
 
 fn start_set(options: ReplicaSetOptions) -> ReplicaSet {
     let started = Instant::now();
@@ -320,7 +322,7 @@ fn galera_nodes_rejoin_after_a_crash_and_a_clean_stop() {
         .execute("INSERT INTO app.t VALUES (2);")
         .unwrap();
     let started = Instant::now();
-    cluster.rejoin(1, WAIT).unwrap();
+    cluster.rejoin(1, REJOIN).unwrap();
     eprintln!("crashed node rejoined in {:?}", started.elapsed());
     assert_eq!(count(&cluster.nodes[1], "app.t"), "2");
 
@@ -330,7 +332,7 @@ fn galera_nodes_rejoin_after_a_crash_and_a_clean_stop() {
         .execute("INSERT INTO app.t VALUES (3);")
         .unwrap();
     let started = Instant::now();
-    cluster.rejoin(0, WAIT).unwrap();
+    cluster.rejoin(0, REJOIN).unwrap();
     eprintln!("stopped node rejoined in {:?}", started.elapsed());
     assert_eq!(count(&cluster.nodes[0], "app.t"), "3");
     for node in &cluster.nodes {
