@@ -102,6 +102,9 @@ struct Session {
     identity_rewritten: bool,
 }
 
+/// Where the idle timer waits while no deadline is armed (its branch is off then).
+const IDLE_PARKED: std::time::Duration = std::time::Duration::from_secs(86_400);
+
 /// Statements longer than this are digested by their first bytes only (bulk inserts:
 /// their digests fold the rows anyway).
 const DIGEST_TEXT_MAX: usize = 64 << 10;
@@ -477,12 +480,30 @@ impl Session {
         // One registration for the whole session, not one per statement.
         let kill = self.kill.clone();
         let mut killed = std::pin::pin!(kill.notified());
+        // One idle timer for the whole session, moved only when it fires before the
+        // session's deadline: a statement pushes the deadline later without touching
+        // the timer.
+        let mut idle_timer = std::pin::pin!(tokio::time::sleep(IDLE_PARKED));
+        let mut idle_armed: Option<Instant> = None;
+        let mut idle_since = Instant::now();
+        let mut served = false;
         loop {
             if shutdown.is_stopping() {
                 return Ok(());
             }
+            if std::mem::take(&mut served) {
+                idle_since = Instant::now();
+            }
             let hold = self.mux.as_ref().and_then(|m| m.hold_until);
-            let idle = self.idle_limit().map(|d| std::time::Instant::now() + d);
+            let idle = self.idle_limit().map(|d| idle_since + d);
+            match (idle, idle_armed) {
+                (Some(at), Some(armed)) if armed <= at => {}
+                (Some(at), _) => {
+                    idle_timer.as_mut().reset(at);
+                    idle_armed = Some(at);
+                }
+                (None, _) => idle_armed = None,
+            }
             let holding = self.backend.is_some();
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
@@ -493,9 +514,14 @@ impl Session {
                     continue;
                 }
                 // As the server closes a connection idle past its wait_timeout.
-                _ = sleep_until(idle), if idle.is_some() => {
-                    tracing::debug!("idle past wait_timeout");
-                    return Ok(());
+                _ = &mut idle_timer, if idle_armed.is_some() => {
+                    if idle.is_some_and(|at| Instant::now() >= at) {
+                        tracing::debug!("idle past wait_timeout");
+                        return Ok(());
+                    }
+                    // Armed for an earlier deadline: the session was busy since.
+                    idle_armed = None;
+                    continue;
                 }
                 _ = backend_closed(self.backend.as_mut()), if holding => {
                     if self.server_closed_idle() {
@@ -504,6 +530,7 @@ impl Session {
                     continue;
                 }
             };
+            served = true;
             if header.seq != 0 {
                 let e = SessionError::ClientProtocol(ProtocolError::Sequence {
                     got: header.seq,

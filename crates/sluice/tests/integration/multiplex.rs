@@ -26,7 +26,7 @@ fn config(server: &MariaDb, connections: u32) -> Config {
     Config::for_server(server)
         .pool("multiplex", true)
         .pool("max_connections", i64::from(connections))
-        .pool("queue_timeout", "300ms")
+        .pool("queue_timeout", "1s")
         .pool("write_hold", "0s")
 }
 

@@ -302,13 +302,14 @@ fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
     assert_eq!(values[0].as_deref(), Some("ANSI_QUOTES"));
     assert_eq!(values[1].as_deref(), Some("2"));
     assert_eq!(values[2].as_deref(), Some("+05:00"));
+    // The session opened before keeps its values, its wait_timeout among them. Read
+    // now: the pool's connection, renewed, has the new wait_timeout of 2 s itself.
+    assert_eq!(inherited(&mut holder), before, "the session opened before");
     let closed = closed_within(&mut new, Duration::from_secs(8));
     assert!(
         closed.is_some_and(|d| d >= Duration::from_millis(1800)),
         "idle past the new global wait_timeout = 2: {closed:?}"
     );
-    // The session opened before keeps its values, its wait_timeout among them.
-    assert_eq!(inherited(&mut holder), before, "the session opened before");
     server
         .execute(
             "SET GLOBAL sql_mode = DEFAULT, GLOBAL time_zone = DEFAULT, \
