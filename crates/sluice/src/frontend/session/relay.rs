@@ -1,0 +1,301 @@
+//! Relaying a command and its response between the client and the session's backend
+//! connection: the streaming path every forwarded statement takes, with the few packets
+//! Sluice reads or rewrites on the way (OK packets under multiplexing, process-list
+//! rows), LOCAL INFILE, and the loss of the server mid-statement.
+
+use super::*;
+
+impl Session {
+    /// Forwards the command at the front of the client buffer and streams its response.
+    /// Returns false when the session must end (the backend was lost).
+    pub(super) async fn relay(&mut self, kind: ResponseKind) -> Result<bool, SessionError> {
+        self.relay_recording(kind, None).await
+    }
+
+    /// [`Self::relay`], keeping a copy of the response in `record` (up to its limit) for
+    /// the cache.
+    pub(super) async fn relay_recording(
+        &mut self,
+        kind: ResponseKind,
+        mut record: Option<&mut cached::Recording>,
+    ) -> Result<bool, SessionError> {
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(false);
+        };
+        let client = &mut self.client;
+        let mut cache = self.cache.as_mut();
+        // Latency is what readers are balanced by: measured for statements routed to them.
+        let balanced = matches!(self.target, Some(Target::Reader { .. } | Target::Group(_)));
+        let mut ttfb_of = self.member.clone().filter(|_| balanced);
+        let retry_armed = self.retry_armed;
+
+        // The command itself: forwarded as it arrives, however large.
+        let mut span = RequestSpan::new(0);
+        match forward_packet(client, backend, &mut span, &self.fe).await {
+            Ok(()) => {}
+            Err(Forward::Backend(e)) if retry_armed => {
+                tracing::debug!(error = %e, "server lost before the statement was sent");
+                self.lost_quietly = true;
+                return Ok(true);
+            }
+            Err(Forward::Backend(e)) => {
+                let err = self.loss_error.take();
+                return lost_backend(client, e, span.next_seq(), self.survive_loss, err).await;
+            }
+            Err(Forward::Client(e)) => {
+                Stats::incr(&self.fe.stats.client_aborts);
+                return Err(e);
+            }
+        }
+        if kind == ResponseKind::None {
+            return Ok(true);
+        }
+
+        let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), span.next_seq());
+        let mut mux = self.mux.as_mut();
+        if mux.is_some() {
+            scanner.intercept_ok(true);
+        }
+        let mut processlist = self.processlist.as_mut();
+        scanner.intercept_rows(processlist.is_some());
+        let (fe, id) = (&self.fe, self.id);
+        let mut first = true;
+        let mut received = 0u64;
+        let sent_at = Instant::now();
+        loop {
+            let (n, event) = match scanner.scan(&backend.rbuf) {
+                Ok(r) => r,
+                Err(e) => return Err(broke_protocol(backend, e)),
+            };
+            if let (Some(Event::Done(status)), Some(c)) = (event, cache.as_deref_mut()) {
+                // Before the client can see its statement end: once it has, anything it
+                // tells others ("committed") must already hold for the cache.
+                c.response_ending(status, backend.status);
+            }
+            // An intercepted OK packet (multiplexing) is read for the session's state,
+            // rewritten if the client needs it, and written with the bytes before it.
+            let mut ok_len = 0;
+            let mut translated = None;
+            if let Some(Event::Ok { len }) = event {
+                let m = mux
+                    .as_deref_mut()
+                    .expect("OK packets are intercepted when multiplexing");
+                let status = match m.observe_ok(&backend.rbuf[n..n + len]) {
+                    Ok((t, status)) => {
+                        translated = t;
+                        status
+                    }
+                    Err(e) => return Err(broke_protocol(backend, e)),
+                };
+                if !status.more_results() {
+                    if let Some(c) = cache.as_deref_mut() {
+                        // The response's last packet: as for Done, before the client can
+                        // see it.
+                        c.response_ending(Some(status), backend.status);
+                    }
+                }
+                ok_len = len;
+            }
+            if let Some(Event::Column { len } | Event::Row { len }) = event {
+                let packet = &backend.rbuf[n..n + len];
+                if let Some(p) = processlist.as_deref_mut() {
+                    if matches!(event, Some(Event::Column { .. })) {
+                        p.column(packet);
+                    } else {
+                        let own = (backend.thread_id, id);
+                        translated = p.row(packet, || fe.sessions_on(&backend.server, own));
+                    }
+                }
+                ok_len = len;
+            }
+            if n + ok_len > 0 {
+                if std::mem::take(&mut first) {
+                    if let Some(m) = mux.as_deref_mut() {
+                        m.patch_prepare_ok(&mut backend.rbuf[..n]);
+                    } else if kind == ResponseKind::Prepare {
+                        prepared::note_dedicated_prepare(backend, n);
+                    }
+                    if let (ResponseKind::Prepare, Some(p)) = (kind, self.probe.as_mut()) {
+                        // The id the client was given (after any rewrite): its executes
+                        // are attributed to the prepared text's digest.
+                        let b = &backend.rbuf[..n];
+                        if b.len() >= HEADER_LEN + 5 && b[HEADER_LEN] == 0 {
+                            let id = &b[HEADER_LEN + 1..HEADER_LEN + 5];
+                            p.prepared(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+                        }
+                    }
+                }
+                let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
+                let ok = translated.as_deref().unwrap_or(ok);
+                if let Some(r) = record.as_deref_mut() {
+                    r.push(before);
+                    r.push(ok);
+                }
+                let written = if translated.is_some() {
+                    client.stream_write_two(before, ok).await
+                } else {
+                    client.stream_write(&backend.rbuf[..n + ok_len]).await
+                };
+                if let Err(e) = written {
+                    backend.mark_broken();
+                    Stats::incr(&self.fe.stats.client_aborts);
+                    return Err(e.into());
+                }
+                Stats::add(&self.fe.stats.bytes_from_backends, (n + ok_len) as u64);
+                received += (n + ok_len) as u64;
+                backend.advance(n + ok_len);
+            }
+            match event {
+                Some(Event::Ok { .. } | Event::Column { .. } | Event::Row { .. }) => {}
+                Some(Event::Done(status)) => {
+                    if let Some(m) = mux.as_deref_mut() {
+                        m.observed.status = status;
+                    }
+                    self.outcome = scanner.outcome();
+                    Stats::add(&self.fe.stats.bytes_to_backends, self.request_len);
+                    backend.server.counters.relayed(
+                        self.request_len,
+                        received,
+                        sent_at.elapsed(),
+                        self.outcome.error,
+                    );
+                    self.served_by = Some(backend.server.clone());
+                    client.flush().await?;
+                    if let Some(s) = status {
+                        backend.status = s;
+                    }
+                    if !backend.rbuf.is_empty() {
+                        backend.mark_broken();
+                        return Err(BackendError::Protocol {
+                            server: backend.server.name.clone(),
+                            source: ProtocolError::Malformed("data after the end of a response"),
+                        }
+                        .into());
+                    }
+                    return Ok(true);
+                }
+                Some(Event::LocalInfile) => {
+                    if let Some(r) = record.as_deref_mut() {
+                        r.abandon();
+                    }
+                    client.flush().await?;
+                    let next =
+                        relay_local_infile(client, backend, scanner.next_seq(), &self.fe).await?;
+                    scanner.resume(next);
+                }
+                None => {
+                    // What was written must reach the client before we wait (TLS buffers).
+                    client.flush().await?;
+                    if let Err(e) = backend.read_more().await {
+                        backend.mark_broken();
+                        Stats::incr(&self.fe.stats.backend_errors);
+                        if retry_armed && first {
+                            tracing::debug!(error = %e, "server lost before any reply");
+                            if let Some(r) = record.as_deref_mut() {
+                                r.abandon();
+                            }
+                            self.lost_quietly = true;
+                            return Ok(true);
+                        }
+                        // Mid-result, the client's framing can't be trusted to go on.
+                        let survive = self.survive_loss && first;
+                        let err = self.loss_error.take();
+                        return lost_backend(client, e, scanner.next_seq(), survive, err).await;
+                    }
+                    if let Some(m) = ttfb_of.take() {
+                        m.observe_ttfb(sent_at.elapsed());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Why a client packet could not be forwarded.
+pub(super) enum Forward {
+    Backend(BackendError),
+    Client(SessionError),
+}
+
+/// Streams the client packet at the front of the buffer to the backend as it arrives,
+/// whatever its size. On failure the backend connection is marked broken: the server
+/// may hold part of a packet.
+pub(super) async fn forward_packet(
+    client: &mut ClientConn,
+    backend: &mut PooledConn,
+    span: &mut RequestSpan,
+    fe: &Frontend,
+) -> Result<(), Forward> {
+    loop {
+        let (n, done) = span
+            .scan(&client.rbuf)
+            .map_err(|e| Forward::Client(e.into()))?;
+        if n > 0 {
+            if let Err(e) = backend.write_all(&client.rbuf[..n]).await {
+                backend.mark_broken();
+                return Err(Forward::Backend(e));
+            }
+            Stats::add(&fe.stats.bytes_from_clients, n as u64);
+            client.rbuf.advance(n);
+        }
+        if done {
+            return Ok(());
+        }
+        if let Err(e) = client.read_more().await {
+            backend.mark_broken();
+            return Err(Forward::Client(e));
+        }
+    }
+}
+
+/// The backend's response broke the protocol: its connection can't be trusted again.
+pub(super) fn broke_protocol(backend: &mut PooledConn, source: ProtocolError) -> SessionError {
+    backend.mark_broken();
+    let err = BackendError::Protocol {
+        server: backend.server.name.clone(),
+        source,
+    };
+    tracing::warn!(error = %err, "closing session");
+    err.into()
+}
+
+/// LOAD DATA LOCAL INFILE: the client streams the file in packets ending with an empty
+/// one, which go to the server untouched. Returns the sequence id of the server's reply.
+async fn relay_local_infile(
+    client: &mut ClientConn,
+    backend: &mut PooledConn,
+    first_seq: u8,
+    fe: &Frontend,
+) -> Result<u8, SessionError> {
+    let mut seq = first_seq;
+    loop {
+        let mut span = RequestSpan::new(seq);
+        match forward_packet(client, backend, &mut span, fe).await {
+            Ok(()) => {}
+            Err(Forward::Backend(e)) => return Err(e.into()),
+            Err(Forward::Client(e)) => return Err(e),
+        }
+        seq = span.next_seq();
+        if span.first_len == 0 {
+            return Ok(seq);
+        }
+    }
+}
+
+/// The backend went away mid-statement: tell the client (if at a packet boundary the
+/// error is well-formed for it) and end the session.
+pub(super) async fn lost_backend(
+    client: &mut ClientConn,
+    e: BackendError,
+    seq: u8,
+    survive: bool,
+    in_transaction: Option<ErrPacket>,
+) -> Result<bool, SessionError> {
+    tracing::warn!(error = %e, "backend lost during a statement");
+    let err = in_transaction.unwrap_or_else(|| e.to_err_packet());
+    let _ = client.write_err(seq, &err).await;
+    // A multiplexed session outside a transaction lost nothing but this statement: its
+    // next one runs on another connection. Otherwise, as with a server that went away,
+    // the session ends.
+    Ok(survive)
+}
