@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use sluice_wire::command::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Session variables whose value does not simply come from the global of the same name,
 /// or that a session can't set back without a privilege or at all: left out.
@@ -71,7 +72,17 @@ pub struct GlobalsWatch {
     /// `Some(None)`: the server can't tell (no `information_schema.SYSTEM_VARIABLES`).
     names: Mutex<Option<Option<Arc<Names>>>>,
     current: Mutex<Option<Arc<Globals>>>,
+    /// The server's digest of its globals as last read, and when the read began:
+    /// logins within [`RECHECK`] of it take it as is rather than ask again.
+    checked: Mutex<Option<(Instant, Option<Vec<u8>>)>>,
 }
+
+/// How long a read of a server's globals answers for new sessions. The read costs the
+/// server about as much as a short query per login (it reads every inherited global),
+/// which would double the cost of a connect-per-request client; a `SET GLOBAL` made
+/// through Sluice is seen at once anyway ([`GlobalsWatch::changed`]), so this bounds only
+/// how late a change made on the server directly reaches new sessions.
+pub const RECHECK: Duration = Duration::from_millis(100);
 
 impl GlobalsWatch {
     /// The shared snapshot of these values: the latest one when they are the same,
@@ -88,6 +99,21 @@ impl GlobalsWatch {
         });
         *current = Some(g.clone());
         g
+    }
+
+    /// A statement that may have changed the server's globals ran: the next login reads
+    /// them again.
+    pub fn changed(&self) {
+        *self.checked.lock() = None;
+    }
+
+    /// The server's digest read since `now - RECHECK`, if any.
+    fn recent(&self, now: Instant) -> Option<Option<Vec<u8>>> {
+        self.checked
+            .lock()
+            .as_ref()
+            .filter(|(at, _)| now.duration_since(*at) < RECHECK)
+            .map(|(_, digest)| digest.clone())
     }
 
     /// Whether `g` is the latest set of values seen on this server.
@@ -170,10 +196,18 @@ impl BackendConn {
         ) else {
             return Ok(false);
         };
-        Ok(match self.query_scalar(&names.global_sql).await? {
-            Ok(now) => mine.digest.is_some() && now != mine.digest,
-            Err(_) => false,
-        })
+        let started = Instant::now();
+        let now = match self.server.globals.recent(started) {
+            Some(digest) => digest,
+            None => match self.query_scalar(&names.global_sql).await? {
+                Ok(digest) => {
+                    *self.server.globals.checked.lock() = Some((started, digest.clone()));
+                    digest
+                }
+                Err(_) => return Ok(false),
+            },
+        };
+        Ok(mine.digest.is_some() && now != mine.digest)
     }
 
     /// Gives this connection the session values a new session would get now

@@ -517,3 +517,26 @@ mod tests {
         }
     }
 }
+
+/// Whether `sql` may change a server global (`SET GLOBAL`, `SET @@global.x`): any text
+/// with the word in it, by a vectorised byte search, so ordinary statements pay little.
+pub fn may_set_global(sql: &[u8]) -> bool {
+    memchr::memchr2_iter(b'g', b'G', sql).any(|i| {
+        sql.get(i..i + 6)
+            .is_some_and(|w| w.eq_ignore_ascii_case(b"global"))
+    })
+}
+
+#[cfg(test)]
+mod global_tests {
+    use super::may_set_global;
+
+    #[test]
+    fn set_global_is_seen_in_every_spelling() {
+        for sql in ["SET GLOBAL a = 1", "set @@global.a = 1", "SET @@GLOBAL.a=1"] {
+            assert!(may_set_global(sql.as_bytes()), "{sql}");
+        }
+        assert!(!may_set_global(b"SET SESSION a = 1"));
+        assert!(!may_set_global(b"SELECT glob FROM t"));
+    }
+}

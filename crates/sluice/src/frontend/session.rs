@@ -101,6 +101,8 @@ struct Session {
     processlist: Option<identity::ProcesslistIds>,
     /// The statement in flight had its `CONNECTION_ID()` replaced: never cached.
     identity_rewritten: bool,
+    /// The statement in flight may set a server global: new sessions read them again.
+    may_set_global: bool,
 }
 
 /// Where the idle timer waits while no deadline is armed (its branch is off then).
@@ -244,6 +246,7 @@ async fn serve(
         idle_default: None,
         processlist: None,
         identity_rewritten: false,
+        may_set_global: false,
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -712,6 +715,11 @@ impl Session {
     /// The command ended (however it went): counts what went to the client and reports
     /// the statement to analytics.
     fn end_statement(&mut self) {
+        if std::mem::take(&mut self.may_set_global) {
+            if let Some(server) = &self.served_by {
+                server.globals.changed();
+            }
+        }
         let bytes_out = self.client.sent - self.sent_before;
         Stats::add(&self.fe.stats.bytes_to_clients, bytes_out);
         let Some(probe) = self.probe.as_mut() else {

@@ -187,9 +187,11 @@ fn inherited(conn: &mut RawConn) -> Vec<Option<String>> {
     conn.query_rows(INHERITED).remove(0)
 }
 
-/// `SET GLOBAL` by someone else, then a new session through Sluice: it sees the new
+/// `SET GLOBAL` by another client, then a new session through Sluice: it sees the new
 /// values, as a new direct connection does, although the pool's one connection predates
-/// them; a session already open keeps the old ones, and its own SET still wins.
+/// them; a session already open keeps the old ones, and its own SET still wins. Made
+/// through Sluice, the change is seen by the very next login; made on the server
+/// directly, within a moment.
 fn new_sessions_start_from_current_globals(multiplex: bool) {
     // Its own server: the globals changed here would upset other tests.
     let server = dedicated_server(MariaDbOptions::default());
@@ -211,14 +213,16 @@ fn new_sessions_start_from_current_globals(multiplex: bool) {
     // The pool's one connection is idle again, and known to Sluice from before.
     drop(login(&sluice));
 
-    server
-        .execute(
-            "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL wait_timeout = 1234, \
-             GLOBAL time_zone = '+05:00', GLOBAL max_statement_time = 5, \
-             GLOBAL tx_isolation = 'SERIALIZABLE', \
-             GLOBAL collation_server = 'utf8mb4_unicode_ci'",
-        )
-        .expect("SET GLOBAL");
+    // Through Sluice, as a test suite run through it does: seen by the next login at once.
+    let mut setter = login(&sluice);
+    ok(
+        &mut setter,
+        "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL wait_timeout = 1234, \
+         GLOBAL time_zone = '+05:00', GLOBAL max_statement_time = 5, \
+         GLOBAL tx_isolation = 'SERIALIZABLE', \
+         GLOBAL collation_server = 'utf8mb4_unicode_ci'",
+    );
+    drop(setter);
     let direct = {
         let mut d = RawConn::login(server.addr(), NATIVE_USER, NATIVE_PASSWORD, Some("statedb"))
             .expect("direct login");
@@ -258,6 +262,18 @@ fn new_sessions_start_from_current_globals(multiplex: bool) {
         .expect("COM_RESET_CONNECTION")
         .expect_ok();
     assert_eq!(inherited(&mut old), direct, "the old session after a reset");
+    drop(old);
+    drop(old_own);
+
+    // Made on the server directly: new sessions see it within a moment (a read of the
+    // globals answers for logins in the next 100 ms).
+    server
+        .execute("SET GLOBAL wait_timeout = 4321")
+        .expect("SET GLOBAL");
+    let seen = wait_until(Duration::from_secs(5), || {
+        inherited(&mut login(&sluice))[1].as_deref() == Some("4321")
+    });
+    assert!(seen, "a direct SET GLOBAL never reached new sessions");
 
     server
         .execute(
@@ -288,12 +304,11 @@ fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
     let sluice = sluice(&server, true);
     let mut holder = login(&sluice);
     let before = inherited(&mut holder);
-    server
-        .execute(
-            "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL time_zone = '+05:00', \
-             GLOBAL wait_timeout = 2",
-        )
-        .expect("SET GLOBAL");
+    ok(
+        &mut holder,
+        "SET GLOBAL sql_mode = 'ANSI_QUOTES', GLOBAL time_zone = '+05:00', \
+         GLOBAL wait_timeout = 2",
+    );
     ok(&mut holder, "BEGIN");
     ok(&mut holder, "SELECT 1");
     let mut new = login(&sluice);

@@ -26,6 +26,7 @@ impl Session {
     ) -> Result<usize, SessionError> {
         self.processlist = None;
         self.identity_rewritten = false;
+        self.may_set_global = false;
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > REWRITE_MAX {
             return Ok(len);
         }
@@ -33,6 +34,7 @@ impl Session {
             self.client.read_more().await?;
         }
         let text = &self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len];
+        self.may_set_global = crate::classify::effects::may_set_global(text);
         self.processlist = match kind {
             ResponseKind::Query => identity::processlist(text).map(ProcesslistIds::new),
             _ => None,
