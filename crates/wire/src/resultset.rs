@@ -5,26 +5,37 @@ use crate::lenenc::{put_lenenc_bytes, Reader};
 use crate::ProtocolError;
 use bytes::{BufMut, BytesMut};
 
-/// The names in a column definition packet (Protocol::ColumnDefinition41).
+/// A column definition packet (Protocol::ColumnDefinition41): its names and type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ColumnNames<'a> {
+pub struct ColumnDef<'a> {
     pub schema: &'a [u8],
     pub table: &'a [u8],
     pub org_table: &'a [u8],
     pub name: &'a [u8],
     pub org_name: &'a [u8],
+    /// The `MYSQL_TYPE_*` byte.
+    pub column_type: u8,
 }
 
-impl<'a> ColumnNames<'a> {
-    pub fn parse(payload: &'a [u8]) -> Result<ColumnNames<'a>, ProtocolError> {
+impl<'a> ColumnDef<'a> {
+    pub fn parse(payload: &'a [u8]) -> Result<ColumnDef<'a>, ProtocolError> {
         let mut r = Reader::new(payload);
         r.lenenc_bytes("column catalog")?;
-        Ok(ColumnNames {
-            schema: r.lenenc_bytes("column schema")?,
-            table: r.lenenc_bytes("column table")?,
-            org_table: r.lenenc_bytes("column org_table")?,
-            name: r.lenenc_bytes("column name")?,
-            org_name: r.lenenc_bytes("column org_name")?,
+        let schema = r.lenenc_bytes("column schema")?;
+        let table = r.lenenc_bytes("column table")?;
+        let org_table = r.lenenc_bytes("column org_table")?;
+        let name = r.lenenc_bytes("column name")?;
+        let org_name = r.lenenc_bytes("column org_name")?;
+        r.lenenc_int("fixed fields length")?;
+        r.u16("character set")?;
+        r.u32("column length")?;
+        Ok(ColumnDef {
+            schema,
+            table,
+            org_table,
+            name,
+            org_name,
+            column_type: r.u8("column type")?,
         })
     }
 }
@@ -66,17 +77,18 @@ mod tests {
     use crate::lenenc::put_lenenc_bytes;
 
     #[test]
-    fn column_names_parse() {
+    fn column_definitions_parse() {
         let mut def = BytesMut::new();
         for part in ["def", "information_schema", "p", "PROCESSLIST", "x", "ID"] {
             put_lenenc_bytes(&mut def, part.as_bytes());
         }
         def.extend_from_slice(&[0x0c, 63, 0, 21, 0, 0, 0, 8, 0x81, 0, 0, 0, 0]);
-        let names = ColumnNames::parse(&def).unwrap();
-        assert_eq!(names.org_table, b"PROCESSLIST");
-        assert_eq!(names.name, b"x");
-        assert_eq!(names.org_name, b"ID");
-        assert!(ColumnNames::parse(&def[..10]).is_err());
+        let column = ColumnDef::parse(&def).unwrap();
+        assert_eq!(column.org_table, b"PROCESSLIST");
+        assert_eq!(column.name, b"x");
+        assert_eq!(column.org_name, b"ID");
+        assert_eq!(column.column_type, 8);
+        assert!(ColumnDef::parse(&def[..10]).is_err());
     }
 
     #[test]

@@ -13,6 +13,7 @@ use sluice_wire::handshake::{Attributes, HandshakeResponse, InitialHandshake};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::packet::{take_packet, write_packet, Packet};
 use sluice_wire::response::{ErrPacket, OkPacket, ERR_HEADER, OK_HEADER};
+use sluice_wire::resultset::{text_values, ColumnDef};
 use sluice_wire::session_track::Tracking;
 use sluice_wire::tracker::{ResponseKind, ResponseTracker, Step, HEAD_NEEDED};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
@@ -747,49 +748,35 @@ impl BackendConn {
     }
 }
 
-/// The column types of a text result (empty for an OK or ERR).
-fn column_types(packets: &[Bytes]) -> Result<Vec<u8>, ProtocolError> {
+/// The column definitions of a text result, each decoded by `decode` (empty for an OK
+/// or ERR).
+fn columns<T>(
+    packets: &[Bytes],
+    decode: impl Fn(ColumnDef<'_>) -> T,
+) -> Result<Vec<T>, ProtocolError> {
     let Some(first) = packets.first() else {
         return Ok(Vec::new());
     };
     if matches!(first.first(), Some(&ERR_HEADER) | Some(&OK_HEADER)) {
         return Ok(Vec::new());
     }
-    let columns = Reader::new(first).lenenc_int("column count")? as usize;
-    let mut types = Vec::with_capacity(columns);
-    for def in packets.iter().skip(1).take(columns) {
-        let mut r = Reader::new(def);
-        // catalog, schema, table, org_table, name, org_name, then the fixed fields.
-        for _ in 0..6 {
-            r.lenenc_bytes("column definition")?;
-        }
-        r.lenenc_int("fixed fields length")?;
-        r.u16("character set")?;
-        r.u32("column length")?;
-        types.push(r.u8("column type")?);
-    }
-    Ok(types)
+    let count = Reader::new(first).lenenc_int("column count")? as usize;
+    packets
+        .iter()
+        .skip(1)
+        .take(count)
+        .map(|def| ColumnDef::parse(def).map(&decode))
+        .collect()
+}
+
+/// The column types of a text result (empty for an OK or ERR).
+fn column_types(packets: &[Bytes]) -> Result<Vec<u8>, ProtocolError> {
+    columns(packets, |c| c.column_type)
 }
 
 /// The column names of a text result (empty for an OK or ERR).
 fn column_names(packets: &[Bytes]) -> Result<Vec<String>, ProtocolError> {
-    let Some(first) = packets.first() else {
-        return Ok(Vec::new());
-    };
-    if matches!(first.first(), Some(&ERR_HEADER) | Some(&OK_HEADER)) {
-        return Ok(Vec::new());
-    }
-    let columns = Reader::new(first).lenenc_int("column count")? as usize;
-    let mut names = Vec::with_capacity(columns);
-    for def in packets.iter().skip(1).take(columns) {
-        let mut r = Reader::new(def);
-        // catalog, schema, table, org_table, then the name.
-        for _ in 0..4 {
-            r.lenenc_bytes("column definition")?;
-        }
-        names.push(String::from_utf8_lossy(r.lenenc_bytes("column name")?).into_owned());
-    }
-    Ok(names)
+    columns(packets, |c| String::from_utf8_lossy(c.name).into_owned())
 }
 
 /// The first value of every row of a text result (SQL NULL left out), or the server's
@@ -839,17 +826,17 @@ fn text_rows(
         if row.first() == Some(&ERR_HEADER) {
             return Ok(Err(ErrPacket::parse(row)?));
         }
-        let mut r = Reader::new(row);
-        let mut values = Vec::with_capacity(columns);
-        for _ in 0..columns {
-            if r.remaining() > 0 && row[row.len() - r.remaining()] == 0xfb {
-                r.u8("NULL")?;
-                values.push(None);
-            } else {
-                values.push(Some(r.lenenc_bytes("value")?.to_vec()));
-            }
+        let values = text_values(row)?;
+        if values.len() < columns {
+            return Err(ProtocolError::Truncated("row value"));
         }
-        rows.push(values);
+        rows.push(
+            values
+                .into_iter()
+                .take(columns)
+                .map(|v| v.map(<[u8]>::to_vec))
+                .collect(),
+        );
     }
     Ok(Ok(rows))
 }

@@ -4,7 +4,7 @@
 //! exactly as it types the function (`INT UNSIGNED`, display width 10, not null), and a
 //! select-list item that is the bare call keeps its column name through an alias.
 
-use super::sql::{code_token, Kind, Lexer, Tok};
+use super::sql::{code_token, is_one_of, Kind, Lexer, Tok};
 
 /// Whether `sql` may call `CONNECTION_ID()`: the text before each `(` is looked at, so
 /// ordinary statements pay a vectorised byte search and little more.
@@ -195,13 +195,6 @@ const LIST_ENDS: &[&str] = &[
     "LOCK",
     "PROCEDURE",
 ];
-
-fn is_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
-    t.kind == Kind::Word
-        && words
-            .iter()
-            .any(|w| sql[t.start..t.end].eq_ignore_ascii_case(w.as_bytes()))
-}
 
 /// Words after which the next token is an operand, not an alias.
 const OPERATORS: &[&str] = &[

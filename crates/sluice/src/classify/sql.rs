@@ -629,6 +629,14 @@ fn quoted_end(s: &[u8], open: usize, q: u8, escapes: bool) -> usize {
 }
 
 /// The next token that is not a comment; comments count as whitespace.
+/// Whether `t` is an unquoted word that is one of `words` (any case).
+pub(crate) fn is_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
+    t.kind == Kind::Word
+        && words
+            .iter()
+            .any(|w| sql[t.start..t.end].eq_ignore_ascii_case(w.as_bytes()))
+}
+
 pub(crate) fn code_token(lex: &mut Lexer) -> Option<Tok> {
     let mut space = false;
     loop {

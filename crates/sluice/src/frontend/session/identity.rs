@@ -7,7 +7,7 @@ use crate::classify::identity::{self, Processlist};
 use crate::error::SessionError;
 use bytes::BytesMut;
 use sluice_wire::packet::{split_packet, write_packet, HEADER_LEN, MAX_PAYLOAD};
-use sluice_wire::resultset::{text_row, text_values, ColumnNames};
+use sluice_wire::resultset::{text_row, text_values, ColumnDef};
 use sluice_wire::tracker::ResponseKind;
 use std::collections::HashMap;
 
@@ -87,7 +87,7 @@ impl ProcesslistIds {
             self.columns.clear();
         }
         let holds_ids = split_packet(packet)
-            .and_then(|(_, payload)| ColumnNames::parse(payload).ok())
+            .and_then(|(_, payload)| ColumnDef::parse(payload).ok())
             .is_some_and(|c| match self.form {
                 Processlist::Show => c.org_table.is_empty() && c.name.eq_ignore_ascii_case(b"Id"),
                 Processlist::Select => {
