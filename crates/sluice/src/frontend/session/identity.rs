@@ -2,6 +2,7 @@
 //! the Sluice id the handshake gave (see `classify::identity`), and process-list
 //! results show Sluice sessions under their Sluice ids.
 
+use super::kill::SCREEN_MAX;
 use super::Session;
 use crate::classify::identity::{self, Processlist};
 use crate::error::SessionError;
@@ -10,10 +11,6 @@ use sluice_wire::packet::{split_packet, write_packet, HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::resultset::{text_row, text_values, ColumnDef};
 use sluice_wire::tracker::ResponseKind;
 use std::collections::HashMap;
-
-/// Statement texts past this length are sent as written (documented): rewriting means
-/// holding the whole statement, and long ones are bulk loads, not identity questions.
-const REWRITE_MAX: usize = 1 << 20;
 
 impl Session {
     /// Rewrites the COM_QUERY or COM_STMT_PREPARE at the front of the client buffer,
@@ -27,7 +24,7 @@ impl Session {
         self.processlist = None;
         self.identity_rewritten = false;
         self.may_set_global = false;
-        if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > REWRITE_MAX {
+        if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > SCREEN_MAX {
             return Ok(len);
         }
         while self.client.rbuf.len() < HEADER_LEN + len {

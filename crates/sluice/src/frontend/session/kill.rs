@@ -13,9 +13,10 @@ use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::ResponseKind;
 
-/// Statement texts are looked at for KILL up to this length; past it, only this much
-/// (documented: a KILL after the first MiB of a multi-statement is not seen).
-const SCREEN_MAX: usize = 1 << 20;
+/// Statement texts are read in whole, to be screened (for KILL here, for
+/// `CONNECTION_ID()` in `identity`), up to this length. Past it, KILL is looked for in
+/// this much only and nothing is rewritten (documented: long texts are bulk loads).
+pub(super) const SCREEN_MAX: usize = 1 << 20;
 
 /// Whether the killer's account may kill other accounts' sessions: `SUPER` or
 /// `CONNECTION ADMIN`, held directly or through an enabled role. `CURRENT_USER()` is
