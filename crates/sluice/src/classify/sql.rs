@@ -2936,6 +2936,9 @@ mod tests {
         let _ = analyze(sql, Some("Db"));
         let _ = analyze(sql, None);
         let _ = analyze(&stripped, None);
+        let _ = crate::classify::kill::scan(sql);
+        let _ = crate::classify::identity::processlist(sql);
+        let _ = crate::classify::identity::rewrite_connection_id(sql, u32::MAX);
     }
 
     #[test]
@@ -2985,6 +2988,9 @@ mod tests {
             "VALUES (",
             "WITH ",
             "AS ",
+            "CONNECTION_ID()",
+            "PROCESSLIST",
+            "KILL ",
             "UPDATE ",
             "DELETE ",
             "SET ",
