@@ -405,10 +405,7 @@ impl QueryCache {
         let age = entry.filled_at.elapsed();
         let ttl = entry.rule.config.ttl;
         if age <= ttl {
-            rule.hit(age);
-            entry.digest.hits.fetch_add(1, Ordering::Relaxed);
-            Stats::incr(&self.totals.hits);
-            return Lookup::Hit(entry);
+            return Lookup::Hit(self.count_hit(entry, age));
         }
         if age <= ttl + entry.rule.config.stale_while_revalidate {
             rule.stale_hit(age);
@@ -421,6 +418,33 @@ impl QueryCache {
             rule.expired(entry.response.len());
         }
         Lookup::Miss
+    }
+
+    /// A hit only if `key` holds an entry that is current (its rule on, its tables
+    /// unwritten, within its TTL), counted as a hit. Anything else (absent, stale,
+    /// invalidated, expired) is left untouched and uncounted for [`Self::lookup`] to
+    /// handle: this is the lookup a statement makes before it has a backend connection,
+    /// and only a current entry can be served without one.
+    pub fn lookup_current(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        let entry = self.store.get(key)?;
+        let age = self.fresh(&entry)?;
+        Some(self.count_hit(entry, age))
+    }
+
+    /// The entry's age when it may be served as it is.
+    fn fresh(&self, entry: &Entry) -> Option<Duration> {
+        if !entry.rule.active.load(Ordering::Relaxed) || self.gens.check(&entry.snapshot).is_err() {
+            return None;
+        }
+        let age = entry.filled_at.elapsed();
+        (age <= entry.rule.config.ttl).then_some(age)
+    }
+
+    fn count_hit(&self, entry: Arc<Entry>, age: Duration) -> Arc<Entry> {
+        entry.rule.stats.hit(age);
+        entry.digest.hits.fetch_add(1, Ordering::Relaxed);
+        Stats::incr(&self.totals.hits);
+        entry
     }
 
     fn forget(&self, key: &[u8], entry: &Arc<Entry>) {
@@ -768,12 +792,19 @@ fn compile_rules(configs: &[RuleConfig]) -> Result<Vec<Arc<Rule>>, Vec<String>> 
 /// an entry only when every byte that can change the result is the same.
 pub fn key(session: &[u8], command: u8, statement: &[u8], params: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(session.len() + statement.len() + params.len() + 9);
-    k.extend_from_slice(session);
-    k.push(command);
-    k.extend_from_slice(&(statement.len() as u32).to_le_bytes());
-    k.extend_from_slice(statement);
+    key_head(&mut k, session, command, statement);
     k.extend_from_slice(params);
     k
+}
+
+/// The start of [`key`] written into `out` (cleared first, its allocation kept): the
+/// caller appends the parameters. A session reuses one buffer for every lookup.
+pub fn key_head(out: &mut Vec<u8>, session: &[u8], command: u8, statement: &[u8]) {
+    out.clear();
+    out.extend_from_slice(session);
+    out.push(command);
+    out.extend_from_slice(&(statement.len() as u32).to_le_bytes());
+    out.extend_from_slice(statement);
 }
 
 #[cfg(test)]

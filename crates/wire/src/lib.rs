@@ -2,7 +2,7 @@
 //!
 //! No sockets, no runtime, no configuration. The proxy frames packets with [`packet`],
 //! negotiates sessions with [`handshake`] and [`auth`], reads the few fields its decisions
-//! need with [`response`], and finds where a command's response ends with [`tracker`]
+//! need with [`response`] and [`statement`] (prepare-OK, execute), and finds where a command's response ends with [`tracker`]
 //! without ever decoding a row.
 
 pub mod auth;
@@ -14,6 +14,7 @@ pub mod packet;
 pub mod response;
 pub mod resultset;
 pub mod session_track;
+pub mod statement;
 pub mod tracker;
 
 pub use flags::{CapabilityFlags, StatusFlags};

@@ -584,12 +584,10 @@ impl BackendConn {
         if first.first() == Some(&ERR_HEADER) {
             return Ok(Err(ErrPacket::parse(&first).map_err(|e| self.proto_err(e))?));
         }
-        if first.len() < 9 {
-            return Err(self.proto_err(ProtocolError::Malformed("prepare OK")));
+        match sluice_wire::statement::PrepareOk::parse(&first) {
+            Some(ok) => Ok(Ok((ok.stmt_id, ok.params))),
+            None => Err(self.proto_err(ProtocolError::Malformed("prepare OK"))),
         }
-        let id = u32::from_le_bytes([first[1], first[2], first[3], first[4]]);
-        let params = u16::from_le_bytes([first[7], first[8]]);
-        Ok(Ok((id, params)))
     }
 
     /// COM_RESET_CONNECTION: rolls back, drops temporary tables and locks, resets session

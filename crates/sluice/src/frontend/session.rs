@@ -37,8 +37,7 @@ mod tracking;
 
 /// The statement id of a COM_STMT_* packet at the front of `buf`.
 fn stmt_id(buf: &[u8]) -> Option<u32> {
-    let b = buf.get(HEADER_LEN + 1..HEADER_LEN + 5)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    sluice_wire::statement::request_stmt_id(buf.get(HEADER_LEN..)?)
 }
 
 /// Bytes of a command's payload looked at to classify it.
@@ -559,7 +558,10 @@ impl Session {
                 Action::Forward(kind) if self.mux.is_some() => {
                     self.begin_statement(header.len).await?;
                     let len = self.screen_identity(kind, header.len).await?;
-                    let going_on = self.forward_multiplexed(kind, len).await?;
+                    let going_on = match self.answer_from_cache(len).await? {
+                        Some(going_on) => going_on,
+                        None => self.forward_multiplexed(kind, len).await?,
+                    };
                     self.end_statement();
                     if !going_on {
                         return Ok(());
@@ -577,8 +579,13 @@ impl Session {
                     }
                     let len = self.screen_identity(kind, header.len).await?;
                     let going_on = if self.cache.is_some() {
-                        let id = stmt_id(&self.client.rbuf);
-                        self.forward_cached(kind, len, id).await?
+                        match self.answer_from_cache(len).await? {
+                            Some(going_on) => going_on,
+                            None => {
+                                let id = stmt_id(&self.client.rbuf);
+                                self.forward_cached(kind, len, id).await?
+                            }
+                        }
                     } else {
                         self.relay(kind).await?
                     };

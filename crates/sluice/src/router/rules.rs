@@ -60,6 +60,8 @@ struct Rule {
 pub struct Rules {
     rules: Vec<Rule>,
     needs_digest: bool,
+    /// Some rule answers its statements with an error.
+    refusing: bool,
 }
 
 /// A statement as the rules see it.
@@ -105,14 +107,30 @@ impl Rules {
             });
         }
         let needs_digest = rules.iter().any(|r| r.digest.is_some());
+        let refusing = rules.iter().any(|r| r.error.is_some());
         Ok(Rules {
             rules,
             needs_digest,
+            refusing,
         })
     }
 
     pub fn is_empty(&self) -> bool {
         self.rules.is_empty()
+    }
+
+    /// Whether the rule that decides `s` answers it with an error, without counting the
+    /// match: for a statement that may be answered before it is routed (a cache hit),
+    /// which a refusing rule must still stop.
+    pub fn refuses(&self, s: &Statement<'_>) -> bool {
+        if !self.refusing {
+            return false;
+        }
+        let digest = self.needs_digest.then(|| sql::digest(s.text).0);
+        self.rules
+            .iter()
+            .find(|r| r.matches(s, digest.as_deref()))
+            .is_some_and(|r| r.error.is_some())
     }
 
     /// The first matching rule's decision, then a hint in the text over its route.

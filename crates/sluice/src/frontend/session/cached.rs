@@ -11,11 +11,14 @@ use bytes::{Buf, Bytes};
 use sluice_wire::command::Command;
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::response::{terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER};
+use sluice_wire::statement::{Execute, PrepareOk};
 use sluice_wire::tracker::{Event, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, StatusFlags};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+
+mod hit;
 
 /// Statements up to this size are read whole before they are forwarded, so they can be
 /// analysed and keyed. Larger ones stream as before.
@@ -114,6 +117,8 @@ pub struct CacheState {
     stmts: HashMap<u32, Prepared>,
     /// The command in flight, or the last one, was answered from the cache.
     served: bool,
+    /// The buffer lookups build their keys in, kept for the next.
+    key: Vec<u8>,
 }
 
 impl CacheState {
@@ -127,6 +132,7 @@ impl CacheState {
             temp_tables: false,
             stmts: HashMap::new(),
             served: false,
+            key: Vec::new(),
         }
     }
 
@@ -598,16 +604,13 @@ impl Session {
         };
         let mut record = Recording::new(PREPARE_RECORD);
         let going_on = self.relay_recording(kind, Some(&mut record)).await?;
-        let ok = &record.buf;
-        if ok.len() >= HEADER_LEN + 9 && ok[HEADER_LEN] == OK_HEADER {
-            let p = &ok[HEADER_LEN..];
-            let id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
-            let params = u16::from_le_bytes([p[7], p[8]]);
+        let ok = record.buf.get(HEADER_LEN..).and_then(PrepareOk::parse);
+        if let Some(ok) = ok {
             self.cache_state().stmts.insert(
-                id,
+                ok.stmt_id,
                 Prepared {
                     text,
-                    params,
+                    params: ok.params,
                     kind: kind_of,
                     types: None,
                     long_data: false,
@@ -646,7 +649,8 @@ impl Session {
             .and_then(|id| self.cache_state().stmts.get(&id))
             .map_or(0, |stmt| stmt.params);
         let carries_types =
-            types_flag(&self.client.rbuf[HEADER_LEN..HEADER_LEN + len], params) == Some(true);
+            Execute::binds_types(&self.client.rbuf[HEADER_LEN..HEADER_LEN + len], params)
+                == Some(true);
         let going_on = self.execute_buffered(kind, id, len).await?;
         // The server holds the types the client last bound when an execute carrying
         // them reached it, and no longer when the cache answered one.
@@ -669,25 +673,10 @@ impl Session {
         let Some(stmt) = state.stmts.get(&id) else {
             return len;
         };
-        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
-        let (Some(false), false, Some(types)) = (
-            types_flag(payload, stmt.params),
-            stmt.server_has_types,
-            stmt.types.as_ref(),
-        ) else {
+        let (false, Some(types)) = (stmt.server_has_types, stmt.types.as_ref()) else {
             return len;
         };
-        let flag_at = 10 + (stmt.params as usize).div_ceil(8);
-        let mut rebuilt = Vec::with_capacity(len + types.len());
-        rebuilt.extend_from_slice(&payload[..flag_at]);
-        rebuilt.push(1);
-        rebuilt.extend_from_slice(types);
-        rebuilt.extend_from_slice(&payload[flag_at + 1..]);
-        let mut rbuf = bytes::BytesMut::with_capacity(rebuilt.len() + self.client.rbuf.len());
-        sluice_wire::packet::write_packet(&mut rbuf, 0, &rebuilt);
-        rbuf.extend_from_slice(&self.client.rbuf[HEADER_LEN + len..]);
-        self.client.rbuf = rbuf;
-        rebuilt.len()
+        super::prepared::bind_types(&mut self.client.rbuf, len, stmt.params, types).unwrap_or(len)
     }
 
     async fn execute_buffered(
@@ -709,7 +698,8 @@ impl Session {
         let long_data = std::mem::take(&mut stmt.long_data);
         match &stmt.kind {
             StmtKind::Read(tables) => {
-                let cursor = request.get(HEADER_LEN + 5).is_some_and(|f| *f != 0);
+                let cursor = Execute::parse(&request[HEADER_LEN..], stmt.params)
+                    .is_some_and(|e| e.opens_cursor());
                 let (Some(params), false, false, true) = (params, cursor, long_data, eligible)
                 else {
                     return self.relay(kind).await;
@@ -742,43 +732,34 @@ impl Session {
     }
 }
 
-/// Whether an execute payload carries its parameter types (the new-params-bound flag);
-/// `None` without parameters or when truncated.
-fn types_flag(payload: &[u8], params: u16) -> Option<bool> {
-    if params == 0 {
-        return None;
-    }
-    payload
-        .get(10 + (params as usize).div_ceil(8))
-        .map(|&flag| flag == 1)
-}
-
 /// The key material of an execute's parameters: their types (sent now or remembered),
 /// the NULL bitmap and the values. None when they can't be known.
 fn bound_params(payload: &[u8], stmt: &mut Prepared) -> Option<Vec<u8>> {
-    // command, statement id, flags, iteration count
-    let mut pos = 1 + 4 + 1 + 4;
-    let n = stmt.params as usize;
-    if n == 0 {
-        return Some(Vec::new());
+    let mut key = Vec::new();
+    push_bound_params(&mut key, payload, stmt).then_some(key)
+}
+
+/// [`bound_params`] appended to `out`; false (and `out` unchanged or partly written)
+/// when they can't be known.
+fn push_bound_params(out: &mut Vec<u8>, payload: &[u8], stmt: &mut Prepared) -> bool {
+    if stmt.params == 0 {
+        return true;
     }
-    let bitmap_len = n.div_ceil(8);
-    let bitmap = payload.get(pos..pos + bitmap_len)?;
-    pos += bitmap_len;
-    let new_bound = *payload.get(pos)?;
-    pos += 1;
-    if new_bound == 1 {
-        let types = payload.get(pos..pos + 2 * n)?;
-        stmt.types = Some(types.to_vec());
-        pos += 2 * n;
+    let Some(execute) = Execute::parse(payload, stmt.params) else {
+        return false;
+    };
+    if let Some(types) = execute.types {
+        if stmt.types.as_deref() != Some(types) {
+            stmt.types = Some(types.to_vec());
+        }
     }
-    let types = stmt.types.as_ref()?;
-    let values = payload.get(pos..)?;
-    let mut key = Vec::with_capacity(types.len() + bitmap.len() + values.len() + 8);
-    push_field(&mut key, types);
-    push_field(&mut key, bitmap);
-    key.extend_from_slice(values);
-    Some(key)
+    let Some(types) = stmt.types.as_ref() else {
+        return false;
+    };
+    push_field(out, types);
+    push_field(out, execute.null_bitmap);
+    out.extend_from_slice(execute.values);
+    true
 }
 
 /// The session part of keys, from the user, the client's wire flags and the values of

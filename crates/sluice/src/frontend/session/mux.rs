@@ -21,6 +21,7 @@ use sluice_wire::packet::split_packet;
 use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::session_track::{parse_full_ok, translate_ok, StateChange};
+use sluice_wire::statement::{self, Execute, PrepareOk};
 use sluice_wire::ProtocolError;
 use sluice_wire::StatusFlags;
 use std::collections::{BTreeSet, HashMap};
@@ -205,6 +206,16 @@ struct ClientStmt {
     names_tracking: bool,
 }
 
+impl ClientStmt {
+    /// The client bound `types` in an execute; later executes without types mean them.
+    fn note_types(&mut self, types: &[u8]) {
+        // Drivers send the same types with every execute.
+        if self.types.as_deref() != Some(types) {
+            self.types = Some(types.to_vec());
+        }
+    }
+}
+
 /// A COM_STMT_PREPARE in flight: the backend statement key, the text, and the id the
 /// client will know it by.
 pub(super) struct Preparing {
@@ -320,6 +331,17 @@ impl Mux {
     /// A prepared statement's text, and whether it is a plain read.
     pub(super) fn stmt_route(&self, id: u32) -> Option<(&[u8], bool)> {
         self.stmts.get(&id).map(|s| (&s.text[..], s.plain_read))
+    }
+
+    /// An execute of statement `id` (the client's) was answered without a connection:
+    /// the types it binds are the ones later executes without types mean.
+    pub(super) fn note_execute(&mut self, id: u32, payload: &[u8]) {
+        let Some(stmt) = self.stmts.get_mut(&id) else {
+            return;
+        };
+        if let Some(types) = Execute::parse(payload, stmt.params).and_then(|e| e.types) {
+            stmt.note_types(types);
+        }
     }
 
     /// Why the session must keep its connection, given the server's last status.
@@ -472,14 +494,11 @@ impl Mux {
         let Some(Preparing { id: client_id, .. }) = &self.preparing else {
             return;
         };
-        if bytes.len() < HEADER_LEN + 9 || bytes[HEADER_LEN] != 0 {
+        let Some(ok) = bytes.get(HEADER_LEN..).and_then(PrepareOk::parse) else {
             return;
-        }
-        let p = &mut bytes[HEADER_LEN..];
-        let backend_id = u32::from_le_bytes([p[1], p[2], p[3], p[4]]);
-        let params = u16::from_le_bytes([p[7], p[8]]);
-        p[1..5].copy_from_slice(&client_id.to_le_bytes());
-        self.prepared = Some((backend_id, params));
+        };
+        statement::set_stmt_id(&mut bytes[HEADER_LEN..], *client_id);
+        self.prepared = Some((ok.stmt_id, ok.params));
     }
 
     /// A statement ended: one-statement pins that it consumed are cleared.
@@ -594,7 +613,7 @@ fn may_insert(command: Option<Command>, packet: &[u8]) -> bool {
 }
 
 fn put_stmt_id(buf: &mut [u8], id: u32) {
-    buf[HEADER_LEN + 1..HEADER_LEN + 5].copy_from_slice(&id.to_le_bytes());
+    statement::set_stmt_id(&mut buf[HEADER_LEN..], id);
 }
 
 /// The key a connection's backend statement is found by: schema and text.
@@ -788,8 +807,8 @@ impl Session {
         if let Some(id) = client_id {
             if !whole && command == Some(Command::StmtExecute) {
                 // Streamed: only its head, up to the parameter types, is looked at.
-                let params = self.mux().stmts.get(&id).map_or(0, |s| s.params as usize);
-                let head = (11 + params.div_ceil(8) + 2 * params).min(len);
+                let params = self.mux().stmts.get(&id).map_or(0, |s| s.params);
+                let head = Execute::head_len(params).min(len);
                 while self.client.rbuf.len() < HEADER_LEN + head {
                     self.client.read_more().await?;
                 }
@@ -1041,21 +1060,17 @@ impl Session {
                 let bstmt = backend.stmts.get(stmt.key.key()).expect("just found");
                 let seen = len.min(self.client.rbuf.len() - HEADER_LEN);
                 let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + seen];
-                let params = stmt.params as usize;
-                let flag_at = 10 + params.div_ceil(8);
-                if params > 0 && payload.len() > flag_at {
-                    if payload[flag_at] == 1 {
-                        let types = payload.get(flag_at + 1..flag_at + 1 + 2 * params);
+                match Execute::binds_types(payload, stmt.params) {
+                    Some(true) => {
+                        let types = Execute::parse(payload, stmt.params).and_then(|e| e.types);
                         if let Some(t) = types {
-                            // Drivers send the same types with every execute.
-                            if stmt.types.as_deref() != Some(t) {
-                                stmt.types = Some(t.to_vec());
-                            }
+                            stmt.note_types(t);
                             if bstmt.types.as_deref() != Some(t) {
                                 mux.bound = Some(t.to_vec());
                             }
                         }
-                    } else if bstmt.types != stmt.types {
+                    }
+                    Some(false) if bstmt.types != stmt.types => {
                         if let Some(types) = stmt.types.clone() {
                             if seen < len {
                                 // Too large to rebuild; rare: a huge execute that relies
@@ -1067,10 +1082,16 @@ impl Session {
                                      parameter types when multiplexed",
                                 )));
                             }
-                            splice_types(&mut self.client.rbuf, len, flag_at, &types);
+                            super::prepared::bind_types(
+                                &mut self.client.rbuf,
+                                len,
+                                stmt.params,
+                                &types,
+                            );
                             mux.bound = Some(types);
                         }
                     }
+                    _ => {}
                 }
             }
             Some(Command::StmtSendLongData) => mux.pins.long_data = true,
@@ -1442,21 +1463,6 @@ fn assignments(sets: &[(Box<[u8]>, String)]) -> String {
         .map(|(n, v)| format!("{}={v}", user_var_ref(n)))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// Puts parameter types into an execute sent without them (new-params-bound flag 0),
-/// for a backend statement that never had them bound.
-fn splice_types(rbuf: &mut bytes::BytesMut, len: usize, flag_at: usize, types: &[u8]) {
-    let payload = &rbuf[HEADER_LEN..HEADER_LEN + len];
-    let mut rebuilt = Vec::with_capacity(len + types.len());
-    rebuilt.extend_from_slice(&payload[..flag_at]);
-    rebuilt.push(1);
-    rebuilt.extend_from_slice(types);
-    rebuilt.extend_from_slice(&payload[flag_at + 1..]);
-    let mut out = bytes::BytesMut::with_capacity(rebuilt.len() + rbuf.len());
-    sluice_wire::packet::write_packet(&mut out, 0, &rebuilt);
-    out.extend_from_slice(&rbuf[HEADER_LEN + len..]);
-    *rbuf = out;
 }
 
 /// The server's error for a statement id it does not know.

@@ -10,6 +10,7 @@ use crate::error::{code, SessionError};
 use sluice_wire::command::Command;
 use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::ErrPacket;
+use sluice_wire::statement::{Execute, PrepareOk};
 
 /// MariaDB's answer past `max_prepared_stmt_count`, with Sluice's budget as the limit
 /// the client ran into.
@@ -32,18 +33,33 @@ pub(super) async fn close_on(backend: &mut PooledConn, ids: &[u32]) -> Result<()
     Ok(())
 }
 
+/// Puts `types` into the execute at the front of `rbuf` (`len` bytes of payload) that
+/// was sent without them, for a server statement that never had them bound (its last
+/// execute with types was answered by the cache, or ran on another connection).
+/// Returns the payload's new length; `None` when the execute carries types already.
+pub(super) fn bind_types(
+    rbuf: &mut bytes::BytesMut,
+    len: usize,
+    params: u16,
+    types: &[u8],
+) -> Option<usize> {
+    let rebuilt = Execute::with_types(&rbuf[HEADER_LEN..HEADER_LEN + len], params, types)?;
+    let rest = &rbuf[HEADER_LEN + len..];
+    let mut out = bytes::BytesMut::with_capacity(HEADER_LEN + rebuilt.len() + rest.len());
+    sluice_wire::packet::write_packet(&mut out, 0, &rebuilt);
+    out.extend_from_slice(rest);
+    *rbuf = out;
+    Some(rebuilt.len())
+}
+
 /// A dedicated session's prepare got its answer, the first bytes of which are `head`:
 /// an OK opened a statement on the server.
 pub(super) fn note_dedicated_prepare(backend: &mut PooledConn, n: usize) {
-    let b = &backend.rbuf[..n];
-    if b.len() >= HEADER_LEN + 5 && b[HEADER_LEN] == 0 {
-        let id = u32::from_le_bytes([
-            b[HEADER_LEN + 1],
-            b[HEADER_LEN + 2],
-            b[HEADER_LEN + 3],
-            b[HEADER_LEN + 4],
-        ]);
-        backend.stmts.opened(id);
+    let ok = backend.rbuf[..n]
+        .get(HEADER_LEN..)
+        .and_then(PrepareOk::parse);
+    if let Some(ok) = ok {
+        backend.stmts.opened(ok.stmt_id);
     }
 }
 

@@ -4,6 +4,7 @@
 //! rows), LOCAL INFILE, and the loss of the server mid-statement.
 
 use super::*;
+use sluice_wire::statement::PrepareOk;
 
 impl Session {
     /// Forwards the command at the front of the client buffer and streams its response.
@@ -118,10 +119,11 @@ impl Session {
                     if let (ResponseKind::Prepare, Some(p)) = (kind, self.probe.as_mut()) {
                         // The id the client was given (after any rewrite): its executes
                         // are attributed to the prepared text's digest.
-                        let b = &backend.rbuf[..n];
-                        if b.len() >= HEADER_LEN + 5 && b[HEADER_LEN] == 0 {
-                            let id = &b[HEADER_LEN + 1..HEADER_LEN + 5];
-                            p.prepared(u32::from_le_bytes([id[0], id[1], id[2], id[3]]));
+                        let ok = backend.rbuf[..n]
+                            .get(HEADER_LEN..)
+                            .and_then(PrepareOk::parse);
+                        if let Some(ok) = ok {
+                            p.prepared(ok.stmt_id);
                         }
                     }
                 }

@@ -1,0 +1,173 @@
+//! The cache stage of the statement pipeline: a read the cache holds a current answer
+//! for is answered right after classify, from the stored packets — no routing, no
+//! lease, no backend connection brought in line, no server round trip. Everything else
+//! (misses, stale entries, fills, writes) goes on down the pipeline to
+//! [`Session::forward_cached`].
+
+use super::{eligible, memchr_pair, push_bound_params, CacheState, StmtKind};
+use crate::analytics::CacheUse;
+use crate::cache;
+use crate::classify::sql::{self, Hints};
+use crate::error::SessionError;
+use crate::frontend::session::Session;
+use crate::router::rules::Statement;
+use crate::stats::Stats;
+use bytes::Buf;
+use sluice_wire::command::Command;
+use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::statement::{request_stmt_id, Execute};
+use std::borrow::Cow;
+
+impl Session {
+    /// Answers the command at the front of the client buffer (`len` bytes of payload)
+    /// from the cache when it is a read that a current entry answers. `Some(going_on)`
+    /// when answered; `None` when the command goes on down the pipeline, untouched.
+    pub(in crate::frontend::session) async fn answer_from_cache(
+        &mut self,
+        len: usize,
+    ) -> Result<Option<bool>, SessionError> {
+        let command = self.client.rbuf[HEADER_LEN];
+        let execute = command == Command::StmtExecute as u8;
+        if !execute && command != Command::Query as u8 {
+            return Ok(None);
+        }
+        let Some(state) = self.cache.as_ref() else {
+            return Ok(None);
+        };
+        let status = self.last_status();
+        // A statement whose CONNECTION_ID() was replaced reads as constant but is not.
+        if state.prefix.is_none()
+            || state.schema.is_none()
+            || self.identity_rewritten
+            || !eligible(state, status, Hints::default())
+        {
+            return Ok(None);
+        }
+        // A session holding state on its connection (a cursor, long data, locks...)
+        // goes the whole way: what the server holds for it must see its statements.
+        if self
+            .mux
+            .as_ref()
+            .is_some_and(|m| m.pin_reason(status).is_some())
+        {
+            return Ok(None);
+        }
+        if !self.buffer_whole(len).await? {
+            return Ok(None);
+        }
+        let state = self.cache.as_mut().expect("checked above");
+        let mut key = std::mem::take(&mut state.key);
+        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
+        let keyed = if execute {
+            execute_key(state, payload, &mut key)
+        } else {
+            query_key(state, payload, &mut key)
+        };
+        let Some(carries_types) = keyed else {
+            state.key = key;
+            return Ok(None);
+        };
+        if self.refused_by_rule(execute, len) {
+            self.cache.as_mut().expect("checked above").key = key;
+            return Ok(None);
+        }
+        let state = self.cache.as_mut().expect("checked above");
+        let entry = state.cache.lookup_current(&key);
+        state.key = key;
+        let Some(entry) = entry else {
+            return Ok(None);
+        };
+        if execute {
+            self.executed_from_cache(len, carries_types);
+        }
+        self.client.rbuf.advance(HEADER_LEN + len);
+        self.client.write_all(&entry.response).await?;
+        self.cache.as_mut().expect("checked above").served = true;
+        Stats::incr(&self.fe.stats.cache_hits);
+        self.cache_use = CacheUse::Hit;
+        self.outcome.rows = entry.rows;
+        Ok(Some(true))
+    }
+
+    /// A routing rule would refuse the statement: it is not answered before routing,
+    /// which gives the rule's error. Only multiplexed sessions are routed.
+    fn refused_by_rule(&self, execute: bool, len: usize) -> bool {
+        let Some(mux) = self.mux.as_ref() else {
+            return false;
+        };
+        let router = self.fe.router.load();
+        let rules = router.rules.load();
+        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
+        let text = if execute {
+            match request_stmt_id(payload).and_then(|id| mux.stmt_route(id)) {
+                Some((text, _)) => text,
+                None => return true,
+            }
+        } else {
+            &payload[1..]
+        };
+        rules.refuses(&Statement {
+            text,
+            user: &self.user.name,
+            schema: mux.schema.as_deref(),
+            client: self.client.peer.ip(),
+        })
+    }
+
+    /// An execute answered by the cache still binds the types it carries, for the
+    /// executes after it that leave them out; the server's statement never saw them.
+    fn executed_from_cache(&mut self, len: usize, carries_types: bool) {
+        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
+        let Some(id) = request_stmt_id(payload) else {
+            return;
+        };
+        if carries_types {
+            let state = self.cache.as_mut().expect("only called with a cache");
+            if let Some(stmt) = state.stmts.get_mut(&id) {
+                stmt.server_has_types = false;
+            }
+        }
+        if let Some(mux) = self.mux.as_mut() {
+            mux.note_execute(id, payload);
+        }
+    }
+}
+
+/// The cache key of a text statement into `key`; `None` when it is not to be looked up
+/// (hints that skip or wipe the cache). `Some(false)`: keyed (carries no types).
+fn query_key(state: &CacheState, payload: &[u8], key: &mut Vec<u8>) -> Option<bool> {
+    let text = &payload[1..];
+    let hints = if memchr_pair(text, b'/', b'*') {
+        sql::hints(text)
+    } else {
+        Hints::default()
+    };
+    if hints.nocache || hints.wipe {
+        return None;
+    }
+    let stripped: Cow<'_, [u8]> = if hints == Hints::default() {
+        Cow::Borrowed(text)
+    } else {
+        sql::strip_hints(text)
+    };
+    let prefix = state.prefix.as_deref()?;
+    cache::key_head(key, prefix, Command::Query as u8, &stripped);
+    Some(false)
+}
+
+/// The cache key of an execute into `key`; `None` when it is not a cacheable read whose
+/// parameters are all in the packet. `Some(carries_types)` when keyed.
+fn execute_key(state: &mut CacheState, payload: &[u8], key: &mut Vec<u8>) -> Option<bool> {
+    let id = request_stmt_id(payload)?;
+    let prefix = state.prefix.as_deref()?;
+    let stmt = state.stmts.get_mut(&id)?;
+    if !matches!(stmt.kind, StmtKind::Read(_)) || stmt.long_data {
+        return None;
+    }
+    if Execute::parse(payload, stmt.params)?.opens_cursor() {
+        return None;
+    }
+    let carries_types = Execute::binds_types(payload, stmt.params) == Some(true);
+    cache::key_head(key, prefix, Command::StmtExecute as u8, &stmt.text);
+    push_bound_params(key, payload, stmt).then_some(carries_types)
+}
