@@ -422,6 +422,85 @@ fn prepared_statements_are_cached_across_multiplexed_sessions() {
     assert_eq!(execute(&mut b, b_id, 1, false), ["a"]);
 }
 
+/// A hit is answered before routing: a multiplexed session whose settings differ from
+/// its pool's connection (each lease would bring one in line with a `SET`) takes no
+/// lease and sends nothing to a server for a read the cache answers, text or prepared;
+/// a pinned session (an open transaction) and a statement a routing rule refuses still
+/// go the whole way.
+#[test]
+fn hits_take_no_connection_and_reach_no_server() {
+    let server = shared_server();
+    table(server, "cache_no_lease");
+    let mut refuse = toml::Table::new();
+    refuse.insert("name".into(), "no-secrets".into());
+    refuse.insert("match".into(), "(?i)FROM secrets".into());
+    let mut err = toml::Table::new();
+    err.insert("code".into(), 1142.into());
+    err.insert("state".into(), "42000".into());
+    err.insert(
+        "message".into(),
+        "secrets are not read through Sluice".into(),
+    );
+    refuse.insert("error".into(), err.into());
+    let config = Config::for_server(server)
+        .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
+        .pool("multiplex", true)
+        .routing_rule(refuse)
+        .admin("t0ken");
+    let sluice = Sluice::start(&config);
+    let admin = config.admin_address().unwrap();
+    let mut c = login(&sluice, "cache_no_lease");
+    c.query("SET SESSION div_precision_increment = 7")
+        .unwrap()
+        .expect_ok();
+    let read = "SELECT v FROM t WHERE id = 1";
+    let id = prepare(&mut c, "SELECT v FROM t WHERE id = ?");
+    assert_eq!(one(&mut c, read), "a");
+    assert_eq!(execute(&mut c, id, 2, true), ["b"]);
+    let counters = |admin: &str| {
+        let pool = admin_get(admin, "/v1/pool");
+        (
+            pool["leases"].as_u64().unwrap(),
+            pool["syncs"].as_u64().unwrap(),
+        )
+    };
+    let before = counters(&admin);
+    let questions = com_select(server);
+    for _ in 0..20 {
+        assert_eq!(one(&mut c, read), "a");
+        assert_eq!(execute(&mut c, id, 2, false), ["b"]);
+    }
+    assert_eq!(counters(&admin), before, "hits lease and sync nothing");
+    assert!(
+        com_select(server) - questions <= 1,
+        "hits reach no server (the one SELECT is the counter's own)"
+    );
+    // The settings still key the entries: back to the default, a different entry.
+    c.query("SET SESSION div_precision_increment = DEFAULT")
+        .unwrap()
+        .expect_ok();
+    direct(
+        server,
+        "UPDATE cache_no_lease.t SET v = 'moved' WHERE id = 1",
+    );
+    assert_eq!(one(&mut c, read), "moved");
+    // In a transaction, reads are the server's.
+    c.query("BEGIN").unwrap().expect_ok();
+    direct(
+        server,
+        "UPDATE cache_no_lease.t SET v = 'in trx' WHERE id = 1",
+    );
+    assert_eq!(one(&mut c, read), "in trx");
+    c.query("COMMIT").unwrap().expect_ok();
+    // A refusing rule stops a statement the cache could answer.
+    direct(
+        server,
+        "CREATE TABLE cache_no_lease.secrets (id INT); INSERT INTO cache_no_lease.secrets VALUES (1)",
+    );
+    let answer = c.query("SELECT id FROM secrets").unwrap();
+    assert_eq!(answer.expect_err().code, 1142);
+}
+
 /// The last `bytes=used/budget` the cache logged.
 fn logged_usage(sluice: &Sluice) -> Option<(u64, u64)> {
     let log = sluice.log();
