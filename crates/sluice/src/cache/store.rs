@@ -41,6 +41,9 @@ struct Slot {
     entry: Arc<Entry>,
     order: (u64, u64),
     hits: u64,
+    /// `hits` when `order` was computed: the queue is brought up to date lazily, by the
+    /// eviction that finds an entry hit since (so a hit never touches the queue).
+    queued_hits: u64,
     charge: u64,
 }
 
@@ -72,15 +75,6 @@ impl Store {
         let shard = &mut *guard;
         let slot = shard.map.get_mut(key)?;
         slot.hits += 1;
-        let old = slot.order;
-        shard.seq += 1;
-        slot.order = (
-            priority(shard.clock, slot.hits, &slot.entry, slot.charge),
-            shard.seq,
-        );
-        if let Some(k) = shard.queue.remove(&old) {
-            shard.queue.insert(slot.order, k);
-        }
         Some(slot.entry.clone())
     }
 
@@ -102,6 +96,21 @@ impl Store {
                 break;
             };
             let victim = shard.queue.remove(&order).expect("just seen");
+            if let Some(slot) = shard.map.get_mut(&victim) {
+                if slot.hits != slot.queued_hits {
+                    // Hit since it was queued: back in the queue at the priority its
+                    // hits give it now (GDSF would take the clock of its last hit, no
+                    // later than now's: a difference that only favours recent hits).
+                    shard.seq += 1;
+                    slot.order = (
+                        priority(shard.clock, slot.hits, &slot.entry, slot.charge),
+                        shard.seq,
+                    );
+                    slot.queued_hits = slot.hits;
+                    shard.queue.insert(slot.order, victim);
+                    continue;
+                }
+            }
             shard.clock = f64::from_bits(order.0);
             if let Some(slot) = shard.map.remove(&victim) {
                 shard.bytes -= slot.charge;
@@ -117,6 +126,7 @@ impl Store {
                 entry,
                 order,
                 hits: 1,
+                queued_hits: 1,
                 charge,
             },
         );
