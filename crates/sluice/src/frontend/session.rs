@@ -32,6 +32,7 @@ mod kill;
 pub mod mux;
 mod prepared;
 mod relay;
+use relay::Relayed;
 mod route;
 mod tracking;
 
@@ -62,45 +63,50 @@ struct Session {
     live: Arc<SessionLive>,
     /// The server `backend` is on.
     member: Option<Arc<crate::router::Member>>,
-    /// A routing rule's time limit for the statement in flight.
+    /// The session's side of analytics (none when it is off).
+    probe: Option<SessionProbe>,
+    /// A multiplexed session's idle limit when it sets no `wait_timeout` of its own:
+    /// the server's, learnt from the first connection it uses.
+    idle_default: Option<std::time::Duration>,
+    /// The statement in flight.
+    stmt: InFlight,
+}
+
+/// What the pipeline's stages learn of the statement in flight and tell each other:
+/// made afresh for every command, so nothing of one statement reaches the next.
+#[derive(Default)]
+struct InFlight {
+    /// A routing rule's time limit.
     timeout: Option<std::time::Duration>,
-    /// Where the statement in flight was routed.
+    /// Where it was routed.
     target: Option<crate::router::Target>,
-    /// The statement in flight may be sent again elsewhere if its server is lost
-    /// before any of the response reached the client (plain reads outside
-    /// transactions).
+    /// It may be sent again elsewhere if its server is lost before any of the
+    /// response reached the client (plain reads outside transactions).
     retry_armed: bool,
-    /// ... and that happened: the relay wrote nothing to the client.
-    lost_quietly: bool,
     /// The server a read was lost on: its retry goes elsewhere (the pool may still
     /// hold connections to it that look fine).
     avoid: Option<Arc<crate::router::Member>>,
-    /// A lost server ends only the statement in flight, not the session: multiplexed,
-    /// outside a transaction, holding nothing on that connection.
+    /// A lost server ends only this statement, not the session: multiplexed, outside
+    /// a transaction, holding nothing on that connection.
     survive_loss: bool,
     /// The error for a statement whose server was lost inside a transaction, when
     /// nothing can have been committed.
     loss_error: Option<ErrPacket>,
-    /// The session's side of analytics (none when it is off).
-    probe: Option<SessionProbe>,
-    /// What the statement in flight got: its response, the server that answered, the
-    /// cache's part, and the request's size.
+    /// What it got: its response, the server that answered, the cache's part, and the
+    /// request's size.
     outcome: Outcome,
     served_by: Option<Arc<crate::backend::Server>>,
     cache_use: CacheUse,
     request_len: u64,
-    /// Bytes written to the client before the statement in flight.
+    /// Bytes written to the client before it.
     sent_before: u64,
-    /// The statement in flight started inside a transaction.
+    /// It started inside a transaction.
     in_transaction: bool,
-    /// A multiplexed session's idle limit when it sets no `wait_timeout` of its own:
-    /// the server's, learnt from the first connection it uses.
-    idle_default: Option<std::time::Duration>,
-    /// The statement in flight reads the process list: its thread ids are translated.
+    /// It reads the process list: its thread ids are translated.
     processlist: Option<identity::ProcesslistIds>,
-    /// The statement in flight had its `CONNECTION_ID()` replaced: never cached.
+    /// Its `CONNECTION_ID()` was replaced: never cached.
     identity_rewritten: bool,
-    /// The statement in flight may set a server global: new sessions read them again.
+    /// It may set a server global: new sessions read them again.
     may_set_global: bool,
 }
 
@@ -225,27 +231,12 @@ async fn serve(
         kill,
         live,
         member: None,
-        timeout: None,
-        target: None,
-        retry_armed: false,
-        lost_quietly: false,
-        avoid: None,
-        survive_loss: false,
-        loss_error: None,
         probe: fe
             .analytics
             .enabled()
             .then(|| SessionProbe::new(fe.analytics.user(&user_name))),
-        outcome: Outcome::default(),
-        served_by: None,
-        cache_use: CacheUse::None,
-        request_len: 0,
-        sent_before: 0,
-        in_transaction: false,
         idle_default: None,
-        processlist: None,
-        identity_rewritten: false,
-        may_set_global: false,
+        stmt: InFlight::default(),
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -559,7 +550,7 @@ impl Session {
                     self.begin_statement(header.len).await?;
                     let len = self.screen_identity(kind, header.len).await?;
                     let going_on = match self.answer_from_cache(len).await? {
-                        Some(going_on) => going_on,
+                        Some(answered) => answered.goes_on(),
                         None => self.forward_multiplexed(kind, len).await?,
                     };
                     self.end_statement();
@@ -578,22 +569,19 @@ impl Session {
                         continue;
                     }
                     let len = self.screen_identity(kind, header.len).await?;
-                    let going_on = if self.cache.is_some() {
-                        match self.answer_from_cache(len).await? {
-                            Some(going_on) => going_on,
-                            None => {
-                                let id = stmt_id(&self.client.rbuf);
-                                self.forward_cached(kind, len, id).await?
-                            }
+                    let relayed = match self.answer_from_cache(len).await? {
+                        Some(answered) => answered,
+                        None if self.cache.is_some() => {
+                            let id = stmt_id(&self.client.rbuf);
+                            self.forward_cached(kind, len, id).await?
                         }
-                    } else {
-                        self.relay(kind).await?
+                        None => self.relay(kind).await?,
                     };
                     let reset =
                         command == Some(Command::ResetConnection) && !self.client.answered_error;
                     self.dedicated_closed(closing, reset);
                     self.end_statement();
-                    if !going_on {
+                    if !relayed.goes_on() {
                         return Ok(());
                     }
                     if set_option {
@@ -676,16 +664,16 @@ impl Session {
     /// Notes what analytics needs of the command at the front of the client buffer
     /// (reading the rest of a statement's text in first, when it is not too long).
     async fn begin_statement(&mut self, len: usize) -> Result<(), SessionError> {
-        self.outcome = Outcome::default();
-        self.served_by = None;
-        self.cache_use = CacheUse::None;
-        self.request_len = (HEADER_LEN + len) as u64;
-        self.sent_before = self.client.sent;
+        self.stmt = InFlight {
+            request_len: (HEADER_LEN + len) as u64,
+            sent_before: self.client.sent,
+            ..InFlight::default()
+        };
         self.client.answered_error = false;
         if self.probe.is_none() {
             return Ok(());
         }
-        self.in_transaction = self.last_status().in_transaction();
+        self.stmt.in_transaction = self.last_status().in_transaction();
         let command = Command::from_byte(self.client.rbuf[4]);
         if matches!(command, Some(Command::Query | Command::StmtPrepare))
             && len < MAX_PAYLOAD
@@ -701,11 +689,11 @@ impl Session {
         // Only an id inside this packet: a truncated one is the server's to refuse.
         let id = stmt_id(&self.client.rbuf).filter(|_| body.len() >= 4);
         match command {
-            Some(Command::Query) => probe.query(body, self.request_len),
+            Some(Command::Query) => probe.query(body, self.stmt.request_len),
             Some(Command::StmtPrepare) => probe.prepare(body),
             Some(Command::StmtExecute) => {
                 if let Some(id) = id {
-                    probe.execute(id, &body[4..], self.request_len);
+                    probe.execute(id, &body[4..], self.stmt.request_len);
                 }
             }
             Some(Command::StmtClose) => {
@@ -722,12 +710,12 @@ impl Session {
     /// The command ended (however it went): counts what went to the client and reports
     /// the statement to analytics.
     fn end_statement(&mut self) {
-        if std::mem::take(&mut self.may_set_global) {
-            if let Some(server) = &self.served_by {
+        if std::mem::take(&mut self.stmt.may_set_global) {
+            if let Some(server) = &self.stmt.served_by {
                 server.globals.changed();
             }
         }
-        let bytes_out = self.client.sent - self.sent_before;
+        let bytes_out = self.client.sent - self.stmt.sent_before;
         Stats::add(&self.fe.stats.bytes_to_clients, bytes_out);
         let Some(probe) = self.probe.as_mut() else {
             return;
@@ -736,7 +724,7 @@ impl Session {
         if probe.current.is_none() {
             return;
         }
-        let mut outcome = self.outcome;
+        let mut outcome = self.stmt.outcome;
         outcome.error |= self.client.answered_error;
         let schema = match (&self.mux, &self.backend) {
             (Some(m), _) => m.schema.as_deref(),
@@ -748,9 +736,9 @@ impl Session {
             &self.fe.analytics,
             schema,
             outcome,
-            self.served_by.as_ref().map(|s| s.name.as_str()),
-            self.cache_use,
-            self.in_transaction,
+            self.stmt.served_by.as_ref().map(|s| s.name.as_str()),
+            self.stmt.cache_use,
+            self.stmt.in_transaction,
             bytes_out,
         );
     }
@@ -781,7 +769,7 @@ impl Session {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };
-            let timer = match (self.timeout.take(), &self.backend, &self.member) {
+            let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
                 (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
                     &router,
                     m.clone(),
@@ -792,7 +780,7 @@ impl Session {
                 _ => None,
             };
             self.arm_for_loss(command, client_id, copy.is_some() && attempts < 2);
-            let going_on = if self.cache.is_some() {
+            let relayed = if self.cache.is_some() {
                 let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
                 self.forward_cached(kind, len, client_id).await?
             } else {
@@ -802,14 +790,14 @@ impl Session {
                 t.abort();
             }
             if let Some(b) = self.backend.as_mut() {
-                if b.is_broken() && going_on {
+                if b.is_broken() && relayed.goes_on() {
                     // The transaction died with its server: the session is outside one.
                     b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
                 }
             }
-            self.retry_armed = false;
-            self.survive_loss = false;
-            if self.lost_quietly {
+            self.stmt.retry_armed = false;
+            self.stmt.survive_loss = false;
+            if relayed == Relayed::LostBeforeReply {
                 // Nothing reached the client: the same bytes go to another server.
                 attempts += 1;
                 Stats::incr(&router.stats.retried_reads);
@@ -817,7 +805,7 @@ impl Session {
                     b.mark_broken();
                 }
                 self.backend = None;
-                self.avoid = self.member.take();
+                self.stmt.avoid = self.member.take();
                 self.publish();
                 let copy = copy.as_ref().expect("armed only with a copy");
                 let rest = self.client.rbuf.split();
@@ -826,8 +814,8 @@ impl Session {
                 tracing::info!("read retried on another server after its server was lost");
                 continue;
             }
-            self.avoid = None;
-            if !going_on {
+            self.stmt.avoid = None;
+            if !relayed.goes_on() {
                 return Ok(false);
             }
             break fx;

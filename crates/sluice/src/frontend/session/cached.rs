@@ -2,6 +2,7 @@
 //! from stored packets, fill misses while streaming, and turn the writes this session
 //! commits into invalidations. Only runs when cache rules are configured.
 
+use super::relay::Relayed;
 use super::Session;
 use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache};
 use crate::classify::sql::{self, Analysis, Hints, TableRef};
@@ -240,7 +241,7 @@ impl Session {
         kind: ResponseKind,
         len: usize,
         client_id: Option<u32>,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         let command = Command::from_byte(self.client.rbuf[4]);
         self.cache_state().served = false;
         let going_on = match command {
@@ -343,7 +344,7 @@ impl Session {
         request: &Bytes,
         kind: ResponseKind,
         tables: impl FnOnce() -> Vec<TableRef>,
-    ) -> Result<Option<bool>, SessionError> {
+    ) -> Result<Option<Relayed>, SessionError> {
         let cache = self.cache_state().cache.clone();
         let (entry, refresh) = match cache.lookup(key) {
             Lookup::Miss => return Ok(None),
@@ -354,15 +355,15 @@ impl Session {
         self.client.write_all(&entry.response).await?;
         self.cache_state().served = true;
         Stats::incr(&self.fe.stats.cache_hits);
-        self.cache_use = crate::analytics::CacheUse::Hit;
-        self.outcome.rows = entry.rows;
+        self.stmt.cache_use = crate::analytics::CacheUse::Hit;
+        self.stmt.outcome.rows = entry.rows;
         if refresh {
             return self
                 .refresh(key.to_vec(), &entry, request, kind, tables())
                 .await
                 .map(Some);
         }
-        Ok(Some(true))
+        Ok(Some(Relayed::Done))
     }
 
     /// Stale-while-revalidate: after serving the stale copy, fetch a fresh one on this
@@ -374,7 +375,7 @@ impl Session {
         request: &Bytes,
         kind: ResponseKind,
         tables: Vec<TableRef>,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         let cache = self.cache_state().cache.clone();
         let ticket = cache.begin_refresh(key, stale, &tables);
         let limit = cache.entry_limit();
@@ -383,7 +384,7 @@ impl Session {
             .as_ref()
             .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
         let Some(backend) = self.backend.as_mut() else {
-            return Ok(false);
+            return Ok(Relayed::End);
         };
         match fetch(backend, request, kind, limit, translate).await {
             Ok(Some(response)) if storable(&response, backend.status) => {
@@ -397,10 +398,10 @@ impl Session {
                 cache.refresh_failed(stale);
                 backend.mark_broken();
                 tracing::warn!(error = %e, "backend lost while refreshing a cache entry");
-                return Ok(false);
+                return Ok(Relayed::End);
             }
         }
-        Ok(true)
+        Ok(Relayed::Done)
     }
 
     /// Forwards the request and records the response into the ticket's entry.
@@ -408,12 +409,12 @@ impl Session {
         &mut self,
         mut ticket: cache::FillTicket,
         kind: ResponseKind,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         let cache = self.cache_state().cache.clone();
         let mut record = Recording::new(cache.entry_limit());
         let going_on = self.relay_recording(kind, Some(&mut record)).await?;
-        ticket.rows = self.outcome.rows;
-        if going_on && !record.abandoned && storable(&record.buf, self.status()) {
+        ticket.rows = self.stmt.outcome.rows;
+        if going_on == Relayed::Done && !record.abandoned && storable(&record.buf, self.status()) {
             cache.store(ticket, record.buf);
         } else {
             cache.not_stored(ticket);
@@ -431,7 +432,7 @@ impl Session {
         tables: Vec<TableRef>,
         request: &Bytes,
         kind: ResponseKind,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         let state = self.cache_state();
         let cache = state.cache.clone();
         let schema = state.known_schema().map(str::to_owned);
@@ -443,7 +444,7 @@ impl Session {
         let Some((rule, digest)) = cache.rule_for(&candidate) else {
             return self.relay(kind).await;
         };
-        self.cache_use = crate::analytics::CacheUse::Miss;
+        self.stmt.cache_use = crate::analytics::CacheUse::Miss;
         if cache.views_unknown() {
             if let Some(backend) = self.backend.as_mut() {
                 match backend.query_scalar(QueryCache::VIEWS_QUERY).await? {
@@ -465,7 +466,11 @@ impl Session {
         }
     }
 
-    async fn query_cached(&mut self, kind: ResponseKind, len: usize) -> Result<bool, SessionError> {
+    async fn query_cached(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<Relayed, SessionError> {
         if !self.buffer_whole(len).await? {
             return self.relay_unanalysed(kind).await;
         }
@@ -499,7 +504,7 @@ impl Session {
                 }
             }
         }
-        let rewritten = self.identity_rewritten;
+        let rewritten = self.stmt.identity_rewritten;
         let state = self.cache_state();
         let mut analysis = sql::analyze(&stripped, state.known_schema());
         analysis = own_id_uncacheable(analysis, rewritten);
@@ -553,7 +558,7 @@ impl Session {
 
     /// A statement too large to analyse whole streams through. Unless it starts as a
     /// lone read, its writes could be anywhere in it: everything is invalidated.
-    async fn relay_unanalysed(&mut self, kind: ResponseKind) -> Result<bool, SessionError> {
+    async fn relay_unanalysed(&mut self, kind: ResponseKind) -> Result<Relayed, SessionError> {
         let head_end = self.client.rbuf.len().min(MAX_BUFFERED);
         let lone_read = !self.client.caps.contains(CapabilityFlags::MULTI_STATEMENTS)
             && matches!(
@@ -570,7 +575,7 @@ impl Session {
         &mut self,
         kind: ResponseKind,
         len: usize,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         if !self.buffer_whole(len).await? {
             // Its executes will count as writes of unknown tables.
             return self.relay(kind).await;
@@ -580,7 +585,7 @@ impl Session {
             Cow::Borrowed(_) => text,
             Cow::Owned(t) => Bytes::from(t),
         };
-        let rewritten = self.identity_rewritten;
+        let rewritten = self.stmt.identity_rewritten;
         let mut analysis = sql::analyze(&text, self.cache_state().known_schema());
         analysis = own_id_uncacheable(analysis, rewritten);
         if self.cache_state().schema.is_none()
@@ -626,7 +631,7 @@ impl Session {
         kind: ResponseKind,
         len: usize,
         id: Option<u32>,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         if !self.buffer_whole(len).await? {
             let writes = match id.and_then(|id| self.cache_state().stmts.get(&id)) {
                 Some(Prepared {
@@ -684,7 +689,7 @@ impl Session {
         kind: ResponseKind,
         id: Option<u32>,
         len: usize,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
         let status = self.status();
         let state = self.cache_state();

@@ -21,9 +21,9 @@ impl Session {
         kind: ResponseKind,
         len: usize,
     ) -> Result<usize, SessionError> {
-        self.processlist = None;
-        self.identity_rewritten = false;
-        self.may_set_global = false;
+        self.stmt.processlist = None;
+        self.stmt.identity_rewritten = false;
+        self.stmt.may_set_global = false;
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > SCREEN_MAX {
             return Ok(len);
         }
@@ -31,8 +31,8 @@ impl Session {
             self.client.read_more().await?;
         }
         let text = &self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len];
-        self.may_set_global = crate::classify::effects::may_set_global(text);
-        self.processlist = match kind {
+        self.stmt.may_set_global = crate::classify::effects::may_set_global(text);
+        self.stmt.processlist = match kind {
             ResponseKind::Query => identity::processlist(text).map(ProcesslistIds::new),
             _ => None,
         };
@@ -49,7 +49,7 @@ impl Session {
         self.client.rbuf.clear();
         write_packet(&mut self.client.rbuf, 0, &payload);
         self.client.rbuf.unsplit(rest);
-        self.identity_rewritten = true;
+        self.stmt.identity_rewritten = true;
         Ok(payload.len())
     }
 }

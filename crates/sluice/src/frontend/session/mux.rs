@@ -771,8 +771,8 @@ impl Session {
                 return Ok(Ready::Done(true));
             }
         };
-        self.timeout = routed.timeout;
-        self.target = Some(routed.target.clone());
+        self.stmt.timeout = routed.timeout;
+        self.stmt.target = Some(routed.target.clone());
         match self.acquire(needs_lid, router, routed.target).await? {
             Ok(()) => {}
             Err(answer) => {
@@ -897,7 +897,7 @@ impl Session {
             let leased = router
                 .lease(
                     &target,
-                    self.avoid.as_slice(),
+                    self.stmt.avoid.as_slice(),
                     &m.key,
                     m.schema.as_deref(),
                     score,

@@ -9,7 +9,7 @@ use sluice_wire::statement::PrepareOk;
 impl Session {
     /// Forwards the command at the front of the client buffer and streams its response.
     /// Returns false when the session must end (the backend was lost).
-    pub(super) async fn relay(&mut self, kind: ResponseKind) -> Result<bool, SessionError> {
+    pub(super) async fn relay(&mut self, kind: ResponseKind) -> Result<Relayed, SessionError> {
         self.relay_recording(kind, None).await
     }
 
@@ -19,16 +19,19 @@ impl Session {
         &mut self,
         kind: ResponseKind,
         mut record: Option<&mut cached::Recording>,
-    ) -> Result<bool, SessionError> {
+    ) -> Result<Relayed, SessionError> {
         let Some(backend) = self.backend.as_mut() else {
-            return Ok(false);
+            return Ok(Relayed::End);
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
         // Latency is what readers are balanced by: measured for statements routed to them.
-        let balanced = matches!(self.target, Some(Target::Reader { .. } | Target::Group(_)));
+        let balanced = matches!(
+            self.stmt.target,
+            Some(Target::Reader { .. } | Target::Group(_))
+        );
         let mut ttfb_of = self.member.clone().filter(|_| balanced);
-        let retry_armed = self.retry_armed;
+        let retry_armed = self.stmt.retry_armed;
 
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);
@@ -36,12 +39,11 @@ impl Session {
             Ok(()) => {}
             Err(Forward::Backend(e)) if retry_armed => {
                 tracing::debug!(error = %e, "server lost before the statement was sent");
-                self.lost_quietly = true;
-                return Ok(true);
+                return Ok(Relayed::LostBeforeReply);
             }
             Err(Forward::Backend(e)) => {
-                let err = self.loss_error.take();
-                return lost_backend(client, e, span.next_seq(), self.survive_loss, err).await;
+                let err = self.stmt.loss_error.take();
+                return lost_backend(client, e, span.next_seq(), self.stmt.survive_loss, err).await;
             }
             Err(Forward::Client(e)) => {
                 Stats::incr(&self.fe.stats.client_aborts);
@@ -49,7 +51,7 @@ impl Session {
             }
         }
         if kind == ResponseKind::None {
-            return Ok(true);
+            return Ok(Relayed::Done);
         }
 
         let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), span.next_seq());
@@ -57,7 +59,7 @@ impl Session {
         if mux.is_some() {
             scanner.intercept_ok(true);
         }
-        let mut processlist = self.processlist.as_mut();
+        let mut processlist = self.stmt.processlist.as_mut();
         scanner.intercept_rows(processlist.is_some());
         let (fe, id) = (&self.fe, self.id);
         let mut first = true;
@@ -153,15 +155,15 @@ impl Session {
                     if let Some(m) = mux.as_deref_mut() {
                         m.observed.status = status;
                     }
-                    self.outcome = scanner.outcome();
-                    Stats::add(&self.fe.stats.bytes_to_backends, self.request_len);
+                    self.stmt.outcome = scanner.outcome();
+                    Stats::add(&self.fe.stats.bytes_to_backends, self.stmt.request_len);
                     backend.server.counters.relayed(
-                        self.request_len,
+                        self.stmt.request_len,
                         received,
                         sent_at.elapsed(),
-                        self.outcome.error,
+                        self.stmt.outcome.error,
                     );
-                    self.served_by = Some(backend.server.clone());
+                    self.stmt.served_by = Some(backend.server.clone());
                     client.flush().await?;
                     if let Some(s) = status {
                         backend.status = s;
@@ -174,7 +176,7 @@ impl Session {
                         }
                         .into());
                     }
-                    return Ok(true);
+                    return Ok(Relayed::Done);
                 }
                 Some(Event::LocalInfile) => {
                     if let Some(r) = record.as_deref_mut() {
@@ -196,12 +198,11 @@ impl Session {
                             if let Some(r) = record.as_deref_mut() {
                                 r.abandon();
                             }
-                            self.lost_quietly = true;
-                            return Ok(true);
+                            return Ok(Relayed::LostBeforeReply);
                         }
                         // Mid-result, the client's framing can't be trusted to go on.
-                        let survive = self.survive_loss && first;
-                        let err = self.loss_error.take();
+                        let survive = self.stmt.survive_loss && first;
+                        let err = self.stmt.loss_error.take();
                         return lost_backend(client, e, scanner.next_seq(), survive, err).await;
                     }
                     if let Some(m) = ttfb_of.take() {
@@ -292,12 +293,39 @@ pub(super) async fn lost_backend(
     seq: u8,
     survive: bool,
     in_transaction: Option<ErrPacket>,
-) -> Result<bool, SessionError> {
+) -> Result<Relayed, SessionError> {
     tracing::warn!(error = %e, "backend lost during a statement");
     let err = in_transaction.unwrap_or_else(|| e.to_err_packet());
     let _ = client.write_err(seq, &err).await;
     // A multiplexed session outside a transaction lost nothing but this statement: its
     // next one runs on another connection. Otherwise, as with a server that went away,
     // the session ends.
-    Ok(survive)
+    Ok(if survive { Relayed::Done } else { Relayed::End })
+}
+
+/// How a forwarded statement ended, as the relay saw it.
+///
+/// ```text
+/// relay ──response reached the client (or an error for it)──► Done
+///       ──server lost before any reply, retry armed──────────► LostBeforeReply ─► sent again elsewhere
+///       ──server lost with the session's state on it─────────► End
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Relayed {
+    /// The statement is over for the client (answered, or told why not); the session
+    /// goes on.
+    Done,
+    /// Its server was lost before any of the response reached the client, and it was
+    /// armed to run again elsewhere: nothing was written, the caller sends it again.
+    LostBeforeReply,
+    /// The session ends: its server went away with state the client can't get back,
+    /// or there was no server to send it to.
+    End,
+}
+
+impl Relayed {
+    /// Whether the session goes on after the statement.
+    pub(super) fn goes_on(self) -> bool {
+        self != Relayed::End
+    }
 }

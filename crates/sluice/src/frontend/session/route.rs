@@ -122,12 +122,12 @@ impl Session {
             .backend
             .as_ref()
             .is_some_and(|b| b.status.in_transaction());
-        self.retry_armed = retry && !in_trx && matches!(self.target, Some(Target::Reader { .. }));
+        self.stmt.retry_armed =
+            retry && !in_trx && matches!(self.stmt.target, Some(Target::Reader { .. }));
         let mux = self.mux.as_ref().expect("multiplexing");
-        self.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
-        self.loss_error = None;
-        self.lost_quietly = false;
-        if in_trx && self.survive_loss {
+        self.stmt.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
+        self.stmt.loss_error = None;
+        if in_trx && self.stmt.survive_loss {
             let text = match command {
                 Some(Command::Query) => self
                     .client
@@ -139,7 +139,7 @@ impl Session {
                 }
                 _ => None,
             };
-            self.loss_error = text.and_then(transaction_lost);
+            self.stmt.loss_error = text.and_then(transaction_lost);
         }
     }
 

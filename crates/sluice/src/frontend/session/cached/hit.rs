@@ -9,6 +9,7 @@ use crate::analytics::CacheUse;
 use crate::cache;
 use crate::classify::sql::{self, Hints};
 use crate::error::SessionError;
+use crate::frontend::session::relay::Relayed;
 use crate::frontend::session::Session;
 use crate::router::rules::Statement;
 use crate::stats::Stats;
@@ -20,12 +21,12 @@ use std::borrow::Cow;
 
 impl Session {
     /// Answers the command at the front of the client buffer (`len` bytes of payload)
-    /// from the cache when it is a read that a current entry answers. `Some(going_on)`
+    /// from the cache when it is a read that a current entry answers. `Some(how it ended)`
     /// when answered; `None` when the command goes on down the pipeline, untouched.
     pub(in crate::frontend::session) async fn answer_from_cache(
         &mut self,
         len: usize,
-    ) -> Result<Option<bool>, SessionError> {
+    ) -> Result<Option<Relayed>, SessionError> {
         let command = self.client.rbuf[HEADER_LEN];
         let execute = command == Command::StmtExecute as u8;
         if !execute && command != Command::Query as u8 {
@@ -38,7 +39,7 @@ impl Session {
         // A statement whose CONNECTION_ID() was replaced reads as constant but is not.
         if state.prefix.is_none()
             || state.schema.is_none()
-            || self.identity_rewritten
+            || self.stmt.identity_rewritten
             || !eligible(state, status, Hints::default())
         {
             return Ok(None);
@@ -84,9 +85,9 @@ impl Session {
         self.client.write_all(&entry.response).await?;
         self.cache.as_mut().expect("checked above").served = true;
         Stats::incr(&self.fe.stats.cache_hits);
-        self.cache_use = CacheUse::Hit;
-        self.outcome.rows = entry.rows;
-        Ok(Some(true))
+        self.stmt.cache_use = CacheUse::Hit;
+        self.stmt.outcome.rows = entry.rows;
+        Ok(Some(Relayed::Done))
     }
 
     /// A routing rule would refuse the statement: it is not answered before routing,
