@@ -101,8 +101,14 @@ fn entry(kind: u8, data: &[u8]) -> Result<StateChange<'_>, ProtocolError> {
 /// client, and nothing when it is empty); otherwise it is the rest of the packet (MySQL).
 pub fn translate_ok(payload: &[u8], lenenc_info: bool) -> Result<BytesMut, ProtocolError> {
     let ok = parse_full_ok(payload, true)?;
+    Ok(untracked_ok(payload[0], &ok, lenenc_info))
+}
+
+/// [`translate_ok`] of an OK already parsed; `header` is its payload's first byte (an OK
+/// or an EOF-style OK).
+pub fn untracked_ok(header: u8, ok: &FullOk<'_>, lenenc_info: bool) -> BytesMut {
     let mut b = BytesMut::with_capacity(16 + ok.info.len());
-    b.put_u8(payload[0]);
+    b.put_u8(header);
     put_lenenc_int(&mut b, ok.affected_rows);
     put_lenenc_int(&mut b, ok.last_insert_id);
     b.put_u16_le(ok.status.0 & !StatusFlags::SESSION_STATE_CHANGED);
@@ -112,7 +118,7 @@ pub fn translate_ok(payload: &[u8], lenenc_info: bool) -> Result<BytesMut, Proto
     } else {
         b.put_slice(ok.info);
     }
-    Ok(b)
+    b
 }
 
 /// A client's own `session_track_*` settings: what a server would report to it. A proxy

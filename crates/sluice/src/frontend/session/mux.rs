@@ -20,7 +20,7 @@ use sluice_wire::command::Command;
 use sluice_wire::packet::split_packet;
 use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::{ErrPacket, OkPacket};
-use sluice_wire::session_track::{parse_full_ok, translate_ok, StateChange};
+use sluice_wire::session_track::{parse_full_ok, untracked_ok, StateChange};
 use sluice_wire::statement::{self, Execute, PrepareOk};
 use sluice_wire::ProtocolError;
 use sluice_wire::StatusFlags;
@@ -482,7 +482,7 @@ impl Mux {
                 ok.status,
             ));
         }
-        let t = translate_ok(payload, self.lenenc_info)?;
+        let t = untracked_ok(payload[0], &ok, self.lenenc_info);
         let mut out = bytes::BytesMut::with_capacity(t.len() + HEADER_LEN);
         sluice_wire::packet::write_packet(&mut out, seq, &t);
         Ok((Some(out.to_vec()), ok.status))
