@@ -1,7 +1,7 @@
 # Thin glue around cargo and the test dependencies. See docs/TESTING.md.
 
 CARGO ?= cargo
-# Arguments for cargo itself, e.g. CARGO_TEST_ARGS='-p sluice --test integration'.
+# Arguments for cargo itself, e.g. CARGO_TEST_ARGS='-p sluice-cli --test integration'.
 CARGO_TEST_ARGS ?=
 # Arguments for the test binaries (after `--`), e.g. TEST_ARGS='--test-threads=1 handshake'.
 TEST_ARGS ?= --test-threads=4
@@ -20,7 +20,7 @@ deps:
 
 ## build: release build of the sluice binary
 build:
-	$(CARGO) build --release
+	$(CARGO) build --release -p sluice-cli
 
 ## test: everything CI runs
 test: deps fmt-check clippy
