@@ -1,5 +1,7 @@
 //! The `sluice` command: `serve`, `check-config`, `admin` and `bench`.
 
+mod admin;
+
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice::config::{Config, LogFormat, Overrides};
@@ -37,7 +39,7 @@ enum Command {
     /// The token comes from --token, else --config's [admin] section, else the
     /// SLUICE_ADMIN_TOKEN environment variable. Exit status 1 when the server refuses the
     /// request, 2 when it cannot be reached.
-    Admin(Box<sluice::admin::cli::AdminArgs>),
+    Admin(Box<admin::AdminArgs>),
     /// Benchmark: sysbench direct vs through Sluice, with ratios.
     Bench(Box<sluice_bench::BenchArgs>),
     /// Benchmark of multiplexing: a thousand sysbench threads direct vs through a few
@@ -81,7 +83,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Admin(args) => sluice::admin::cli::run(*args),
+        Command::Admin(args) => admin::run(*args),
         Command::BenchMux(args) => match sluice_bench::mux::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -1,9 +1,7 @@
-//! The admin HTTP JSON API (loopback, bearer token) and the `sluice admin` command that
-//! wraps it ([`cli`], over the tiny blocking [`client`]). Subsystems plug in through
-//! traits such as [`CacheAdmin`], so this module depends on none of them.
+//! The admin HTTP JSON API (loopback, bearer token); the `sluice admin` command that
+//! wraps it lives with the binary. Subsystems plug in through traits such as
+//! [`CacheAdmin`], so this module depends on none of them.
 
-pub mod cli;
-pub mod client;
 pub mod dashboard;
 pub mod metrics;
 
@@ -812,8 +810,19 @@ mod tests {
             .block_on(start(&cfg, state(), shutdown))
             .unwrap()
             .expect("a token turns the API on");
-        let client = client::Client::new(address.to_string(), Some(Secret("t".into())));
-        assert_eq!(client.get("/v1/stats").unwrap().status, 200);
+        let answer = {
+            use std::io::{Read, Write};
+            let mut stream = std::net::TcpStream::connect(address).unwrap();
+            stream
+                .write_all(
+                    b"GET /v1/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer t\r\nConnection: close\r\n\r\n",
+                )
+                .unwrap();
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).unwrap();
+            answer
+        };
+        assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
         trigger.trigger();
         runtime.block_on(task).unwrap();
     }

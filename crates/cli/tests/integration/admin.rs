@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use crate::support::http::{Client, Response};
 use serde_json::{json, Value};
-use sluice::admin::client::{Client, Response};
 use sluice::admin::{self, AdminState, CacheAdmin, Invalidate, WarmFuture};
 use sluice::config::{AdminConfig, Secret};
 use sluice::shutdown::{self, ShutdownTrigger};
@@ -557,7 +557,7 @@ fn admin_stops_on_shutdown() {
     let mut last = None;
     let refused = crate::support::wait_until(Duration::from_secs(2), || {
         let e = server.authed().get("/v1/stats").unwrap_err();
-        let refused = matches!(e, sluice::admin::client::Error::Connect { .. });
+        let refused = matches!(e, crate::support::http::Error::Connect { .. });
         last = Some(e);
         refused
     });

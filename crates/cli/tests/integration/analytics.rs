@@ -4,11 +4,11 @@
 //! text, history that survives a restart, and the cache advisor ranking a workload and
 //! enabling a rule that the next statements hit.
 
+use crate::support::http::{Client, Response};
 use crate::support::proxy::Config;
 use crate::support::wire::{RawConn, Reply};
 use crate::support::{shared_server, wait_until, Sluice, NATIVE_PASSWORD, NATIVE_USER};
 use serde_json::{json, Value};
-use sluice::admin::client::{Client, Response};
 use sluice::config::Secret;
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -676,7 +676,7 @@ fn stats_and_admin_invalidation_and_warm_up() {
 
     // Rules changed at runtime: a rule that no longer exists drops its entries.
     let client =
-        sluice::admin::client::Client::new(&address, Some(sluice::config::Secret("t0ken".into())));
+        crate::support::http::Client::new(&address, Some(sluice::config::Secret("t0ken".into())));
     let response = client
         .send_json(
             "PUT",

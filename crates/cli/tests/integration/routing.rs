@@ -77,7 +77,7 @@ pub fn answers(conn: &mut RawConn, sql: &str, n: usize) -> HashMap<String, usize
 
 pub fn admin_get(sluice: &Sluice, config: &Config, path: &str) -> serde_json::Value {
     let address = config.admin_address().expect("admin configured");
-    let client = sluice::admin::client::Client::new(
+    let client = crate::support::http::Client::new(
         address,
         Some(sluice::config::Secret(ADMIN_TOKEN.into())),
     );

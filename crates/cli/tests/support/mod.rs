@@ -1,6 +1,7 @@
 //! The harness every integration test uses: real MariaDB servers from
 //! [`sandbox`], the real `sluice` binary ([`proxy`]), the real `mariadb` client
-//! ([`cli`]) and a raw protocol socket for what no well-behaved client sends ([`wire`]).
+//! ([`cli`]), a raw protocol socket for what no well-behaved client sends ([`wire`]) and
+//! a raw HTTP client for the admin API ([`http`]).
 //!
 //! One MariaDB server is shared by the whole test process ([`shared_server`]); tests keep
 //! out of each other's way by using their own database names. Tests that stop, kill or
@@ -10,6 +11,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cli;
+pub mod http;
 pub mod proxy;
 pub mod wire;
 
@@ -165,8 +167,7 @@ pub fn admin_call(
     path: &str,
     body: Option<&serde_json::Value>,
 ) -> serde_json::Value {
-    let client =
-        sluice::admin::client::Client::new(address, Some(sluice::config::Secret(token.into())));
+    let client = http::Client::new(address, Some(sluice::config::Secret(token.into())));
     let response = match body {
         Some(b) => client.send_json(method, path, b),
         None => client.request(method, path, None),

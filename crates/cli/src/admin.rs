@@ -1,9 +1,11 @@
 //! `sluice admin ...`: calls the admin API and prints the answers for people (tables) or
 //! scripts (`--json`). Exit status 0 on success, 1 on an error answer, 2 when unreachable.
 
-use super::client::{Client, Error, Response};
-use crate::config::{AdminConfig, Config, Secret};
+mod client;
+
+use client::{Client, Error, Response};
 use serde_json::{json, Value};
+use sluice::config::{AdminConfig, Config, Secret};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -689,7 +691,7 @@ fn client(args: &AdminArgs) -> Result<Client, Failure> {
     let Some(token) = token else {
         return Err(Failure::Refused(format!(
             "no admin token: give --token, set {}, or --config with an [admin] token",
-            crate::config::ADMIN_TOKEN_ENV
+            sluice::config::ADMIN_TOKEN_ENV
         )));
     };
     Ok(Client::new(address, Some(token)))
@@ -1082,7 +1084,6 @@ mod tests {
         let response = Response {
             status: 400,
             reason: "Bad Request".into(),
-            headers: Vec::new(),
             body: br#"{"error":"rules refused","errors":["a: bad ttl","b: no name"]}"#.to_vec(),
         };
         assert_eq!(

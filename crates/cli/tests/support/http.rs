@@ -1,5 +1,6 @@
-//! A tiny blocking HTTP/1.1 client for the admin API: one request per connection
+//! A tiny blocking HTTP/1.1 client for testing the admin API: one request per connection
 //! (`Connection: close`), responses delimited by `Content-Length`, chunks or the close.
+//! Hand-written so that tests can send raw bytes no well-behaved client would.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -52,14 +53,14 @@ pub struct Client {
     /// "host:port".
     pub address: String,
     /// Sent as `Authorization: Bearer ...` when set.
-    pub token: Option<crate::config::Secret>,
+    pub token: Option<sluice::config::Secret>,
     pub connect_timeout: Duration,
     /// Longest wait for the server between two reads (or writes).
     pub io_timeout: Duration,
 }
 
 impl Client {
-    pub fn new(address: impl Into<String>, token: Option<crate::config::Secret>) -> Client {
+    pub fn new(address: impl Into<String>, token: Option<sluice::config::Secret>) -> Client {
         Client {
             address: address.into(),
             token,
