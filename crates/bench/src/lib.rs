@@ -1,5 +1,6 @@
 //! Sluice's end-to-end benchmarks, run by the `sluice` binary from outside the proxy:
-//! `bench` (this root: caching), `bench-mux` ([`mux`]) and `bench-routing` ([`routing`]).
+//! `bench cache` (this root, also plain `bench`), `bench mux` ([`mux`]) and `bench routing`
+//! ([`routing`]).
 //!
 //! `sluice bench`: the end-to-end benchmark of the published caching-proxy reports. The
 //! same workload runs straight at MariaDB (direct), through Sluice with no cache rules

@@ -1,4 +1,4 @@
-//! `sluice bench-mux`: what multiplexing buys, measured end to end.
+//! `sluice bench mux`: what multiplexing buys, measured end to end.
 //!
 //! 1. **Thread thrashing**: sysbench `oltp_read_only --skip_trx=on` at a few hundred to a
 //!    thousand threads, straight at MariaDB (one server thread per client) and through
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Flags of `sluice bench-mux`.
+/// Flags of `sluice bench mux`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct MuxArgs {
     /// sysbench thread counts of the thread-thrashing part.

@@ -1,4 +1,4 @@
-//! `sluice bench-routing`: how far reads scale out when Sluice spreads them over
+//! `sluice bench routing`: how far reads scale out when Sluice spreads them over
 //! replicas.
 //!
 //! sysbench `oltp_read_only --skip_trx=on` runs straight at the primary (every read on
@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-/// Flags of `sluice bench-routing`.
+/// Flags of `sluice bench routing`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RoutingArgs {
     /// Replicas behind the primary.
@@ -693,7 +693,7 @@ fn sluice_config(
     token: &str,
 ) -> String {
     let mut text = format!(
-        "# Written by `sluice bench-routing`.\n\
+        "# Written by `sluice bench routing`.\n\
          [log]\nlevel = \"warn\"\n\n\
          [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
          [[users]]\nname = {}\npassword = {}\n",
@@ -1022,7 +1022,7 @@ mod tests {
             .collect();
         let text = sluice_config(&p, &addresses, 6033, 6080, "t0ken");
         // Read as plain TOML: this crate does not depend on the proxy. That Sluice
-        // accepts the file is checked by the integration test of `sluice bench-routing`.
+        // accepts the file is checked by the integration test of `sluice bench routing`.
         let config: toml::Table = text.parse().unwrap();
         let servers = config["servers"].as_array().unwrap();
         assert_eq!(servers.len(), 3);

@@ -372,14 +372,15 @@ fn a_killed_benchmark_leaves_nothing_running() {
     );
 }
 
-/// `sluice bench-mux` in miniature: its own servers, both parts, every figure present and
+/// `sluice bench mux` in miniature: its own servers, both parts, every figure present and
 /// plausible (a few idle clients, a pool of two).
 #[test]
 fn the_multiplexing_benchmark_measures_both_parts() {
     let out = tempfile::tempdir().unwrap();
     let mut child = Command::new(SLUICE_BIN)
         .args([
-            "bench-mux",
+            "bench",
+            "mux",
             "--threads",
             "4",
             "--backend-connections",
@@ -405,7 +406,7 @@ fn the_multiplexing_benchmark_measures_both_parts() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("starting sluice bench-mux");
+        .expect("starting sluice bench mux");
     let status = wait_child(&mut child, Duration::from_secs(240)).unwrap();
     if status.is_none() {
         let _ = child.kill();
@@ -441,4 +442,35 @@ fn the_multiplexing_benchmark_measures_both_parts() {
     let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
     assert!(md.contains("| 4 | sluice |"), "{md}");
     assert!(md.contains("50 of 50"), "{md}");
+}
+
+/// `sluice bench <benchmark>` and the names it replaced all parse: each form's help,
+/// and the flags without a benchmark name still meaning `cache`.
+#[test]
+fn bench_commands_parse_in_the_new_and_the_old_forms() {
+    use crate::support::proxy::run_sluice_within;
+    for args in [
+        &["bench", "--help"][..],
+        &["bench", "cache", "--help"],
+        &["bench", "mux", "--help"],
+        &["bench", "routing", "--help"],
+        &["bench-mux", "--help"],
+        &["bench-routing", "--help"],
+    ] {
+        let out = run_sluice_within(args, Duration::from_secs(10));
+        assert_eq!(out.code, Some(0), "sluice {args:?}: {out:?}");
+        assert!(
+            out.stdout.contains("Usage: sluice"),
+            "sluice {args:?}: {out:?}"
+        );
+    }
+    let help = run_sluice_within(&["bench", "--help"], Duration::from_secs(10)).stdout;
+    for name in ["cache", "mux", "routing", "--demo"] {
+        assert!(help.contains(name), "{name} missing from: {help}");
+    }
+    // Flags of one benchmark are refused by another, which shows the name was taken.
+    let out = run_sluice_within(&["bench", "mux", "--demo"], Duration::from_secs(10));
+    assert_eq!(out.code, Some(2), "{out:?}");
+    let out = run_sluice_within(&["bench", "--demo", "mux"], Duration::from_secs(10));
+    assert_eq!(out.code, Some(2), "{out:?}");
 }

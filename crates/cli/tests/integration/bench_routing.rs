@@ -1,4 +1,4 @@
-//! `sluice bench-routing` end to end, in miniature: the real binary starts a primary
+//! `sluice bench routing` end to end, in miniature: the real binary starts a primary
 //! with two replicas and Sluice in front of them, drives sysbench both ways and writes
 //! its results. This checks that both scenarios are measured and that the reads
 //! through Sluice land on the replicas, not the figures (those come from the
@@ -17,7 +17,8 @@ fn the_routing_benchmark_sends_reads_to_the_replicas() {
     // Generous: servers start slower while other tests load the machine.
     let output = run_sluice_within(
         &[
-            "bench-routing",
+            "bench",
+            "routing",
             "--threads",
             "4",
             "--duration",
