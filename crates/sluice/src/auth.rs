@@ -3,12 +3,14 @@
 //! Users come from `[[users]]` and, in [`accounts`], from the servers' own account tables.
 
 pub mod accounts;
+pub mod config;
 pub mod host;
 mod rsa;
 
 pub use self::rsa::{rsa_encrypt_password, RsaKey};
 
-use crate::config::{AuthPlugin, Secret, UserConfig};
+use crate::secret::Secret;
+use config::{AuthPlugin, UserConfig};
 use parking_lot::Mutex;
 use sluice_wire::auth as wire;
 use std::collections::HashMap;

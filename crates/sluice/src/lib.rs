@@ -28,6 +28,7 @@ pub mod frontend;
 pub mod monitor;
 pub mod router;
 pub mod sandbox;
+pub mod secret;
 pub mod server;
 pub mod shutdown;
 pub mod stats;

@@ -30,7 +30,7 @@ fn build_router(
 ) -> anyhow::Result<Arc<Router>> {
     let mut members = Vec::new();
     for s in &config.servers {
-        let server = Server::from_config(s, &config.pool)
+        let server = Server::from_config(&s.backend_spec(), &config.pool)
             .with_context(|| format!("server {}", s.display_name()))?;
         let reused = previous.and_then(|p| {
             p.members.iter().find(|old| {
@@ -90,6 +90,30 @@ fn monitor_creds(config: &Config) -> Option<Arc<BackendCredentials>> {
         config.accounts.password.as_ref()?,
     );
     Some(Arc::new(BackendCredentials::new(u, p.clone())))
+}
+
+/// The accounts loader's settings: `[accounts]`, with `[monitor]`'s account as fallback.
+fn accounts_settings(config: &Config) -> crate::auth::accounts::Settings {
+    crate::auth::accounts::Settings::from_config(
+        &config.accounts,
+        (
+            config.monitor.user.as_ref(),
+            config.monitor.password.as_ref(),
+        ),
+        !config.users.is_empty(),
+    )
+}
+
+fn frontend_sections(config: &Config) -> frontend::Sections<'_> {
+    frontend::Sections {
+        listeners: &config.listeners,
+        users: &config.users,
+        accounts: accounts_settings(config),
+        limits: &config.limits,
+        protocol: &config.protocol,
+        pool: &config.pool,
+        analytics: &config.analytics,
+    }
 }
 
 /// Checks every server once, then watches them (one task each) and the writer.
@@ -156,7 +180,7 @@ pub async fn run(
         None
     };
     let fe = Arc::new(Frontend::new(
-        &config,
+        frontend_sections(&config),
         router.clone(),
         stats.clone(),
         cache.clone(),
@@ -379,8 +403,7 @@ fn reload(
     }
     fe.router.store(router);
     fe.users.store(Arc::new(Users::from_config(&config.users)));
-    fe.accounts
-        .set_settings(crate::auth::accounts::Settings::from_config(&config));
+    fe.accounts.set_settings(accounts_settings(&config));
     let mut notes = Vec::new();
     if fe.cache.is_none() && config.cache.enabled() {
         notes.push("cache rules added: a restart is needed to turn the cache on".to_owned());

@@ -4,7 +4,7 @@
 
 use super::{host, BackendCredentials, User};
 use crate::backend::{BackendConn, ConnParams, Server};
-use crate::config::Secret;
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use arc_swap::ArcSwap;
 use serde::Deserialize;
@@ -98,14 +98,17 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        let c = &config.accounts;
-        let m = &config.monitor;
-        let creds = match (&c.user, &c.password, &m.user, &m.password) {
-            (Some(u), Some(p), _, _) | (_, _, Some(u), Some(p)) => Some((u.clone(), p.clone())),
+    /// `monitor_account`: the `[monitor]` account, used when `[accounts]` names none;
+    /// `have_users`: whether `[[users]]` lists any (the default for `enabled`).
+    pub fn from_config(
+        c: &AccountsConfig,
+        monitor_account: (Option<&String>, Option<&Secret>),
+        have_users: bool,
+    ) -> Self {
+        let creds = match (&c.user, &c.password, monitor_account) {
+            (Some(u), Some(p), _) | (_, _, (Some(u), Some(p))) => Some((u.clone(), p.clone())),
             _ => None,
         };
-        let have_users = !config.users.is_empty();
         Settings {
             enabled: c.enabled(have_users),
             creds: creds.map(|(u, p)| Arc::new(BackendCredentials::new(u, p))),

@@ -1,9 +1,9 @@
 //! One connection to a backend server: login (TLS, auth plugins, auth switch), the read
 //! buffer the relay streams from, and the few commands Sluice sends on its own.
 
+use super::config::TlsMode;
 use super::Server;
 use crate::auth::BackendCredentials;
-use crate::config::TlsMode;
 use crate::error::BackendError;
 use crate::stream::Stream;
 use bytes::{Buf, Bytes, BytesMut};

@@ -10,9 +10,9 @@
 //! wants the same login and wire format, else its slot does (the connection is closed and
 //! the waiter opens its own).
 
+use super::config::PoolConfig;
 use super::{BackendConn, ConnParams, Server};
 use crate::auth::BackendCredentials;
-use crate::config::PoolConfig;
 use crate::error::BackendError;
 use crate::stats::Stats;
 use parking_lot::Mutex;

@@ -3,11 +3,12 @@
 //! path, full path over TLS, and RSA key exchange) and `client_ed25519`, with auth switch
 //! when the client starts with another plugin than its account uses.
 
+use super::config::ListenerConfig;
 use super::{ClientConn, Frontend};
 use crate::auth::accounts::source_server;
 use crate::auth::{Exchange, Origin, Proof, User};
-use crate::config::{ListenerConfig, Secret};
 use crate::error::{code, SessionError};
+use crate::secret::Secret;
 use crate::stats::Stats;
 use crate::stream::Stream;
 use sluice_wire::auth as wauth;

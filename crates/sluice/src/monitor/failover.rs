@@ -9,10 +9,10 @@
 
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
-use crate::config::Secret;
 use crate::router::config::{OldPrimary, RoleConfig};
 use crate::router::gtid::GtidPos;
 use crate::router::{FailoverRecord, Health, Member, Router, ServerState};
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use std::sync::atomic::Ordering;
