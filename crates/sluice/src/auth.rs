@@ -213,16 +213,18 @@ impl User {
             && self.ed25519_key == other.ed25519_key
     }
 
-    /// How a client on a connection with or without TLS proves it is this user; `None`:
-    /// it cannot log in through Sluice (the reason is logged by the caller).
-    pub fn exchange(&self, tls: bool) -> Option<Exchange> {
+    /// How a client on a secure connection (TLS, the Unix socket) or not proves it is
+    /// this user; `None`: it cannot log in through Sluice (the reason is logged by the
+    /// caller).
+    pub fn exchange(&self, secure: bool) -> Option<Exchange> {
         match (self.plugin, self.origin) {
             (AuthPlugin::Native, _) => Some(Exchange::Native),
             (AuthPlugin::CachingSha2, _) => Some(Exchange::CachingSha2),
             (AuthPlugin::Ed25519, Origin::Config) => Some(Exchange::Ed25519),
             // Sluice can check a signature but not make one for the server: only the
-            // password itself lets it log in there, and only TLS may carry it.
-            (AuthPlugin::Ed25519, Origin::Server) => tls.then_some(Exchange::Cleartext),
+            // password itself lets it log in there, and only a secure transport (TLS,
+            // the Unix socket) may carry it.
+            (AuthPlugin::Ed25519, Origin::Server) => secure.then_some(Exchange::Cleartext),
         }
     }
 

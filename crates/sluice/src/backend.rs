@@ -12,6 +12,7 @@ pub use globals::{keep_inherited, Globals, GlobalsWatch};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
 pub use prepared::{refs, BackendStmt, ConnStmts, ServerStmts, StmtRef, Sweep};
 
+use crate::stream::Endpoint;
 use config::{PoolConfig, TlsMode};
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +20,9 @@ use std::sync::Arc;
 /// A backend server as the pools see it.
 pub struct Server {
     pub name: String,
-    pub address: String,
+    /// `host:port` or a Unix socket; its text names the server in errors and the admin
+    /// API.
+    pub endpoint: Endpoint,
     pub tls: TlsMode,
     pub tls_config: Option<Arc<rustls::ClientConfig>>,
     pub max_connections: u32,
@@ -35,7 +38,7 @@ pub struct Server {
 /// owns the entry, with the server's role and weight).
 pub struct ServerSpec<'a> {
     pub name: String,
-    pub address: &'a str,
+    pub endpoint: Endpoint,
     pub tls: TlsMode,
     pub tls_ca: Option<&'a Path>,
     /// Verify the certificate. Default: when `tls_ca` is given.
@@ -55,7 +58,7 @@ impl Server {
         };
         Ok(Server {
             name: c.name.clone(),
-            address: c.address.to_owned(),
+            endpoint: c.endpoint.clone(),
             tls: c.tls,
             tls_config,
             max_connections: c.max_connections.unwrap_or(pool.max_connections),

@@ -114,9 +114,13 @@ impl Config {
             self.listeners = o
                 .listen
                 .iter()
-                .map(|a| ListenerConfig {
-                    address: a.clone(),
-                    ..template.clone().unwrap_or_else(|| ListenerConfig::at(a))
+                .map(|a| {
+                    let at = ListenerConfig::at(a);
+                    ListenerConfig {
+                        address: at.address.clone(),
+                        socket: at.socket.clone(),
+                        ..template.clone().unwrap_or(at)
+                    }
                 })
                 .collect();
         }
@@ -160,14 +164,27 @@ impl Config {
     pub fn validate(&self) -> Vec<String> {
         let mut p = Vec::new();
         if self.listeners.is_empty() {
-            p.push("no [[listeners]]: give at least one address to accept clients on".into());
+            p.push(
+                "no [[listeners]]: give at least one address or socket to accept clients on".into(),
+            );
         }
         for (i, l) in self.listeners.iter().enumerate() {
             let at = format!("listeners[{i}]");
-            if l.address.parse::<std::net::SocketAddr>().is_err() {
-                p.push(format!(
+            match &l.socket {
+                None if l.address.parse::<std::net::SocketAddr>().is_err() => p.push(format!(
                     "{at}.address: {:?} is not an IP:port address",
                     l.address
+                )),
+                None => {}
+                Some(_) if !l.address.is_empty() => {
+                    p.push(format!("{at}: give address or socket, not both"))
+                }
+                Some(path) => p.extend(check_socket_path(&format!("{at}.socket"), path)),
+            }
+            if l.socket_mode_bits().is_none() {
+                p.push(format!(
+                    "{at}.socket_mode: {:?} is not an octal mode such as \"0777\"",
+                    l.socket_mode
                 ));
             }
             match (&l.tls_cert, &l.tls_key) {
@@ -253,10 +270,10 @@ impl Config {
             if !server_names.insert(s.display_name()) {
                 p.push(format!("{at}: another server has the same name"));
             }
-            if !addresses.insert(s.address.to_ascii_lowercase()) {
+            if !addresses.insert(s.endpoint().to_string().to_ascii_lowercase()) {
                 p.push(format!(
                     "{at}: another server has the same address {}",
-                    s.address
+                    s.endpoint()
                 ));
             }
             if s.weight == 0 {
@@ -265,8 +282,23 @@ impl Config {
             if s.role == crate::router::config::RoleConfig::Writer {
                 writers += 1;
             }
-            if !valid_host_port(&s.address) {
-                p.push(format!("{at}.address: {:?} is not host:port", s.address));
+            match &s.socket {
+                None if !valid_host_port(&s.address) => {
+                    p.push(format!("{at}.address: {:?} is not host:port", s.address))
+                }
+                None => {}
+                Some(_) if !s.address.is_empty() => {
+                    p.push(format!("{at}: give address or socket, not both"))
+                }
+                Some(path) => {
+                    p.extend(check_socket_path(&format!("{at}.socket"), path));
+                    // A socket is local: the server itself needs no TLS there either.
+                    if s.tls != TlsMode::Disabled || s.tls_ca.is_some() {
+                        p.push(format!(
+                            "{at}: no TLS over a Unix socket; remove tls and tls_ca"
+                        ));
+                    }
+                }
             }
             if s.max_connections == Some(0) {
                 p.push(format!("{at}.max_connections must be at least 1"));
@@ -324,6 +356,23 @@ impl Config {
         }
         p.extend(self.admin.validate());
         p
+    }
+}
+
+/// sun_path holds 108 bytes with its terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+fn check_socket_path(at: &str, path: &std::path::Path) -> Option<String> {
+    let len = path.as_os_str().len();
+    if len == 0 {
+        Some(format!("{at} is empty"))
+    } else if len > MAX_SOCKET_PATH {
+        Some(format!(
+            "{at}: {} is {len} bytes, longer than a Unix socket path may be ({MAX_SOCKET_PATH})",
+            path.display()
+        ))
+    } else {
+        None
     }
 }
 
@@ -394,6 +443,74 @@ mod tests {
         assert!(p.iter().any(|x| x.contains("needs password")));
         assert!(p.iter().any(|x| x.contains("password_hash")));
         assert!(p.iter().any(|x| x.contains("servers[0]")));
+    }
+
+    #[test]
+    fn unix_sockets_on_both_sides() {
+        let c = Config::parse(
+            r#"
+            [[listeners]]
+            socket = "/run/sluice.sock"
+            socket_mode = "0660"
+            [[users]]
+            name = "app"
+            password = "secret"
+            [[servers]]
+            socket = "/run/mysqld/mysqld.sock"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(c.listeners[0].socket_mode_bits(), Some(0o660));
+        assert_eq!(c.servers[0].display_name(), "/run/mysqld/mysqld.sock");
+
+        let c = Config::parse(
+            r#"
+            [[listeners]]
+            address = "127.0.0.1:6033"
+            socket = "/run/sluice.sock"
+            [[listeners]]
+            socket = "/run/other.sock"
+            socket_mode = "rw"
+            [[users]]
+            name = "app"
+            password = "secret"
+            [[servers]]
+            address = "127.0.0.1:3306"
+            socket = "/run/mysqld/mysqld.sock"
+            [[servers]]
+            name = "far"
+            socket = "/run/mysqld/other.sock"
+            tls = "required"
+            "#,
+        )
+        .unwrap();
+        let p = c.validate();
+        assert!(p
+            .iter()
+            .any(|x| x.contains("listeners[0]: give address or socket")));
+        assert!(p.iter().any(|x| x.contains("listeners[1].socket_mode")));
+        assert!(p
+            .iter()
+            .any(|x| x.contains("servers[0]") && x.contains("not both")));
+        assert!(p.iter().any(|x| x.contains("servers[1] (far): no TLS")));
+        assert_eq!(p.len(), 4, "{p:#?}");
+
+        let mut c = Config::default();
+        c.apply(&Overrides {
+            listen: vec!["127.0.0.1:1".into(), "/run/sluice.sock".into()],
+            backends: vec!["/run/mysqld/mysqld.sock".into()],
+            users: vec!["app:pw".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(
+            c.listeners[1].socket.as_deref(),
+            Some(Path::new("/run/sluice.sock"))
+        );
+        assert!(c.listeners[1].address.is_empty());
+        assert!(c.servers[0].endpoint().is_unix());
     }
 
     #[test]

@@ -85,7 +85,7 @@ pub struct SessionEntry {
     pub user: String,
     /// The backend login its connections use: what Sluice stops them with.
     pub login: Arc<crate::auth::BackendCredentials>,
-    pub client: std::net::SocketAddr,
+    pub client: crate::stream::Peer,
     pub multiplexed: bool,
     /// The client's connection attributes (what the server would show for it).
     pub attributes: Arc<sluice_wire::handshake::Attributes>,

@@ -728,7 +728,7 @@ mod tests {
         f(&mut cfg);
         let server = Arc::new(Server {
             name: name.into(),
-            address: cfg.address.clone(),
+            endpoint: cfg.endpoint(),
             tls: TlsMode::Disabled,
             tls_config: None,
             max_connections: 4,

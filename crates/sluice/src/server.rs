@@ -1,6 +1,8 @@
 //! The accept side: listeners, the client-connection limit, one task per client, and
 //! the process lifecycle (signals, reload of users and servers, graceful shutdown).
 
+mod listener;
+
 use crate::auth::BackendCredentials;
 use crate::auth::Users;
 use crate::backend::{probe, Server, ServerPool};
@@ -13,11 +15,11 @@ use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use crate::stream::Stream;
 use anyhow::Context;
+use listener::Listener;
 use sluice_wire::response::ErrPacket;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Semaphore;
 
@@ -36,7 +38,7 @@ fn build_router(
             p.members.iter().find(|old| {
                 let o = &old.pool.server;
                 o.name == server.name
-                    && o.address == server.address
+                    && o.endpoint == server.endpoint
                     && o.tls == server.tls
                     && o.max_connections == server.max_connections
                     && o.stmts.configured() == server.stmts.configured()
@@ -302,18 +304,22 @@ pub async fn run(
         ))
     });
 
-    let mut accept_tasks = Vec::new();
+    // Every listener is bound before any accepts: if one fails, the others (and their
+    // socket files) go with the error.
+    let mut bound = Vec::new();
     for l in &config.listeners {
-        let listener = listen(&l.address, l.backlog)
-            .await
-            .with_context(|| format!("cannot listen on {}", l.address))?;
+        let listener = Listener::bind(l).await?;
         let tls = match (&l.tls_cert, &l.tls_key) {
             (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
                 c, k,
             )?)),
             _ => None,
         };
-        tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "listening");
+        tracing::info!(address = %listener.describe(), tls = tls.is_some(), "listening");
+        bound.push((listener, l, tls));
+    }
+    let mut accept_tasks = Vec::new();
+    for (listener, l, tls) in bound {
         accept_tasks.push(tokio::spawn(accept_loop(
             listener,
             Arc::new(l.clone()),
@@ -450,7 +456,7 @@ async fn log_cache(cache: Arc<QueryCache>, every: Duration, mut shutdown: Shutdo
 }
 
 async fn accept_loop(
-    listener: TcpListener,
+    listener: Listener,
     config: Arc<ListenerConfig>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     fe: Arc<Frontend>,
@@ -459,7 +465,7 @@ async fn accept_loop(
     drain: shutdown::DrainGuard,
 ) {
     loop {
-        let (tcp, peer) = tokio::select! {
+        let (socket, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
@@ -471,9 +477,8 @@ async fn accept_loop(
             },
             _ = shutdown.stopping() => return,
         };
-        let _ = tcp.set_nodelay(true);
         Stats::incr(&fe.stats.client_connections);
-        let client = ClientConn::new(Stream::Plain(tcp), peer);
+        let client = ClientConn::new(Stream::Plain(socket), peer);
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             Stats::incr(&fe.stats.client_connections_refused);
             tokio::spawn(refuse(client));
@@ -500,25 +505,4 @@ async fn accept_loop(
 async fn refuse(mut client: ClientConn) {
     let err = ErrPacket::new(code::ER_CON_COUNT_ERROR, "08004", "Too many connections");
     let _ = client.write_err(0, &err).await;
-}
-
-/// Binds a listening socket with the configured backlog (`TcpListener::bind` picks its
-/// own, too small for a burst of connects).
-async fn listen(address: &str, backlog: u32) -> std::io::Result<TcpListener> {
-    let mut last = None;
-    for addr in tokio::net::lookup_host(address).await? {
-        let socket = if addr.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
-        // As std's bind does: a restart may bind while old connections are in TIME_WAIT.
-        #[cfg(unix)]
-        socket.set_reuseaddr(true)?;
-        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
-            Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
 }

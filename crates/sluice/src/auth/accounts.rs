@@ -6,12 +6,12 @@ use super::{host, BackendCredentials, User};
 use crate::backend::{BackendConn, ConnParams, Server};
 use crate::secret::Secret;
 use crate::shutdown::Shutdown;
+use crate::stream::Peer;
 use arc_swap::ArcSwap;
 use serde::Deserialize;
 use sluice_wire::response::ErrPacket;
 use sluice_wire::CapabilityFlags;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -157,12 +157,12 @@ impl Directory {
         (Directory { by_name }, skipped)
     }
 
-    /// The account `name` logs in as from `ip`: the most specific host that matches.
-    pub fn find(&self, name: &str, ip: IpAddr) -> Option<Arc<User>> {
+    /// The account `name` logs in as from `client`: the most specific host that matches.
+    pub fn find(&self, name: &str, client: &Peer) -> Option<Arc<User>> {
         self.by_name
             .get(name)?
             .iter()
-            .find(|u| host::matches(&u.host, ip))
+            .find(|u| host::admits(&u.host, client))
             .cloned()
     }
 
@@ -246,11 +246,11 @@ impl ServerAccounts {
         self.settings.load().enabled
     }
 
-    pub fn find(&self, name: &str, ip: IpAddr) -> Option<Arc<User>> {
+    pub fn find(&self, name: &str, client: &Peer) -> Option<Arc<User>> {
         if !self.enabled() {
             return None;
         }
-        self.directory.load().find(name, ip)
+        self.directory.load().find(name, client)
     }
 
     /// A login found no account, or a proof that did not match: read the accounts
@@ -455,7 +455,13 @@ mod tests {
         ];
         let (d, skipped) = Directory::from_rows(&rows);
         assert_eq!((d.len(), skipped), (4, 3));
-        let host = |name: &str, ip: &str| d.find(name, ip.parse().unwrap()).map(|u| u.host.clone());
+        let host = |name: &str, ip: &str| {
+            d.find(
+                name,
+                &Peer::Tcp(std::net::SocketAddr::new(ip.parse().unwrap(), 1)),
+            )
+            .map(|u| u.host.clone())
+        };
         assert_eq!(host("u", "10.0.0.1").as_deref(), Some("10.0.0.1"));
         assert_eq!(host("u", "10.0.0.2").as_deref(), Some("10.%"));
         assert_eq!(host("u", "127.0.0.1").as_deref(), Some("%"));

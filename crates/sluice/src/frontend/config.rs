@@ -10,8 +10,17 @@ use std::time::Duration;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ListenerConfig {
-    /// Address clients connect to, e.g. "127.0.0.1:6033".
+    /// Address clients connect to, e.g. "127.0.0.1:6033". Either this or `socket`.
+    #[serde(default)]
     pub address: String,
+    /// A Unix socket clients on this machine connect to, e.g. "/run/sluice.sock".
+    /// Sluice creates it (replacing a stale one nobody listens on) and removes it when
+    /// it stops. Either this or `address`.
+    pub socket: Option<PathBuf>,
+    /// Permissions of the socket file, in octal. Default "0777", as MariaDB's socket:
+    /// the login decides who gets in.
+    #[serde(default = "default_socket_mode")]
+    pub socket_mode: String,
     /// PEM certificate chain; with `tls_key`, clients may upgrade to TLS.
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for `tls_cert`.
@@ -31,6 +40,10 @@ pub struct ListenerConfig {
     pub backlog: u32,
 }
 
+fn default_socket_mode() -> String {
+    "0777".into()
+}
+
 /// Above MariaDB's own `back_log` (autosized to `max_connections`, 151 by default): one
 /// Sluice takes the connects a whole fleet of clients would spread over its servers.
 fn default_backlog() -> u32 {
@@ -38,16 +51,39 @@ fn default_backlog() -> u32 {
 }
 
 impl ListenerConfig {
-    /// A listener on `address` with every other setting at its default.
+    /// A listener on `address` (a path starting with `/`: a Unix socket) with every
+    /// other setting at its default.
     pub fn at(address: &str) -> ListenerConfig {
+        let socket = address.starts_with('/').then(|| PathBuf::from(address));
         ListenerConfig {
-            address: address.into(),
+            address: if socket.is_some() {
+                String::new()
+            } else {
+                address.into()
+            },
+            socket,
+            socket_mode: default_socket_mode(),
             tls_cert: None,
             tls_key: None,
             require_tls: false,
             default_auth_plugin: AuthPlugin::Native,
             rsa_key: None,
             backlog: default_backlog(),
+        }
+    }
+
+    /// `socket_mode` as permission bits; `None` if it is not an octal mode.
+    pub fn socket_mode_bits(&self) -> Option<u32> {
+        u32::from_str_radix(self.socket_mode.trim_start_matches("0o"), 8)
+            .ok()
+            .filter(|m| *m <= 0o777)
+    }
+
+    /// The address or the socket's path, for logs and errors.
+    pub fn describe(&self) -> String {
+        match &self.socket {
+            Some(path) => path.display().to_string(),
+            None => self.address.clone(),
         }
     }
 }

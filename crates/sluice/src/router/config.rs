@@ -4,6 +4,7 @@
 
 use crate::backend::config::TlsMode;
 use crate::secret::Secret;
+use crate::stream::Endpoint;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -25,10 +26,15 @@ pub enum RoleConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
-    /// Name used in logs and errors. Default: the address.
+    /// Name used in logs and errors. Default: the address (or the socket's path).
     pub name: Option<String>,
-    /// "host:port" of a MySQL or MariaDB server.
+    /// "host:port" of a MySQL or MariaDB server. Either this or `socket`.
+    #[serde(default)]
     pub address: String,
+    /// The server's Unix socket, e.g. "/run/mysqld/mysqld.sock", for a server on the
+    /// same machine: every connection Sluice opens to it goes there (no TLS). Either
+    /// this or `address`.
+    pub socket: Option<PathBuf>,
     /// Most backend connections to this server. Default: `pool.max_connections`.
     pub max_connections: Option<u32>,
     #[serde(default)]
@@ -58,11 +64,18 @@ fn default_weight() -> u32 {
 }
 
 impl ServerConfig {
-    /// A server at `address` with every other setting at its default.
+    /// A server at `address` (a path starting with `/`: its Unix socket) with every
+    /// other setting at its default.
     pub fn at(address: &str) -> ServerConfig {
+        let socket = address.starts_with('/').then(|| PathBuf::from(address));
         ServerConfig {
             name: None,
-            address: address.into(),
+            address: if socket.is_some() {
+                String::new()
+            } else {
+                address.into()
+            },
+            socket,
             max_connections: None,
             tls: TlsMode::Disabled,
             tls_ca: None,
@@ -78,14 +91,24 @@ impl ServerConfig {
 
 impl ServerConfig {
     pub fn display_name(&self) -> String {
-        self.name.clone().unwrap_or_else(|| self.address.clone())
+        self.name
+            .clone()
+            .unwrap_or_else(|| self.endpoint().to_string())
+    }
+
+    /// Where connections to the server go: its socket when one is given.
+    pub fn endpoint(&self) -> Endpoint {
+        match &self.socket {
+            Some(path) => Endpoint::Unix(path.clone()),
+            None => Endpoint::Tcp(self.address.clone()),
+        }
     }
 
     /// What the backend needs to reach the server.
     pub fn backend_spec(&self) -> crate::backend::ServerSpec<'_> {
         crate::backend::ServerSpec {
             name: self.display_name(),
-            address: &self.address,
+            endpoint: self.endpoint(),
             tls: self.tls,
             tls_ca: self.tls_ca.as_deref(),
             tls_verify: self.tls_verify,
