@@ -13,14 +13,14 @@
 //! [`shutdown`], [`error`]; [`analytics`] (what every statement did, per digest, user
 //! and server, its history and the cache advisor); [`binlog`] (follows the primary's binlog so that the cache
 //! sees writes that bypass Sluice); [`admin`] (the HTTP JSON admin API and
-//! `sluice admin`); and the tools that exercise it: [`sandbox`] (local MariaDB instances
-//! for tests, demo and benchmarks) and [`bench`].
+//! `sluice admin`). The `sluice` binary, the benchmarks and the local MariaDB sandbox
+//! live in crates of their own (`sluice-cli`, `sluice-bench`, `sluice-sandbox`) that this
+//! one never imports.
 
 pub mod admin;
 pub mod analytics;
 pub mod auth;
 pub mod backend;
-pub mod bench;
 pub mod binlog;
 pub mod cache;
 pub mod classify;
@@ -29,7 +29,6 @@ pub mod error;
 pub mod frontend;
 pub mod monitor;
 pub mod router;
-pub mod sandbox;
 pub mod secret;
 pub mod server;
 pub mod shutdown;

@@ -4,7 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use sluice::sandbox::{self, GaleraCluster, MariaDb, ReplicaSet, ReplicaSetOptions, REPL_USER};
+use sluice_sandbox::{
+    self as sandbox, GaleraCluster, MariaDb, ReplicaSet, ReplicaSetOptions, REPL_USER,
+};
 
 use crate::support::wait_until;
 

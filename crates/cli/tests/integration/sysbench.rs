@@ -16,7 +16,7 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sluice::sandbox::wait_child;
+use sluice_sandbox::wait_child;
 
 use crate::support::{
     dedicated_server, fresh_database, Config, MariaDb, MariaDbOptions, Sluice, NATIVE_PASSWORD,

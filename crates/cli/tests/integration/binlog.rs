@@ -567,7 +567,7 @@ struct Frozen(u32);
 
 impl Drop for Frozen {
     fn drop(&mut self) {
-        let _ = sluice::sandbox::send_signal(self.0, "CONT");
+        let _ = sluice_sandbox::send_signal(self.0, "CONT");
     }
 }
 
@@ -592,7 +592,7 @@ fn heartbeats_keep_a_quiet_stream_and_a_silent_primary_is_noticed() {
     let heartbeats = reader.status.snapshot().events - events;
     assert!(heartbeats >= 5, "{heartbeats} heartbeats in 2 s");
 
-    sluice::sandbox::send_signal(db.pid(), "STOP").expect("stopping the server");
+    sluice_sandbox::send_signal(db.pid(), "STOP").expect("stopping the server");
     let frozen = Frozen(db.pid());
     let stopped = Instant::now();
     match reader.next(WAIT) {

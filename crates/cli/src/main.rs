@@ -39,13 +39,13 @@ enum Command {
     /// request, 2 when it cannot be reached.
     Admin(Box<sluice::admin::cli::AdminArgs>),
     /// Benchmark: sysbench direct vs through Sluice, with ratios.
-    Bench(Box<sluice::bench::BenchArgs>),
+    Bench(Box<sluice_bench::BenchArgs>),
     /// Benchmark of multiplexing: a thousand sysbench threads direct vs through a few
     /// dozen backend connections, and ten thousand idle clients on Sluice.
-    BenchMux(Box<sluice::bench::mux::MuxArgs>),
+    BenchMux(Box<sluice_bench::mux::MuxArgs>),
     /// Benchmark of read scale-out: sysbench reads straight at a primary vs through
     /// Sluice spreading them over its replicas, and how the reads were balanced.
-    BenchRouting(Box<sluice::bench::routing::RoutingArgs>),
+    BenchRouting(Box<sluice_bench::routing::RoutingArgs>),
 }
 
 #[derive(clap::Args)]
@@ -83,21 +83,21 @@ fn main() -> ExitCode {
             }
         },
         Command::Admin(args) => sluice::admin::cli::run(*args),
-        Command::BenchMux(args) => match sluice::bench::mux::run(*args) {
+        Command::BenchMux(args) => match sluice_bench::mux::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice bench-mux: {e:#}");
                 ExitCode::FAILURE
             }
         },
-        Command::BenchRouting(args) => match sluice::bench::routing::run(*args) {
+        Command::BenchRouting(args) => match sluice_bench::routing::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice bench-routing: {e:#}");
                 ExitCode::FAILURE
             }
         },
-        Command::Bench(args) => match sluice::bench::run(*args) {
+        Command::Bench(args) => match sluice_bench::run(*args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("sluice bench: {e:#}");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::tool::{shell_quote, tail, with_raised_nofile};
-use crate::sandbox::{self, MariaDb, MariaDbOptions};
+use sluice_sandbox::{self as sandbox, MariaDb, MariaDbOptions};
 
 /// A host and port sysbench connects to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,7 +5,7 @@
 use super::routing::{admin_get, config, login, replica_set, ADMIN_TOKEN};
 use crate::support::wire::{RawConn, Reply};
 use crate::support::{repo_root, sluice_admin, wait_until, Config, Sluice};
-use sluice::sandbox::{MariaDb, ReplicaSet, REPL_PASSWORD, REPL_USER};
+use sluice_sandbox::{MariaDb, ReplicaSet, REPL_PASSWORD, REPL_USER};
 use std::time::{Duration, Instant};
 
 /// The grants CONFIGURATION.md lists for the monitor's account.

@@ -14,7 +14,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use sluice::sandbox::{self, free_port, MariaDb};
+use sluice_sandbox::{self as sandbox, free_port, MariaDb};
 
 /// The binary built from this package.
 pub const SLUICE_BIN: &str = env!("CARGO_BIN_EXE_sluice");

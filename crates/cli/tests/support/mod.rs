@@ -1,5 +1,5 @@
 //! The harness every integration test uses: real MariaDB servers from
-//! [`sluice::sandbox`], the real `sluice` binary ([`proxy`]), the real `mariadb` client
+//! [`sandbox`], the real `sluice` binary ([`proxy`]), the real `mariadb` client
 //! ([`cli`]) and a raw protocol socket for what no well-behaved client sends ([`wire`]).
 //!
 //! One MariaDB server is shared by the whole test process ([`shared_server`]); tests keep
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-pub use sluice::sandbox::{self, free_port, MariaDb, MariaDbOptions, TlsFiles};
+pub use sluice_sandbox::{self as sandbox, free_port, MariaDb, MariaDbOptions, TlsFiles};
 
 pub use cli::{CliOutput, Client};
 pub use proxy::{Config, Sluice};

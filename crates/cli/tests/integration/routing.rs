@@ -7,7 +7,7 @@
 use crate::support::proxy::Server;
 use crate::support::wire::{RawConn, Reply};
 use crate::support::{provision, wait_until, Config, Sluice, NATIVE_PASSWORD, NATIVE_USER};
-use sluice::sandbox::{ReplicaSet, ReplicaSetOptions};
+use sluice_sandbox::{ReplicaSet, ReplicaSetOptions};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -387,7 +387,7 @@ fn a_session_reads_its_own_writes_through_lagging_replicas() {
 /// synced node, with no promotion, and writes through Sluice go on.
 #[test]
 fn galera_writes_go_to_one_synced_node_and_move_when_it_leaves_sync() {
-    use sluice::sandbox::GaleraCluster;
+    use sluice_sandbox::GaleraCluster;
     let mut cluster = GaleraCluster::start(3).expect("starting a three-node Galera cluster");
     provision(&cluster.nodes[0]).expect("creating the test accounts");
     cluster.nodes[0]

@@ -11,7 +11,7 @@ use crate::support::wire::{RawConn, Reply};
 use crate::support::{
     proxy::run_sluice, repo_root, wait_until, Config, Sluice, NATIVE_PASSWORD, NATIVE_USER,
 };
-use sluice::sandbox::{free_port, wait_child, ReplicaSet, REPL_PASSWORD, REPL_USER};
+use sluice_sandbox::{free_port, wait_child, ReplicaSet, REPL_PASSWORD, REPL_USER};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -132,7 +132,7 @@ impl Load {
             }));
         }
         let sysbench = with_sysbench.then(|| {
-            let script = repo_root().join("crates/sluice/src/bench/oltp_read_write_split.lua");
+            let script = repo_root().join("crates/bench/src/oltp_read_write_split.lua");
             let mut child = Command::new("sysbench")
                 .arg(script)
                 .args([
@@ -248,7 +248,7 @@ fn wait_failover<'a>(
     sluice: &Sluice,
     config: &Config,
     set: &'a ReplicaSet,
-) -> (String, &'a sluice::sandbox::MariaDb) {
+) -> (String, &'a sluice_sandbox::MariaDb) {
     assert!(
         wait_until(Duration::from_secs(20), || {
             admin_get(sluice, config, "/v1/servers")["writer"]
@@ -280,7 +280,7 @@ fn longest_gap(acked: &[(i64, Instant)]) -> Duration {
 }
 
 /// The ids of `table` on a server, as the mariadb CLI prints them.
-fn ids(server: &sluice::sandbox::MariaDb, table: &str) -> std::collections::HashSet<i64> {
+fn ids(server: &sluice_sandbox::MariaDb, table: &str) -> std::collections::HashSet<i64> {
     server
         .execute(&format!("SELECT id FROM fo.{table}"))
         .unwrap()

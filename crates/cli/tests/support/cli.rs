@@ -5,7 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use sluice::sandbox;
+use sluice_sandbox as sandbox;
 
 /// What one client run did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sluice::sandbox::wait_child;
+use sluice_sandbox::wait_child;
 
 use crate::support::{
     dedicated_server, free_port, running_statements, wait_until, Client, Config, MariaDbOptions,

@@ -908,7 +908,7 @@ fn the_dashboard_works_in_headless_chromium_under_sysbench() {
         std::path::Path::new(&chromium).is_file(),
         "{chromium} is missing: run `make test`, which installs Debian's chromium"
     );
-    let node = sluice::sandbox::find_program(&["node", "nodejs"])
+    let node = sluice_sandbox::find_program(&["node", "nodejs"])
         .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
 
     // A server of its own: sysbench's tables and prepared statements stay out of the

@@ -71,4 +71,13 @@ fn the_routing_benchmark_sends_reads_to_the_replicas() {
     assert_eq!(balance[1]["expected_share"], 0.5, "{r}");
     let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
     assert!(md.contains("| 4 | replica2 | reader | 1 | 50.0% |"), "{md}");
+
+    // The benchmark crate cannot validate the configuration it writes (it does not
+    // depend on the proxy); the proxy's own check does it here.
+    let config = out.path().join("sluice.toml");
+    let check = run_sluice_within(
+        &["check-config", config.to_str().unwrap()],
+        Duration::from_secs(10),
+    );
+    assert_eq!(check.code, Some(0), "{}", check.stderr);
 }

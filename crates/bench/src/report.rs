@@ -593,7 +593,7 @@ fn csv_field(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::sysbench::parse_run;
+    use crate::sysbench::parse_run;
 
     pub(crate) fn report() -> Report {
         Report {

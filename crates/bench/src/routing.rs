@@ -15,12 +15,10 @@ use super::mux::{cell, outcome, spec};
 use super::report::{thousands, Machine};
 use super::sysbench::{self, parse_run, DataSet, Endpoint, RunStats, SysbenchCommand};
 use super::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
-use crate::admin::client::Client;
-use crate::config::Secret;
-use crate::sandbox::{self, MariaDb, ReplicaSet, ReplicaSetOptions};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::Value;
+use sluice_sandbox::{self as sandbox, MariaDb, ReplicaSet, ReplicaSetOptions};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -392,7 +390,7 @@ fn measure(
     .with_context(|| format!("writing {}", config.display()))?;
     let mut sluice = SluiceProcess::start(sluice_bin, &config, port, &out.join("sluice.log"))?;
     results.sluice_command = Some(sluice.command.clone());
-    let admin = Client::new(format!("127.0.0.1:{admin_port}"), Some(Secret(token)));
+    let admin = AdminApi::new(format!("127.0.0.1:{admin_port}"), token);
     let roles = wait_for_routing(&admin, plan)?;
     results.servers = plan
         .servers
@@ -454,7 +452,7 @@ fn measure(
 
 /// Waits until Sluice's monitor has elected the primary as the writer and sees every
 /// replica as a reader; the role of each server, in plan order.
-fn wait_for_routing(admin: &Client, plan: &Plan) -> anyhow::Result<Vec<String>> {
+fn wait_for_routing(admin: &AdminApi, plan: &Plan) -> anyhow::Result<Vec<String>> {
     let deadline = Instant::now() + ROUTING_READY_TIMEOUT;
     loop {
         let last = servers_json(admin);
@@ -487,20 +485,51 @@ fn wait_for_routing(admin: &Client, plan: &Plan) -> anyhow::Result<Vec<String>> 
     }
 }
 
+/// Sluice's admin API as this benchmark reads it: `GET` with the run's token.
+struct AdminApi {
+    agent: ureq::Agent,
+    /// "host:port".
+    address: String,
+    token: String,
+}
+
+impl AdminApi {
+    fn new(address: String, token: String) -> AdminApi {
+        let agent = ureq::Agent::config_builder()
+            .timeout_connect(Some(Duration::from_secs(5)))
+            .timeout_global(Some(Duration::from_secs(30)))
+            // A refusal's status and body are part of the error message we build.
+            .http_status_as_error(false)
+            .build()
+            .into();
+        AdminApi {
+            agent,
+            address,
+            token,
+        }
+    }
+
+    /// The status and the body of `GET path`.
+    fn get(&self, path: &str) -> anyhow::Result<(ureq::http::StatusCode, String)> {
+        let mut response = self
+            .agent
+            .get(format!("http://{}{path}", self.address))
+            .header("Authorization", format!("Bearer {}", self.token))
+            .call()?;
+        let body = response.body_mut().read_to_string()?;
+        Ok((response.status(), body))
+    }
+}
+
 /// `GET /v1/servers`.
-fn servers_json(admin: &Client) -> anyhow::Result<Value> {
-    let response = admin
+fn servers_json(admin: &AdminApi) -> anyhow::Result<Value> {
+    let (status, body) = admin
         .get("/v1/servers")
         .context("asking Sluice's admin API for /v1/servers")?;
-    if response.status != 200 {
-        bail!(
-            "/v1/servers answered {} {}: {}",
-            response.status,
-            response.reason,
-            String::from_utf8_lossy(&response.body)
-        );
+    if status != 200 {
+        bail!("/v1/servers answered {status}: {body}");
     }
-    response.json().context("/v1/servers is not JSON")
+    serde_json::from_str(&body).context("/v1/servers is not JSON")
 }
 
 fn server_entry<'a>(json: &'a Value, name: &str) -> Option<&'a Value> {
@@ -520,7 +549,7 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn take(plan: &Plan, databases: &[&MariaDb], admin: Option<&Client>) -> Snapshot {
+    fn take(plan: &Plan, databases: &[&MariaDb], admin: Option<&AdminApi>) -> Snapshot {
         let json = admin.and_then(|a| servers_json(a).ok());
         let stat = |key: &str| json.as_ref().and_then(|j| j["stats"][key].as_u64());
         Snapshot {
@@ -573,7 +602,7 @@ fn one_run(
     (threads, repetition, scenario): (u32, u32, &'static str),
     target: SocketAddr,
     databases: &[&MariaDb],
-    admin: Option<&Client>,
+    admin: Option<&AdminApi>,
     out: &Path,
 ) -> Run {
     let spec = spec(threads, plan.duration, plan.data);
@@ -992,13 +1021,16 @@ mod tests {
             .map(|i| SocketAddr::from(([127, 0, 0, 1], 3306 + i)))
             .collect();
         let text = sluice_config(&p, &addresses, 6033, 6080, "t0ken");
-        let config = crate::config::Config::parse(&text).unwrap();
-        assert_eq!(config.validate(), Vec::<String>::new());
-        assert_eq!(config.servers.len(), 3);
-        assert_eq!(config.servers[2].weight, 3);
-        assert_eq!(config.servers[1].address, "127.0.0.1:3307");
-        assert!(config.pool.multiplex);
-        assert_eq!(config.pool.max_connections, 64);
+        // Read as plain TOML: this crate does not depend on the proxy. That Sluice
+        // accepts the file is checked by the integration test of `sluice bench-routing`.
+        let config: toml::Table = text.parse().unwrap();
+        let servers = config["servers"].as_array().unwrap();
+        assert_eq!(servers.len(), 3);
+        assert_eq!(servers[2]["weight"].as_integer(), Some(3));
+        assert_eq!(servers[1]["address"].as_str(), Some("127.0.0.1:3307"));
+        assert_eq!(config["pool"]["multiplex"].as_bool(), Some(true));
+        assert_eq!(config["pool"]["max_connections"].as_integer(), Some(64));
+        assert_eq!(config["admin"]["token"].as_str(), Some("t0ken"));
     }
 
     #[test]

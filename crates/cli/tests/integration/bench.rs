@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
-use sluice::sandbox::wait_child;
+use sluice_sandbox::wait_child;
 
 use crate::support::proxy::{User, SLUICE_BIN};
 use crate::support::{dedicated_server, free_port, Config, MariaDbOptions, Sluice};
@@ -363,7 +363,7 @@ fn a_killed_benchmark_leaves_nothing_running() {
     });
     assert!(found, "the benchmark never reported its Sluice");
     let pid = pid.unwrap();
-    assert!(sluice::sandbox::process_alive(pid));
+    assert!(sluice_sandbox::process_alive(pid));
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(

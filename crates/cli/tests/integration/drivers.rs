@@ -114,7 +114,7 @@ fn mysql2_sees_the_same_as_direct() {
         root.join("tests/clients/node/node_modules/mysql2"),
         "the mysql2 package",
     );
-    let node = sluice::sandbox::find_program(&["node", "nodejs"])
+    let node = sluice_sandbox::find_program(&["node", "nodejs"])
         .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
     // The scenario also switches users with COM_CHANGE_USER.
     compare(
@@ -134,7 +134,7 @@ fn mysql2_session_tracking_is_the_clients_own() {
         root.join("tests/clients/node/compat.js"),
         "the mysql2 scenario",
     );
-    let node = sluice::sandbox::find_program(&["node", "nodejs"])
+    let node = sluice_sandbox::find_program(&["node", "nodejs"])
         .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
     let server = shared_server();
     let args = ["--scenario", "tracking"];
