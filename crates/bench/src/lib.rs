@@ -116,7 +116,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
-    /// Host of an existing database server for the direct scenario. This or any other
+    /// Host of an existing database server for the direct scenario, or the path of its
+    /// Unix socket (starting with `/`; the port is then unused). This or any other
     /// host/port flag targets existing servers instead of starting any [default:
     /// 127.0.0.1].
     #[arg(long, value_name = "HOST")]
@@ -126,8 +127,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PORT")]
     pub mysql_port: Option<u16>,
 
-    /// Host of an existing Sluice with no cache rules, for the passthrough scenario
-    /// [default: 127.0.0.1].
+    /// Host of an existing Sluice with no cache rules, for the passthrough scenario, or
+    /// the path of its Unix socket (`[[listeners]] socket`) [default: 127.0.0.1].
     #[arg(long, value_name = "HOST")]
     pub sluice_host: Option<String>,
 
@@ -139,8 +140,8 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PID")]
     pub sluice_pid: Option<u32>,
 
-    /// Host of an existing Sluice that caches every read, for the cached scenario
-    /// [default: 127.0.0.1].
+    /// Host of an existing Sluice that caches every read, for the cached scenario, or the
+    /// path of its Unix socket [default: 127.0.0.1].
     #[arg(long, value_name = "HOST")]
     pub cached_host: Option<String>,
 

@@ -101,18 +101,30 @@ impl SlapCommand {
     /// (before the run as well as after): never the benchmark's database, so
     /// `endpoint.database` is refused, and otherwise unused.
     pub fn insert(program: &Path, endpoint: &Endpoint, spec: &InsertSpec, schema: &str) -> Self {
+        // A host given as a path is a Unix socket; otherwise the run must go over TCP,
+        // never the socket `localhost` can otherwise mean (a --port already implies it).
+        let (host, port, protocol) = match endpoint.socket() {
+            Some(path) => (
+                "--host=localhost".to_string(),
+                format!("--socket={path}"),
+                "--protocol=socket".to_string(),
+            ),
+            None => (
+                format!("--host={}", endpoint.host),
+                format!("--port={}", endpoint.port),
+                "--protocol=tcp".to_string(),
+            ),
+        };
         let args = vec![
             // Only honoured as the first argument. No option file's [client] section
             // (socket, TLS, another password) may change the run.
             "--no-defaults".to_string(),
-            format!("--host={}", endpoint.host),
-            format!("--port={}", endpoint.port),
+            host,
+            port,
             format!("--user={}", endpoint.user),
             // Always with `=`, even empty: a bare --password asks on the terminal.
             format!("--password={}", endpoint.password),
-            // A --port on the command line already implies it; explicit because the run
-            // must go over TCP, never the Unix socket `localhost` can otherwise mean.
-            "--protocol=tcp".to_string(),
+            protocol,
             // This client uses TLS whenever the server offers it, sysbench by default not:
             // keep both benchmarks, and both scenarios, on the plain protocol, with no
             // TLS handshakes inside the timed phase (clients connect after the clock
@@ -637,6 +649,24 @@ mod tests {
              --concurrency=16 --number-of-queries=1000000 --commit=1000 --iterations=1"
         );
         assert!(cmd.args.contains(&"--password=s3cret pw".to_string()));
+        let socket = Endpoint {
+            host: "/run/sluice.sock".into(),
+            ..endpoint()
+        };
+        let over_socket = SlapCommand::insert(
+            Path::new("mysqlslap"),
+            &socket,
+            &spec(16, 1_000, 10),
+            "sluice_slap",
+        );
+        assert!(
+            over_socket.display().starts_with(
+                "mysqlslap --no-defaults --host=localhost --socket=/run/sluice.sock \
+                 --user=slap --password=**** --protocol=socket"
+            ),
+            "{}",
+            over_socket.display()
+        );
         // mysqlslap cuts statements at newlines.
         assert!(!CREATE_TABLE.contains('\n') && !INSERT.contains('\n'));
 

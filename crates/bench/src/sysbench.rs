@@ -120,6 +120,13 @@ pub struct Endpoint {
     pub show_password: bool,
 }
 
+impl Endpoint {
+    /// The Unix socket to connect to: a host given as a path (starting with `/`).
+    pub fn socket(&self) -> Option<&str> {
+        self.host.starts_with('/').then_some(self.host.as_str())
+    }
+}
+
 /// The tables sysbench creates and reads.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct DataSet {
@@ -140,11 +147,21 @@ pub struct SysbenchCommand {
 
 impl SysbenchCommand {
     fn new(program: &Path, script: &str, endpoint: &Endpoint, data: DataSet) -> Self {
+        let (host, port) = match endpoint.socket() {
+            Some(path) => (
+                "--mysql-host=localhost".to_string(),
+                format!("--mysql-socket={path}"),
+            ),
+            None => (
+                format!("--mysql-host={}", endpoint.host),
+                format!("--mysql-port={}", endpoint.port),
+            ),
+        };
         let args = vec![
             script.to_string(),
             "--db-driver=mysql".to_string(),
-            format!("--mysql-host={}", endpoint.host),
-            format!("--mysql-port={}", endpoint.port),
+            host,
+            port,
             format!("--mysql-user={}", endpoint.user),
             format!("--mysql-password={}", endpoint.password),
             format!("--mysql-db={}", endpoint.database),
@@ -669,5 +686,18 @@ mod tests {
         let text = prepare.display();
         assert!(text.contains("'--mysql-password=s3cret pw'"), "{text}");
         assert!(text.ends_with("--threads=4 prepare"), "{text}");
+
+        // A host given as a path is a Unix socket.
+        let socket = Endpoint {
+            host: "/run/sluice.sock".into(),
+            ..shown
+        };
+        let run = SysbenchCommand::run(Path::new("sysbench"), &socket, &spec, Path::new("out"));
+        let text = run.display();
+        assert!(
+            text.contains("--mysql-host=localhost --mysql-socket=/run/sluice.sock --mysql-user"),
+            "{text}"
+        );
+        assert!(!text.contains("--mysql-port"), "{text}");
     }
 }

@@ -21,6 +21,9 @@ pub struct Target {
 
 impl std::fmt::Display for Target {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.host.starts_with('/') {
+            return write!(f, "{}", self.host);
+        }
         write!(f, "{}:{}", self.host, self.port)
     }
 }
@@ -470,6 +473,11 @@ impl SluiceProcess {
 }
 
 fn check_reachable(target: &Target, what: &str) -> anyhow::Result<()> {
+    if target.host.starts_with('/') {
+        std::os::unix::net::UnixStream::connect(&target.host)
+            .with_context(|| format!("cannot reach {what} at {target}"))?;
+        return Ok(());
+    }
     let addrs: Vec<SocketAddr> = (target.host.as_str(), target.port)
         .to_socket_addrs()
         .with_context(|| format!("cannot resolve {what} {target}"))?

@@ -85,10 +85,11 @@ struct ServeArgs {
     /// TOML configuration file (see docs/CONFIGURATION.md).
     #[arg(short, long, env = "SLUICE_CONFIG")]
     config: Option<PathBuf>,
-    /// Address to accept clients on, e.g. 127.0.0.1:6033 (repeatable).
+    /// Address to accept clients on, e.g. 127.0.0.1:6033, or a Unix socket path starting
+    /// with / (repeatable).
     #[arg(long, value_name = "ADDR")]
     listen: Vec<String>,
-    /// Backend server host:port (repeatable).
+    /// Backend server host:port, or its Unix socket path starting with / (repeatable).
     #[arg(long, value_name = "ADDR")]
     backend: Vec<String>,
     /// A user as NAME:PASSWORD, used both to log in to Sluice and to the backend (repeatable).

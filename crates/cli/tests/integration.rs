@@ -71,3 +71,5 @@ mod sysbench;
 mod tls;
 #[path = "integration/transparency.rs"]
 mod transparency;
+#[path = "integration/unix_socket.rs"]
+mod unix_socket;

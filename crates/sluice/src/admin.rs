@@ -2,10 +2,13 @@
 //! wraps it lives with the binary. Subsystems plug in through traits such as
 //! [`CacheAdmin`], so this module depends on none of them.
 
+pub mod config;
 pub mod dashboard;
 pub mod metrics;
 
-use crate::config::{AdminConfig, Secret};
+pub use config::AdminConfig;
+
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use anyhow::Context;
@@ -728,7 +731,6 @@ async fn drain_server(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     #[test]
     fn invalidate_bodies() {
@@ -801,7 +803,7 @@ mod tests {
             address: "127.0.0.1:0".into(),
             ..AdminConfig::default()
         };
-        if std::env::var_os(crate::config::ADMIN_TOKEN_ENV).is_none() {
+        if std::env::var_os(config::ADMIN_TOKEN_ENV).is_none() {
             let off = runtime.block_on(start(&cfg, state(), shutdown.clone()));
             assert!(off.unwrap().is_none());
         }
@@ -825,61 +827,5 @@ mod tests {
         assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
         trigger.trigger();
         runtime.block_on(task).unwrap();
-    }
-
-    fn admin_config(toml: &str) -> Config {
-        let base = r#"
-            [[listeners]]
-            address = "127.0.0.1:6033"
-            [[users]]
-            name = "app"
-            password = "pw"
-            [[servers]]
-            address = "127.0.0.1:3306"
-        "#;
-        Config::parse(&format!("{base}\n[admin]\n{toml}")).unwrap()
-    }
-
-    #[test]
-    fn admin_config_defaults_and_validation() {
-        let c = admin_config("");
-        assert_eq!(c.validate(), Vec::<String>::new());
-        assert_eq!(c.admin.address, "127.0.0.1:6080");
-        assert_eq!(c.admin.configured_token(), Ok(None));
-
-        let c = admin_config("token = \"t0ken\"\naddress = \"[::1]:7000\"");
-        assert_eq!(c.validate(), Vec::<String>::new());
-        assert_eq!(c.admin.resolved_token(), Ok(Some(Secret("t0ken".into()))));
-
-        let problems = |toml: &str| admin_config(toml).validate();
-        assert!(problems("address = \"localhost\"")[0].contains("admin.address"));
-        assert!(problems("address = \"0.0.0.0:6080\"")[0].contains("allow_remote"));
-        assert!(problems("address = \"0.0.0.0:6080\"\nallow_remote = true").is_empty());
-        assert!(problems("token = \"\"")[0].contains("admin.token is empty"));
-        assert!(problems("token = \"a b\"")[0].contains("visible ASCII"));
-        assert!(problems("token = \"a\"\ntoken_file = \"/nonexistent\"")[0].contains("not both"));
-        assert!(problems("token_file = \"/nonexistent/token\"")[0].contains("cannot read"));
-        assert!(Config::parse("[admin]\ntokn = \"x\"").is_err());
-    }
-
-    #[test]
-    fn token_file_is_trimmed() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("token");
-        std::fs::write(&path, "  from-file\n").unwrap();
-        let c = admin_config(&format!("token_file = {:?}", path.to_str().unwrap()));
-        assert_eq!(c.validate(), Vec::<String>::new());
-        assert_eq!(
-            c.admin.configured_token(),
-            Ok(Some(Secret("from-file".into())))
-        );
-        std::fs::write(&path, "\n").unwrap();
-        assert!(c.validate()[0].contains("admin.token_file is empty"));
-    }
-
-    #[test]
-    fn the_secret_is_not_printed() {
-        let c = admin_config("token = \"hunter2\"");
-        assert!(!format!("{:?}", c.admin).contains("hunter2"));
     }
 }

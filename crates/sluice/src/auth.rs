@@ -3,12 +3,14 @@
 //! Users come from `[[users]]` and, in [`accounts`], from the servers' own account tables.
 
 pub mod accounts;
+pub mod config;
 pub mod host;
 mod rsa;
 
 pub use self::rsa::{rsa_encrypt_password, RsaKey};
 
-use crate::config::{AuthPlugin, Secret, UserConfig};
+use crate::secret::Secret;
+use config::{AuthPlugin, UserConfig};
 use parking_lot::Mutex;
 use sluice_wire::auth as wire;
 use std::collections::HashMap;
@@ -211,16 +213,18 @@ impl User {
             && self.ed25519_key == other.ed25519_key
     }
 
-    /// How a client on a connection with or without TLS proves it is this user; `None`:
-    /// it cannot log in through Sluice (the reason is logged by the caller).
-    pub fn exchange(&self, tls: bool) -> Option<Exchange> {
+    /// How a client on a secure connection (TLS, the Unix socket) or not proves it is
+    /// this user; `None`: it cannot log in through Sluice (the reason is logged by the
+    /// caller).
+    pub fn exchange(&self, secure: bool) -> Option<Exchange> {
         match (self.plugin, self.origin) {
             (AuthPlugin::Native, _) => Some(Exchange::Native),
             (AuthPlugin::CachingSha2, _) => Some(Exchange::CachingSha2),
             (AuthPlugin::Ed25519, Origin::Config) => Some(Exchange::Ed25519),
             // Sluice can check a signature but not make one for the server: only the
-            // password itself lets it log in there, and only TLS may carry it.
-            (AuthPlugin::Ed25519, Origin::Server) => tls.then_some(Exchange::Cleartext),
+            // password itself lets it log in there, and only a secure transport (TLS,
+            // the Unix socket) may carry it.
+            (AuthPlugin::Ed25519, Origin::Server) => secure.then_some(Exchange::Cleartext),
         }
     }
 

@@ -7,8 +7,8 @@ pub use events::EventError;
 
 use crate::auth::BackendCredentials;
 use crate::backend::{BackendConn, ConnParams, Server};
-use crate::config::Secret;
 use crate::error::BackendError;
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use bytes::{Bytes, BytesMut};
 use events::Decoder;

@@ -1,10 +1,20 @@
 //! Configuration: one serde tree read from TOML, command-line overrides, and a
-//! `validate()` that reports every problem at once. Each subsystem gets its own section.
+//! `validate()` that reports every problem at once. Each subsystem owns its section's
+//! type (`router::config`, `cache::config`, ...); this module only composes them, so it
+//! sits above every subsystem and none of them imports it.
 
 use serde::Deserialize;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::time::Duration;
+
+pub use crate::admin::config::{AdminConfig, ADMIN_TOKEN_ENV};
+pub use crate::analytics::AnalyticsConfig;
+pub use crate::auth::accounts::AccountsConfig;
+pub use crate::auth::config::{AuthPlugin, UserConfig};
+pub use crate::backend::config::{PoolConfig, TlsMode};
+pub use crate::cache::CacheConfig;
+pub use crate::frontend::config::{LimitsConfig, ListenerConfig, ProtocolConfig};
+pub use crate::router::config::{FailoverConfig, MonitorConfig, RoutingConfig, ServerConfig};
+pub use crate::secret::Secret;
+use std::path::Path;
 
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
@@ -24,19 +34,19 @@ pub struct Config {
     #[serde(default)]
     pub protocol: ProtocolConfig,
     #[serde(default)]
-    pub cache: crate::cache::CacheConfig,
+    pub cache: CacheConfig,
     #[serde(default)]
     pub admin: AdminConfig,
     #[serde(default)]
-    pub routing: crate::router::config::RoutingConfig,
+    pub routing: RoutingConfig,
     #[serde(default)]
-    pub monitor: crate::router::config::MonitorConfig,
+    pub monitor: MonitorConfig,
     #[serde(default)]
-    pub failover: crate::router::config::FailoverConfig,
+    pub failover: FailoverConfig,
     #[serde(default)]
-    pub analytics: crate::analytics::AnalyticsConfig,
+    pub analytics: AnalyticsConfig,
     #[serde(default)]
-    pub accounts: crate::auth::accounts::AccountsConfig,
+    pub accounts: AccountsConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -73,351 +83,6 @@ fn default_log_level() -> String {
     "info".into()
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListenerConfig {
-    /// Address clients connect to, e.g. "127.0.0.1:6033".
-    pub address: String,
-    /// PEM certificate chain; with `tls_key`, clients may upgrade to TLS.
-    pub tls_cert: Option<PathBuf>,
-    /// PEM private key for `tls_cert`.
-    pub tls_key: Option<PathBuf>,
-    /// Refuse clients that do not upgrade to TLS. Default false.
-    #[serde(default)]
-    pub require_tls: bool,
-    /// Plugin named in the initial handshake. Default "mysql_native_password".
-    #[serde(default = "default_plugin")]
-    pub default_auth_plugin: AuthPlugin,
-    /// PEM RSA private key for `caching_sha2_password` full authentication without TLS.
-    /// Default: a key generated at start.
-    pub rsa_key: Option<PathBuf>,
-    /// Pending connections the kernel queues before Sluice accepts them (`listen(2)`'s
-    /// backlog, capped by `net.core.somaxconn`). Default 1024.
-    #[serde(default = "default_backlog")]
-    pub backlog: u32,
-}
-
-/// Above MariaDB's own `back_log` (autosized to `max_connections`, 151 by default): one
-/// Sluice takes the connects a whole fleet of clients would spread over its servers.
-fn default_backlog() -> u32 {
-    1024
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
-pub enum AuthPlugin {
-    #[serde(rename = "mysql_native_password")]
-    Native,
-    #[serde(rename = "caching_sha2_password")]
-    CachingSha2,
-    /// MariaDB's `ed25519` (`client_ed25519` in the protocol).
-    #[serde(rename = "client_ed25519", alias = "ed25519")]
-    Ed25519,
-}
-
-impl AuthPlugin {
-    pub fn name(self) -> &'static str {
-        match self {
-            AuthPlugin::Native => sluice_wire::auth::NATIVE_PASSWORD,
-            AuthPlugin::CachingSha2 => sluice_wire::auth::CACHING_SHA2_PASSWORD,
-            AuthPlugin::Ed25519 => sluice_wire::auth::CLIENT_ED25519,
-        }
-    }
-}
-
-fn default_plugin() -> AuthPlugin {
-    AuthPlugin::Native
-}
-
-#[derive(Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserConfig {
-    pub name: String,
-    /// Plain password. Either this or `password_hash`.
-    pub password: Option<Secret>,
-    /// Stored form, as in `mysql.user`: "*" and 40 hex digits (`mysql_native_password`),
-    /// or the base64 public key for `client_ed25519`.
-    pub password_hash: Option<String>,
-    /// Plugin this user authenticates with. Default "mysql_native_password".
-    #[serde(default = "default_plugin")]
-    pub auth_plugin: AuthPlugin,
-    /// Account Sluice logs in as on the backends. Default: `name`.
-    pub backend_user: Option<String>,
-    /// Password for `backend_user`. Default: `password`.
-    pub backend_password: Option<Secret>,
-    /// Most client connections of this user at once; more get error 1203. Default:
-    /// `limits.max_user_connections`.
-    pub max_connections: Option<u32>,
-}
-
-impl std::fmt::Debug for UserConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UserConfig")
-            .field("name", &self.name)
-            .field("auth_plugin", &self.auth_plugin)
-            .field("backend_user", &self.backend_user)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A password: never printed, never logged.
-#[derive(Clone, Deserialize, PartialEq, Eq, Hash)]
-#[serde(transparent)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(***)")
-    }
-}
-
-#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum TlsMode {
-    /// Plain TCP to the server (default).
-    #[default]
-    Disabled,
-    /// TLS when the server offers it.
-    Preferred,
-    /// TLS or no connection.
-    Required,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ServerConfig {
-    /// Name used in logs and errors. Default: the address.
-    pub name: Option<String>,
-    /// "host:port" of a MySQL or MariaDB server.
-    pub address: String,
-    /// Most backend connections to this server. Default: `pool.max_connections`.
-    pub max_connections: Option<u32>,
-    #[serde(default)]
-    pub tls: TlsMode,
-    /// PEM CA bundle to verify the server's certificate.
-    pub tls_ca: Option<PathBuf>,
-    /// Verify the server certificate (needs `tls_ca`). Default: true when `tls_ca` is set.
-    pub tls_verify: Option<bool>,
-    /// "auto" (default: writer when `read_only` is off), "writer" or "reader".
-    #[serde(default)]
-    pub role: crate::router::config::RoleConfig,
-    /// Share of reads among readers of equal latency. Default 1.
-    #[serde(default = "default_weight")]
-    pub weight: u32,
-    /// Zone (rack, availability zone) the server is in; see `routing.zone`.
-    pub zone: Option<String>,
-    /// Replication lag past which it gets no reads. Default `routing.max_lag`.
-    #[serde(default, with = "humantime_serde::option")]
-    pub max_lag: Option<Duration>,
-    /// Named groups routing rules can send statements to.
-    #[serde(default)]
-    pub groups: Vec<String>,
-}
-
-fn default_weight() -> u32 {
-    1
-}
-
-impl ServerConfig {
-    /// A server at `address` with every other setting at its default.
-    pub fn at(address: &str) -> ServerConfig {
-        ServerConfig {
-            name: None,
-            address: address.into(),
-            max_connections: None,
-            tls: TlsMode::Disabled,
-            tls_ca: None,
-            tls_verify: None,
-            role: Default::default(),
-            weight: default_weight(),
-            zone: None,
-            max_lag: None,
-            groups: Vec::new(),
-        }
-    }
-}
-
-impl ServerConfig {
-    pub fn display_name(&self) -> String {
-        self.name.clone().unwrap_or_else(|| self.address.clone())
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PoolConfig {
-    /// Most backend connections per server. Default 100.
-    #[serde(default = "default_max_connections")]
-    pub max_connections: u32,
-    /// Idle connections kept open per server and user. Default 0.
-    #[serde(default)]
-    pub min_idle: u32,
-    /// Idle connections older than this are closed. Default "10m".
-    #[serde(default = "default_idle_timeout", with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// Limit for TCP connect plus backend handshake. Default "5s".
-    #[serde(default = "default_connect_timeout", with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// How long a statement waits in the queue for a backend connection when every one
-    /// is busy; past it the client gets error 9001. Default "10s".
-    #[serde(
-        default = "default_acquire_timeout",
-        with = "humantime_serde",
-        alias = "acquire_timeout"
-    )]
-    pub queue_timeout: Duration,
-    /// Most statements waiting for a connection of one server; more are refused at once
-    /// (error 9001). Default 10000.
-    #[serde(default = "default_max_queue")]
-    pub max_queue: u32,
-    /// Multiplexing: a client holds a backend connection only during a statement, a
-    /// transaction, or while it holds state that can't move; otherwise its statements
-    /// may run on any connection, brought in line with its session state. Default true.
-    #[serde(default = "default_true")]
-    pub multiplex: bool,
-    /// Without multiplexing, log in to the server with the client's connection
-    /// attributes (and `proxy=sluice`), so that the server shows the client's program;
-    /// such a connection is reused only by a client with the same attributes. Default
-    /// true.
-    #[serde(default = "default_true")]
-    pub forward_attributes: bool,
-    /// Backend prepared statements kept per connection for multiplexed sessions; the
-    /// least recently used is closed past it. Default 256.
-    #[serde(default = "default_prepared_per_connection")]
-    pub max_prepared_per_connection: u32,
-    /// Prepared statements Sluice keeps open on one server, across all its connections
-    /// there; a prepare past it gets error 1461 unless statements no client uses can be
-    /// closed. Default: half the server's `max_prepared_stmt_count`, as read from it.
-    #[serde(default)]
-    pub max_prepared_statements: Option<u32>,
-    /// After a write through a multiplexed session, how long its connection is kept
-    /// while the client is idle, so that `LAST_INSERT_ID()` and `ROW_COUNT()` in its next
-    /// statement read the server's own values; not while others wait. Default "20ms".
-    #[serde(default = "default_write_hold", with = "humantime_serde")]
-    pub write_hold: Duration,
-    /// How often idle connections are checked. Default "5s".
-    #[serde(default = "default_check_interval", with = "humantime_serde")]
-    pub check_interval: Duration,
-}
-
-impl Default for PoolConfig {
-    fn default() -> Self {
-        PoolConfig {
-            max_connections: default_max_connections(),
-            min_idle: 0,
-            idle_timeout: default_idle_timeout(),
-            connect_timeout: default_connect_timeout(),
-            queue_timeout: default_acquire_timeout(),
-            max_queue: default_max_queue(),
-            multiplex: true,
-            forward_attributes: true,
-            max_prepared_per_connection: default_prepared_per_connection(),
-            max_prepared_statements: None,
-            write_hold: default_write_hold(),
-            check_interval: default_check_interval(),
-        }
-    }
-}
-
-fn default_max_connections() -> u32 {
-    100
-}
-fn default_idle_timeout() -> Duration {
-    Duration::from_secs(600)
-}
-fn default_connect_timeout() -> Duration {
-    Duration::from_secs(5)
-}
-fn default_acquire_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-fn default_max_queue() -> u32 {
-    10_000
-}
-fn default_true() -> bool {
-    true
-}
-fn default_prepared_per_connection() -> u32 {
-    256
-}
-fn default_write_hold() -> Duration {
-    Duration::from_millis(20)
-}
-fn default_check_interval() -> Duration {
-    Duration::from_secs(5)
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LimitsConfig {
-    /// Most client connections at once; more get error 1040. Default 10000.
-    #[serde(default = "default_max_clients")]
-    pub max_client_connections: u32,
-    /// Most client connections of one user at once (0: no limit); a user's own
-    /// `max_connections` wins. More get error 1203. Default 0.
-    #[serde(default)]
-    pub max_user_connections: u32,
-    /// Time a client has to complete its login. Default "10s".
-    #[serde(default = "default_handshake_timeout", with = "humantime_serde")]
-    pub handshake_timeout: Duration,
-    /// On SIGTERM/SIGINT, how long running statements may finish. Default "30s".
-    #[serde(default = "default_shutdown_grace", with = "humantime_serde")]
-    pub shutdown_grace: Duration,
-    /// Largest packet Sluice itself decodes from a client (handshake, COM_CHANGE_USER).
-    /// Forwarded statements are streamed and limited only by the server. Default 16 MiB.
-    #[serde(default = "default_max_decoded_packet")]
-    pub max_decoded_packet: usize,
-}
-
-impl Default for LimitsConfig {
-    fn default() -> Self {
-        LimitsConfig {
-            max_client_connections: default_max_clients(),
-            max_user_connections: 0,
-            handshake_timeout: default_handshake_timeout(),
-            shutdown_grace: default_shutdown_grace(),
-            max_decoded_packet: default_max_decoded_packet(),
-        }
-    }
-}
-
-fn default_max_clients() -> u32 {
-    10_000
-}
-fn default_handshake_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-fn default_shutdown_grace() -> Duration {
-    Duration::from_secs(30)
-}
-fn default_max_decoded_packet() -> usize {
-    16 << 20
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProtocolConfig {
-    /// Offer LOAD DATA LOCAL INFILE to clients, so that the server's own `local_infile`
-    /// decides (the risk, the server asking a client for a file, is the same with a
-    /// proxy relaying it). False refuses it for every server. Default true.
-    #[serde(default = "default_local_infile")]
-    pub local_infile: bool,
-    /// Version string announced to clients. Default: the first backend's own version.
-    pub server_version: Option<String>,
-}
-
-impl Default for ProtocolConfig {
-    fn default() -> ProtocolConfig {
-        ProtocolConfig {
-            local_infile: default_local_infile(),
-            server_version: None,
-        }
-    }
-}
-
-fn default_local_infile() -> bool {
-    true
-}
-
 /// Settings given on the command line, which win over the file's.
 #[derive(Debug, Clone, Default)]
 pub struct Overrides {
@@ -449,17 +114,13 @@ impl Config {
             self.listeners = o
                 .listen
                 .iter()
-                .map(|a| ListenerConfig {
-                    address: a.clone(),
-                    ..template.clone().unwrap_or_else(|| ListenerConfig {
-                        address: String::new(),
-                        tls_cert: None,
-                        tls_key: None,
-                        require_tls: false,
-                        default_auth_plugin: AuthPlugin::Native,
-                        rsa_key: None,
-                        backlog: default_backlog(),
-                    })
+                .map(|a| {
+                    let at = ListenerConfig::at(a);
+                    ListenerConfig {
+                        address: at.address.clone(),
+                        socket: at.socket.clone(),
+                        ..template.clone().unwrap_or(at)
+                    }
                 })
                 .collect();
         }
@@ -503,14 +164,27 @@ impl Config {
     pub fn validate(&self) -> Vec<String> {
         let mut p = Vec::new();
         if self.listeners.is_empty() {
-            p.push("no [[listeners]]: give at least one address to accept clients on".into());
+            p.push(
+                "no [[listeners]]: give at least one address or socket to accept clients on".into(),
+            );
         }
         for (i, l) in self.listeners.iter().enumerate() {
             let at = format!("listeners[{i}]");
-            if l.address.parse::<SocketAddr>().is_err() {
-                p.push(format!(
+            match &l.socket {
+                None if l.address.parse::<std::net::SocketAddr>().is_err() => p.push(format!(
                     "{at}.address: {:?} is not an IP:port address",
                     l.address
+                )),
+                None => {}
+                Some(_) if !l.address.is_empty() => {
+                    p.push(format!("{at}: give address or socket, not both"))
+                }
+                Some(path) => p.extend(check_socket_path(&format!("{at}.socket"), path)),
+            }
+            if l.socket_mode_bits().is_none() {
+                p.push(format!(
+                    "{at}.socket_mode: {:?} is not an octal mode such as \"0777\"",
+                    l.socket_mode
                 ));
             }
             match (&l.tls_cert, &l.tls_key) {
@@ -596,10 +270,10 @@ impl Config {
             if !server_names.insert(s.display_name()) {
                 p.push(format!("{at}: another server has the same name"));
             }
-            if !addresses.insert(s.address.to_ascii_lowercase()) {
+            if !addresses.insert(s.endpoint().to_string().to_ascii_lowercase()) {
                 p.push(format!(
                     "{at}: another server has the same address {}",
-                    s.address
+                    s.endpoint()
                 ));
             }
             if s.weight == 0 {
@@ -608,8 +282,23 @@ impl Config {
             if s.role == crate::router::config::RoleConfig::Writer {
                 writers += 1;
             }
-            if !valid_host_port(&s.address) {
-                p.push(format!("{at}.address: {:?} is not host:port", s.address));
+            match &s.socket {
+                None if !valid_host_port(&s.address) => {
+                    p.push(format!("{at}.address: {:?} is not host:port", s.address))
+                }
+                None => {}
+                Some(_) if !s.address.is_empty() => {
+                    p.push(format!("{at}: give address or socket, not both"))
+                }
+                Some(path) => {
+                    p.extend(check_socket_path(&format!("{at}.socket"), path));
+                    // A socket is local: the server itself needs no TLS there either.
+                    if s.tls != TlsMode::Disabled || s.tls_ca.is_some() {
+                        p.push(format!(
+                            "{at}: no TLS over a Unix socket; remove tls and tls_ca"
+                        ));
+                    }
+                }
             }
             if s.max_connections == Some(0) {
                 p.push(format!("{at}.max_connections must be at least 1"));
@@ -665,22 +354,25 @@ impl Config {
                 self.log.level
             ));
         }
-        let admin = &self.admin;
-        match admin.address.parse::<SocketAddr>() {
-            Err(_) => p.push(format!(
-                "admin.address: {:?} is not an IP:port address",
-                admin.address
-            )),
-            Ok(a) if !a.ip().is_loopback() && !admin.allow_remote => p.push(format!(
-                "admin.address: {a} is not a loopback address; the admin API is plain HTTP, \
-                 set admin.allow_remote = true to serve it to other hosts anyway"
-            )),
-            Ok(_) => {}
-        }
-        if let Err(e) = admin.configured_token() {
-            p.push(e);
-        }
+        p.extend(self.admin.validate());
         p
+    }
+}
+
+/// sun_path holds 108 bytes with its terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+fn check_socket_path(at: &str, path: &std::path::Path) -> Option<String> {
+    let len = path.as_os_str().len();
+    if len == 0 {
+        Some(format!("{at} is empty"))
+    } else if len > MAX_SOCKET_PATH {
+        Some(format!(
+            "{at}: {} is {len} bytes, longer than a Unix socket path may be ({MAX_SOCKET_PATH})",
+            path.display()
+        ))
+    } else {
+        None
     }
 }
 
@@ -691,91 +383,10 @@ fn valid_host_port(s: &str) -> bool {
     }
 }
 
-/// Environment variable holding the admin token when the file gives none.
-pub const ADMIN_TOKEN_ENV: &str = "SLUICE_ADMIN_TOKEN";
-
-/// The admin HTTP API. Off unless a token is configured.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct AdminConfig {
-    /// Address the admin API listens on. Default "127.0.0.1:6080".
-    #[serde(default = "default_admin_address")]
-    pub address: String,
-    /// Bearer token clients must present. Either this or `token_file`; without both, the
-    /// `SLUICE_ADMIN_TOKEN` environment variable; without any, the admin API is off.
-    pub token: Option<Secret>,
-    /// File holding the token (surrounding whitespace ignored).
-    pub token_file: Option<PathBuf>,
-    /// Allow a non-loopback `address`. Default false: the API is plain HTTP.
-    #[serde(default)]
-    pub allow_remote: bool,
-}
-
-impl Default for AdminConfig {
-    fn default() -> Self {
-        AdminConfig {
-            address: default_admin_address(),
-            token: None,
-            token_file: None,
-            allow_remote: false,
-        }
-    }
-}
-
-fn default_admin_address() -> String {
-    "127.0.0.1:6080".into()
-}
-
-impl AdminConfig {
-    /// The token to serve with: `token`, else `token_file`'s content, else the
-    /// `SLUICE_ADMIN_TOKEN` environment variable (an empty one counts as unset).
-    /// `None`: the admin API stays off.
-    pub fn resolved_token(&self) -> Result<Option<Secret>, String> {
-        if let Some(token) = self.configured_token()? {
-            return Ok(Some(token));
-        }
-        match std::env::var(ADMIN_TOKEN_ENV) {
-            Ok(v) if v.trim().is_empty() => Ok(None),
-            Ok(v) => check_admin_token(v.trim(), ADMIN_TOKEN_ENV).map(Some),
-            Err(std::env::VarError::NotPresent) => Ok(None),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                Err(format!("{ADMIN_TOKEN_ENV} is not valid UTF-8"))
-            }
-        }
-    }
-
-    /// The token the file gives (`token` or `token_file`), ignoring the environment.
-    pub fn configured_token(&self) -> Result<Option<Secret>, String> {
-        match (&self.token, &self.token_file) {
-            (Some(_), Some(_)) => Err("admin: give token or token_file, not both".into()),
-            (Some(t), None) => check_admin_token(&t.0, "admin.token").map(Some),
-            (None, Some(path)) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    format!("admin.token_file: cannot read {}: {e}", path.display())
-                })?;
-                check_admin_token(text.trim(), "admin.token_file").map(Some)
-            }
-            (None, None) => Ok(None),
-        }
-    }
-}
-
-/// Tokens travel in an HTTP header, so only visible ASCII survives the trip intact.
-fn check_admin_token(token: &str, what: &str) -> Result<Secret, String> {
-    if token.trim().is_empty() {
-        return Err(format!("{what} is empty"));
-    }
-    if !token.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(format!(
-            "{what} may only contain visible ASCII characters (no spaces)"
-        ));
-    }
-    Ok(Secret(token.to_owned()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn full_example_parses_and_validates() {
@@ -832,6 +443,74 @@ mod tests {
         assert!(p.iter().any(|x| x.contains("needs password")));
         assert!(p.iter().any(|x| x.contains("password_hash")));
         assert!(p.iter().any(|x| x.contains("servers[0]")));
+    }
+
+    #[test]
+    fn unix_sockets_on_both_sides() {
+        let c = Config::parse(
+            r#"
+            [[listeners]]
+            socket = "/run/sluice.sock"
+            socket_mode = "0660"
+            [[users]]
+            name = "app"
+            password = "secret"
+            [[servers]]
+            socket = "/run/mysqld/mysqld.sock"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(c.listeners[0].socket_mode_bits(), Some(0o660));
+        assert_eq!(c.servers[0].display_name(), "/run/mysqld/mysqld.sock");
+
+        let c = Config::parse(
+            r#"
+            [[listeners]]
+            address = "127.0.0.1:6033"
+            socket = "/run/sluice.sock"
+            [[listeners]]
+            socket = "/run/other.sock"
+            socket_mode = "rw"
+            [[users]]
+            name = "app"
+            password = "secret"
+            [[servers]]
+            address = "127.0.0.1:3306"
+            socket = "/run/mysqld/mysqld.sock"
+            [[servers]]
+            name = "far"
+            socket = "/run/mysqld/other.sock"
+            tls = "required"
+            "#,
+        )
+        .unwrap();
+        let p = c.validate();
+        assert!(p
+            .iter()
+            .any(|x| x.contains("listeners[0]: give address or socket")));
+        assert!(p.iter().any(|x| x.contains("listeners[1].socket_mode")));
+        assert!(p
+            .iter()
+            .any(|x| x.contains("servers[0]") && x.contains("not both")));
+        assert!(p.iter().any(|x| x.contains("servers[1] (far): no TLS")));
+        assert_eq!(p.len(), 4, "{p:#?}");
+
+        let mut c = Config::default();
+        c.apply(&Overrides {
+            listen: vec!["127.0.0.1:1".into(), "/run/sluice.sock".into()],
+            backends: vec!["/run/mysqld/mysqld.sock".into()],
+            users: vec!["app:pw".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.validate(), Vec::<String>::new());
+        assert_eq!(
+            c.listeners[1].socket.as_deref(),
+            Some(Path::new("/run/sluice.sock"))
+        );
+        assert!(c.listeners[1].address.is_empty());
+        assert!(c.servers[0].endpoint().is_unix());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod analytics_admin;
 mod cache_admin;
 mod client;
+pub mod config;
 mod login;
 mod servers_admin;
 mod session;
@@ -19,13 +20,15 @@ pub use session::mux::{MuxStats, PinReason};
 pub use session::run;
 pub use sessions_admin::SessionsHandle;
 
+use crate::auth::config::UserConfig;
 use crate::auth::{RsaKey, Users};
+use crate::backend::config::PoolConfig;
 use crate::backend::ConnParams;
 use crate::cache::QueryCache;
-use crate::config::{Config, LimitsConfig, ListenerConfig, PoolConfig, ProtocolConfig};
 use crate::router::Router;
 use crate::stats::Stats;
 use arc_swap::ArcSwap;
+use config::{LimitsConfig, ListenerConfig, ProtocolConfig};
 use parking_lot::Mutex;
 use sluice_wire::CapabilityFlags;
 use std::collections::HashMap;
@@ -82,7 +85,7 @@ pub struct SessionEntry {
     pub user: String,
     /// The backend login its connections use: what Sluice stops them with.
     pub login: Arc<crate::auth::BackendCredentials>,
-    pub client: std::net::SocketAddr,
+    pub client: crate::stream::Peer,
     pub multiplexed: bool,
     /// The client's connection attributes (what the server would show for it).
     pub attributes: Arc<sluice_wire::handshake::Attributes>,
@@ -154,6 +157,18 @@ impl SessionLive {
     }
 }
 
+/// The configuration sections the frontend is built from. The accounts loader's
+/// settings come built, since `[accounts]` and `[monitor]` decide them together.
+pub struct Sections<'a> {
+    pub listeners: &'a [ListenerConfig],
+    pub users: &'a [UserConfig],
+    pub accounts: crate::auth::accounts::Settings,
+    pub limits: &'a LimitsConfig,
+    pub protocol: &'a ProtocolConfig,
+    pub pool: &'a PoolConfig,
+    pub analytics: &'a crate::analytics::AnalyticsConfig,
+}
+
 /// State every session shares. Reloadable parts are swapped whole.
 pub struct Frontend {
     pub users: ArcSwap<Users>,
@@ -204,16 +219,14 @@ impl Frontend {
 
     /// Users, limits and protocol settings come from `config`.
     pub fn new(
-        config: &Config,
+        config: Sections<'_>,
         router: Arc<Router>,
         stats: Arc<Stats>,
         cache: Option<Arc<QueryCache>>,
     ) -> Frontend {
         Frontend {
-            users: ArcSwap::from_pointee(Users::from_config(&config.users)),
-            accounts: Arc::new(crate::auth::accounts::ServerAccounts::new(
-                crate::auth::accounts::Settings::from_config(config),
-            )),
+            users: ArcSwap::from_pointee(Users::from_config(config.users)),
+            accounts: Arc::new(crate::auth::accounts::ServerAccounts::new(config.accounts)),
             router: ArcSwap::new(router),
             identity: ArcSwap::from_pointee(Identity::default()),
             limits: config.limits.clone(),
@@ -227,7 +240,7 @@ impl Frontend {
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             cache,
-            analytics: Arc::new(crate::analytics::Analytics::new(&config.analytics)),
+            analytics: Arc::new(crate::analytics::Analytics::new(config.analytics)),
             client_params: Mutex::new(HashMap::new()),
             warm_pending: Mutex::new(Vec::new()),
         }

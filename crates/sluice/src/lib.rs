@@ -7,7 +7,9 @@
 //! [`router`] (writer or a reader, by rules, transaction state and load) →
 //! [`backend`] (pool lease, backend connection, streamed response).
 //! [`monitor`] watches every server and moves the writer when it fails.
-//! Around it: [`config`], [`auth`] (user list and verification), [`tls`], [`stats`],
+//! Around it: [`config`] (which composes the sections each subsystem owns, with
+//! [`secret`] below them all), [`stream`] (TCP or Unix socket, plain or TLS),
+//! [`auth`] (user list and verification), [`tls`], [`stats`],
 //! [`shutdown`], [`error`]; [`analytics`] (what every statement did, per digest, user
 //! and server, its history and the cache advisor); [`binlog`] (follows the primary's binlog so that the cache
 //! sees writes that bypass Sluice); [`admin`] (the HTTP JSON admin API and
@@ -27,6 +29,7 @@ pub mod error;
 pub mod frontend;
 pub mod monitor;
 pub mod router;
+pub mod secret;
 pub mod server;
 pub mod shutdown;
 pub mod stats;

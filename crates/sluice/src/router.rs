@@ -316,7 +316,7 @@ impl Router {
     /// an earlier member of the same server knew.
     pub fn member(
         pool: Arc<ServerPool>,
-        cfg: &crate::config::ServerConfig,
+        cfg: &config::ServerConfig,
         routing: &RoutingConfig,
         previous: Option<&Member>,
     ) -> Arc<Member> {
@@ -718,8 +718,9 @@ fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::config::{PoolConfig, TlsMode};
     use crate::backend::Server;
-    use crate::config::{PoolConfig, ServerConfig, TlsMode};
+    use config::ServerConfig;
 
     fn member(name: &str, f: impl FnOnce(&mut ServerConfig)) -> Arc<Member> {
         let mut cfg = ServerConfig::at(&format!("127.0.0.1:{}", 1000 + name.len()));
@@ -727,7 +728,7 @@ mod tests {
         f(&mut cfg);
         let server = Arc::new(Server {
             name: name.into(),
-            address: cfg.address.clone(),
+            endpoint: cfg.endpoint(),
             tls: TlsMode::Disabled,
             tls_config: None,
             max_connections: 4,

@@ -1,6 +1,8 @@
 //! The accept side: listeners, the client-connection limit, one task per client, and
 //! the process lifecycle (signals, reload of users and servers, graceful shutdown).
 
+mod listener;
+
 use crate::auth::BackendCredentials;
 use crate::auth::Users;
 use crate::backend::{probe, Server, ServerPool};
@@ -13,11 +15,11 @@ use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use crate::stream::Stream;
 use anyhow::Context;
+use listener::Listener;
 use sluice_wire::response::ErrPacket;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::Semaphore;
 
@@ -30,13 +32,13 @@ fn build_router(
 ) -> anyhow::Result<Arc<Router>> {
     let mut members = Vec::new();
     for s in &config.servers {
-        let server = Server::from_config(s, &config.pool)
+        let server = Server::from_config(&s.backend_spec(), &config.pool)
             .with_context(|| format!("server {}", s.display_name()))?;
         let reused = previous.and_then(|p| {
             p.members.iter().find(|old| {
                 let o = &old.pool.server;
                 o.name == server.name
-                    && o.address == server.address
+                    && o.endpoint == server.endpoint
                     && o.tls == server.tls
                     && o.max_connections == server.max_connections
                     && o.stmts.configured() == server.stmts.configured()
@@ -90,6 +92,30 @@ fn monitor_creds(config: &Config) -> Option<Arc<BackendCredentials>> {
         config.accounts.password.as_ref()?,
     );
     Some(Arc::new(BackendCredentials::new(u, p.clone())))
+}
+
+/// The accounts loader's settings: `[accounts]`, with `[monitor]`'s account as fallback.
+fn accounts_settings(config: &Config) -> crate::auth::accounts::Settings {
+    crate::auth::accounts::Settings::from_config(
+        &config.accounts,
+        (
+            config.monitor.user.as_ref(),
+            config.monitor.password.as_ref(),
+        ),
+        !config.users.is_empty(),
+    )
+}
+
+fn frontend_sections(config: &Config) -> frontend::Sections<'_> {
+    frontend::Sections {
+        listeners: &config.listeners,
+        users: &config.users,
+        accounts: accounts_settings(config),
+        limits: &config.limits,
+        protocol: &config.protocol,
+        pool: &config.pool,
+        analytics: &config.analytics,
+    }
 }
 
 /// Checks every server once, then watches them (one task each) and the writer.
@@ -156,7 +182,7 @@ pub async fn run(
         None
     };
     let fe = Arc::new(Frontend::new(
-        &config,
+        frontend_sections(&config),
         router.clone(),
         stats.clone(),
         cache.clone(),
@@ -278,18 +304,22 @@ pub async fn run(
         ))
     });
 
-    let mut accept_tasks = Vec::new();
+    // Every listener is bound before any accepts: if one fails, the others (and their
+    // socket files) go with the error.
+    let mut bound = Vec::new();
     for l in &config.listeners {
-        let listener = listen(&l.address, l.backlog)
-            .await
-            .with_context(|| format!("cannot listen on {}", l.address))?;
+        let listener = Listener::bind(l).await?;
         let tls = match (&l.tls_cert, &l.tls_key) {
             (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
                 c, k,
             )?)),
             _ => None,
         };
-        tracing::info!(address = %listener.local_addr()?, tls = tls.is_some(), "listening");
+        tracing::info!(address = %listener.describe(), tls = tls.is_some(), "listening");
+        bound.push((listener, l, tls));
+    }
+    let mut accept_tasks = Vec::new();
+    for (listener, l, tls) in bound {
         accept_tasks.push(tokio::spawn(accept_loop(
             listener,
             Arc::new(l.clone()),
@@ -379,8 +409,7 @@ fn reload(
     }
     fe.router.store(router);
     fe.users.store(Arc::new(Users::from_config(&config.users)));
-    fe.accounts
-        .set_settings(crate::auth::accounts::Settings::from_config(&config));
+    fe.accounts.set_settings(accounts_settings(&config));
     let mut notes = Vec::new();
     if fe.cache.is_none() && config.cache.enabled() {
         notes.push("cache rules added: a restart is needed to turn the cache on".to_owned());
@@ -427,7 +456,7 @@ async fn log_cache(cache: Arc<QueryCache>, every: Duration, mut shutdown: Shutdo
 }
 
 async fn accept_loop(
-    listener: TcpListener,
+    listener: Listener,
     config: Arc<ListenerConfig>,
     tls: Option<tokio_rustls::TlsAcceptor>,
     fe: Arc<Frontend>,
@@ -436,7 +465,7 @@ async fn accept_loop(
     drain: shutdown::DrainGuard,
 ) {
     loop {
-        let (tcp, peer) = tokio::select! {
+        let (socket, peer) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(c) => c,
                 Err(e) => {
@@ -448,9 +477,8 @@ async fn accept_loop(
             },
             _ = shutdown.stopping() => return,
         };
-        let _ = tcp.set_nodelay(true);
         Stats::incr(&fe.stats.client_connections);
-        let client = ClientConn::new(Stream::Plain(tcp), peer);
+        let client = ClientConn::new(Stream::Plain(socket), peer);
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             Stats::incr(&fe.stats.client_connections_refused);
             tokio::spawn(refuse(client));
@@ -477,25 +505,4 @@ async fn accept_loop(
 async fn refuse(mut client: ClientConn) {
     let err = ErrPacket::new(code::ER_CON_COUNT_ERROR, "08004", "Too many connections");
     let _ = client.write_err(0, &err).await;
-}
-
-/// Binds a listening socket with the configured backlog (`TcpListener::bind` picks its
-/// own, too small for a burst of connects).
-async fn listen(address: &str, backlog: u32) -> std::io::Result<TcpListener> {
-    let mut last = None;
-    for addr in tokio::net::lookup_host(address).await? {
-        let socket = if addr.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
-        // As std's bind does: a restart may bind while old connections are in TIME_WAIT.
-        #[cfg(unix)]
-        socket.set_reuseaddr(true)?;
-        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
-            Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::Error::other("the address resolves to nothing")))
 }

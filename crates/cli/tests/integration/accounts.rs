@@ -247,7 +247,7 @@ fn host_restricted_accounts_keep_meaning_the_clients_address() {
 }
 
 /// MariaDB's ed25519 plugin, installed once on the shared server.
-fn with_ed25519(server: &MariaDb) {
+pub(crate) fn with_ed25519(server: &MariaDb) {
     static INSTALLED: OnceLock<()> = OnceLock::new();
     INSTALLED.get_or_init(|| {
         let have = server
@@ -261,7 +261,7 @@ fn with_ed25519(server: &MariaDb) {
     });
 }
 
-fn create_ed25519_user(server: &MariaDb, name: &str, password: &str) {
+pub(crate) fn create_ed25519_user(server: &MariaDb, name: &str, password: &str) {
     with_ed25519(server);
     server
         .execute(&format!(

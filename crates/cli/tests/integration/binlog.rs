@@ -58,7 +58,7 @@ fn replication_account(server: &MariaDb, user: &str, password: &str) {
 fn server_of(db: &MariaDb) -> Arc<Server> {
     Arc::new(Server {
         name: "primary".into(),
-        address: db.addr().to_string(),
+        endpoint: sluice::stream::Endpoint::Tcp(db.addr().to_string()),
         tls: TlsMode::Disabled,
         tls_config: None,
         max_connections: 10,

@@ -55,11 +55,12 @@ impl CliOutput {
 }
 
 /// A `mariadb` client invocation: `--no-defaults`, TCP (to 127.0.0.1 unless told
-/// otherwise), the given account.
+/// otherwise) or a Unix socket, the given account.
 #[derive(Debug, Clone)]
 pub struct Client {
     host: String,
     port: u16,
+    socket: Option<std::path::PathBuf>,
     user: String,
     password: String,
     database: Option<String>,
@@ -73,6 +74,7 @@ impl Client {
         Client {
             host: "127.0.0.1".to_owned(),
             port,
+            socket: None,
             user: user.to_owned(),
             password: password.to_owned(),
             database: None,
@@ -85,6 +87,12 @@ impl Client {
     /// The test account every backend has ([`super::NATIVE_USER`]).
     pub fn native(port: u16) -> Client {
         Client::new(port, super::NATIVE_USER, super::NATIVE_PASSWORD)
+    }
+
+    /// Connect over the Unix socket at `path` instead of TCP.
+    pub fn socket(mut self, path: &std::path::Path) -> Client {
+        self.socket = Some(path.to_owned());
+        self
     }
 
     /// Connect to `host` instead of 127.0.0.1.
@@ -123,10 +131,19 @@ impl Client {
     pub fn command(&self) -> Command {
         let client = sandbox::client_path().expect("the mariadb client is installed");
         let mut command = Command::new(client);
-        command.arg("--no-defaults").args([
-            "--protocol=TCP".to_owned(),
-            format!("--host={}", self.host),
-            format!("--port={}", self.port),
+        command.arg("--no-defaults");
+        match &self.socket {
+            None => command.args([
+                "--protocol=TCP".to_owned(),
+                format!("--host={}", self.host),
+                format!("--port={}", self.port),
+            ]),
+            Some(path) => command.args([
+                "--protocol=SOCKET".to_owned(),
+                format!("--socket={}", path.display()),
+            ]),
+        };
+        command.args([
             format!("--user={}", self.user),
             // An empty value means "no password" without prompting.
             format!("--password={}", self.password),

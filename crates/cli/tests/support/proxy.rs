@@ -60,7 +60,11 @@ pub struct Log {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Listener {
+    /// Empty for a socket listener.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_cert: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,7 +119,11 @@ impl User {
 #[derive(Debug, Clone, Serialize)]
 pub struct Server {
     pub name: String,
+    /// Empty for a server reached over its socket.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub address: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub socket: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_connections: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,11 +142,21 @@ impl Server {
         Server {
             name: name.to_owned(),
             address: address.to_string(),
+            socket: None,
             max_connections: None,
             tls: None,
             tls_ca: None,
             tls_verify: None,
             extra: toml::Table::new(),
+        }
+    }
+
+    /// A server reached over its Unix socket.
+    pub fn at_socket(name: &str, socket: &Path) -> Server {
+        Server {
+            address: String::new(),
+            socket: Some(socket.to_owned()),
+            ..Server::new(name, SocketAddr::from(([127, 0, 0, 1], 0)))
         }
     }
 
@@ -160,6 +178,7 @@ impl Config {
             },
             listeners: vec![Listener {
                 address: format!("127.0.0.1:{}", free_port()),
+                socket: None,
                 tls_cert: None,
                 tls_key: None,
                 require_tls: None,
@@ -244,6 +263,26 @@ impl Config {
         listener.tls_key = Some(tls.server_key.clone());
         listener.require_tls = Some(require);
         self
+    }
+
+    /// Also accept clients on the Unix socket `path`, with the first listener's TLS
+    /// settings. [`Sluice::start`] waits for it too.
+    pub fn socket_listener(mut self, path: &Path) -> Config {
+        let listener = Listener {
+            address: String::new(),
+            socket: Some(path.to_owned()),
+            ..self.listeners[0].clone()
+        };
+        self.listeners.push(listener);
+        self
+    }
+
+    /// The Unix sockets Sluice listens on.
+    pub fn sockets(&self) -> Vec<PathBuf> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.socket.clone())
+            .collect()
     }
 
     /// Set `[limits] key = value` ("3s"-style durations are strings).
@@ -360,7 +399,7 @@ impl Sluice {
             let path = dir.path().join("sluice.toml");
             config.write(&path);
             let args = vec![OsString::from("serve"), "--config".into(), path.into()];
-            match Sluice::spawn_in(dir, args, config.port()) {
+            match Sluice::spawn_in(dir, args, config.port(), &config.sockets()) {
                 Ok(sluice) => return sluice,
                 Err((log, port_taken)) => {
                     failures.push(log);
@@ -387,18 +426,19 @@ impl Sluice {
             .tempdir()
             .expect("creating a temp dir");
         let os_args = args.iter().map(OsString::from).collect();
-        match Sluice::spawn_in(dir, os_args, port) {
+        match Sluice::spawn_in(dir, os_args, port, &[]) {
             Ok(sluice) => sluice,
             Err((log, _)) => panic!("sluice {args:?} did not start listening:\n{log}"),
         }
     }
 
-    /// Spawn and wait for the listener; on failure, the log and whether the port was
-    /// taken.
+    /// Spawn and wait for the listener (and the Unix `sockets`); on failure, the log and
+    /// whether the port was taken.
     fn spawn_in(
         dir: tempfile::TempDir,
         args: Vec<OsString>,
         port: u16,
+        sockets: &[PathBuf],
     ) -> Result<Sluice, (String, bool)> {
         let log_path = dir.path().join("sluice.log");
         let log = fs::File::create(&log_path).expect("creating the log file");
@@ -451,7 +491,11 @@ impl Sluice {
                 let port_taken = log.contains("in use");
                 return Err((log, port_taken));
             }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+                && sockets
+                    .iter()
+                    .all(|s| std::os::unix::net::UnixStream::connect(s).is_ok())
+            {
                 return Ok(sluice);
             }
             if Instant::now() >= deadline {

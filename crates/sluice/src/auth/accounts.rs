@@ -4,14 +4,14 @@
 
 use super::{host, BackendCredentials, User};
 use crate::backend::{BackendConn, ConnParams, Server};
-use crate::config::Secret;
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
+use crate::stream::Peer;
 use arc_swap::ArcSwap;
 use serde::Deserialize;
 use sluice_wire::response::ErrPacket;
 use sluice_wire::CapabilityFlags;
 use std::collections::HashMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,14 +98,17 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_config(config: &crate::config::Config) -> Self {
-        let c = &config.accounts;
-        let m = &config.monitor;
-        let creds = match (&c.user, &c.password, &m.user, &m.password) {
-            (Some(u), Some(p), _, _) | (_, _, Some(u), Some(p)) => Some((u.clone(), p.clone())),
+    /// `monitor_account`: the `[monitor]` account, used when `[accounts]` names none;
+    /// `have_users`: whether `[[users]]` lists any (the default for `enabled`).
+    pub fn from_config(
+        c: &AccountsConfig,
+        monitor_account: (Option<&String>, Option<&Secret>),
+        have_users: bool,
+    ) -> Self {
+        let creds = match (&c.user, &c.password, monitor_account) {
+            (Some(u), Some(p), _) | (_, _, (Some(u), Some(p))) => Some((u.clone(), p.clone())),
             _ => None,
         };
-        let have_users = !config.users.is_empty();
         Settings {
             enabled: c.enabled(have_users),
             creds: creds.map(|(u, p)| Arc::new(BackendCredentials::new(u, p))),
@@ -154,12 +157,12 @@ impl Directory {
         (Directory { by_name }, skipped)
     }
 
-    /// The account `name` logs in as from `ip`: the most specific host that matches.
-    pub fn find(&self, name: &str, ip: IpAddr) -> Option<Arc<User>> {
+    /// The account `name` logs in as from `client`: the most specific host that matches.
+    pub fn find(&self, name: &str, client: &Peer) -> Option<Arc<User>> {
         self.by_name
             .get(name)?
             .iter()
-            .find(|u| host::matches(&u.host, ip))
+            .find(|u| host::admits(&u.host, client))
             .cloned()
     }
 
@@ -243,11 +246,11 @@ impl ServerAccounts {
         self.settings.load().enabled
     }
 
-    pub fn find(&self, name: &str, ip: IpAddr) -> Option<Arc<User>> {
+    pub fn find(&self, name: &str, client: &Peer) -> Option<Arc<User>> {
         if !self.enabled() {
             return None;
         }
-        self.directory.load().find(name, ip)
+        self.directory.load().find(name, client)
     }
 
     /// A login found no account, or a proof that did not match: read the accounts
@@ -452,7 +455,13 @@ mod tests {
         ];
         let (d, skipped) = Directory::from_rows(&rows);
         assert_eq!((d.len(), skipped), (4, 3));
-        let host = |name: &str, ip: &str| d.find(name, ip.parse().unwrap()).map(|u| u.host.clone());
+        let host = |name: &str, ip: &str| {
+            d.find(
+                name,
+                &Peer::Tcp(std::net::SocketAddr::new(ip.parse().unwrap(), 1)),
+            )
+            .map(|u| u.host.clone())
+        };
         assert_eq!(host("u", "10.0.0.1").as_deref(), Some("10.0.0.1"));
         assert_eq!(host("u", "10.0.0.2").as_deref(), Some("10.%"));
         assert_eq!(host("u", "127.0.0.1").as_deref(), Some("%"));

@@ -3,9 +3,19 @@
 //!
 //! Sluice resolves no names: a pattern that is a host name matches nothing, except
 //! `localhost`, which matches loopback addresses (what a server that resolves names
-//! makes of a TCP client on 127.0.0.1).
+//! makes of a TCP client on 127.0.0.1) and clients of Sluice's Unix socket.
 
+use crate::stream::Peer;
 use std::net::{IpAddr, Ipv4Addr};
+
+/// Whether an account whose host part is `pattern` admits `client`. A socket client has
+/// no address: as in the server, only patterns that match the name `localhost` admit it.
+pub fn admits(pattern: &str, client: &Peer) -> bool {
+    match client {
+        Peer::Tcp(address) => matches(pattern, address.ip()),
+        Peer::Local => like(pattern.as_bytes(), b"localhost"),
+    }
+}
 
 /// Whether an account whose host part is `pattern` admits a client at `ip`.
 pub fn matches(pattern: &str, ip: IpAddr) -> bool {
@@ -95,6 +105,8 @@ mod tests {
         assert!(matches("10.0.0._", ip("10.0.0.7")));
         assert!(!matches("10.0.0._", ip("10.0.0.17")));
         assert!(matches("127.0.0.1", ip("127.0.0.1")));
+        assert!(admits("localhost", &Peer::Local) && admits("%", &Peer::Local));
+        assert!(admits("local%", &Peer::Local) && !admits("127.0.0.1", &Peer::Local));
         assert!(matches("127.0.0.1", ip("::ffff:127.0.0.1")));
         assert!(!matches("127.0.0.1", ip("127.0.0.2")));
         assert!(matches("localhost", ip("127.0.0.1")));

@@ -1,11 +1,11 @@
 //! One connection to a backend server: login (TLS, auth plugins, auth switch), the read
 //! buffer the relay streams from, and the few commands Sluice sends on its own.
 
+use super::config::TlsMode;
 use super::Server;
 use crate::auth::BackendCredentials;
-use crate::config::TlsMode;
 use crate::error::BackendError;
-use crate::stream::Stream;
+use crate::stream::{Endpoint, Stream};
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_wire::auth as wauth;
 use sluice_wire::command::Command;
@@ -19,7 +19,6 @@ use sluice_wire::tracker::{ResponseKind, ResponseTracker, Step, HEAD_NEEDED};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 /// Largest packet Sluice decodes itself during login or its own commands.
 const MAX_DECODED: usize = 1 << 20;
@@ -158,17 +157,18 @@ impl BackendConn {
         database: Option<&[u8]>,
         attributes: Option<&Attributes>,
     ) -> Result<BackendConn, BackendError> {
-        let tcp = TcpStream::connect(&server.address)
+        let socket = server
+            .endpoint
+            .connect()
             .await
             .map_err(|source| BackendError::Connect {
                 server: server.name.clone(),
-                address: server.address.clone(),
+                address: server.endpoint.to_string(),
                 source,
             })?;
-        let _ = tcp.set_nodelay(true);
         let stmts = super::ConnStmts::new(server.stmts.clone());
         let mut conn = BackendConn {
-            stream: Stream::Plain(tcp),
+            stream: Stream::Plain(socket),
             rbuf: BytesMut::with_capacity(64 * 1024),
             server,
             thread_id: 0,
@@ -443,14 +443,17 @@ impl BackendConn {
             .tls_config
             .clone()
             .ok_or_else(|| tls_err("no TLS configuration".into()))?;
-        let name =
-            crate::tls::server_name(&self.server.address).map_err(|e| tls_err(e.to_string()))?;
-        let tcp = self
+        let Endpoint::Tcp(address) = &self.server.endpoint else {
+            // Refused by the configuration's checks; a socket is local, as in the server.
+            return Err(tls_err("no TLS over a Unix socket".into()));
+        };
+        let name = crate::tls::server_name(address).map_err(|e| tls_err(e.to_string()))?;
+        let socket = self
             .stream
             .take_plain()
             .ok_or_else(|| tls_err("already encrypted".into()))?;
         let tls = tokio_rustls::TlsConnector::from(config)
-            .connect(name, tcp)
+            .connect(name, socket)
             .await
             .map_err(|e| tls_err(e.to_string()))?;
         self.stream = Stream::Connected(Box::new(tls));

@@ -10,9 +10,9 @@
 //! wants the same login and wire format, else its slot does (the connection is closed and
 //! the waiter opens its own).
 
+use super::config::PoolConfig;
 use super::{BackendConn, ConnParams, Server};
 use crate::auth::BackendCredentials;
-use crate::config::PoolConfig;
 use crate::error::BackendError;
 use crate::stats::Stats;
 use parking_lot::Mutex;
@@ -535,13 +535,13 @@ impl ServerPool {
             // elsewhere.
             Ok(Err(BackendError::Io { server, source })) => Err(BackendError::Connect {
                 server,
-                address: self.server.address.clone(),
+                address: self.server.endpoint.to_string(),
                 source,
             }),
             Ok(r) => r,
             Err(_) => Err(BackendError::ConnectTimeout {
                 server: self.server.name.clone(),
-                address: self.server.address.clone(),
+                address: self.server.endpoint.to_string(),
                 after: self.cfg.connect_timeout,
             }),
         };
@@ -728,13 +728,13 @@ async fn maintain(pool: Weak<ServerPool>) {
 /// What a server says about itself before any login.
 pub async fn probe(server: &Server, timeout: Duration) -> Option<InitialHandshake> {
     let attempt = async {
-        let mut tcp = tokio::net::TcpStream::connect(&server.address).await.ok()?;
+        let mut socket = server.endpoint.connect().await.ok()?;
         let mut buf = bytes::BytesMut::with_capacity(512);
         loop {
             if let Some(p) = take_packet(&mut buf, 64 * 1024).ok()? {
                 return InitialHandshake::parse(&p.payload).ok();
             }
-            if tcp.read_buf(&mut buf).await.ok()? == 0 {
+            if socket.read_buf(&mut buf).await.ok()? == 0 {
                 return None;
             }
         }

@@ -581,42 +581,13 @@ fn checksum_aware(server_version: &[u8]) -> bool {
     }
 }
 
-/// Whether the last four bytes of `event` are the CRC32 of the rest.
+/// Whether the last four bytes of `event` are the CRC-32 (IEEE) of the rest.
 fn has_valid_checksum(event: &[u8]) -> bool {
     if event.len() < HEADER_LEN + CHECKSUM_LEN {
         return false;
     }
     let (data, sum) = event.split_at(event.len() - CHECKSUM_LEN);
-    crc32(data) == u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]])
-}
-
-const CRC_TABLE: [u32; 256] = {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 {
-                0xedb8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
-            k += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-};
-
-/// CRC-32 (IEEE), as binlog checksums use.
-pub(super) fn crc32(data: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in data {
-        c = CRC_TABLE[((c ^ u32::from(b)) & 0xff) as usize] ^ (c >> 8);
-    }
-    !c
+    crc32fast::hash(data) == u32::from_le_bytes([sum[0], sum[1], sum[2], sum[3]])
 }
 
 #[cfg(test)]
@@ -640,7 +611,7 @@ mod tests {
             e.extend_from_slice(&flags.to_le_bytes());
             e.extend_from_slice(body);
             if self.crc32 {
-                let c = crc32(&e);
+                let c = crc32fast::hash(&e);
                 e.extend_from_slice(&c.to_le_bytes());
             }
             e
@@ -688,7 +659,11 @@ mod tests {
             e.extend_from_slice(&0u32.to_le_bytes());
             e.extend_from_slice(&0u16.to_le_bytes());
             e.extend_from_slice(&body);
-            let c = if self.crc32 { crc32(&e) } else { 0xdead_beef };
+            let c = if self.crc32 {
+                crc32fast::hash(&e)
+            } else {
+                0xdead_beef
+            };
             e.extend_from_slice(&c.to_le_bytes());
             e
         }
@@ -783,8 +758,8 @@ mod tests {
 
     #[test]
     fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32(b"123456789"), 0xcbf4_3926);
-        assert_eq!(crc32(b""), 0);
+        assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
+        assert_eq!(crc32fast::hash(b""), 0);
     }
 
     #[test]
@@ -1094,7 +1069,7 @@ mod tests {
         let mut q = b.query("shop", "x");
         q[4] = kind::QUERY_COMPRESSED;
         let n = q.len() - CHECKSUM_LEN;
-        let c = crc32(&q[..n]);
+        let c = crc32fast::hash(&q[..n]);
         q[n..].copy_from_slice(&c.to_le_bytes());
         let batch = d.feed(&q).unwrap().1.batch.unwrap();
         assert!(matches!(
@@ -1167,7 +1142,7 @@ mod tests {
                         short[9..13].copy_from_slice(&n.to_le_bytes());
                         if b.crc32 && short.len() >= HEADER_LEN + CHECKSUM_LEN {
                             let at = short.len() - CHECKSUM_LEN;
-                            let c = crc32(&short[..at]);
+                            let c = crc32fast::hash(&short[..at]);
                             short[at..].copy_from_slice(&c.to_le_bytes());
                         }
                         let _ = decoder(&b).feed(&short);
@@ -1183,7 +1158,7 @@ mod tests {
         let mut fde = b.fde();
         fde[HEADER_LEN] = 3;
         let n = fde.len() - CHECKSUM_LEN;
-        let c = crc32(&fde[..n]);
+        let c = crc32fast::hash(&fde[..n]);
         fde[n..].copy_from_slice(&c.to_le_bytes());
         assert!(matches!(
             Decoder::new().feed(&fde),

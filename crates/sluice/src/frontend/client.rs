@@ -2,18 +2,17 @@
 //! packets Sluice writes itself (handshake, OK, ERR).
 
 use crate::error::SessionError;
-use crate::stream::Stream;
+use crate::stream::{Peer, Stream};
 use bytes::{Buf, BytesMut};
 use sluice_wire::packet::{take_packet, write_packet, Header, Packet};
 use sluice_wire::response::{ok_payload, ErrPacket, OkPacket, OK_HEADER};
 use sluice_wire::CapabilityFlags;
-use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub struct ClientConn {
     pub stream: Stream,
     pub rbuf: BytesMut,
-    pub peer: SocketAddr,
+    pub peer: Peer,
     /// Capabilities negotiated with this client.
     pub caps: CapabilityFlags,
     /// MariaDB extended capabilities negotiated with this client.
@@ -26,7 +25,7 @@ pub struct ClientConn {
 }
 
 impl ClientConn {
-    pub fn new(stream: Stream, peer: SocketAddr) -> ClientConn {
+    pub fn new(stream: Stream, peer: Peer) -> ClientConn {
         ClientConn {
             stream,
             rbuf: BytesMut::with_capacity(16 * 1024),
@@ -36,6 +35,12 @@ impl ClientConn {
             sent: 0,
             answered_error: false,
         }
+    }
+
+    /// TLS, or Sluice's Unix socket: a transport a password may cross in clear, as the
+    /// server counts them (`require_secure_transport`, `caching_sha2_password`).
+    pub fn secure(&self) -> bool {
+        self.stream.is_tls() || self.peer.is_local()
     }
 
     /// Reads more bytes; a closed connection is an `UnexpectedEof` error.

@@ -3,13 +3,14 @@
 //! path, full path over TLS, and RSA key exchange) and `client_ed25519`, with auth switch
 //! when the client starts with another plugin than its account uses.
 
+use super::config::ListenerConfig;
 use super::{ClientConn, Frontend};
 use crate::auth::accounts::source_server;
 use crate::auth::{Exchange, Origin, Proof, User};
-use crate::config::{ListenerConfig, Secret};
 use crate::error::{code, SessionError};
+use crate::secret::Secret;
 use crate::stats::Stats;
-use crate::stream::Stream;
+use crate::stream::{Peer, Stream};
 use sluice_wire::auth as wauth;
 use sluice_wire::handshake::{HandshakeResponse, InitialHandshake, SSL_REQUEST_LEN};
 use sluice_wire::response::ErrPacket;
@@ -47,7 +48,7 @@ pub fn access_denied(user: &[u8], client: &ClientConn, used_password: bool) -> E
         format!(
             "Access denied for user '{}'@'{}' (using password: {})",
             String::from_utf8_lossy(user),
-            client.peer.ip(),
+            client.peer.host(),
             if used_password { "YES" } else { "NO" }
         ),
     )
@@ -124,7 +125,7 @@ pub async fn login(
     client.mariadb_caps = response.mariadb_caps & advertised_mariadb;
     let mut seq = packet.last_seq.wrapping_add(1);
 
-    if listener.require_tls && !client.stream.is_tls() {
+    if listener.require_tls && !client.secure() {
         Stats::incr(&fe.stats.auth_failures);
         let err = ErrPacket::new(
             code::ER_SECURE_TRANSPORT_REQUIRED,
@@ -194,15 +195,15 @@ pub async fn authenticate(
         })
     };
     let user = match std::str::from_utf8(username) {
-        Ok(name) => find_user(fe, name, client.peer.ip()).await,
+        Ok(name) => find_user(fe, name, &client.peer).await,
         Err(_) => None,
     };
     let Some(mut user) = user else {
         return refused(client, &data, seq);
     };
-    let Some(exchange) = user.exchange(client.stream.is_tls()) else {
+    let Some(exchange) = user.exchange(client.secure()) else {
         tracing::warn!(user = %user.name, host = %user.host, client = %client.peer,
-            "an ed25519 account can log in through Sluice only over TLS: Sluice needs its password to log in to the server");
+            "an ed25519 account can log in through Sluice only over TLS or the Unix socket: Sluice needs its password to log in to the server");
         return refused(client, &data, seq);
     };
     let plugin = match exchange {
@@ -247,10 +248,8 @@ pub async fn authenticate(
             fe.accounts
                 .reload_for_login(source_server(&fe.router.load()))
                 .await;
-            if let Some(newer) = fe.accounts.find(&user.name, client.peer.ip()) {
-                if !newer.same_secret(&user)
-                    && newer.exchange(client.stream.is_tls()) == Some(exchange)
-                {
+            if let Some(newer) = fe.accounts.find(&user.name, &client.peer) {
+                if !newer.same_secret(&user) && newer.exchange(client.secure()) == Some(exchange) {
                     proof = check(&newer, exchange, &nonce, &data);
                     user = newer;
                 }
@@ -269,20 +268,20 @@ pub async fn authenticate(
 
 /// The account `name` logs in as from `ip`: `[[users]]` first, then the servers'
 /// accounts, read again (rate-limited) before an unknown name is refused.
-async fn find_user(fe: &Arc<Frontend>, name: &str, ip: std::net::IpAddr) -> Option<Arc<User>> {
+async fn find_user(fe: &Arc<Frontend>, name: &str, client: &Peer) -> Option<Arc<User>> {
     if let Some(u) = fe.users.load().get(name) {
         return Some(u);
     }
     if !fe.accounts.enabled() {
         return None;
     }
-    if let Some(u) = fe.accounts.find(name, ip) {
+    if let Some(u) = fe.accounts.find(name, client) {
         return Some(u);
     }
     fe.accounts
         .reload_for_login(source_server(&fe.router.load()))
         .await;
-    fe.accounts.find(name, ip)
+    fe.accounts.find(name, client)
 }
 
 /// Checks a proof that needs no further exchange with the client.
@@ -333,7 +332,8 @@ fn check_seq(got: u8, expected: u8) -> Result<(), SessionError> {
 }
 
 /// The full `caching_sha2_password` path: the client sends its password in clear over
-/// TLS, or asks for our public key and sends it RSA-encrypted.
+/// TLS or the Unix socket (secure transports, as MySQL counts them), or asks for our
+/// public key and sends it RSA-encrypted.
 async fn sha2_full_auth(
     fe: &Arc<Frontend>,
     client: &mut ClientConn,
@@ -348,7 +348,7 @@ async fn sha2_full_auth(
     let p = client.read_packet(limit).await?;
     check_seq(p.seq, seq.wrapping_add(1))?;
     seq = p.last_seq.wrapping_add(1);
-    if client.stream.is_tls() {
+    if client.secure() {
         let pw = p.payload.strip_suffix(&[0]).unwrap_or(&p.payload);
         return Ok((user.verify_cleartext(pw), seq));
     }

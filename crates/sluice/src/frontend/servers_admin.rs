@@ -53,7 +53,7 @@ fn member_json(router: &Router, m: &Arc<Member>) -> Value {
     let stmts = &m.pool.server.stmts;
     json!({
         "name": m.name(),
-        "address": m.pool.server.address,
+        "address": m.pool.server.endpoint.to_string(),
         "role": role(router, m),
         "configured_role": format!("{:?}", m.role).to_lowercase(),
         "health": s.health,

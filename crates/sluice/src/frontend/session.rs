@@ -2,13 +2,13 @@
 //! classify, forward, and stream the response back as it arrives. Bad input gets a
 //! MySQL error or a clean close and never touches another session.
 
+use super::config::ListenerConfig;
 use super::login::{self, AuthOutcome, LoggedIn};
 use super::{ClientConn, Frontend, SessionEntry, SessionLive};
 use crate::analytics::{CacheUse, SessionProbe};
 use crate::auth::User;
 use crate::backend::{on_schema, ConnParams, PoolKey, PooledConn};
 use crate::classify::{classify, Action};
-use crate::config::ListenerConfig;
 use crate::error::{code, BackendError, SessionError};
 use crate::router::Target;
 use crate::shutdown::Shutdown;

@@ -9,10 +9,10 @@
 
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
-use crate::config::Secret;
 use crate::router::config::{OldPrimary, RoleConfig};
 use crate::router::gtid::GtidPos;
 use crate::router::{FailoverRecord, Health, Member, Router, ServerState};
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use std::sync::atomic::Ordering;
@@ -128,10 +128,14 @@ async fn point_at(
     user: &str,
     password: &Secret,
 ) -> Result<(), String> {
-    let (host, port) = to
-        .pool
-        .server
-        .address
+    let crate::stream::Endpoint::Tcp(address) = &to.pool.server.endpoint else {
+        // Replicas reach their primary over TCP; Sluice knows no address for this one.
+        return Err(format!(
+            "{}: Sluice reaches it over a Unix socket, so it has no address replicas could use",
+            to.name()
+        ));
+    };
+    let (host, port) = address
         .rsplit_once(':')
         .ok_or_else(|| format!("{}: address has no port", to.name()))?;
     exec(c, "STOP SLAVE").await?;

@@ -1,9 +1,12 @@
-//! The `[routing]`, `[monitor]` and `[failover]` sections: how statements are sent to
-//! the writer or the readers, how servers are watched, and what happens when the
-//! writer fails. Checked by `validate()` with the rest of the configuration.
+//! The `[[servers]]`, `[routing]`, `[monitor]` and `[failover]` sections: the servers
+//! and their roles, how statements are sent to the writer or the readers, how servers
+//! are watched, and what happens when the writer fails. Checked by `validate()` with the rest of the configuration.
 
-use crate::config::Secret;
+use crate::backend::config::TlsMode;
+use crate::secret::Secret;
+use crate::stream::Endpoint;
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// What a server is for, as configured. The monitor decides `Auto` servers by their
@@ -18,6 +21,100 @@ pub enum RoleConfig {
     Writer,
     /// Only ever a reader, and never promoted by failover.
     Reader,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Name used in logs and errors. Default: the address (or the socket's path).
+    pub name: Option<String>,
+    /// "host:port" of a MySQL or MariaDB server. Either this or `socket`.
+    #[serde(default)]
+    pub address: String,
+    /// The server's Unix socket, e.g. "/run/mysqld/mysqld.sock", for a server on the
+    /// same machine: every connection Sluice opens to it goes there (no TLS). Either
+    /// this or `address`.
+    pub socket: Option<PathBuf>,
+    /// Most backend connections to this server. Default: `pool.max_connections`.
+    pub max_connections: Option<u32>,
+    #[serde(default)]
+    pub tls: TlsMode,
+    /// PEM CA bundle to verify the server's certificate.
+    pub tls_ca: Option<PathBuf>,
+    /// Verify the server certificate (needs `tls_ca`). Default: true when `tls_ca` is set.
+    pub tls_verify: Option<bool>,
+    /// "auto" (default: writer when `read_only` is off), "writer" or "reader".
+    #[serde(default)]
+    pub role: RoleConfig,
+    /// Share of reads among readers of equal latency. Default 1.
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Zone (rack, availability zone) the server is in; see `routing.zone`.
+    pub zone: Option<String>,
+    /// Replication lag past which it gets no reads. Default `routing.max_lag`.
+    #[serde(default, with = "humantime_serde::option")]
+    pub max_lag: Option<Duration>,
+    /// Named groups routing rules can send statements to.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+fn default_weight() -> u32 {
+    1
+}
+
+impl ServerConfig {
+    /// A server at `address` (a path starting with `/`: its Unix socket) with every
+    /// other setting at its default.
+    pub fn at(address: &str) -> ServerConfig {
+        let socket = address.starts_with('/').then(|| PathBuf::from(address));
+        ServerConfig {
+            name: None,
+            address: if socket.is_some() {
+                String::new()
+            } else {
+                address.into()
+            },
+            socket,
+            max_connections: None,
+            tls: TlsMode::Disabled,
+            tls_ca: None,
+            tls_verify: None,
+            role: Default::default(),
+            weight: default_weight(),
+            zone: None,
+            max_lag: None,
+            groups: Vec::new(),
+        }
+    }
+}
+
+impl ServerConfig {
+    pub fn display_name(&self) -> String {
+        self.name
+            .clone()
+            .unwrap_or_else(|| self.endpoint().to_string())
+    }
+
+    /// Where connections to the server go: its socket when one is given.
+    pub fn endpoint(&self) -> Endpoint {
+        match &self.socket {
+            Some(path) => Endpoint::Unix(path.clone()),
+            None => Endpoint::Tcp(self.address.clone()),
+        }
+    }
+
+    /// What the backend needs to reach the server.
+    pub fn backend_spec(&self) -> crate::backend::ServerSpec<'_> {
+        crate::backend::ServerSpec {
+            name: self.display_name(),
+            endpoint: self.endpoint(),
+            tls: self.tls,
+            tls_ca: self.tls_ca.as_deref(),
+            tls_verify: self.tls_verify,
+            max_connections: self.max_connections,
+        }
+    }
 }
 
 /// How strongly a read must see writes made before it.

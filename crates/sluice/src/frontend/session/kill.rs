@@ -314,10 +314,10 @@ impl Session {
 }
 
 /// MySQL's host pattern match (`%` any run, `_` one character) against the client's
-/// address, as `KILL USER 'u'@'host'` names accounts by host.
-fn host_matches(pattern: &str, client: &std::net::SocketAddr) -> bool {
-    let ip = client.ip().to_string();
-    like(pattern.as_bytes(), ip.as_bytes())
+/// address (`localhost` over the socket), as `KILL USER 'u'@'host'` names accounts by host.
+fn host_matches(pattern: &str, client: &crate::stream::Peer) -> bool {
+    let host = client.host();
+    like(pattern.as_bytes(), host.as_bytes())
         || (pattern.eq_ignore_ascii_case("localhost") && client.ip().is_loopback())
 }
 
@@ -347,11 +347,14 @@ mod tests {
 
     #[test]
     fn host_patterns() {
-        let c: std::net::SocketAddr = "127.0.0.1:5000".parse().unwrap();
+        let c = crate::stream::Peer::Tcp("127.0.0.1:5000".parse().unwrap());
         assert!(host_matches("%", &c));
         assert!(host_matches("127.0.0.%", &c));
         assert!(host_matches("localhost", &c));
         assert!(host_matches("127.0.0._", &c));
         assert!(!host_matches("10.%", &c));
+        let local = crate::stream::Peer::Local;
+        assert!(host_matches("localhost", &local) && host_matches("%", &local));
+        assert!(!host_matches("127.0.0.1", &local));
     }
 }

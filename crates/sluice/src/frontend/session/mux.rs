@@ -1566,7 +1566,7 @@ mod tests {
         let key = PoolKey::new(
             std::sync::Arc::new(crate::auth::BackendCredentials::new(
                 "u",
-                crate::config::Secret(String::new()),
+                crate::secret::Secret(String::new()),
             )),
             crate::backend::ConnParams {
                 wire_caps: 0,

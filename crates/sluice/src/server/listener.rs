@@ -1,0 +1,236 @@
+//! Where clients connect: a TCP address or a Unix socket file, one per `[[listeners]]`.
+//! A socket file is Sluice's while it runs: a stale one is replaced at start, a live one
+//! (another process listening) stops the start, and it is removed at shutdown.
+
+use crate::frontend::config::ListenerConfig;
+use crate::stream::{Peer, Socket};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use tokio::net::{TcpListener, UnixListener};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    #[error("cannot listen on {address}: {source}")]
+    Tcp { address: String, source: io::Error },
+    #[error("another process is listening on {}: is another Sluice or server using this socket?", .path.display())]
+    SocketInUse { path: PathBuf },
+    #[error("{} exists and is not a socket; not replacing it", .path.display())]
+    NotASocket { path: PathBuf },
+    #[error("cannot listen on socket {}: {source}", .path.display())]
+    Unix { path: PathBuf, source: io::Error },
+    #[error("listener socket_mode {mode:?} is not an octal mode")]
+    Mode { mode: String },
+}
+
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix {
+        listener: UnixListener,
+        /// Removes the file when the listener goes.
+        file: SocketFile,
+    },
+}
+
+impl Listener {
+    pub async fn bind(cfg: &ListenerConfig) -> Result<Listener, ListenError> {
+        match &cfg.socket {
+            None => {
+                let tcp = listen_tcp(&cfg.address, cfg.backlog)
+                    .await
+                    .map_err(|source| ListenError::Tcp {
+                        address: cfg.address.clone(),
+                        source,
+                    })?;
+                Ok(Listener::Tcp(tcp))
+            }
+            Some(path) => {
+                let mode = cfg.socket_mode_bits().ok_or_else(|| ListenError::Mode {
+                    mode: cfg.socket_mode.clone(),
+                })?;
+                let unix = |source| ListenError::Unix {
+                    path: path.clone(),
+                    source,
+                };
+                clear_stale(path).await?;
+                let listener = listen_unix(path, cfg.backlog).map_err(unix)?;
+                // Owned from here on, so a failure below removes the file again.
+                let file = SocketFile::new(path).map_err(unix)?;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                    .map_err(unix)?;
+                Ok(Listener::Unix { listener, file })
+            }
+        }
+    }
+
+    pub async fn accept(&self) -> io::Result<(Socket, Peer)> {
+        match self {
+            Listener::Tcp(l) => {
+                let (tcp, peer) = l.accept().await?;
+                let _ = tcp.set_nodelay(true);
+                Ok((Socket::Tcp(tcp), Peer::Tcp(peer)))
+            }
+            Listener::Unix { listener, .. } => {
+                let (unix, _) = listener.accept().await?;
+                Ok((Socket::Unix(unix), Peer::Local))
+            }
+        }
+    }
+
+    /// The bound address, or the socket's path.
+    pub fn describe(&self) -> String {
+        match self {
+            Listener::Tcp(l) => l
+                .local_addr()
+                .map_or_else(|e| e.to_string(), |a| a.to_string()),
+            Listener::Unix { file, .. } => file.path.display().to_string(),
+        }
+    }
+}
+
+/// Binds a listening socket with the configured backlog (`TcpListener::bind` picks its
+/// own, too small for a burst of connects).
+async fn listen_tcp(address: &str, backlog: u32) -> io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        // As std's bind does: a restart may bind while old connections are in TIME_WAIT.
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| io::Error::other("the address resolves to nothing")))
+}
+
+/// Through socket2 for the backlog, as for TCP (std's Unix bind uses 128).
+fn listen_unix(path: &Path, backlog: u32) -> io::Result<UnixListener> {
+    let socket = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None)?;
+    socket.bind(&socket2::SockAddr::unix(path)?)?;
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    socket.set_nonblocking(true)?;
+    UnixListener::from_std(std::os::unix::net::UnixListener::from(
+        std::os::fd::OwnedFd::from(socket),
+    ))
+}
+
+/// A socket file left by a process that is gone is removed; one something still listens
+/// on is refused, as MariaDB refuses to start on a socket in use.
+async fn clear_stale(path: &Path) -> Result<(), ListenError> {
+    let unix = |source| ListenError::Unix {
+        path: path.to_owned(),
+        source,
+    };
+    let meta = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(unix(e)),
+        Ok(m) => m,
+    };
+    if !meta.file_type().is_socket() {
+        return Err(ListenError::NotASocket {
+            path: path.to_owned(),
+        });
+    }
+    match tokio::net::UnixStream::connect(path).await {
+        Ok(_) => Err(ListenError::SocketInUse {
+            path: path.to_owned(),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            tracing::info!(path = %path.display(), "removing a stale socket file nothing listens on");
+            match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(unix(e)),
+                _ => Ok(()),
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        // Anything else (no permission, a full backlog) says nothing about whether the
+        // socket is alive: leave it be.
+        Err(e) => Err(unix(e)),
+    }
+}
+
+/// The socket file Sluice created. Dropped, it removes the file, unless something has
+/// replaced it meanwhile (the file is then not ours).
+pub struct SocketFile {
+    path: PathBuf,
+    /// Device and inode of the file as created.
+    id: (u64, u64),
+}
+
+impl SocketFile {
+    fn new(path: &Path) -> io::Result<SocketFile> {
+        let meta = std::fs::symlink_metadata(path)?;
+        Ok(SocketFile {
+            path: path.to_owned(),
+            id: (meta.dev(), meta.ino()),
+        })
+    }
+}
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let ours =
+            std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
+        if ours {
+            if let Err(e) = std::fs::remove_file(&self.path) {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot remove the socket file");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn socket_listener(path: &Path) -> ListenerConfig {
+        ListenerConfig::at(path.to_str().unwrap())
+    }
+
+    #[tokio::test]
+    async fn a_socket_file_lives_as_long_as_its_listener() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        let cfg = ListenerConfig {
+            socket_mode: "0660".into(),
+            ..socket_listener(&path)
+        };
+        let listener = Listener::bind(&cfg).await.unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+
+        // Alive: a second bind is refused and leaves the file alone.
+        let second = Listener::bind(&cfg).await;
+        assert!(matches!(second, Err(ListenError::SocketInUse { .. })));
+        assert!(path.exists());
+
+        drop(listener);
+        assert!(!path.exists());
+    }
+
+    #[tokio::test]
+    async fn stale_sockets_are_replaced_and_other_files_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.sock");
+        // A socket file nobody listens on, as a killed process leaves it.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        assert!(path.exists());
+        let listener = Listener::bind(&socket_listener(&path)).await.unwrap();
+        let client = tokio::net::UnixStream::connect(&path).await.unwrap();
+        let (_, peer) = listener.accept().await.unwrap();
+        assert_eq!(peer, Peer::Local);
+        drop((client, listener));
+
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "keep").unwrap();
+        let refused = Listener::bind(&socket_listener(&file)).await;
+        assert!(matches!(refused, Err(ListenError::NotASocket { .. })));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    }
+}
