@@ -10,56 +10,114 @@
 //!    held, and the idle clients still answer a ping at the end.
 //!
 //! Everything runs embedded (a sandbox MariaDB and Sluice children) and is removed at
-//! the end; results go to `results.md` and `results.json`.
+//! the end; the report ([`report`]) is written after every run.
 
-use super::sysbench::{parse_run, DataSet, Endpoint, PsMode, RunSpec, SysbenchCommand, Workload};
-use super::topology::{Credentials, EmbeddedOptions, Topology};
+mod report;
+
+use crate::document::Document;
+use crate::report::Machine;
+use crate::sysbench::{
+    self, parse_run, DataSet, Endpoint, PsMode, RunSpec, SysbenchCommand, Workload,
+};
+use crate::topology::{Credentials, EmbeddedOptions, Topology};
+use crate::{dedup, CommonArgs, Ran};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use sluice_wire::auth::native_scramble;
 use sluice_wire::handshake::{HandshakeResponse, InitialHandshake};
 use sluice_wire::packet::{take_packet, write_packet};
 use sluice_wire::CapabilityFlags;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Flags of `sluice bench mux`.
+///
+/// Defaults: threads 256,1024; 30 s per run; 8 tables x 10,000 rows; 10,000 idle clients
+/// beside 256 active threads. --demo: threads 64,256; 5 s; 2 tables x 1,000 rows; 1,000
+/// idle clients beside 64 active threads. It always starts its own servers.
 #[derive(clap::Args, Debug, Clone)]
 pub struct MuxArgs {
-    /// sysbench thread counts of the thread-thrashing part.
-    #[arg(long, value_delimiter = ',', default_value = "256,1024")]
-    pub threads: Vec<u32>,
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Backend connections Sluice multiplexes onto in the thread-thrashing part.
     #[arg(long, default_value_t = 32)]
     pub backend_connections: u32,
-    /// Idle client connections held open in the second part.
-    #[arg(long, default_value_t = 10_000)]
-    pub idle_clients: u32,
-    /// sysbench threads working while the idle clients are held.
-    #[arg(long, default_value_t = 256)]
-    pub active_threads: u32,
+    /// Idle client connections held open in the second part [default: 10000; demo:
+    /// 1000].
+    #[arg(long)]
+    pub idle_clients: Option<u32>,
+    /// sysbench threads working while the idle clients are held [default: 256; demo:
+    /// 64].
+    #[arg(long)]
+    pub active_threads: Option<u32>,
     /// Backend connections of the idle-clients part.
     #[arg(long, default_value_t = 64)]
     pub idle_backend_connections: u32,
-    /// Duration of each sysbench run.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "30s")]
-    pub duration: Duration,
-    /// Runs per scenario and thread count, alternating direct and Sluice.
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// sysbench tables and rows per table.
-    #[arg(long, default_value_t = 8)]
-    pub tables: u32,
-    #[arg(long, default_value_t = 10_000)]
-    pub table_size: u64,
-    /// Output directory [default: bench-results/mux-<UTC timestamp>].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// The Sluice binary to start [default: this one].
-    #[arg(long, value_name = "PATH")]
-    pub sluice_bin: Option<PathBuf>,
+}
+
+/// The flags with the scenario's defaults (or demo sizes) filled in.
+#[derive(Debug, Clone)]
+struct Plan {
+    threads: Vec<u32>,
+    duration: Duration,
+    repeat: u32,
+    data: DataSet,
+    backend_connections: u32,
+    idle_clients: u32,
+    active_threads: u32,
+    idle_backend_connections: u32,
+}
+
+impl Plan {
+    fn resolve(args: &MuxArgs) -> anyhow::Result<Plan> {
+        let c = &args.common;
+        let demo = c.demo;
+        let threads =
+            dedup(
+                c.threads
+                    .as_deref()
+                    .unwrap_or(if demo { &[64, 256] } else { &[256, 1024] }),
+            );
+        if threads.is_empty() || threads.contains(&0) {
+            bail!("--threads needs one or more thread counts of at least 1");
+        }
+        let duration = c
+            .duration
+            .unwrap_or(Duration::from_secs(if demo { 5 } else { 30 }));
+        if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
+            bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
+        }
+        if c.repeat == 0 {
+            bail!("--repeat must be at least 1");
+        }
+        let data = DataSet {
+            tables: c.tables.unwrap_or(if demo { 2 } else { 8 }),
+            table_size: c.table_size.unwrap_or(if demo { 1_000 } else { 10_000 }),
+        };
+        if data.tables == 0 || data.table_size == 0 {
+            bail!("--tables and --table-size must be at least 1");
+        }
+        let plan = Plan {
+            threads,
+            duration,
+            repeat: c.repeat,
+            data,
+            backend_connections: args.backend_connections,
+            idle_clients: args
+                .idle_clients
+                .unwrap_or(if demo { 1_000 } else { 10_000 }),
+            active_threads: args.active_threads.unwrap_or(if demo { 64 } else { 256 }),
+            idle_backend_connections: args.idle_backend_connections,
+        };
+        if plan.backend_connections == 0 || plan.idle_backend_connections == 0 {
+            bail!("--backend-connections and --idle-backend-connections must be at least 1");
+        }
+        if plan.active_threads == 0 {
+            bail!("--active-threads must be at least 1");
+        }
+        Ok(plan)
+    }
 }
 
 /// One sysbench run of the thread-thrashing part.
@@ -104,6 +162,11 @@ struct IdleRun {
 #[derive(Debug, Serialize)]
 struct Results {
     command: String,
+    started_at: String,
+    finished_at: Option<String>,
+    sluice_version: String,
+    sysbench_version: String,
+    machine: Machine,
     duration_secs: u64,
     backend_connections: u32,
     runs: Vec<ThreadRun>,
@@ -112,72 +175,56 @@ struct Results {
 
 const USER: &str = "sbtest";
 const PASSWORD: &str = "sbtest-mux";
-const ENV_RAISED: &str = "SLUICE_BENCH_MUX_NOFILE";
 
-/// Runs the benchmark, printing the tables and where the files are.
-pub fn run(args: MuxArgs) -> anyhow::Result<()> {
-    // Ten thousand sockets need the open-files limit raised in this very process: run
-    // again through bash's ulimit once.
-    if std::env::var_os(ENV_RAISED).is_none() && nofile_soft_limit() < 4 * 1024 {
-        let exe = std::env::current_exe()?;
-        let mut argv: Vec<String> = std::env::args().skip(1).collect();
-        argv.insert(0, exe.to_string_lossy().into_owned());
-        let status = std::process::Command::new("bash")
-            .arg("-c")
-            .arg("ulimit -n 65535 2>/dev/null || ulimit -n \"$(ulimit -Hn)\"; exec \"$@\"")
-            .arg("bash")
-            .args(&argv)
-            .env(ENV_RAISED, "1")
-            .status()?;
-        if !status.success() {
-            bail!("the benchmark failed (see above)");
-        }
-        return Ok(());
-    }
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "bench-results/mux-{}",
-            super::compact_timestamp(std::time::SystemTime::now())
-        ))
-    });
+/// Runs the benchmark, printing the tables and where the report is.
+pub fn run(args: &MuxArgs) -> Ran {
+    let mut report = None;
+    let result = run_into(args, &mut report);
+    Ran { report, result }
+}
+
+/// [`run`], leaving the latest report in `document`.
+fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<()> {
+    let plan = Plan::resolve(args)?;
+    let started = std::time::SystemTime::now();
+    let out = args.common.out_dir("mux", started);
     std::fs::create_dir_all(out.join("raw"))
         .with_context(|| format!("creating {}", out.display()))?;
     std::fs::create_dir_all(out.join("idle"))?;
-    let sluice_bin = match &args.sluice_bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()?,
-    };
-    let sysbench = which("sysbench").context("sysbench is not installed")?;
+    let sluice_bin = args.common.sluice_bin()?;
+    let sysbench = args.common.sysbench.clone();
+    let sysbench_version = sysbench::version(&sysbench)?;
     let creds = Credentials {
         user: USER.into(),
         password: PASSWORD.into(),
         database: "sbtest".into(),
         insert_schema: "sluice_slap".into(),
     };
-    let data = DataSet {
-        tables: args.tables,
-        table_size: args.table_size,
-    };
+    let data = plan.data;
     let mut results = Results {
         command: std::env::args().collect::<Vec<_>>().join(" "),
-        duration_secs: args.duration.as_secs(),
-        backend_connections: args.backend_connections,
+        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+        finished_at: None,
+        sluice_version: env!("CARGO_PKG_VERSION").to_string(),
+        sysbench_version,
+        machine: Machine::detect(),
+        duration_secs: plan.duration.as_secs(),
+        backend_connections: plan.backend_connections,
         runs: Vec::new(),
         idle: IdleRun::default(),
     };
-
-    let top = args.threads.iter().copied().max().unwrap_or(1);
+    let top = plan.threads.iter().copied().max().unwrap_or(1);
     let limits = "\n[limits]\nmax_client_connections = 20000\n".to_string();
     println!(
         "starting MariaDB and Sluice (pool of {} connections)...",
-        args.backend_connections
+        plan.backend_connections
     );
     let topology = Topology::embedded(
         &EmbeddedOptions {
-            max_connections: top.max(args.active_threads) + 100,
+            max_connections: top.max(plan.active_threads) + 100,
             passthrough: true,
             cached: false,
-            pool_max: args.backend_connections,
+            pool_max: plan.backend_connections,
             sluice_bin: sluice_bin.clone(),
             dir: out.clone(),
             extra_config: limits.clone(),
@@ -185,8 +232,8 @@ pub fn run(args: MuxArgs) -> anyhow::Result<()> {
         &creds,
     )?;
     prepare(&topology, &sysbench, data, &out)?;
-    for &threads in &args.threads {
-        for round in 0..args.repeat {
+    for &threads in &plan.threads {
+        for round in 0..plan.repeat {
             for scenario in ["direct", "sluice"] {
                 println!("{scenario}: {threads} threads, run {}", round + 1);
                 let run = thread_run(
@@ -194,11 +241,11 @@ pub fn run(args: MuxArgs) -> anyhow::Result<()> {
                     &sysbench,
                     data,
                     (scenario, threads, round),
-                    &args,
+                    &plan,
                     &out,
                 );
                 results.runs.push(run);
-                write_results(&out, &results)?;
+                *document = Some(report::write(&out, &results)?);
             }
         }
     }
@@ -206,14 +253,14 @@ pub fn run(args: MuxArgs) -> anyhow::Result<()> {
 
     println!(
         "starting MariaDB and Sluice (pool of {} connections) for {} idle clients...",
-        args.idle_backend_connections, args.idle_clients
+        plan.idle_backend_connections, plan.idle_clients
     );
     let topology = Topology::embedded(
         &EmbeddedOptions {
-            max_connections: args.active_threads.max(args.idle_backend_connections) + 100,
+            max_connections: plan.active_threads.max(plan.idle_backend_connections) + 100,
             passthrough: true,
             cached: false,
-            pool_max: args.idle_backend_connections,
+            pool_max: plan.idle_backend_connections,
             sluice_bin,
             dir: out.join("idle"),
             extra_config: limits,
@@ -222,7 +269,7 @@ pub fn run(args: MuxArgs) -> anyhow::Result<()> {
     );
     results.idle = match topology {
         Ok(topology) => match prepare(&topology, &sysbench, data, &out) {
-            Ok(()) => idle_run(&topology, &sysbench, data, &args, &out),
+            Ok(()) => idle_run(&topology, &sysbench, data, &plan, &out),
             Err(e) => IdleRun {
                 failure: Some(format!("{e:#}")),
                 ..IdleRun::default()
@@ -233,9 +280,13 @@ pub fn run(args: MuxArgs) -> anyhow::Result<()> {
             ..IdleRun::default()
         },
     };
-    write_results(&out, &results)?;
-    print!("{}", markdown(&results));
-    println!("\nresults: {}", out.join("results.md").display());
+    results.finished_at =
+        Some(humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string());
+    let written = report::write(&out, &results)?;
+    print!("{}", crate::document::markdown_sections(&written.sections));
+    println!("\nreport: {}", out.join("report.html").display());
+    println!("results: {}", out.join("results.md").display());
+    *document = Some(written);
     Ok(())
 }
 
@@ -313,7 +364,7 @@ fn sampled_run(
     endpoint: &Endpoint,
     spec: RunSpec,
     log: PathBuf,
-) -> (anyhow::Result<super::sysbench::RunStats>, Sample) {
+) -> (anyhow::Result<sysbench::RunStats>, Sample) {
     let cmd = SysbenchCommand::run(sysbench, endpoint, &spec, &std::env::temp_dir());
     let deadline = Duration::from_secs(spec.duration_secs + 120);
     let log_for_run = log.clone();
@@ -334,7 +385,7 @@ fn thread_run(
     sysbench: &Path,
     data: DataSet,
     (scenario, threads, round): (&'static str, u32, u32),
-    args: &MuxArgs,
+    plan: &Plan,
     out: &Path,
 ) -> ThreadRun {
     let target = match scenario {
@@ -363,7 +414,7 @@ fn thread_run(
         topology,
         sysbench,
         &endpoint(&target.host, target.port),
-        spec(threads, args.duration, data),
+        spec(threads, plan.duration, data),
         log,
     );
     run.server_rss_mib = s.server_rss;
@@ -379,13 +430,13 @@ fn idle_run(
     topology: &Topology,
     sysbench: &Path,
     data: DataSet,
-    args: &MuxArgs,
+    plan: &Plan,
     out: &Path,
 ) -> IdleRun {
     let mut run = IdleRun {
-        clients: args.idle_clients,
-        active_threads: args.active_threads,
-        backend_limit: args.idle_backend_connections,
+        clients: plan.idle_clients,
+        active_threads: plan.active_threads,
+        backend_limit: plan.idle_backend_connections,
         ..IdleRun::default()
     };
     let Some(sluice) = topology.passthrough.clone() else {
@@ -412,11 +463,11 @@ fn idle_run(
     }
     std::thread::sleep(Duration::from_secs(1));
     run.sluice_rss_before_mib = memory(pid).map(|m| m.0).unwrap_or(0.0);
-    println!("opening {} idle client connections...", args.idle_clients);
+    println!("opening {} idle client connections...", plan.idle_clients);
     let clients = runtime.block_on(async {
         let mut tasks = Vec::new();
         let gate = std::sync::Arc::new(tokio::sync::Semaphore::new(200));
-        for _ in 0..args.idle_clients {
+        for _ in 0..plan.idle_clients {
             let addr = addr.clone();
             let gate = gate.clone();
             tasks.push(tokio::spawn(async move {
@@ -442,13 +493,13 @@ fn idle_run(
     }
     println!(
         "{} idle clients logged in; sysbench with {} threads through the same Sluice...",
-        run.logged_in, args.active_threads
+        run.logged_in, plan.active_threads
     );
     let (stats, s) = sampled_run(
         topology,
         sysbench,
         &endpoint(&sluice.target.host, sluice.target.port),
-        spec(args.active_threads, args.duration, data),
+        spec(plan.active_threads, plan.duration, data),
         out.join("raw/idle-clients-sysbench.txt"),
     );
     run.server_connections = s.connections;
@@ -472,7 +523,7 @@ fn idle_run(
 /// qps, p95 latency, errors and the failure, from a sysbench run.
 #[allow(clippy::type_complexity)]
 pub(crate) fn outcome(
-    stats: anyhow::Result<super::sysbench::RunStats>,
+    stats: anyhow::Result<sysbench::RunStats>,
 ) -> (Option<f64>, Option<f64>, Option<u64>, Option<String>) {
     match stats {
         Ok(st) => (
@@ -571,114 +622,8 @@ fn parse_memory(status: &str) -> Option<(f64, f64)> {
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
-fn nofile_soft_limit() -> u64 {
-    std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find(|l| l.starts_with("Max open files"))
-                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
-        })
-        .unwrap_or(1024)
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(program))
-            .find(|p| p.is_file())
-    })
-}
-
-fn write_results(out: &Path, results: &Results) -> anyhow::Result<()> {
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(results)?,
-    )?;
-    std::fs::write(out.join("results.md"), markdown(results))?;
-    Ok(())
-}
-
 pub(crate) fn cell(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "FAILED".into(), |v| format!("{v:.digits$}"))
-}
-
-/// The tables, as Markdown.
-fn markdown(r: &Results) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "## Thread thrashing: oltp_read_only --skip_trx=on, {} s per run, Sluice onto {} backend connections\n",
-        r.duration_secs, r.backend_connections
-    );
-    let _ = writeln!(
-        s,
-        "| threads | scenario | qps | p95 ms | errors | server connections | server Memory_used MiB | server RSS MiB | server peak so far MiB | Sluice RSS MiB |"
-    );
-    let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
-    for run in &r.runs {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            run.threads,
-            run.scenario,
-            cell(run.qps, 0),
-            cell(run.p95_ms, 1),
-            run.errors.map_or("-".into(), |e| e.to_string()),
-            run.server_connections.map_or("-".into(), |c| c.to_string()),
-            cell(run.server_memory_used_mib, 0),
-            cell(run.server_rss_mib, 0),
-            cell(run.server_hwm_mib, 0),
-            run.sluice_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
-        );
-    }
-    let mut threads: Vec<u32> = r.runs.iter().map(|x| x.threads).collect();
-    threads.dedup();
-    let _ = writeln!(s, "\n| threads | Sluice / direct (median qps) |\n|---|---|");
-    for t in threads {
-        let med = |scenario: &str| {
-            let mut v: Vec<f64> = r
-                .runs
-                .iter()
-                .filter(|x| x.threads == t && x.scenario == scenario)
-                .filter_map(|x| x.qps)
-                .collect();
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied()
-        };
-        let ratio = match (med("sluice"), med("direct")) {
-            (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
-            _ => "n/a".into(),
-        };
-        let _ = writeln!(s, "| {t} | {ratio} |");
-    }
-    let i = &r.idle;
-    let _ = writeln!(s, "\n## Idle clients\n");
-    if let Some(f) = &i.failure {
-        let _ = writeln!(s, "FAILED: {f}\n");
-    }
-    let _ = writeln!(
-        s,
-        "| idle clients logged in | Sluice RSS before → after | per idle client | active threads | qps | p95 ms | errors | server connections (limit) | idle clients answering a ping |\n|---|---|---|---|---|---|---|---|---|"
-    );
-    let _ = writeln!(
-        s,
-        "| {} of {} | {:.1} → {:.1} MiB | {:.1} KiB | {} | {} | {} | {} | {} ({}) | {} of {} |",
-        i.logged_in,
-        i.clients,
-        i.sluice_rss_before_mib,
-        i.sluice_rss_after_mib,
-        i.bytes_per_idle_client / 1024.0,
-        i.active_threads,
-        cell(i.qps, 0),
-        cell(i.p95_ms, 1),
-        i.errors.map_or("-".into(), |e| e.to_string()),
-        i.server_connections.map_or("-".into(), |c| c.to_string()),
-        i.backend_limit,
-        i.pings_answered,
-        i.pings_sent,
-    );
-    s
 }
 
 #[cfg(test)]
@@ -693,40 +638,27 @@ mod tests {
     }
 
     #[test]
-    fn tables_show_ratios_and_failures() {
-        let run = |scenario, qps| ThreadRun {
-            scenario,
-            threads: 256,
-            qps,
-            p95_ms: Some(1.5),
-            errors: Some(0),
-            server_rss_mib: Some(300.0),
-            server_hwm_mib: Some(310.0),
-            server_memory_used_mib: Some(50.0),
-            server_connections: Some(33),
-            sluice_rss_mib: None,
-            failure: None,
+    fn defaults_and_demo_sizes() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: MuxArgs,
+        }
+        let plan = |argv: &[&str]| {
+            let cli = Cli::try_parse_from(std::iter::once("mux").chain(argv.iter().copied()))?;
+            Plan::resolve(&cli.args)
         };
-        let r = Results {
-            command: "sluice bench-mux".into(),
-            duration_secs: 30,
-            backend_connections: 32,
-            runs: vec![run("direct", Some(1000.0)), run("sluice", Some(1200.0))],
-            idle: IdleRun {
-                clients: 10,
-                logged_in: 10,
-                bytes_per_idle_client: 8192.0,
-                failure: Some("sysbench failed".into()),
-                ..IdleRun::default()
-            },
-        };
-        let md = markdown(&r);
-        assert!(md.contains("| 256 | 1.20 |"), "{md}");
-        assert!(md.contains("| 10 of 10 |"), "{md}");
-        assert!(md.contains("8.0 KiB"), "{md}");
-        assert!(md.contains("FAILED: sysbench failed"), "{md}");
-        let mut r = r;
-        r.runs[1].qps = None;
-        assert!(markdown(&r).contains("| 256 | n/a |"));
+        let p = plan(&[]).unwrap();
+        assert_eq!(p.threads, [256, 1024]);
+        assert_eq!((p.idle_clients, p.active_threads), (10_000, 256));
+        assert_eq!(p.duration, Duration::from_secs(30));
+        let p = plan(&["--demo", "--idle-clients", "50"]).unwrap();
+        assert_eq!(p.threads, [64, 256]);
+        assert_eq!((p.idle_clients, p.active_threads), (50, 64));
+        assert_eq!((p.data.tables, p.data.table_size), (2, 1_000));
+        assert!(plan(&["--threads", "0"]).is_err());
+        assert!(plan(&["--duration", "1500ms"]).is_err());
+        assert!(plan(&["--backend-connections", "0"]).is_err());
     }
 }

@@ -1,37 +1,14 @@
-//! How a benchmark report reads: per workload, the published report's tables (throughput,
-//! total reads, average and 95th-percentile latency) plus Sluice's CPU cost, the insert
-//! series, charts of each against threads, and the documents that hold them: Markdown
-//! (the terminal and results.md) and one self-contained HTML page.
+//! How the cache scenario's report reads: per workload, the published report's tables
+//! (throughput, total reads, average and 95th-percentile latency) plus Sluice's CPU
+//! cost, the insert series, and charts of each against threads, as a [`Document`].
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use super::chart::{escape, Chart, Series};
-use super::report::{thousands, InsertRow, Report, Status, SummaryRow};
-use super::sysbench::{PsMode, Workload};
-use super::Scenario;
-
-/// A table of numbers, already formatted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Table {
-    pub title: String,
-    pub header: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
-
-/// A chart and the name of its SVG file (without extension).
-pub struct NamedChart {
-    pub file_stem: String,
-    pub chart: Chart,
-}
-
-/// The results of one workload (and ps-mode): its tables, why cells are empty, charts.
-pub struct Section {
-    pub title: String,
-    pub tables: Vec<Table>,
-    pub notes: Vec<String>,
-    pub charts: Vec<NamedChart>,
-}
+use crate::cache::Scenario;
+use crate::chart::{Chart, Series};
+use crate::document::{Document, NamedChart, Section, Table};
+use crate::report::{thousands, InsertRow, Report, Status, SummaryRow};
+use crate::sysbench::{PsMode, Workload};
 
 /// Every section of the report, in plan order.
 pub fn sections(report: &Report) -> Vec<Section> {
@@ -391,37 +368,6 @@ impl Missing {
 }
 
 /// A table as GitHub Markdown, numbers right-aligned.
-fn markdown_table(t: &Table) -> String {
-    let mut out = format!("**{}**\n\n| {} |\n|", t.title, t.header.join(" | "));
-    for _ in &t.header {
-        out.push_str("---:|");
-    }
-    out.push('\n');
-    for row in &t.rows {
-        let _ = writeln!(out, "| {} |", row.join(" | "));
-    }
-    out
-}
-
-/// The sections' tables and notes as Markdown: what the terminal shows at the end.
-pub fn markdown_sections(sections: &[Section]) -> String {
-    let mut out = String::new();
-    for section in sections {
-        let _ = writeln!(out, "### {}\n", section.title);
-        for table in &section.tables {
-            out.push_str(&markdown_table(table));
-            out.push('\n');
-        }
-        for note in &section.notes {
-            let _ = writeln!(out, "- {note}");
-        }
-        if !section.notes.is_empty() {
-            out.push('\n');
-        }
-    }
-    out
-}
-
 /// One-line account of how far the run got.
 fn status_line(report: &Report) -> String {
     match &report.status {
@@ -513,54 +459,31 @@ const LEGEND: &str = "queries/s and total reads: as sysbench counts them over th
     run divided by the queries of the run. errors: sysbench's ignored errors. n/a: the \
     scenario cannot run here; FAILED / skipped: no measurement, reason under the table.";
 
-/// The whole report as Markdown (results.md).
-pub fn markdown(report: &Report, sections: &[Section]) -> String {
-    let mut out = format!(
-        "# Sluice benchmark: {}\n\n",
-        join(&report.settings.scenarios)
-    );
-    for fact in facts(report) {
-        let _ = writeln!(out, "- {fact}");
-    }
-    if let Status::Aborted(why) = &report.status {
-        if why.lines().count() > 1 {
-            let _ = writeln!(out, "\n```text\n{why}\n```");
-        }
-    }
-    let _ = write!(out, "\n{LEGEND}\n\n## Results\n\n");
-    out.push_str(&markdown_sections(sections));
-    out.push_str("## Charts\n\n");
-    for section in sections {
-        for chart in &section.charts {
-            let _ = writeln!(
-                out,
-                "![{}](charts/{}.svg)",
-                chart.chart.title, chart.file_stem
-            );
-        }
-    }
-    out.push_str("\n## Commands\n\n");
-    out.push_str(&commands_markdown(report));
-    out
-}
+/// Said under the commands: how they ran.
+const COMMANDS_NOTE: &str = "Every command ran under `ulimit -n 65535` (or the hard limit, if \
+    lower), sysbench in the results directory (which holds the Lua script Sluice ships). At \
+    each step the scenarios ran one after the other, alternating when repeated; the output \
+    of every run is in `raw/`.";
 
-/// Every command line, grouped, as Markdown code blocks.
-fn commands_markdown(report: &Report) -> String {
-    let mut out = String::new();
-    for (title, lines) in command_groups(report) {
-        let _ = writeln!(out, "{title}\n\n```sh");
-        for line in lines {
-            let _ = writeln!(out, "{line}");
-        }
-        out.push_str("```\n\n");
+/// The report in the format every scenario shares.
+pub fn document(report: &Report) -> Document {
+    Document {
+        title: format!(
+            "Sluice benchmark: cache ({})",
+            join(&report.settings.scenarios)
+        ),
+        facts: facts(report),
+        detail: match &report.status {
+            Status::Aborted(why) => Some(why.clone()),
+            _ => None,
+        },
+        legend: Some(LEGEND.to_string()),
+        sections: sections(report),
+        commands: command_groups(report),
+        commands_note: Some(COMMANDS_NOTE.to_string()),
+        csv: report.csv(),
+        json: serde_json::to_string_pretty(report).expect("the report serializes") + "\n",
     }
-    out.push_str(
-        "Every command ran under `ulimit -n 65535` (or the hard limit, if lower), sysbench \
-         in the results directory (which holds the Lua script Sluice ships). At each step \
-         the scenarios ran one after the other, alternating when repeated; the output of \
-         every run is in `raw/`.\n",
-    );
-    out
 }
 
 fn command_groups(report: &Report) -> Vec<(String, Vec<String>)> {
@@ -605,93 +528,6 @@ fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<String> {
     seen
 }
 
-/// The report as one HTML page with the charts inline: it opens from a file, offline.
-pub fn html(report: &Report, sections: &[Section]) -> String {
-    let title = format!("Sluice benchmark: {}", join(&report.settings.scenarios));
-    let mut out = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n<ul>\n",
-        escape(&title),
-        escape(&title)
-    );
-    for fact in facts(report) {
-        let _ = writeln!(out, "<li>{}</li>", inline_markdown(&fact));
-    }
-    out.push_str("</ul>\n");
-    if let Status::Aborted(why) = &report.status {
-        let _ = writeln!(out, "<pre>{}</pre>", escape(why));
-    }
-    let _ = writeln!(out, "<p class=\"legend\">{}</p>", escape(LEGEND));
-    for section in sections {
-        let _ = writeln!(out, "<section>\n<h2>{}</h2>", escape(&section.title));
-        out.push_str("<div class=\"charts\">\n");
-        for chart in &section.charts {
-            let _ = writeln!(out, "<figure>{}</figure>", chart.chart.svg());
-        }
-        out.push_str("</div>\n");
-        for table in &section.tables {
-            out.push_str(&html_table(table));
-        }
-        if !section.notes.is_empty() {
-            out.push_str("<ul class=\"notes\">\n");
-            for note in &section.notes {
-                let _ = writeln!(out, "<li>{}</li>", escape(note));
-            }
-            out.push_str("</ul>\n");
-        }
-        out.push_str("</section>\n");
-    }
-    out.push_str("<section>\n<h2>Commands</h2>\n");
-    for (title, lines) in command_groups(report) {
-        let _ = writeln!(
-            out,
-            "<h3>{}</h3>\n<pre>{}</pre>",
-            escape(&title),
-            escape(&lines.join("\n"))
-        );
-    }
-    out.push_str("</section>\n</body>\n</html>\n");
-    out
-}
-
-fn html_table(t: &Table) -> String {
-    let mut out = format!(
-        "<table>\n<caption>{}</caption>\n<thead><tr>",
-        escape(&t.title)
-    );
-    for h in &t.header {
-        let _ = write!(out, "<th>{}</th>", escape(h));
-    }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    for row in &t.rows {
-        out.push_str("<tr>");
-        for c in row {
-            let class = match c.as_str() {
-                "FAILED" | "skipped" => " class=\"bad\"",
-                "n/a" | "—" => " class=\"na\"",
-                _ => "",
-            };
-            let _ = write!(out, "<td{class}>{}</td>", escape(c));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody>\n</table>\n");
-    out
-}
-
-/// `**bold**` in a fact line, everything else escaped.
-fn inline_markdown(text: &str) -> String {
-    let mut out = String::new();
-    for (i, part) in text.split("**").enumerate() {
-        if i % 2 == 1 {
-            let _ = write!(out, "<strong>{}</strong>", escape(part));
-        } else {
-            out.push_str(&escape(part));
-        }
-    }
-    out
-}
-
 fn join<T: std::fmt::Display>(items: &[T]) -> String {
     items
         .iter()
@@ -699,11 +535,3 @@ fn join<T: std::fmt::Display>(items: &[T]) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
-
-const STYLE: &str = "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;\
-color:#222}table{border-collapse:collapse;margin:1em 0}caption{text-align:left;\
-font-weight:bold;padding:.3em 0}th,td{border:1px solid #ccc;padding:.25em .6em;\
-text-align:right}th{background:#f4f4f4}td.bad{color:#b00;font-weight:bold}td.na{color:#888}\
-.charts{display:flex;flex-wrap:wrap;gap:1em}figure{margin:0;flex:1 1 360px;max-width:600px}\
-figure svg{width:100%;height:auto}pre{background:#f7f7f7;padding:.6em;overflow-x:auto;\
-white-space:pre-wrap}.legend{color:#555;font-size:.9em}";

@@ -1,17 +1,17 @@
 //! The benchmark's results: every run as measured (sysbench steps and mysqlslap insert
 //! runs), the per-step summary (median over repetitions, ratios to direct), and their
-//! renderings as JSON and CSV. Tables, charts and the HTML page are in [`super::render`].
+//! renderings as JSON and CSV. Tables and charts are in [`crate::render`].
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use serde::Serialize;
 
-use super::render;
-use super::sysbench::{DataSet, PsMode, RunStats, Workload};
-use super::Scenario;
+use crate::cache::Scenario;
+use crate::document::{csv_field, Document};
+use crate::render;
+use crate::sysbench::{DataSet, PsMode, RunStats, Workload};
 
 /// Everything one `sluice bench` run knows; serialized as results.json.
 #[derive(Debug, Serialize)]
@@ -413,34 +413,15 @@ impl Report {
         out
     }
 
-    /// Writes results.md, results.json, results.csv, report.html and the charts'
-    /// SVG files into `dir`; returns the paths of the first four.
-    pub fn write(&mut self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    /// The report in the format every scenario shares, summarized first.
+    pub fn document(&mut self) -> Document {
         self.summarize();
-        let sections = render::sections(self);
-        let charts_dir = dir.join("charts");
-        std::fs::create_dir_all(&charts_dir)
-            .with_context(|| format!("creating {}", charts_dir.display()))?;
-        for section in &sections {
-            for chart in &section.charts {
-                let path = charts_dir.join(format!("{}.svg", chart.file_stem));
-                std::fs::write(&path, chart.chart.svg())
-                    .with_context(|| format!("writing {}", path.display()))?;
-            }
-        }
-        let files = [
-            ("results.md", render::markdown(self, &sections)),
-            ("results.json", serde_json::to_string_pretty(self)? + "\n"),
-            ("results.csv", self.csv()),
-            ("report.html", render::html(self, &sections)),
-        ];
-        let mut paths = Vec::new();
-        for (name, text) in files {
-            let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-            paths.push(path);
-        }
-        Ok(paths)
+        render::document(self)
+    }
+
+    /// Writes the report's files into `dir` (see [`Document::write`]).
+    pub fn write(&mut self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+        self.document().write(dir)
     }
 }
 
@@ -580,14 +561,6 @@ pub fn thousands(n: u64) -> String {
         .map(|g| std::str::from_utf8(g).expect("ASCII digits"))
         .collect();
     groups.join(",")
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\"").replace('\n', " "))
-    } else {
-        s.to_string()
-    }
 }
 
 #[cfg(test)]
@@ -768,7 +741,7 @@ mod tests {
         r.status = Status::Aborted("interrupted".into());
         r.summarize();
         assert_eq!(r.runs_not_ok(), 2);
-        let md = render::markdown(&r, &render::sections(&r));
+        let md = render::document(&r).markdown();
         assert!(
             md.contains("| 1 | 36,303 | FAILED | — |"),
             "throughput row: {md}"
@@ -833,7 +806,7 @@ mod tests {
         // Never attempted: not a failure.
         assert_eq!(r.runs_not_ok(), 0);
         let sections = render::sections(&r);
-        let md = render::markdown(&r, &sections);
+        let md = render::document(&r).markdown();
         assert!(
             md.contains(
                 "| threads | direct | passthrough | cached | passthrough ÷ direct | cached ÷ direct |"
@@ -888,7 +861,7 @@ mod tests {
             .starts_with("FAILED: mysqlslap exited"));
         let sections = render::sections(&r);
         assert_eq!(sections.len(), 1);
-        let md = render::markdown_sections(&sections);
+        let md = crate::document::markdown_sections(&sections);
         assert!(
             md.contains("| 1 | 8,000 | 6,000 | 0.75 | 2.00 | 2.67 | 12.5 |"),
             "{md}"

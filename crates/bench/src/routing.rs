@@ -9,63 +9,42 @@
 //! report sets against the share the weights promise.
 //!
 //! Everything runs embedded (a sandbox replica set and a Sluice child) and is removed at
-//! the end, on error too; results go to `results.md` and `results.json`.
+//! the end, on error too; the report ([`report`]) is written after every run.
 
-use super::mux::{cell, outcome, spec};
-use super::report::{thousands, Machine};
-use super::sysbench::{self, parse_run, DataSet, Endpoint, RunStats, SysbenchCommand};
-use super::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
+mod report;
+
+use crate::document::Document;
+use crate::mux::{cell, outcome, spec};
+use crate::report::{thousands, Machine};
+use crate::sysbench::{self, parse_run, DataSet, Endpoint, RunStats, SysbenchCommand};
+use crate::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
+use crate::{dedup, CommonArgs, Ran};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::Value;
 use sluice_sandbox::{self as sandbox, MariaDb, ReplicaSet, ReplicaSetOptions};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
 /// Flags of `sluice bench routing`.
+///
+/// Defaults: threads 16,64; 20 s per run; 8 tables x 10,000 rows. --demo: threads 4,16;
+/// 5 s; 2 tables x 1,000 rows. It always starts its own servers.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RoutingArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
     /// Replicas behind the primary.
     #[arg(long, default_value_t = 2)]
     pub replicas: usize,
     /// Read weight of each replica, comma-separated, one per replica [default: 1 each].
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub weights: Option<Vec<u32>>,
-    /// sysbench thread counts, comma-separated.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "LIST",
-        default_value = "16,64"
-    )]
-    pub threads: Vec<u32>,
-    /// Duration of each sysbench run, whole seconds.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
-    pub duration: Duration,
-    /// Runs per scenario and thread count, alternating direct and Sluice; the summary
-    /// shows medians.
-    #[arg(long, default_value_t = 1)]
-    pub repeat: u32,
-    /// sysbench tables.
-    #[arg(long, default_value_t = 8)]
-    pub tables: u32,
-    /// Rows per sysbench table.
-    #[arg(long, default_value_t = 10_000)]
-    pub table_size: u64,
     /// Backend connections Sluice may open to each server (it multiplexes onto them).
     #[arg(long, default_value_t = 64)]
     pub backend_connections: u32,
-    /// Output directory [default: bench-results/routing-<UTC timestamp>].
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// The sysbench program.
-    #[arg(long, default_value = "sysbench", value_name = "PATH")]
-    pub sysbench: PathBuf,
-    /// The Sluice binary to start [default: this one].
-    #[arg(long, value_name = "PATH")]
-    pub sluice_bin: Option<PathBuf>,
 }
 
 /// Database of the sysbench tables.
@@ -109,17 +88,31 @@ impl Plan {
         if weights.contains(&0) {
             bail!("--weights must be at least 1 each (Sluice refuses a weight of 0)");
         }
-        let threads = super::dedup(&args.threads);
+        let c = &args.common;
+        let demo = c.demo;
+        let threads =
+            dedup(
+                c.threads
+                    .as_deref()
+                    .unwrap_or(if demo { &[4, 16] } else { &[16, 64] }),
+            );
         if threads.is_empty() || threads.contains(&0) {
             bail!("--threads needs one or more thread counts of at least 1");
         }
-        if args.duration.subsec_nanos() != 0 || args.duration.as_secs() == 0 {
+        let duration = c
+            .duration
+            .unwrap_or(Duration::from_secs(if demo { 5 } else { 20 }));
+        if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
             bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
         }
-        if args.repeat == 0 {
+        if c.repeat == 0 {
             bail!("--repeat must be at least 1");
         }
-        if args.tables == 0 || args.table_size == 0 {
+        let data = DataSet {
+            tables: c.tables.unwrap_or(if demo { 2 } else { 8 }),
+            table_size: c.table_size.unwrap_or(if demo { 1_000 } else { 10_000 }),
+        };
+        if data.tables == 0 || data.table_size == 0 {
             bail!("--tables and --table-size must be at least 1");
         }
         if args.backend_connections == 0 {
@@ -136,12 +129,9 @@ impl Plan {
         Ok(Plan {
             servers,
             threads,
-            duration: args.duration,
-            repeat: args.repeat,
-            data: DataSet {
-                tables: args.tables,
-                table_size: args.table_size,
-            },
+            duration,
+            repeat: c.repeat,
+            data,
             backend_connections: args.backend_connections,
             max_connections: top
                 .saturating_add(args.backend_connections)
@@ -260,23 +250,22 @@ struct Results {
     balance: Vec<BalanceRow>,
 }
 
-/// Runs the benchmark, printing the tables and where the files are.
-pub fn run(args: RoutingArgs) -> anyhow::Result<()> {
-    let plan = Plan::resolve(&args)?;
+/// Runs the benchmark, printing the tables and where the report is.
+pub fn run(args: &RoutingArgs) -> Ran {
+    let mut report = None;
+    let result = run_into(args, &mut report);
+    Ran { report, result }
+}
+
+/// [`run`], leaving the latest report in `document`.
+fn run_into(args: &RoutingArgs, document: &mut Option<Document>) -> anyhow::Result<()> {
+    let plan = Plan::resolve(args)?;
     let started = SystemTime::now();
-    let out = args.out.clone().unwrap_or_else(|| {
-        PathBuf::from(format!(
-            "bench-results/routing-{}",
-            super::compact_timestamp(started)
-        ))
-    });
+    let out = args.common.out_dir("routing", started);
     std::fs::create_dir_all(out.join("raw"))
         .with_context(|| format!("creating {}", out.display()))?;
-    let sysbench_version = sysbench::version(&args.sysbench)?;
-    let sluice_bin = match &args.sluice_bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe().context("locating the sluice binary")?,
-    };
+    let sysbench_version = sysbench::version(&args.common.sysbench)?;
+    let sluice_bin = args.common.sluice_bin()?;
     let mut results = Results {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         started_at: humantime::format_rfc3339_seconds(started).to_string(),
@@ -297,16 +286,18 @@ pub fn run(args: RoutingArgs) -> anyhow::Result<()> {
         summary: Vec::new(),
         balance: Vec::new(),
     };
-    write_results(&out, &mut results)?;
+    *document = Some(report::write(&out, &mut results)?);
 
-    let measured = measure(&args, &plan, &sluice_bin, &out, &mut results);
+    let measured = measure(args, &plan, &sluice_bin, &out, &mut results);
     results.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
     results.error = measured.as_ref().err().map(|e| format!("{e:#}"));
-    write_results(&out, &mut results)?;
+    let written = report::write(&out, &mut results)?;
     if !results.runs.is_empty() {
-        print!("{}", markdown(&results));
+        print!("{}", crate::document::markdown_sections(&written.sections));
     }
-    println!("\nresults: {}", out.join("results.md").display());
+    println!("\nreport: {}", out.join("report.html").display());
+    println!("results: {}", out.join("results.md").display());
+    *document = Some(written);
     measured?;
     let failed = results.runs.iter().filter(|r| r.failure.is_some()).count();
     if failed > 0 {
@@ -355,7 +346,7 @@ fn measure(
         .tables
         .min(std::thread::available_parallelism().map_or(1, |n| n.get()) as u32);
     let prepare = SysbenchCommand::prepare(
-        &args.sysbench,
+        &args.common.sysbench,
         &endpoint(set.primary.addr()),
         plan.data,
         prepare_threads,
@@ -410,7 +401,7 @@ fn measure(
             s.name, s.address, s.role, s.weight
         );
     }
-    write_results(out, results)?;
+    report::write(out, results)?;
 
     let runs = plan.runs();
     for (index, &(threads, repetition, scenario)) in runs.iter().enumerate() {
@@ -437,7 +428,7 @@ fn measure(
         eprintln!("    {}", describe(&run));
         let failed = run.failure.is_some();
         results.runs.push(run);
-        write_results(out, results)?;
+        report::write(out, results)?;
         if failed && scenario == SLUICE {
             if let Err(ended) = sluice.check() {
                 bail!("{ended}");
@@ -606,7 +597,7 @@ fn one_run(
     out: &Path,
 ) -> Run {
     let spec = spec(threads, plan.duration, plan.data);
-    let command = SysbenchCommand::run(&args.sysbench, &endpoint(target), &spec, out);
+    let command = SysbenchCommand::run(&args.common.sysbench, &endpoint(target), &spec, out);
     let output_file = format!("raw/{scenario}-t{threads}-r{repetition}.txt");
     let log = out.join(&output_file);
     let before = Snapshot::take(plan, databases, admin);
@@ -741,226 +732,6 @@ fn describe(run: &Run) -> String {
     s
 }
 
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
-}
-
-fn thread_counts(runs: &[Run]) -> Vec<u32> {
-    let all: Vec<u32> = runs.iter().map(|r| r.threads).collect();
-    super::dedup(&all)
-}
-
-fn summarize(runs: &[Run]) -> Vec<SummaryRow> {
-    thread_counts(runs)
-        .into_iter()
-        .map(|threads| {
-            let of = |scenario: &'static str| {
-                runs.iter()
-                    .filter(move |r| r.threads == threads && r.scenario == scenario)
-            };
-            let med = |scenario: &'static str, f: fn(&Run) -> Option<f64>| {
-                median(of(scenario).filter_map(f).collect())
-            };
-            let errors = |scenario: &'static str| of(scenario).filter_map(|r| r.errors).sum();
-            let direct_qps = med(DIRECT, |r| r.qps);
-            let sluice_qps = med(SLUICE, |r| r.qps);
-            SummaryRow {
-                threads,
-                direct_qps,
-                sluice_qps,
-                ratio: match (sluice_qps, direct_qps) {
-                    (Some(s), Some(d)) if d > 0.0 => Some(s / d),
-                    _ => None,
-                },
-                direct_p95_ms: med(DIRECT, |r| r.p95_ms),
-                sluice_p95_ms: med(SLUICE, |r| r.p95_ms),
-                direct_errors: errors(DIRECT),
-                sluice_errors: errors(SLUICE),
-            }
-        })
-        .collect()
-}
-
-fn balance(servers: &[ServerInfo], runs: &[Run]) -> Vec<BalanceRow> {
-    let reader_weights: u32 = servers
-        .iter()
-        .filter(|s| s.role == "reader")
-        .map(|s| s.weight)
-        .sum();
-    let share = |part: u64, whole: u64| (whole > 0).then(|| part as f64 / whole as f64);
-    let mut rows = Vec::new();
-    for threads in thread_counts(runs) {
-        let through: Vec<&Run> = runs
-            .iter()
-            .filter(|r| r.threads == threads && r.scenario == SLUICE && r.failure.is_none())
-            .collect();
-        let sum = |i: usize, f: fn(&ServerLoad) -> Option<u64>| -> u64 {
-            through
-                .iter()
-                .filter_map(|r| r.servers.get(i).and_then(f))
-                .sum()
-        };
-        let reads: Vec<u64> = (0..servers.len()).map(|i| sum(i, |l| l.reads)).collect();
-        let selects: Vec<u64> = (0..servers.len())
-            .map(|i| sum(i, |l| l.com_select))
-            .collect();
-        let (all_reads, all_selects) = (reads.iter().sum(), selects.iter().sum());
-        for (i, s) in servers.iter().enumerate() {
-            rows.push(BalanceRow {
-                threads,
-                name: s.name.clone(),
-                role: s.role.clone(),
-                weight: s.weight,
-                expected_share: match s.role.as_str() {
-                    "reader" if reader_weights > 0 => {
-                        f64::from(s.weight) / f64::from(reader_weights)
-                    }
-                    _ => 0.0,
-                },
-                reads: reads[i],
-                observed_share: share(reads[i], all_reads),
-                com_select: selects[i],
-                com_select_share: share(selects[i], all_selects),
-            });
-        }
-    }
-    rows
-}
-
-fn write_results(out: &Path, results: &mut Results) -> anyhow::Result<()> {
-    results.summary = summarize(&results.runs);
-    results.balance = balance(&results.servers, &results.runs);
-    std::fs::write(
-        out.join("results.json"),
-        serde_json::to_string_pretty(results)?,
-    )
-    .with_context(|| format!("writing results.json into {}", out.display()))?;
-    std::fs::write(out.join("results.md"), markdown(results))
-        .with_context(|| format!("writing results.md into {}", out.display()))?;
-    Ok(())
-}
-
-fn percent(v: Option<f64>) -> String {
-    v.map_or_else(|| "n/a".into(), |v| format!("{:.1}%", v * 100.0))
-}
-
-fn qps_cell(v: Option<f64>) -> String {
-    v.map_or_else(|| "FAILED".into(), |v| thousands(v.round() as u64))
-}
-
-/// The tables, as Markdown.
-fn markdown(r: &Results) -> String {
-    let mut s = String::new();
-    let readers = r.servers.len().saturating_sub(1);
-    let _ = writeln!(
-        s,
-        "## Read scale-out: oltp_read_only --skip_trx=on, prepared statements, {} s per run\n",
-        r.duration_secs
-    );
-    let _ = writeln!(
-        s,
-        "Direct: sysbench straight at the primary. Sluice: in front of the primary and {readers} \
-         replicas (MariaDB {}, all on one machine of {} logical CPUs), multiplexing onto up \
-         to {} connections per server; {} tables x {} rows.{}\n",
-        r.mariadb_version.as_deref().unwrap_or("(version unknown)"),
-        r.machine.logical_cpus,
-        r.backend_connections,
-        r.data.tables,
-        thousands(r.data.table_size),
-        if r.repeat > 1 {
-            format!(" Medians of {} runs each.", r.repeat)
-        } else {
-            String::new()
-        }
-    );
-    if let Some(e) = &r.error {
-        let _ = writeln!(s, "STOPPED EARLY: {e}\n");
-    }
-    let _ = writeln!(
-        s,
-        "| threads | direct qps | Sluice qps | Sluice / direct | direct p95 ms | Sluice p95 ms | errors (direct / Sluice) |\n|---|---|---|---|---|---|---|"
-    );
-    for row in &r.summary {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} / {} |",
-            row.threads,
-            qps_cell(row.direct_qps),
-            qps_cell(row.sluice_qps),
-            row.ratio
-                .map_or_else(|| "n/a".into(), |x| format!("{x:.2}")),
-            cell(row.direct_p95_ms, 2),
-            cell(row.sluice_p95_ms, 2),
-            row.direct_errors,
-            row.sluice_errors,
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\n## Balancing: where the reads through Sluice went\n\n\
-         Expected share: the server's weight over the sum of the readers' weights. Observed: \
-         Sluice's read counter (`/v1/servers`), which also counts the statement preparations \
-         it routes (sysbench prepares its statements once per connection); cross-check: \
-         each server's `Com_select`, which counts executions only, the monitor's checks \
-         included.\n"
-    );
-    let _ = writeln!(
-        s,
-        "| threads | server | role | weight | expected share | observed share (reads) | Com_select share |\n|---|---|---|---|---|---|---|"
-    );
-    for row in &r.balance {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} ({}) | {} ({}) |",
-            row.threads,
-            row.name,
-            row.role,
-            row.weight,
-            percent(Some(row.expected_share)),
-            percent(row.observed_share),
-            thousands(row.reads),
-            percent(row.com_select_share),
-            thousands(row.com_select),
-        );
-    }
-    let _ = writeln!(
-        s,
-        "\n## Every run\n\n| threads | run | scenario | qps | p95 ms | errors | reads per server (Sluice) | Com_select per server |\n|---|---|---|---|---|---|---|---|"
-    );
-    for run in &r.runs {
-        let per = |f: fn(&ServerLoad) -> Option<u64>| {
-            run.servers
-                .iter()
-                .map(|l| format!("{} {}", l.name, f(l).map_or("-".into(), thousands)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
-            run.threads,
-            run.repetition,
-            run.scenario,
-            qps_cell(run.qps),
-            cell(run.p95_ms, 2),
-            run.errors.map_or("-".into(), |e| e.to_string()),
-            if run.scenario == SLUICE {
-                per(|l| l.reads)
-            } else {
-                "-".into()
-            },
-            per(|l| l.com_select),
-        );
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -973,8 +744,7 @@ mod tests {
     }
 
     fn plan(argv: &[&str]) -> anyhow::Result<Plan> {
-        let cli =
-            Cli::try_parse_from(std::iter::once("bench-routing").chain(argv.iter().copied()))?;
+        let cli = Cli::try_parse_from(std::iter::once("routing").chain(argv.iter().copied()))?;
         Plan::resolve(&cli.args)
     }
 
@@ -1042,101 +812,5 @@ mod tests {
         assert_eq!(status_value(""), None);
         assert_eq!(delta(Some(10), Some(25)), Some(15));
         assert_eq!(delta(None, Some(25)), None);
-    }
-
-    fn run(scenario: &'static str, threads: u32, qps: f64, reads: [Option<u64>; 3]) -> Run {
-        Run {
-            scenario,
-            threads,
-            repetition: 1,
-            qps: Some(qps),
-            p95_ms: Some(2.0),
-            errors: Some(0),
-            failure: None,
-            command: String::new(),
-            output_file: String::new(),
-            servers: ["primary", "replica1", "replica2"]
-                .iter()
-                .zip(reads)
-                .map(|(name, reads)| ServerLoad {
-                    name: name.to_string(),
-                    reads,
-                    com_select: reads.map(|r| r + 5),
-                })
-                .collect(),
-            reads_to_readers: None,
-            reads_to_writer: None,
-        }
-    }
-
-    #[test]
-    fn summary_balance_and_tables() {
-        let servers: Vec<ServerInfo> = [("primary", "writer", 1), ("replica1", "reader", 1)]
-            .into_iter()
-            .chain([("replica2", "reader", 3)])
-            .map(|(name, role, weight)| ServerInfo {
-                name: name.into(),
-                address: "127.0.0.1:1".into(),
-                weight,
-                role: role.into(),
-            })
-            .collect();
-        let runs = vec![
-            run(DIRECT, 16, 1000.0, [None; 3]),
-            run(SLUICE, 16, 1500.0, [Some(0), Some(250), Some(750)]),
-            run(DIRECT, 16, 1200.0, [None; 3]),
-            run(SLUICE, 16, 1700.0, [Some(0), Some(250), Some(750)]),
-        ];
-        let summary = summarize(&runs);
-        assert_eq!(summary.len(), 1);
-        assert_eq!(summary[0].direct_qps, Some(1100.0));
-        assert_eq!(summary[0].sluice_qps, Some(1600.0));
-        assert!((summary[0].ratio.unwrap() - 1600.0 / 1100.0).abs() < 1e-9);
-        let rows = balance(&servers, &runs);
-        assert_eq!(rows.len(), 3);
-        assert_eq!(rows[0].expected_share, 0.0);
-        assert_eq!(rows[0].observed_share, Some(0.0));
-        assert_eq!(rows[2].expected_share, 0.75);
-        assert_eq!(rows[2].observed_share, Some(0.75));
-        assert_eq!(rows[2].reads, 1500);
-        assert_eq!(rows[2].com_select, 1510);
-
-        let mut results = Results {
-            command: "sluice bench-routing".into(),
-            started_at: String::new(),
-            finished_at: None,
-            error: None,
-            sluice_version: String::new(),
-            sysbench_version: String::new(),
-            mariadb_version: Some("11.4".into()),
-            machine: Machine::detect(),
-            duration_secs: 20,
-            repeat: 2,
-            data: DataSet {
-                tables: 8,
-                table_size: 10_000,
-            },
-            backend_connections: 64,
-            servers,
-            sluice_command: None,
-            prepare_command: None,
-            runs,
-            summary,
-            balance: rows,
-        };
-        let md = markdown(&results);
-        assert!(
-            md.contains("| 16 | 1,100 | 1,600 | 1.45 | 2.00 | 2.00 | 0 / 0 |"),
-            "{md}"
-        );
-        assert!(
-            md.contains("| 16 | replica2 | reader | 3 | 75.0% | 75.0% (1,500) |"),
-            "{md}"
-        );
-        assert!(md.contains("Medians of 2 runs"), "{md}");
-        results.runs[1].qps = None;
-        results.runs[3].qps = None;
-        results.summary = summarize(&results.runs);
-        assert!(markdown(&results).contains("| 16 | 1,100 | FAILED | n/a |"));
     }
 }

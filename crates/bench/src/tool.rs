@@ -3,6 +3,7 @@
 //! needs about how it ended and how to run it again.
 
 use std::fs::File;
+use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -25,6 +26,45 @@ pub fn with_raised_nofile(program: &Path, args: &[String]) -> Command {
         .arg(program)
         .args(args);
     cmd
+}
+
+/// Open files this process may need itself: the multiplexing scenario holds thousands
+/// of idle client sockets in process.
+const OWN_NOFILE: u64 = 4 * 1024;
+/// Set in the environment once this process has raised its own limit.
+const ENV_RAISED: &str = "SLUICE_BENCH_NOFILE";
+
+/// Makes sure this process's own open-files soft limit is at least [`OWN_NOFILE`]: if it
+/// is lower, replaces the process (same pid, same arguments) by itself run under bash's
+/// `ulimit -n`, once. Raising it in process would take unsafe code.
+pub fn raise_own_nofile() -> anyhow::Result<()> {
+    if std::env::var_os(ENV_RAISED).is_some() || nofile_soft_limit() >= OWN_NOFILE {
+        return Ok(());
+    }
+    let exe = std::env::current_exe().context("locating this program")?;
+    let error = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -n {NOFILE} 2>/dev/null || ulimit -n \"$(ulimit -Hn)\"; exec \"$@\""
+        ))
+        .arg("bash")
+        .arg(exe)
+        .args(std::env::args_os().skip(1))
+        .env(ENV_RAISED, "1")
+        .exec();
+    Err(anyhow::Error::new(error).context("running again under a raised open-files limit"))
+}
+
+/// This process's open-files soft limit, from `/proc/self/limits`.
+fn nofile_soft_limit() -> u64 {
+    std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .and_then(|l| l.split_whitespace().nth(3)?.parse().ok())
+        })
+        .unwrap_or(1024)
 }
 
 /// Runs `command` (made by [`with_raised_nofile`]) with stdout and stderr both going to

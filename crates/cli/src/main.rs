@@ -1,5 +1,5 @@
 //! The `sluice` command: `serve`, `check-config`, `admin` and `bench` (`cache`, `mux`,
-//! `routing`), on the proxy library and the benchmark crate.
+//! `routing`, `all`), on the proxy library and the benchmark crate.
 
 mod admin;
 
@@ -41,43 +41,18 @@ enum Command {
     /// SLUICE_ADMIN_TOKEN environment variable. Exit status 1 when the server refuses the
     /// request, 2 when it cannot be reached.
     Admin(Box<admin::AdminArgs>),
-    /// Benchmarks, run against servers they start or ones you name: `cache` (the
-    /// default, so `sluice bench --demo` runs it), `mux` and `routing`.
-    Bench(Box<BenchCommand>),
+    /// Benchmarks: `sluice bench cache|mux|routing|all` (no scenario: `cache`).
+    ///
+    /// Each scenario runs sysbench (and mysqlslap) straight at MariaDB and through Sluice
+    /// in the same run, and writes the results as Markdown, CSV, JSON and HTML with
+    /// charts. Without a scenario, the flags are the cache scenario's.
+    Bench(Box<sluice_bench::BenchArgs>),
     /// Old name of `sluice bench mux`.
     #[command(hide = true)]
     BenchMux(Box<sluice_bench::mux::MuxArgs>),
     /// Old name of `sluice bench routing`.
     #[command(hide = true)]
     BenchRouting(Box<sluice_bench::routing::RoutingArgs>),
-}
-
-/// `sluice bench [BENCHMARK]`: the flags without a benchmark name are `cache`'s, the
-/// form every earlier release accepted.
-#[derive(clap::Args)]
-#[command(
-    args_conflicts_with_subcommands = true,
-    subcommand_value_name = "BENCHMARK",
-    subcommand_help_heading = "Benchmarks"
-)]
-struct BenchCommand {
-    #[command(subcommand)]
-    benchmark: Option<Benchmark>,
-    #[command(flatten)]
-    cache: sluice_bench::BenchArgs,
-}
-
-#[derive(Subcommand)]
-enum Benchmark {
-    /// Caching: sysbench direct vs through Sluice without and with the cache, with
-    /// ratios (the default).
-    Cache(Box<sluice_bench::BenchArgs>),
-    /// Multiplexing: a thousand sysbench threads direct vs through a few dozen backend
-    /// connections, and ten thousand idle clients on Sluice.
-    Mux(Box<sluice_bench::mux::MuxArgs>),
-    /// Read scale-out: sysbench reads straight at a primary vs through Sluice spreading
-    /// them over its replicas, and how the reads were balanced.
-    Routing(Box<sluice_bench::routing::RoutingArgs>),
 }
 
 #[derive(clap::Args)]
@@ -115,22 +90,15 @@ fn main() -> ExitCode {
             }
         },
         Command::Admin(args) => admin::run(*args),
-        Command::Bench(command) => match command.benchmark {
-            None => report("sluice bench", sluice_bench::run(command.cache)),
-            Some(Benchmark::Cache(args)) => report("sluice bench cache", sluice_bench::run(*args)),
-            Some(Benchmark::Mux(args)) => report("sluice bench mux", sluice_bench::mux::run(*args)),
-            Some(Benchmark::Routing(args)) => {
-                report("sluice bench routing", sluice_bench::routing::run(*args))
-            }
-        },
-        Command::BenchMux(args) => {
-            eprintln!("sluice: `bench-mux` is deprecated, use `sluice bench mux`");
-            report("sluice bench-mux", sluice_bench::mux::run(*args))
-        }
-        Command::BenchRouting(args) => {
-            eprintln!("sluice: `bench-routing` is deprecated, use `sluice bench routing`");
-            report("sluice bench-routing", sluice_bench::routing::run(*args))
-        }
+        Command::Bench(args) => report("sluice bench", sluice_bench::run(*args)),
+        Command::BenchMux(args) => report(
+            "sluice bench mux",
+            sluice_bench::run_renamed("bench-mux", sluice_bench::Scenario::Mux(args)),
+        ),
+        Command::BenchRouting(args) => report(
+            "sluice bench routing",
+            sluice_bench::run_renamed("bench-routing", sluice_bench::Scenario::Routing(args)),
+        ),
     }
 }
 

@@ -13,8 +13,13 @@ use sluice_sandbox::wait_child;
 use crate::support::proxy::{User, SLUICE_BIN};
 use crate::support::{dedicated_server, free_port, Config, MariaDbOptions, Sluice};
 
-/// Runs `sluice bench ARGS --out DIR`, killing it after `limit`.
+/// Runs `sluice bench cache ARGS --out DIR`, killing it after `limit`.
 fn bench(args: &[&str], out: &Path, limit: Duration) -> Output {
+    run_bench(&[&["cache"], args].concat(), out, limit)
+}
+
+/// Runs `sluice bench ARGS --out DIR`, killing it after `limit`.
+fn run_bench(args: &[&str], out: &Path, limit: Duration) -> Output {
     let mut child = Command::new(SLUICE_BIN)
         .arg("bench")
         .args(args)
@@ -454,6 +459,7 @@ fn bench_commands_parse_in_the_new_and_the_old_forms() {
         &["bench", "cache", "--help"],
         &["bench", "mux", "--help"],
         &["bench", "routing", "--help"],
+        &["bench", "all", "--help"],
         &["bench-mux", "--help"],
         &["bench-routing", "--help"],
     ] {
@@ -465,12 +471,100 @@ fn bench_commands_parse_in_the_new_and_the_old_forms() {
         );
     }
     let help = run_sluice_within(&["bench", "--help"], Duration::from_secs(10)).stdout;
-    for name in ["cache", "mux", "routing", "--demo"] {
+    for name in ["cache", "mux", "routing", "all", "--demo"] {
         assert!(help.contains(name), "{name} missing from: {help}");
     }
     // Flags of one benchmark are refused by another, which shows the name was taken.
-    let out = run_sluice_within(&["bench", "mux", "--demo"], Duration::from_secs(10));
+    let out = run_sluice_within(
+        &["bench", "mux", "--workloads", "insert"],
+        Duration::from_secs(10),
+    );
     assert_eq!(out.code, Some(2), "{out:?}");
     let out = run_sluice_within(&["bench", "--demo", "mux"], Duration::from_secs(10));
     assert_eq!(out.code, Some(2), "{out:?}");
+}
+
+/// The subcommands `bench-mux` and `bench-routing` still run their scenario for one
+/// release, with a note on stderr naming the new form. Bad flags make them stop right
+/// after choosing the scenario, which is all this checks.
+#[test]
+fn the_old_benchmark_names_still_work_with_a_note() {
+    for (old, new) in [
+        ("bench-mux", "bench mux"),
+        ("bench-routing", "bench routing"),
+    ] {
+        let out = tempfile::tempdir().unwrap();
+        let output = Command::new(SLUICE_BIN)
+            .args([old, "--threads", "0", "--out"])
+            .arg(out.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let t = text(&output);
+        assert_eq!(output.status.code(), Some(1), "{t}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let note = format!("note: `sluice {old}` is deprecated; use `sluice {new}`\n");
+        assert!(stderr.starts_with(&note), "{t}");
+        assert_eq!(stderr.matches("deprecated").count(), 1, "{t}");
+        assert!(stderr.contains("--threads needs one or more"), "{t}");
+        // Hidden from the help, which shows the new form.
+        let help = Command::new(SLUICE_BIN).arg("--help").output().unwrap();
+        let help = String::from_utf8_lossy(&help.stdout);
+        assert!(!help.contains(old) && help.contains("bench"), "{help}");
+    }
+}
+
+/// `sluice bench all` in its smallest form: every scenario runs (cache, mux, routing),
+/// each writes its own report in its own directory, and one HTML page holds them all.
+#[test]
+fn every_scenario_runs_and_lands_on_one_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("all");
+    let output = run_bench(
+        &[
+            "all",
+            "--demo",
+            "--threads",
+            "2",
+            "--duration",
+            "1s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(240),
+    );
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let page_path = out.join("report.html");
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains(&format!(
+            "Report of every scenario: {}",
+            page_path.display()
+        )),
+        "{t}"
+    );
+    let page = std::fs::read_to_string(&page_path).expect("the page of every scenario");
+    for (name, title) in [
+        ("cache", "Sluice benchmark: cache"),
+        ("mux", "Sluice benchmark: mux"),
+        ("routing", "Sluice benchmark: routing"),
+    ] {
+        assert!(
+            page.contains(&format!("<h2>{title}")),
+            "{name} missing from the page"
+        );
+        for file in ["results.md", "results.json", "results.csv", "report.html"] {
+            assert!(out.join(name).join(file).is_file(), "{name}/{file}");
+        }
+    }
+    assert_eq!(page.matches("<article>").count(), 3);
+    assert!(page.matches("<svg").count() >= 3, "charts inline");
+    for name in ["cache", "mux", "routing"] {
+        assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
+    }
 }
