@@ -30,11 +30,8 @@ use crate::{dedup, CommonArgs, ServerArgs};
 /// (this binary, `serve`: one pass-through, one caching), creates the data with
 /// `sysbench prepare`, runs every workload's thread ramp and the insert series, and
 /// removes everything. With --mysql-*, --sluice-* or --cached-* host/port flags it targets
-/// servers that already run instead, and starts nothing.
-///
-/// Defaults: threads 1,4,8,16,32,64,128,256; 30 s per step; 64 tables x 10,000 rows.
-/// --demo (under 3 minutes on 2 cores): embedded servers, all three scenarios,
-/// oltp_read_only and oltp_point_select, threads 1,4,16, 5 s per step, 4 tables.
+/// servers that already run instead, and starts nothing. Its defaults are in the
+/// `Scenario::Cache` help.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CacheArgs {
     #[command(flatten)]

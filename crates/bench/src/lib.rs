@@ -48,17 +48,42 @@ pub struct BenchArgs {
 /// The benchmarks, one per subcommand of `sluice bench`.
 #[derive(clap::Subcommand, Debug, Clone)]
 pub enum Scenario {
-    /// sysbench and mysqlslap straight at MariaDB, through Sluice, and through Sluice
-    /// caching every read, with ratios: the published caching-proxy benchmark.
+    /// The published caching-proxy benchmark: direct, through Sluice, and cached.
+    ///
+    /// sysbench and mysqlslap straight at MariaDB, through Sluice with no cache rules,
+    /// and through Sluice caching every read, taking turns at every step of a thread
+    /// ramp. By default it starts its own MariaDB and Sluice processes and removes them
+    /// at the end; the --mysql-*, --sluice-* and --cached-* host/port flags target
+    /// servers that already run instead.
+    ///
+    /// Defaults: threads 1,4,8,16,32,64,128,256; 30 s per step; 64 tables x 10,000
+    /// rows. --demo (under 3 minutes on 2 cores): oltp_read_only and
+    /// oltp_point_select, threads 1,4,16, 5 s per step, 4 tables.
     Cache(Box<cache::CacheArgs>),
-    /// Multiplexing: many sysbench threads direct vs through a few dozen backend
-    /// connections, and thousands of idle clients held on Sluice.
+    /// Multiplexing: many threads on a few dozen backend connections, idle clients.
+    ///
+    /// sysbench at hundreds to thousands of threads straight at MariaDB and through
+    /// Sluice multiplexing onto --backend-connections, then --idle-clients idle clients
+    /// held on Sluice while --active-threads work through it. Starts its own servers.
+    ///
+    /// Defaults: threads 256,1024; 30 s per run; 8 tables x 10,000 rows; 10,000 idle
+    /// clients beside 256 threads. --demo: threads 64,256; 5 s; 2 tables x 1,000 rows;
+    /// 1,000 idle clients beside 64 threads.
     Mux(Box<mux::MuxArgs>),
-    /// Read scale-out: sysbench reads straight at a primary vs through Sluice spreading
-    /// them over its replicas, and how the reads were balanced.
+    /// Read scale-out: reads at a primary alone vs spread by Sluice over replicas.
+    ///
+    /// sysbench oltp_read_only straight at a primary and through Sluice in front of it
+    /// and --replicas replicas, and where Sluice sent the reads against the --weights.
+    /// Starts its own servers.
+    ///
+    /// Defaults: threads 16,64; 20 s per run; 8 tables x 10,000 rows. --demo: threads
+    /// 4,16; 5 s; 2 tables x 1,000 rows.
     Routing(Box<routing::RoutingArgs>),
-    /// Every other scenario in turn (their demo sizes with --demo), each in its own
-    /// directory under --out, and one HTML page with all of them.
+    /// Every other scenario in turn, and one HTML page with all of them.
+    ///
+    /// The common flags go to every scenario (with --demo, each runs in its demo
+    /// sizes); each writes its report in a directory of its name under --out, and
+    /// --out/report.html holds them all.
     All(Box<all::AllArgs>),
 }
 

@@ -31,11 +31,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// Flags of `sluice bench mux`.
-///
-/// Defaults: threads 256,1024; 30 s per run; 8 tables x 10,000 rows; 10,000 idle clients
-/// beside 256 active threads. --demo: threads 64,256; 5 s; 2 tables x 1,000 rows; 1,000
-/// idle clients beside 64 active threads. It always starts its own servers.
+/// Flags of `sluice bench mux` (its defaults are in the `Scenario::Mux` help).
 #[derive(clap::Args, Debug, Clone)]
 pub struct MuxArgs {
     #[command(flatten)]

@@ -28,10 +28,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime};
 
-/// Flags of `sluice bench routing`.
-///
-/// Defaults: threads 16,64; 20 s per run; 8 tables x 10,000 rows. --demo: threads 4,16;
-/// 5 s; 2 tables x 1,000 rows. It always starts its own servers.
+/// Flags of `sluice bench routing` (its defaults are in the `Scenario::Routing` help).
 #[derive(clap::Args, Debug, Clone)]
 pub struct RoutingArgs {
     #[command(flatten)]

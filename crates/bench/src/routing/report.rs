@@ -204,7 +204,7 @@ fn balance_table(r: &Results) -> Table {
 
 fn runs_table(r: &Results) -> Table {
     let mut t = Table::new(
-        "Every run",
+        "Each sysbench run, in order",
         &[
             "threads",
             "run",
