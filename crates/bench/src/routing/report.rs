@@ -21,6 +21,63 @@ pub(super) fn write(out: &Path, results: &mut Results) -> anyhow::Result<Documen
 }
 
 fn document(r: &Results) -> Document {
+    let runs = runs_table(r);
+    Document {
+        title: "Sluice benchmark: routing (read scale-out)".into(),
+        facts: facts(r),
+        detail: r.error.clone(),
+        legend: Some(
+            "qps and p95: as sysbench reports them, medians over the repetitions. Expected \
+             share: the server's weight over the sum of the readers' weights. Observed: \
+             Sluice's read counter (`/v1/servers`), which also counts the statement \
+             preparations it routes (sysbench prepares its statements once per connection); \
+             cross-check: each server's `Com_select`, which counts executions only, the \
+             monitor's checks included."
+                .into(),
+        ),
+        sections: vec![
+            Section {
+                title: "Read scale-out".into(),
+                tables: vec![summary_table(r)],
+                notes: r
+                    .runs
+                    .iter()
+                    .filter_map(|run| {
+                        let f = run.failure.as_ref()?;
+                        Some(format!(
+                            "{} threads, run {}, {}: {f}",
+                            run.threads, run.repetition, run.scenario
+                        ))
+                    })
+                    .collect(),
+                charts: vec![qps_chart(r)],
+            },
+            Section {
+                title: "Balancing: where the reads through Sluice went".into(),
+                tables: vec![balance_table(r)],
+                notes: Vec::new(),
+                charts: Vec::new(),
+            },
+            Section {
+                title: "Every run".into(),
+                tables: vec![runs.clone()],
+                notes: Vec::new(),
+                charts: Vec::new(),
+            },
+        ],
+        commands: commands(r),
+        commands_note: Some(
+            "sysbench's output of every run is in `raw/`, Sluice's configuration in \
+             `sluice.toml`."
+                .into(),
+        ),
+        csv: runs.csv(),
+        json: serde_json::to_string_pretty(r).expect("the results serialize") + "\n",
+    }
+}
+
+/// What the run was and where, one line each.
+fn facts(r: &Results) -> Vec<String> {
     let readers = r.servers.len().saturating_sub(1);
     let m = &r.machine;
     let mut facts = vec![
@@ -71,7 +128,11 @@ fn document(r: &Results) -> Document {
             s.name, s.address, s.role, s.weight
         )
     }));
-    let runs = runs_table(r);
+    facts
+}
+
+/// Every command line, grouped.
+fn commands(r: &Results) -> Vec<(String, Vec<String>)> {
     let mut commands = Vec::new();
     if let Some(c) = &r.sluice_command {
         commands.push(("Sluice".to_string(), vec![c.clone()]));
@@ -89,58 +150,7 @@ fn document(r: &Results) -> Document {
         commands.push(("sysbench".to_string(), sysbench));
     }
     commands.push(("This benchmark".to_string(), vec![r.command.clone()]));
-    Document {
-        title: "Sluice benchmark: routing (read scale-out)".into(),
-        facts,
-        detail: r.error.clone(),
-        legend: Some(
-            "qps and p95: as sysbench reports them, medians over the repetitions. Expected \
-             share: the server's weight over the sum of the readers' weights. Observed: \
-             Sluice's read counter (`/v1/servers`), which also counts the statement \
-             preparations it routes (sysbench prepares its statements once per connection); \
-             cross-check: each server's `Com_select`, which counts executions only, the \
-             monitor's checks included."
-                .into(),
-        ),
-        sections: vec![
-            Section {
-                title: "Read scale-out".into(),
-                tables: vec![summary_table(r)],
-                notes: r
-                    .runs
-                    .iter()
-                    .filter_map(|run| {
-                        let f = run.failure.as_ref()?;
-                        Some(format!(
-                            "{} threads, run {}, {}: {f}",
-                            run.threads, run.repetition, run.scenario
-                        ))
-                    })
-                    .collect(),
-                charts: vec![qps_chart(r)],
-            },
-            Section {
-                title: "Balancing: where the reads through Sluice went".into(),
-                tables: vec![balance_table(r)],
-                notes: Vec::new(),
-                charts: Vec::new(),
-            },
-            Section {
-                title: "Every run".into(),
-                tables: vec![runs.clone()],
-                notes: Vec::new(),
-                charts: Vec::new(),
-            },
-        ],
-        commands,
-        commands_note: Some(
-            "sysbench's output of every run is in `raw/`, Sluice's configuration in \
-             `sluice.toml`."
-                .into(),
-        ),
-        csv: runs.csv(),
-        json: serde_json::to_string_pretty(r).expect("the results serialize") + "\n",
-    }
+    commands
 }
 
 fn summary_table(r: &Results) -> Table {
