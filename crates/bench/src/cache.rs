@@ -14,7 +14,7 @@ pub use measure::run;
 
 use std::fmt;
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use anyhow::bail;
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::report::{InsertSettings, Unavailable};
 use crate::sysbench::{DataSet, PsMode, Workload};
 use crate::topology::{self, SluiceTarget, Target};
-use crate::{dedup, CommonArgs, ServerArgs};
+use crate::{dedup, CommonArgs, Resolved, ServerArgs, Sizes};
 
 /// Flags of `sluice bench cache` (and of `sluice bench` with no scenario).
 ///
@@ -242,34 +242,18 @@ impl Plan {
         };
         let workloads = dedup(args.workloads.as_deref().unwrap_or(default_workloads));
         let ps_modes = dedup(args.ps_modes.as_deref().unwrap_or(&[PsMode::Auto]));
-        let default_threads: &[u32] = if demo {
-            &[1, 4, 16]
-        } else {
-            &[1, 4, 8, 16, 32, 64, 128, 256]
-        };
-        let threads = dedup(args.common.threads.as_deref().unwrap_or(default_threads));
-        if threads.is_empty() || threads.contains(&0) {
-            bail!("--threads needs one or more thread counts of at least 1");
-        }
+        let Resolved {
+            threads,
+            duration,
+            data,
+        } = args.common.resolve(&Sizes {
+            threads: [&[1, 4, 8, 16, 32, 64, 128, 256], &[1, 4, 16]],
+            seconds: [30, 5],
+            tables: [64, 4],
+            table_size: [10_000, 10_000],
+        })?;
         if workloads.is_empty() || ps_modes.is_empty() {
             bail!("--workloads and --ps-modes need at least one value each");
-        }
-        let duration =
-            args.common
-                .duration
-                .unwrap_or(Duration::from_secs(if demo { 5 } else { 30 }));
-        if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
-            bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
-        }
-        if args.common.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
-        let data = DataSet {
-            tables: args.common.tables.unwrap_or(if demo { 4 } else { 64 }),
-            table_size: args.common.table_size.unwrap_or(10_000),
-        };
-        if data.tables == 0 || data.table_size == 0 {
-            bail!("--tables and --table-size must be at least 1");
         }
         let insert = if workloads.contains(&Workload::Insert) {
             let per_trx = dedup(&args.insert_trx);
@@ -485,6 +469,7 @@ fn descriptor_shortage(threads: u32, hard_limit: Option<u64>) -> Option<String> 
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::time::Duration;
 
     #[derive(Parser)]
     struct Cli {

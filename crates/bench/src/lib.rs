@@ -276,6 +276,55 @@ fn compact_timestamp(t: SystemTime) -> String {
         .replace(['-', ':'], "")
 }
 
+/// A scenario's sizes where the common flags leave them out, without and with --demo.
+pub(crate) struct Sizes {
+    pub threads: [&'static [u32]; 2],
+    pub seconds: [u64; 2],
+    pub tables: [u32; 2],
+    pub table_size: [u64; 2],
+}
+
+/// The common flags' sizes, a scenario's defaults filled in, checked.
+pub(crate) struct Resolved {
+    pub threads: Vec<u32>,
+    pub duration: Duration,
+    pub data: sysbench::DataSet,
+}
+
+impl CommonArgs {
+    /// Thread ramp, run length and data size, with `sizes` where no flag gives them.
+    pub(crate) fn resolve(&self, sizes: &Sizes) -> anyhow::Result<Resolved> {
+        let pick = usize::from(self.demo);
+        let threads = dedup(self.threads.as_deref().unwrap_or(sizes.threads[pick]));
+        if threads.is_empty() || threads.contains(&0) {
+            anyhow::bail!("--threads needs one or more thread counts of at least 1");
+        }
+        let duration = self
+            .duration
+            .unwrap_or(Duration::from_secs(sizes.seconds[pick]));
+        if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
+            anyhow::bail!(
+                "--duration must be a whole number of seconds, at least 1s (sysbench --time)"
+            );
+        }
+        if self.repeat == 0 {
+            anyhow::bail!("--repeat must be at least 1");
+        }
+        let data = sysbench::DataSet {
+            tables: self.tables.unwrap_or(sizes.tables[pick]),
+            table_size: self.table_size.unwrap_or(sizes.table_size[pick]),
+        };
+        if data.tables == 0 || data.table_size == 0 {
+            anyhow::bail!("--tables and --table-size must be at least 1");
+        }
+        Ok(Resolved {
+            threads,
+            duration,
+            data,
+        })
+    }
+}
+
 fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
     let mut out = Vec::new();
     for &item in items {

@@ -20,7 +20,7 @@ use crate::sysbench::{
     self, parse_run, DataSet, Endpoint, PsMode, RunSpec, SysbenchCommand, Workload,
 };
 use crate::topology::{Credentials, EmbeddedOptions, Topology};
-use crate::{dedup, CommonArgs, Ran};
+use crate::{CommonArgs, Ran, Resolved, Sizes};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use sluice_wire::auth::native_scramble;
@@ -69,31 +69,16 @@ impl Plan {
     fn resolve(args: &MuxArgs) -> anyhow::Result<Plan> {
         let c = &args.common;
         let demo = c.demo;
-        let threads =
-            dedup(
-                c.threads
-                    .as_deref()
-                    .unwrap_or(if demo { &[64, 256] } else { &[256, 1024] }),
-            );
-        if threads.is_empty() || threads.contains(&0) {
-            bail!("--threads needs one or more thread counts of at least 1");
-        }
-        let duration = c
-            .duration
-            .unwrap_or(Duration::from_secs(if demo { 5 } else { 30 }));
-        if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
-            bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
-        }
-        if c.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
-        let data = DataSet {
-            tables: c.tables.unwrap_or(if demo { 2 } else { 8 }),
-            table_size: c.table_size.unwrap_or(if demo { 1_000 } else { 10_000 }),
-        };
-        if data.tables == 0 || data.table_size == 0 {
-            bail!("--tables and --table-size must be at least 1");
-        }
+        let Resolved {
+            threads,
+            duration,
+            data,
+        } = c.resolve(&Sizes {
+            threads: [&[256, 1024], &[64, 256]],
+            seconds: [30, 5],
+            tables: [8, 2],
+            table_size: [10_000, 1_000],
+        })?;
         let plan = Plan {
             threads,
             duration,

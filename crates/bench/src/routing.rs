@@ -18,7 +18,7 @@ use crate::mux::{cell, outcome, spec};
 use crate::report::{thousands, Machine};
 use crate::sysbench::{self, parse_run, DataSet, Endpoint, RunStats, SysbenchCommand};
 use crate::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
-use crate::{dedup, CommonArgs, Ran};
+use crate::{CommonArgs, Ran, Resolved, Sizes};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::Value;
@@ -86,32 +86,16 @@ impl Plan {
             bail!("--weights must be at least 1 each (Sluice refuses a weight of 0)");
         }
         let c = &args.common;
-        let demo = c.demo;
-        let threads =
-            dedup(
-                c.threads
-                    .as_deref()
-                    .unwrap_or(if demo { &[4, 16] } else { &[16, 64] }),
-            );
-        if threads.is_empty() || threads.contains(&0) {
-            bail!("--threads needs one or more thread counts of at least 1");
-        }
-        let duration = c
-            .duration
-            .unwrap_or(Duration::from_secs(if demo { 5 } else { 20 }));
-        if duration.subsec_nanos() != 0 || duration.as_secs() == 0 {
-            bail!("--duration must be a whole number of seconds, at least 1s (sysbench --time)");
-        }
-        if c.repeat == 0 {
-            bail!("--repeat must be at least 1");
-        }
-        let data = DataSet {
-            tables: c.tables.unwrap_or(if demo { 2 } else { 8 }),
-            table_size: c.table_size.unwrap_or(if demo { 1_000 } else { 10_000 }),
-        };
-        if data.tables == 0 || data.table_size == 0 {
-            bail!("--tables and --table-size must be at least 1");
-        }
+        let Resolved {
+            threads,
+            duration,
+            data,
+        } = c.resolve(&Sizes {
+            threads: [&[16, 64], &[4, 16]],
+            seconds: [20, 5],
+            tables: [8, 2],
+            table_size: [10_000, 1_000],
+        })?;
         if args.backend_connections == 0 {
             bail!("--backend-connections must be at least 1");
         }
