@@ -795,8 +795,6 @@ impl Session {
                     b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
                 }
             }
-            self.stmt.retry_armed = false;
-            self.stmt.survive_loss = false;
             if relayed == Relayed::LostBeforeReply {
                 // Nothing reached the client: the same bytes go to another server.
                 attempts += 1;
@@ -814,7 +812,6 @@ impl Session {
                 tracing::info!("read retried on another server after its server was lost");
                 continue;
             }
-            self.stmt.avoid = None;
             if !relayed.goes_on() {
                 return Ok(false);
             }

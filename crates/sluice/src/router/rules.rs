@@ -126,27 +126,29 @@ impl Rules {
         if !self.refusing {
             return false;
         }
+        self.first_match(s).is_some_and(|r| r.error.is_some())
+    }
+
+    /// The rule that decides `s`: the first whose conditions all hold.
+    fn first_match(&self, s: &Statement<'_>) -> Option<&Rule> {
+        if self.rules.is_empty() {
+            return None;
+        }
         let digest = self.needs_digest.then(|| sql::digest(s.text).0);
-        self.rules
-            .iter()
-            .find(|r| r.matches(s, digest.as_deref()))
-            .is_some_and(|r| r.error.is_some())
+        self.rules.iter().find(|r| r.matches(s, digest.as_deref()))
     }
 
     /// The first matching rule's decision, then a hint in the text over its route.
     pub fn decide(&self, s: &Statement<'_>) -> Decision {
         let mut d = Decision::default();
-        if !self.rules.is_empty() {
-            let digest = self.needs_digest.then(|| sql::digest(s.text).0);
-            if let Some(rule) = self.rules.iter().find(|r| r.matches(s, digest.as_deref())) {
-                rule.hits.fetch_add(1, Ordering::Relaxed);
-                d = Decision {
-                    route: rule.route.clone(),
-                    error: rule.error.clone(),
-                    timeout: rule.timeout,
-                    consistency: rule.consistency,
-                };
-            }
+        if let Some(rule) = self.first_match(s) {
+            rule.hits.fetch_add(1, Ordering::Relaxed);
+            d = Decision {
+                route: rule.route.clone(),
+                error: rule.error.clone(),
+                timeout: rule.timeout,
+                consistency: rule.consistency,
+            };
         }
         if let Some(route) = hint(s.text) {
             d.route = Some(route);

@@ -740,19 +740,17 @@ impl Session {
 /// The key material of an execute's parameters: their types (sent now or remembered),
 /// the NULL bitmap and the values. None when they can't be known.
 fn bound_params(payload: &[u8], stmt: &mut Prepared) -> Option<Vec<u8>> {
+    let execute = Execute::parse(payload, stmt.params)?;
     let mut key = Vec::new();
-    push_bound_params(&mut key, payload, stmt).then_some(key)
+    push_bound_params(&mut key, &execute, stmt).then_some(key)
 }
 
 /// [`bound_params`] appended to `out`; false (and `out` unchanged or partly written)
 /// when they can't be known.
-fn push_bound_params(out: &mut Vec<u8>, payload: &[u8], stmt: &mut Prepared) -> bool {
+fn push_bound_params(out: &mut Vec<u8>, execute: &Execute<'_>, stmt: &mut Prepared) -> bool {
     if stmt.params == 0 {
         return true;
     }
-    let Some(execute) = Execute::parse(payload, stmt.params) else {
-        return false;
-    };
     if let Some(types) = execute.types {
         if stmt.types.as_deref() != Some(types) {
             stmt.types = Some(types.to_vec());

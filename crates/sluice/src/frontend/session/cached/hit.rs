@@ -102,6 +102,8 @@ impl Session {
         let text = if execute {
             match request_stmt_id(payload).and_then(|id| mux.stmt_route(id)) {
                 Some((text, _)) => text,
+                // A statement multiplexing does not know: left to the pipeline, which
+                // answers it with the server's error.
                 None => return true,
             }
         } else {
@@ -165,10 +167,10 @@ fn execute_key(state: &mut CacheState, payload: &[u8], key: &mut Vec<u8>) -> Opt
     if !matches!(stmt.kind, StmtKind::Read(_)) || stmt.long_data {
         return None;
     }
-    if Execute::parse(payload, stmt.params)?.opens_cursor() {
+    let execute = Execute::parse(payload, stmt.params)?;
+    if execute.opens_cursor() {
         return None;
     }
-    let carries_types = Execute::binds_types(payload, stmt.params) == Some(true);
     cache::key_head(key, prefix, Command::StmtExecute as u8, &stmt.text);
-    push_bound_params(key, payload, stmt).then_some(carries_types)
+    push_bound_params(key, &execute, stmt).then_some(execute.types.is_some())
 }
