@@ -354,14 +354,29 @@ fn execute(c: &mut RawConn, id: u32, param: i64, send_types: bool) -> Vec<String
 
 #[test]
 fn prepared_statements_are_cached_per_parameter_values() {
+    prepared_statements_cached(true, "cache_ps");
+}
+
+/// The same with a connection per session: hits are answered before the session's own
+/// connection sees them, so the types an answered execute bound must still reach it.
+#[test]
+fn prepared_statements_are_cached_per_parameter_values_dedicated() {
+    prepared_statements_cached(false, "cache_ps_dedicated");
+}
+
+fn prepared_statements_cached(multiplex: bool, db: &str) {
     let server = shared_server();
-    table(server, "cache_ps");
-    let sluice = caching_sluice(server);
-    let mut c = login(&sluice, "cache_ps");
+    table(server, db);
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
+            .pool("multiplex", multiplex),
+    );
+    let mut c = login(&sluice, db);
     let id = prepare(&mut c, "SELECT v FROM t WHERE id = ?");
     assert_eq!(execute(&mut c, id, 1, true), ["a"]);
     assert_eq!(execute(&mut c, id, 2, false), ["b"]);
-    direct(server, "UPDATE cache_ps.t SET v = CONCAT(v, '!')");
+    direct(server, &format!("UPDATE {db}.t SET v = CONCAT(v, '!')"));
     assert_eq!(
         execute(&mut c, id, 1, false),
         ["a"],
@@ -369,11 +384,11 @@ fn prepared_statements_are_cached_per_parameter_values() {
     );
     assert_eq!(execute(&mut c, id, 2, true), ["b"]);
     // Another connection, another statement id, same text and values: shared.
-    let mut other = login(&sluice, "cache_ps");
+    let mut other = login(&sluice, db);
     let other_id = prepare(&mut other, "SELECT v FROM t WHERE id = ?");
     assert_eq!(execute(&mut other, other_id, 1, true), ["a"]);
     // A value not seen before reaches the server.
-    direct(server, "INSERT INTO cache_ps.t VALUES (3, 'c', NULL)");
+    direct(server, &format!("INSERT INTO {db}.t VALUES (3, 'c', NULL)"));
     // `other` bound its types only in an execute the cache answered: the server has
     // never seen them, and this execute leaves them out.
     assert_eq!(execute(&mut other, other_id, 3, false), ["c"]);
