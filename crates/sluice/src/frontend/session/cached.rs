@@ -380,8 +380,8 @@ impl Session {
         let ticket = cache.begin_refresh(key, stale, &tables);
         let limit = cache.entry_limit();
         let translate = self
-            .mux
-            .as_ref()
+            .backing
+            .mux()
             .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
         let Some(backend) = self.backend.as_mut() else {
             return Ok(Relayed::End);

@@ -247,7 +247,7 @@ impl Session {
         let answer = match self.backend.as_mut() {
             Some(b) => b.query_scalar(PRIVILEGE_CHECK).await?,
             None => {
-                let key = match self.mux.is_some() {
+                let key = match self.backing.is_multiplexed() {
                     true => self.mux_key(&self.user),
                     false => self.key(&self.user),
                 };

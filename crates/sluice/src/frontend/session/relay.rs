@@ -55,7 +55,7 @@ impl Session {
         }
 
         let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), span.next_seq());
-        let mut mux = self.mux.as_mut();
+        let mut mux = self.backing.mux_mut();
         if mux.is_some() {
             scanner.intercept_ok(true);
         }

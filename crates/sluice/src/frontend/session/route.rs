@@ -34,7 +34,7 @@ impl Session {
         visible: usize,
         execute: Option<u32>,
     ) -> Result<Routed, ErrPacket> {
-        let mux = self.mux.as_ref().expect("multiplexing");
+        let mux = self.backing.muxed();
         let rules = router.rules.load();
         if !router.splits() && rules.is_empty() {
             return Ok(Routed {
@@ -124,7 +124,7 @@ impl Session {
             .is_some_and(|b| b.status.in_transaction());
         self.stmt.retry_armed =
             retry && !in_trx && matches!(self.stmt.target, Some(Target::Reader { .. }));
-        let mux = self.mux.as_ref().expect("multiplexing");
+        let mux = self.backing.muxed();
         self.stmt.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
         self.stmt.loss_error = None;
         if in_trx && self.stmt.survive_loss {
@@ -184,7 +184,7 @@ impl Session {
             return;
         }
         router.note_write(&pos);
-        let mux = self.mux.as_mut().expect("multiplexing");
+        let mux = self.backing.muxed_mut();
         mux.last_gtid
             .get_or_insert_with(GtidPos::default)
             .merge(&pos);

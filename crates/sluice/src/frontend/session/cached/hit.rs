@@ -47,8 +47,8 @@ impl Session {
         // A session holding state on its connection (a cursor, long data, locks...)
         // goes the whole way: what the server holds for it must see its statements.
         if self
-            .mux
-            .as_ref()
+            .backing
+            .mux()
             .is_some_and(|m| m.pin_reason(status).is_some())
         {
             return Ok(None);
@@ -93,7 +93,7 @@ impl Session {
     /// A routing rule would refuse the statement: it is not answered before routing,
     /// which gives the rule's error. Only multiplexed sessions are routed.
     fn refused_by_rule(&self, execute: bool, len: usize) -> bool {
-        let Some(mux) = self.mux.as_ref() else {
+        let Some(mux) = self.backing.mux() else {
             return false;
         };
         let router = self.fe.router.load();
@@ -130,7 +130,7 @@ impl Session {
                 stmt.server_has_types = false;
             }
         }
-        if let Some(mux) = self.mux.as_mut() {
+        if let Some(mux) = self.backing.mux_mut() {
             mux.note_execute(id, payload);
         }
     }

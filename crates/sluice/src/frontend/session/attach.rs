@@ -1,0 +1,277 @@
+//! How a session gets its backing: at login and at COM_CHANGE_USER, a connection of its
+//! own or a fresh multiplexed state, and the pool keys of its connections.
+
+use super::super::login::{self, AuthOutcome, LoggedIn};
+use super::{mux, Backing, Session};
+use crate::auth::User;
+use crate::backend::{on_schema, ConnParams, PoolKey};
+use crate::error::{code, BackendError, SessionError};
+use crate::router::Target;
+use crate::stats::Stats;
+use sluice_wire::command::Command;
+use sluice_wire::handshake::ChangeUser;
+use sluice_wire::response::{ErrPacket, OkPacket};
+use sluice_wire::CapabilityFlags;
+use std::sync::Arc;
+
+impl Session {
+    /// The pool key of connections that speak exactly the client's wire format.
+    pub(super) fn key(&self, user: &User) -> PoolKey {
+        PoolKey::new(user.backend.clone(), self.params(false))
+    }
+
+    /// The key of a connection the session owns: it carries the client's attributes
+    /// when configured so (the server keeps those of the login only).
+    pub(super) fn own_key(&self, user: &User) -> PoolKey {
+        let key = self.key(user);
+        if self.fe.pool_config.forward_attributes && !self.attributes.is_empty() {
+            return key.with_attributes(self.attributes.clone());
+        }
+        key
+    }
+
+    pub(super) fn params(&self, multiplexed: bool) -> ConnParams {
+        let mut wire_caps = self.client.caps.0 & CapabilityFlags::WIRE_FORMAT;
+        if multiplexed {
+            wire_caps |= CapabilityFlags::SESSION_TRACK;
+        }
+        ConnParams {
+            wire_caps,
+            mariadb_caps: self.client.mariadb_caps,
+            charset: self.charset,
+            track_state: multiplexed,
+        }
+    }
+
+    /// The pool key a multiplexed session's connections have: the client's format with
+    /// session tracking on (OK packets are rewritten for clients that lack it).
+    pub(super) fn mux_key(&self, user: &User) -> PoolKey {
+        PoolKey::new(user.backend.clone(), self.params(true))
+    }
+
+    /// Whether this session's connections are shared: configured, and the servers
+    /// report session state.
+    pub(super) fn multiplexed(&self) -> bool {
+        self.fe.pool_config.multiplex
+            && self
+                .fe
+                .identity
+                .load()
+                .caps
+                .contains(CapabilityFlags::SESSION_TRACK)
+    }
+
+    /// Leases the backend connection and answers the login with OK, or with the error
+    /// that prevented it. Returns whether the session goes on.
+    pub(super) async fn finish_login(&mut self, l: LoggedIn) -> bool {
+        match self.attach(self.user.clone(), l.database.as_deref()).await {
+            Ok(Ok(())) => {
+                let status = self.last_status();
+                let ok = OkPacket {
+                    status,
+                    ..Default::default()
+                };
+                if self.client.write_ok(l.next_seq, &ok).await.is_err() {
+                    return false;
+                }
+                self.release_if_free().await.is_ok()
+            }
+            Ok(Err(err)) => {
+                let _ = self.client.write_err(l.next_seq, &err).await;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "no backend connection for a client");
+                let _ = self.client.write_err(l.next_seq, &e.to_err_packet()).await;
+                false
+            }
+        }
+    }
+
+    /// Leases a backend connection for `user` on `schema`. The inner error is the
+    /// server's answer to selecting the schema (unknown database...).
+    pub(super) async fn attach(
+        &mut self,
+        user: Arc<User>,
+        schema: Option<&[u8]>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        self.backend = None;
+        if self.multiplexed() {
+            return self.attach_multiplexed(user, schema).await;
+        }
+        let key = self.own_key(&user);
+        let router = self.fe.router.load_full();
+        let leased = router
+            .lease(&Target::Writer, &[], &key, schema, on_schema(schema), 1)
+            .await
+            .map(|(conn, _)| conn);
+        let mut conn = match leased {
+            Ok(c) => c,
+            Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
+            Err(e) => return Err(e),
+        };
+        // A connection that waited in the pool has the session values of the globals of
+        // its login or last reset; a reset now gives it those of this moment, as a new
+        // server session gets (the server re-reads its globals on a reset).
+        if !conn.fresh {
+            if let Err(err) = conn
+                .simple_command(&[Command::ResetConnection as u8])
+                .await?
+            {
+                conn.mark_broken();
+                return Ok(Err(err));
+            }
+        }
+        if let Err(err) = conn.ensure_schema(schema).await? {
+            return Ok(Err(err));
+        }
+        self.backing = Backing::Dedicated;
+        self.live.attach(&conn.server, conn.thread_id);
+        if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
+            e.user = user.name.clone();
+            e.login = user.backend.clone();
+        }
+        self.user = user;
+        self.backend = Some(conn);
+        if let Some(c) = self.cache.as_mut() {
+            c.reset(schema);
+        }
+        Ok(Ok(()))
+    }
+
+    /// A multiplexed session starts with a fresh state and no connection. A schema asked
+    /// for is checked on a connection if one is free right now; otherwise the first
+    /// statement's `COM_INIT_DB` checks it (a login never waits in the queue).
+    async fn attach_multiplexed(
+        &mut self,
+        user: Arc<User>,
+        schema: Option<&[u8]>,
+    ) -> Result<Result<(), ErrPacket>, BackendError> {
+        let key = self.mux_key(&user);
+        let translate = !self.client.caps.contains(CapabilityFlags::SESSION_TRACK);
+        // MariaDB (which does not set CLIENT_LONG_PASSWORD) length-codes the info string
+        // of an OK for every client; MySQL only for clients that track session state.
+        let mariadb = self.fe.identity.load().caps.0 & CapabilityFlags::LONG_PASSWORD == 0;
+        let owned = schema.map(<[u8]>::to_vec);
+        match &mut self.backing {
+            Backing::Multiplexed(m) => m.reset(key.clone(), owned),
+            Backing::Dedicated => {
+                let mux = mux::Mux::new(key.clone(), owned, translate, mariadb);
+                self.backing = Backing::Multiplexed(Box::new(mux));
+            }
+        }
+        if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
+            e.user = user.name.clone();
+            e.login = user.backend.clone();
+        }
+        self.user = user;
+        if let Some(c) = self.cache.as_mut() {
+            c.reset(schema);
+        }
+        // Unless the pool is busy, the login proves the server is there, takes the
+        // backend login, and knows the schema.
+        let router = self.fe.router.load_full();
+        let mut conn = match router.try_lease_writer(&key, schema).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return Ok(Ok(())),
+            Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
+            Err(e) => return Err(e),
+        };
+        if let Err(err) = conn.ensure_schema(schema).await? {
+            return Ok(Err(err));
+        }
+        self.backend = Some(conn);
+        if let Err(e) = self.align_globals().await {
+            if let Some(b) = self.backend.as_mut() {
+                b.mark_broken();
+            }
+            self.backend = None;
+            return Err(e);
+        }
+        self.publish();
+        Ok(Ok(()))
+    }
+
+    /// COM_CHANGE_USER: authenticate the new user here, then give the session a clean
+    /// backend connection for that user and schema.
+    pub(super) async fn change_user(&mut self) -> Result<bool, SessionError> {
+        let packet = self
+            .client
+            .read_packet(self.fe.limits.max_decoded_packet)
+            .await?;
+        let request = match ChangeUser::parse(&packet.payload, self.client.caps) {
+            Ok(r) => r,
+            Err(e) => {
+                self.client
+                    .write_err(
+                        packet.last_seq.wrapping_add(1),
+                        &ErrPacket::new(
+                            code::ER_HANDSHAKE_ERROR,
+                            "08S01",
+                            format!("Bad handshake ({e})"),
+                        ),
+                    )
+                    .await?;
+                return Ok(false);
+            }
+        };
+        let plugin = request
+            .auth_plugin
+            .as_deref()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_else(|| sluice_wire::auth::NATIVE_PASSWORD.into());
+        // Clients scramble with the nonce of the initial handshake, which the session
+        // does not keep: an auth switch with a fresh nonce makes them answer again.
+        let outcome = login::authenticate(
+            &self.fe,
+            &mut self.client,
+            &request.username,
+            &plugin,
+            request.auth_response.clone(),
+            &[],
+            packet.last_seq.wrapping_add(1),
+            true,
+        )
+        .await?;
+        match outcome {
+            AuthOutcome::Accepted { user, next_seq } => {
+                if let Some(cs) = request.charset {
+                    self.charset = cs as u8;
+                }
+                let previous = self.user.name.clone();
+                match self.attach(user, request.database.as_deref()).await {
+                    Ok(Ok(())) => {
+                        if previous != self.user.name {
+                            self.fe.user_disconnected(&previous);
+                            // Counted without a limit: the login already passed.
+                            self.fe.user_connected(&self.user.name, 0);
+                        }
+                        let status = self.last_status();
+                        let ok = OkPacket {
+                            status,
+                            ..Default::default()
+                        };
+                        self.client.write_ok(next_seq, &ok).await?;
+                        if self.backing.is_multiplexed() {
+                            self.release_if_free().await?;
+                        }
+                        Ok(true)
+                    }
+                    Ok(Err(err)) => {
+                        self.client.write_err(next_seq, &err).await?;
+                        Ok(false)
+                    }
+                    Err(e) => {
+                        self.client.write_err(next_seq, &e.to_err_packet()).await?;
+                        Ok(false)
+                    }
+                }
+            }
+            AuthOutcome::Refused { err, next_seq } => {
+                Stats::incr(&self.fe.stats.auth_failures);
+                self.client.write_err(next_seq, &err).await?;
+                Ok(false)
+            }
+        }
+    }
+}

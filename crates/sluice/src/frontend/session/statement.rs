@@ -1,0 +1,279 @@
+//! One statement through the pipeline, in order: noted for analytics, screened, answered
+//! from the cache, routed and relayed, then accounted for.
+
+use super::relay::Relayed;
+use super::{identity, mux, route, stmt_id, Backing, Session, DIGEST_TEXT_MAX};
+use crate::analytics::CacheUse;
+use crate::error::SessionError;
+use crate::stats::Stats;
+use sluice_wire::command::Command;
+use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
+use sluice_wire::response::ErrPacket;
+use sluice_wire::tracker::{Outcome, ResponseKind};
+use sluice_wire::StatusFlags;
+use std::sync::Arc;
+
+/// What the pipeline's stages learn of the statement in flight and tell each other:
+/// made afresh for every command, so nothing of one statement reaches the next.
+#[derive(Default)]
+pub(super) struct InFlight {
+    /// A routing rule's time limit.
+    pub(super) timeout: Option<std::time::Duration>,
+    /// Where it was routed.
+    pub(super) target: Option<crate::router::Target>,
+    /// It may be sent again elsewhere if its server is lost before any of the
+    /// response reached the client (plain reads outside transactions).
+    pub(super) retry_armed: bool,
+    /// The server a read was lost on: its retry goes elsewhere (the pool may still
+    /// hold connections to it that look fine).
+    pub(super) avoid: Option<Arc<crate::router::Member>>,
+    /// A lost server ends only this statement, not the session: multiplexed, outside
+    /// a transaction, holding nothing on that connection.
+    pub(super) survive_loss: bool,
+    /// The error for a statement whose server was lost inside a transaction, when
+    /// nothing can have been committed.
+    pub(super) loss_error: Option<ErrPacket>,
+    /// What it got: its response, the server that answered, the cache's part, and the
+    /// request's size.
+    pub(super) outcome: Outcome,
+    pub(super) served_by: Option<Arc<crate::backend::Server>>,
+    pub(super) cache_use: CacheUse,
+    pub(super) request_len: u64,
+    /// Bytes written to the client before it.
+    pub(super) sent_before: u64,
+    /// It started inside a transaction.
+    pub(super) in_transaction: bool,
+    /// It reads the process list: its thread ids are translated.
+    pub(super) processlist: Option<identity::ProcesslistIds>,
+    /// Its `CONNECTION_ID()` was replaced: never cached.
+    pub(super) identity_rewritten: bool,
+    /// It may set a server global: new sessions read them again.
+    pub(super) may_set_global: bool,
+}
+
+impl Session {
+    /// A statement of a multiplexed session, through the pipeline: classified, answered
+    /// from the cache, or routed to a connection brought in line with the session.
+    pub(super) async fn statement_multiplexed(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        self.begin_statement(len).await?;
+        let len = self.screen_identity(kind, len).await?;
+        let going_on = match self.answer_from_cache(len).await? {
+            Some(answered) => answered.goes_on(),
+            None => self.forward_multiplexed(kind, len).await?,
+        };
+        self.end_statement();
+        Ok(going_on)
+    }
+
+    /// A statement of a session with a connection of its own: answered from the cache,
+    /// or relayed on that connection.
+    pub(super) async fn statement_dedicated(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
+        let set_option = command == Some(Command::SetOption);
+        let closing = stmt_id(&self.client.rbuf).filter(|_| command == Some(Command::StmtClose));
+        self.begin_statement(len).await?;
+        if self.dedicated_refusal().await? {
+            self.end_statement();
+            return Ok(true);
+        }
+        let len = self.screen_identity(kind, len).await?;
+        let relayed = match self.answer_from_cache(len).await? {
+            Some(answered) => answered,
+            None if self.cache.is_some() => {
+                let id = stmt_id(&self.client.rbuf);
+                self.forward_cached(kind, len, id).await?
+            }
+            None => self.relay(kind).await?,
+        };
+        let reset = command == Some(Command::ResetConnection) && !self.client.answered_error;
+        self.dedicated_closed(closing, reset);
+        self.end_statement();
+        if !relayed.goes_on() {
+            return Ok(false);
+        }
+        if set_option {
+            // COM_RESET_CONNECTION does not restore the multi-statement option, so this
+            // connection no longer matches its pool key.
+            if let Some(b) = self.backend.as_mut() {
+                b.mark_broken();
+            }
+        }
+        Ok(true)
+    }
+
+    /// Notes what analytics needs of the command at the front of the client buffer
+    /// (reading the rest of a statement's text in first, when it is not too long).
+    pub(super) async fn begin_statement(&mut self, len: usize) -> Result<(), SessionError> {
+        self.stmt = InFlight {
+            request_len: (HEADER_LEN + len) as u64,
+            sent_before: self.client.sent,
+            ..InFlight::default()
+        };
+        self.client.answered_error = false;
+        if self.probe.is_none() {
+            return Ok(());
+        }
+        self.stmt.in_transaction = self.last_status().in_transaction();
+        let command = Command::from_byte(self.client.rbuf[4]);
+        if matches!(command, Some(Command::Query | Command::StmtPrepare))
+            && len < MAX_PAYLOAD
+            && len <= DIGEST_TEXT_MAX
+        {
+            while self.client.rbuf.len() < HEADER_LEN + len {
+                self.client.read_more().await?;
+            }
+        }
+        let end = (HEADER_LEN + len).min(self.client.rbuf.len());
+        let body = &self.client.rbuf[HEADER_LEN + 1..end];
+        let probe = self.probe.as_mut().expect("checked above");
+        // Only an id inside this packet: a truncated one is the server's to refuse.
+        let id = stmt_id(&self.client.rbuf).filter(|_| body.len() >= 4);
+        match command {
+            Some(Command::Query) => probe.query(body, self.stmt.request_len),
+            Some(Command::StmtPrepare) => probe.prepare(body),
+            Some(Command::StmtExecute) => {
+                if let Some(id) = id {
+                    probe.execute(id, &body[4..], self.stmt.request_len);
+                }
+            }
+            Some(Command::StmtClose) => {
+                if let Some(id) = id {
+                    probe.closed(id);
+                }
+            }
+            Some(Command::ResetConnection) => probe.forget_prepared(),
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The command ended (however it went): counts what went to the client and reports
+    /// the statement to analytics.
+    pub(super) fn end_statement(&mut self) {
+        if std::mem::take(&mut self.stmt.may_set_global) {
+            if let Some(server) = &self.stmt.served_by {
+                server.globals.changed();
+            }
+        }
+        let bytes_out = self.client.sent - self.stmt.sent_before;
+        Stats::add(&self.fe.stats.bytes_to_clients, bytes_out);
+        let Some(probe) = self.probe.as_mut() else {
+            return;
+        };
+        probe.preparing = None;
+        if probe.current.is_none() {
+            return;
+        }
+        let mut outcome = self.stmt.outcome;
+        outcome.error |= self.client.answered_error;
+        let schema = match (&self.backing, &self.backend) {
+            (Backing::Multiplexed(m), _) => m.schema.as_deref(),
+            (Backing::Dedicated, Some(b)) => b.schema.as_deref(),
+            (Backing::Dedicated, None) => None,
+        };
+        let schema = schema.and_then(|s| std::str::from_utf8(s).ok());
+        probe.finish(
+            &self.fe.analytics,
+            schema,
+            outcome,
+            self.stmt.served_by.as_ref().map(|s| s.name.as_str()),
+            self.stmt.cache_use,
+            self.stmt.in_transaction,
+            bytes_out,
+        );
+    }
+
+    /// A command of a multiplexed session: on a connection brought in line with the
+    /// session, then the connection goes back unless something keeps it.
+    pub(super) async fn forward_multiplexed(
+        &mut self,
+        kind: ResponseKind,
+        len: usize,
+    ) -> Result<bool, SessionError> {
+        let command = Command::from_byte(self.client.rbuf[4]);
+        let client_id = stmt_id(&self.client.rbuf);
+        // A plain read that loses its server before any reply can run again elsewhere:
+        // keep the client's bytes as they came (ids are rewritten on the way).
+        let router = self.fe.router.load_full();
+        let copy = if router.splits() && self.cache.is_none() && len <= mux::MAX_BUFFERED {
+            while self.client.rbuf.len() < HEADER_LEN + len {
+                self.client.read_more().await?;
+            }
+            Some(self.client.rbuf[..HEADER_LEN + len].to_vec())
+        } else {
+            None
+        };
+        let mut attempts = 0;
+        let fx = loop {
+            let fx = match self.mux_prepare(len, &router).await? {
+                mux::Ready::Go(fx) => fx,
+                mux::Ready::Done(going_on) => return Ok(going_on),
+            };
+            let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
+                (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
+                    &router,
+                    m.clone(),
+                    self.key(&self.user),
+                    b.thread_id,
+                    after,
+                )),
+                _ => None,
+            };
+            self.arm_for_loss(command, client_id, copy.is_some() && attempts < 2);
+            let relayed = if self.cache.is_some() {
+                let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
+                self.forward_cached(kind, len, client_id).await?
+            } else {
+                self.relay(kind).await?
+            };
+            if let Some(t) = timer {
+                t.abort();
+            }
+            if let Some(b) = self.backend.as_mut() {
+                if b.is_broken() && relayed.goes_on() {
+                    // The transaction died with its server: the session is outside one.
+                    b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
+                }
+            }
+            if relayed == Relayed::LostBeforeReply {
+                // Nothing reached the client: the same bytes go to another server.
+                attempts += 1;
+                Stats::incr(&router.stats.retried_reads);
+                if let Some(b) = self.backend.as_mut() {
+                    b.mark_broken();
+                }
+                self.backend = None;
+                self.stmt.avoid = self.member.take();
+                self.publish();
+                let copy = copy.as_ref().expect("armed only with a copy");
+                let rest = self.client.rbuf.split();
+                self.client.rbuf.extend_from_slice(copy);
+                self.client.rbuf.extend_from_slice(&rest);
+                tracing::info!("read retried on another server after its server was lost");
+                continue;
+            }
+            if !relayed.goes_on() {
+                return Ok(false);
+            }
+            break fx;
+        };
+        if command == Some(Command::SetOption) {
+            // The multi-statement option is part of the pool key, and a reset does not
+            // restore it: the session keeps this connection, which serves no one after.
+            if let Some(b) = self.backend.as_mut() {
+                b.retire();
+            }
+            self.mux_pin_option();
+        }
+        self.mux_finish(&fx, command, client_id).await?;
+        Ok(true)
+    }
+}
