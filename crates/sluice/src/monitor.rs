@@ -258,6 +258,7 @@ async fn galera_state(c: &mut BackendConn) -> Result<GaleraState, String> {
         cluster_status: text(&row[2]),
         cluster_size: text(&row[3]).parse().unwrap_or(0),
         flow_control_paused_ns: text(&row[4]).parse().unwrap_or(0),
+        flow: Default::default(),
     })
 }
 

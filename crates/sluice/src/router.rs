@@ -54,9 +54,31 @@ pub struct GaleraState {
     pub cluster_status: String,
     pub cluster_size: u32,
     pub flow_control_paused_ns: u64,
+    /// Flow control over the monitor's last interval (deltas of the counters).
+    pub flow: FlowControl,
+}
+
+/// A Galera node's part in flow control over the monitor's last interval: a node that
+/// sends flow control is the slow one the cluster waits for.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct FlowControl {
+    /// Share of the interval the node spent paused (`wsrep_flow_control_paused_ns`
+    /// delta over the wall-clock delta), 0 to 1.
+    pub paused_share: f64,
+    /// Flow-control pause requests the node sent (`wsrep_flow_control_sent` delta).
+    pub sent: u64,
+    /// Pause requests it received from others (`wsrep_flow_control_recv` delta).
+    pub received: u64,
+    /// Write sets waiting to be applied (`wsrep_local_recv_queue`) at the check.
+    pub recv_queue: u64,
 }
 
 impl GaleraState {
+    /// It asked the cluster to pause in the last interval: it is the one that lags.
+    pub fn sending_flow_control(&self) -> bool {
+        self.flow.sent > 0
+    }
+
     pub fn synced(&self) -> bool {
         self.local_state == 4 && self.ready && self.cluster_status == "Primary"
     }

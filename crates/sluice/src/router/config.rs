@@ -130,6 +130,19 @@ pub enum Consistency {
     Global,
 }
 
+/// Which nodes of a Galera cluster take writes.
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum GaleraWriters {
+    /// One synced node at a time takes every write (default); it moves when that node
+    /// leaves the synced state.
+    #[default]
+    One,
+    /// Every synced node: each transaction (and each autocommit write) goes to one
+    /// chosen by load and latency, away from nodes sending flow control.
+    All,
+}
+
 /// Whether the writer also serves reads.
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -166,6 +179,9 @@ pub struct RoutingConfig {
     /// "fallback" (default), "always" or "never".
     #[serde(default)]
     pub writer_reads: WriterReads,
+    /// "one" (default) or "all": which Galera nodes take writes.
+    #[serde(default)]
+    pub galera_writers: GaleraWriters,
     /// Ordered; the first rule that matches a statement decides.
     #[serde(default)]
     pub rules: Vec<RouteRuleConfig>,
@@ -180,6 +196,7 @@ impl Default for RoutingConfig {
             consistency_wait: default_consistency_wait(),
             max_lag: default_max_lag(),
             writer_reads: WriterReads::default(),
+            galera_writers: GaleraWriters::default(),
             rules: Vec::new(),
         }
     }
