@@ -13,7 +13,10 @@ pub mod rules;
 use crate::backend::{BackendConn, PoolKey, PooledConn, ServerPool};
 use crate::error::BackendError;
 use arc_swap::{ArcSwap, ArcSwapOption};
-use config::{Consistency, FailoverConfig, MonitorConfig, RoleConfig, RoutingConfig, WriterReads};
+use config::{
+    Consistency, FailoverConfig, GaleraWriters, MonitorConfig, RoleConfig, RoutingConfig,
+    WriterReads,
+};
 use gtid::GtidPos;
 use parking_lot::Mutex;
 use rules::Rules;
@@ -196,7 +199,7 @@ impl Member {
     }
 
     /// Could take writes, from what the monitor saw.
-    fn writable(&self) -> bool {
+    pub fn writable(&self) -> bool {
         if !self.usable() || self.role == RoleConfig::Reader {
             return false;
         }
@@ -245,6 +248,28 @@ pub enum Target {
         need: Option<GtidPos>,
     },
     Group(Arc<str>),
+    /// The Galera node a session's writes went to (`galera_writers = "all"`): its reads
+    /// after them go there, where its writes are committed; another synced node when
+    /// that one left.
+    Node(NodeRef),
+}
+
+/// A member named by a target: equal when it is the same member.
+#[derive(Clone)]
+pub struct NodeRef(pub Arc<Member>);
+
+impl PartialEq for NodeRef {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for NodeRef {}
+
+impl std::fmt::Debug for NodeRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.name())
+    }
 }
 
 /// A chosen server, and the GTID to wait for there before the statement.
@@ -484,7 +509,17 @@ impl Router {
             })
         };
         match target {
+            Target::Writer if self.multi_writer() => {
+                self.spread_writer(exclude).or_else(|| to_writer(writer))
+            }
             Target::Writer => to_writer(writer),
+            Target::Node(NodeRef(m)) => match m {
+                m if m.writable() && !excluded(m) => Some(Pick {
+                    member: m.clone(),
+                    wait_for: None,
+                }),
+                _ => self.pick_excluding(&Target::Reader { need: None }, exclude),
+            },
             Target::Group(g) => {
                 let in_group: Vec<&Arc<Member>> = self
                     .members
@@ -507,10 +542,11 @@ impl Router {
                     .iter()
                     .filter(|m| !is_writer(m) && !excluded(m) && m.readable())
                     .collect();
-                if self.routing.writer_reads == WriterReads::Always {
+                // Every synced node takes writes: the writer is a node like the others.
+                if self.routing.writer_reads == WriterReads::Always || self.multi_writer() {
                     readers.extend(writer.iter());
                 }
-                let readers = self.prefer_zone(readers);
+                let readers = self.prefer_zone(away_from_flow_control(readers));
                 if readers.is_empty() {
                     return match self.routing.writer_reads {
                         WriterReads::Never => None,
@@ -548,6 +584,33 @@ impl Router {
                 })
             }
         }
+    }
+
+    /// Whether writes spread over every synced Galera node (`galera_writers = "all"`
+    /// and the monitor has seen Galera nodes).
+    pub fn multi_writer(&self) -> bool {
+        self.routing.galera_writers == GaleraWriters::All
+            && self.members.iter().any(|m| m.state.load().galera.is_some())
+    }
+
+    /// A synced Galera node for a write, by load and latency, away from a node that
+    /// sends flow control (the cluster waits for it: more work there stalls everyone)
+    /// and in Sluice's zone when one is.
+    fn spread_writer(&self, exclude: &[Arc<Member>]) -> Option<Pick> {
+        let nodes: Vec<&Arc<Member>> = self
+            .members
+            .iter()
+            .filter(|m| {
+                m.state.load().galera.is_some()
+                    && m.writable()
+                    && !exclude.iter().any(|x| Arc::ptr_eq(x, m))
+            })
+            .collect();
+        let nodes = self.prefer_zone(away_from_flow_control(nodes));
+        balance(&nodes).map(|m| Pick {
+            member: m.clone(),
+            wait_for: None,
+        })
     }
 
     /// Same-zone members when Sluice has a zone and one of them is in the list.
@@ -627,9 +690,18 @@ impl Router {
         let mut last = None;
         for _ in 0..self.members.len() + 2 {
             let pick = match target {
-                Target::Writer => Pick {
-                    member: self.wait_for_writer(tried.last()).await?,
-                    wait_for: None,
+                Target::Writer => match self.multi_writer() {
+                    true => match self.spread_writer(&tried) {
+                        Some(p) => p,
+                        None => Pick {
+                            member: self.wait_for_writer(tried.last()).await?,
+                            wait_for: None,
+                        },
+                    },
+                    false => Pick {
+                        member: self.wait_for_writer(tried.last()).await?,
+                        wait_for: None,
+                    },
                 },
                 _ => match self.pick_excluding(target, &tried) {
                     Some(p) => p,
@@ -671,6 +743,7 @@ impl Router {
                 Target::Writer => "writer",
                 Target::Reader { .. } => "reader",
                 Target::Group(_) => "group",
+                Target::Node(_) => "reader",
             },
             waited: Duration::ZERO,
         }))
@@ -703,6 +776,22 @@ fn since_epoch_ms() -> u64 {
 /// draw is clearly less loaded (a third of its cost or less). With equal latency,
 /// reads spread by weight; a slow or busy server loses its share. One pick in 16 keeps
 /// the first draw whatever the costs, so every server keeps being measured.
+/// The members that are not sending Galera flow control, unless all of them are.
+fn away_from_flow_control(list: Vec<&Arc<Member>>) -> Vec<&Arc<Member>> {
+    let sending = |m: &Arc<Member>| {
+        m.state
+            .load()
+            .galera
+            .as_ref()
+            .is_some_and(GaleraState::sending_flow_control)
+    };
+    if list.iter().any(|m| sending(m)) && !list.iter().all(|m| sending(m)) {
+        list.into_iter().filter(|m| !sending(m)).collect()
+    } else {
+        list
+    }
+}
+
 fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
     match list.len() {
         0 => return None,
@@ -1000,7 +1089,7 @@ mod tests {
                     ready: true,
                     cluster_status: "Primary".into(),
                     cluster_size: 3,
-                    flow_control_paused_ns: 0,
+                    ..GaleraState::default()
                 });
             });
         }
@@ -1020,5 +1109,68 @@ mod tests {
         assert_eq!(r.elect().unwrap().name(), "n2");
         set(&nodes[0], |s| s.galera.as_mut().unwrap().local_state = 4);
         assert_eq!(r.elect().unwrap().name(), "n2", "and stays there");
+    }
+
+    fn synced_nodes(names: &[&str]) -> Vec<Arc<Member>> {
+        let nodes: Vec<Arc<Member>> = names.iter().map(|n| member(n, |_| {})).collect();
+        for n in &nodes {
+            set(n, |s| {
+                s.health = Health::Up;
+                s.read_only = Some(false);
+                s.galera = Some(GaleraState {
+                    local_state: 4,
+                    ready: true,
+                    cluster_status: "Primary".into(),
+                    cluster_size: names.len() as u32,
+                    ..GaleraState::default()
+                });
+            });
+        }
+        nodes
+    }
+
+    #[tokio::test]
+    async fn galera_writes_spread_over_synced_nodes_away_from_flow_control() {
+        let nodes = synced_nodes(&["n1", "n2", "n3"]);
+        let routing = RoutingConfig {
+            galera_writers: GaleraWriters::All,
+            ..RoutingConfig::default()
+        };
+        let r = router(nodes.clone(), routing);
+        r.elect();
+        assert!(r.multi_writer());
+        let picks = |target: &Target| {
+            let mut seen = std::collections::HashMap::new();
+            for _ in 0..300 {
+                *seen.entry(name(r.pick(target)).to_owned()).or_insert(0) += 1;
+            }
+            seen
+        };
+        let writes = picks(&Target::Writer);
+        assert!(
+            writes.values().all(|n| *n >= 50) && writes.len() == 3,
+            "{writes:?}"
+        );
+        let reads = picks(&Target::Reader { need: None });
+        assert_eq!(reads.len(), 3, "the elected writer reads too: {reads:?}");
+
+        // n2 sends flow control: neither writes nor reads go there while others can.
+        set(&nodes[1], |s| s.galera.as_mut().unwrap().flow.sent = 3);
+        for target in [Target::Writer, Target::Reader { need: None }] {
+            assert!(!picks(&target).contains_key("n2"), "{target:?}");
+        }
+        // A node out of sync takes nothing; a session's node takes its reads while synced.
+        set(&nodes[2], |s| s.galera.as_mut().unwrap().local_state = 2);
+        let home = Target::Node(NodeRef(nodes[2].clone()));
+        assert_eq!(picks(&Target::Writer).keys().collect::<Vec<_>>(), ["n1"]);
+        assert_ne!(name(r.pick(&home)), "n3");
+        set(&nodes[2], |s| s.galera.as_mut().unwrap().local_state = 4);
+        assert_eq!(picks(&home).keys().collect::<Vec<_>>(), ["n3"]);
+
+        // Every node sends flow control: all of them still take work.
+        for n in &nodes {
+            set(n, |s| s.galera.as_mut().unwrap().flow.sent = 1);
+        }
+        assert_eq!(picks(&Target::Writer).len(), 3);
     }
 }

@@ -37,6 +37,7 @@ counters! {
     bytes_from_clients => "sluice_client_received_bytes_total": "bytes read from clients",
     bytes_to_clients => "sluice_client_sent_bytes_total": "bytes written to clients",
     cache_hits => "sluice_cache_hits_total": "statements answered from the query cache",
+    certification_retries => "sluice_galera_certification_retries_total": "autocommit statements sent again after a Galera certification conflict",
 }
 
 impl Stats {

@@ -21,6 +21,10 @@ fn role(router: &Router, m: &Arc<Member>) -> &'static str {
     if router.writer().is_some_and(|w| Arc::ptr_eq(&w, m)) {
         return "writer";
     }
+    // Every synced node takes writes when they spread over the cluster.
+    if router.multi_writer() && m.state.load().galera.is_some() && m.writable() {
+        return "writer";
+    }
     let s = m.state.load();
     if m.fenced.load(Ordering::Relaxed) {
         "fenced"
@@ -100,6 +104,7 @@ impl ServersAdmin for ServersHandle {
             "switchover_in_progress": router.paused.load(Ordering::Relaxed),
             "read_write_split": router.splits(),
             "consistency": router.routing.consistency,
+            "galera_writers": router.routing.galera_writers,
             "servers": router.members.iter().map(|m| member_json(&router, m)).collect::<Vec<_>>(),
             "rules": router.rules.load().hits().into_iter()
                 .map(|(name, hits)| json!({"name": name, "hits": hits})).collect::<Vec<_>>(),
@@ -109,6 +114,7 @@ impl ServersAdmin for ServersHandle {
                 "gtid_waits": n(&st.gtid_waits),
                 "gtid_wait_timeouts": n(&st.gtid_wait_timeouts),
                 "retried_reads": n(&st.retried_reads),
+                "certification_retries": n(&self.fe.stats.certification_retries),
                 "writer_waits": n(&st.writer_waits),
                 "writer_wait_timeouts": n(&st.writer_wait_timeouts),
                 "failovers": n(&st.failovers),

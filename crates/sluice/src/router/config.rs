@@ -131,7 +131,7 @@ pub enum Consistency {
 }
 
 /// Which nodes of a Galera cluster take writes.
-#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Deserialize, serde::Serialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum GaleraWriters {
     /// One synced node at a time takes every write (default); it moves when that node

@@ -285,6 +285,9 @@ pub(super) struct Mux {
     pub pinned_since: Option<PinReason>,
     /// The session's latest write, which its reads must see (read-your-writes).
     pub last_gtid: Option<crate::router::gtid::GtidPos>,
+    /// The Galera node that took the session's last write when writes spread over every
+    /// node: its reads go there, where that write is committed.
+    pub home: Option<std::sync::Arc<crate::router::Member>>,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
     pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
     /// The statement in flight runs with the client's tracking settings on the
@@ -322,6 +325,7 @@ impl Mux {
             observed: Observed::default(),
             pinned_since: None,
             last_gtid: None,
+            home: None,
             tracking: None,
             own_tracking: false,
             globals: None,
@@ -329,6 +333,16 @@ impl Mux {
     }
 
     /// Back to a fresh login's state (COM_RESET_CONNECTION, COM_CHANGE_USER).
+    /// Whether the session's next statement starts a transaction of its own: none is
+    /// open and autocommit is on.
+    pub(super) fn autocommits(&self) -> bool {
+        !self.status.in_transaction()
+            && !self
+                .vars
+                .get(b"autocommit".as_slice())
+                .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0")
+    }
+
     pub fn reset(&mut self, key: PoolKey, schema: Option<Vec<u8>>) {
         *self = Mux::new(key, schema, self.translate_ok, self.lenenc_info);
     }

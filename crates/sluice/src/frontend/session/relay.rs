@@ -26,12 +26,15 @@ impl Session {
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
         // Latency is what readers are balanced by: measured for statements routed to them.
-        let balanced = matches!(
-            self.stmt.target,
-            Some(Target::Reader { .. } | Target::Group(_))
-        );
+        // So are writes spread over a Galera cluster's nodes.
+        let balanced = match &self.stmt.target {
+            Some(Target::Reader { .. } | Target::Group(_) | Target::Node(_)) => true,
+            Some(Target::Writer) => self.fe.router.load().multi_writer(),
+            None => false,
+        };
         let mut ttfb_of = self.member.clone().filter(|_| balanced);
         let retry_armed = self.stmt.retry_armed;
+        let conflict_retry = self.stmt.conflict_retry;
 
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);
@@ -74,6 +77,19 @@ impl Session {
                 // Before the client can see its statement end: once it has, anything it
                 // tells others ("committed") must already hold for the cache.
                 c.response_ending(status, backend.status);
+            }
+            if first
+                && conflict_retry
+                && matches!(event, Some(Event::Done(_)))
+                && certification_conflict(&backend.rbuf[..n])
+            {
+                // Nothing reached the client and nothing committed: the caller sends
+                // the statement again.
+                if let Some(r) = record.as_deref_mut() {
+                    r.abandon();
+                }
+                backend.advance(n);
+                return Ok(Relayed::Conflict);
             }
             // An intercepted OK packet (multiplexing) is read for the session's state,
             // rewritten if the client needs it, and written with the bytes before it.
@@ -214,6 +230,15 @@ impl Session {
     }
 }
 
+/// Whether `response` is exactly one ERR packet saying the statement lost a conflict
+/// (1213: Galera's certification failure, or an InnoDB deadlock), after which an
+/// autocommit statement left nothing behind.
+fn certification_conflict(response: &[u8]) -> bool {
+    sluice_wire::packet::split_packet(response).is_some_and(|(_, payload)| {
+        ErrPacket::parse(payload).is_ok_and(|e| e.code == code::ER_LOCK_DEADLOCK)
+    })
+}
+
 /// Why a client packet could not be forwarded.
 pub(super) enum Forward {
     Backend(BackendError),
@@ -308,6 +333,7 @@ pub(super) async fn lost_backend(
 /// ```text
 /// relay ──response reached the client (or an error for it)──► Done
 ///       ──server lost before any reply, retry armed──────────► LostBeforeReply ─► sent again elsewhere
+///       ──lost a Galera certification conflict, retry armed──► Conflict ─► sent again
 ///       ──server lost with the session's state on it─────────► End
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -318,6 +344,10 @@ pub(super) enum Relayed {
     /// Its server was lost before any of the response reached the client, and it was
     /// armed to run again elsewhere: nothing was written, the caller sends it again.
     LostBeforeReply,
+    /// Its autocommit statement lost a certification conflict before any of the
+    /// response reached the client, and it was armed to run again: nothing was
+    /// written, the caller sends it again.
+    Conflict,
     /// The session ends: its server went away with state the client can't get back,
     /// or there was no server to send it to.
     End,

@@ -63,11 +63,7 @@ impl Session {
             Stats::incr(&router.stats.blocked);
             return Err(err);
         }
-        let in_trx = mux.status.in_transaction()
-            || mux
-                .vars
-                .get(b"autocommit".as_slice())
-                .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0");
+        let in_trx = !mux.autocommits();
         let route = match decision.route {
             // A transaction's statements stay together, whatever a rule says.
             _ if in_trx => Route::Writer,
@@ -96,6 +92,14 @@ impl Session {
             Route::Group(g) => Target::Group(g),
             Route::Readers => {
                 let consistency = decision.consistency.unwrap_or(router.routing.consistency);
+                if let Some(home) = mux.home.as_ref().filter(|_| {
+                    consistency != crate::router::config::Consistency::None && router.multi_writer()
+                }) {
+                    return Ok(Routed {
+                        target: Target::Node(crate::router::NodeRef(home.clone())),
+                        timeout: decision.timeout,
+                    });
+                }
                 Target::Reader {
                     need: router.needed_gtid(consistency, mux.last_gtid.as_ref()),
                 }
@@ -190,8 +194,12 @@ impl Session {
             .merge(&pos);
     }
 
-    /// Whether the held connection is on the writer.
+    /// Whether the held connection is on the writer (on any synced node when writes
+    /// spread over a Galera cluster's nodes).
     pub(super) fn on_writer(&self, router: &Router) -> bool {
+        if router.multi_writer() {
+            return self.member.as_ref().is_some_and(|m| m.writable());
+        }
         match (&self.member, router.writer()) {
             (Some(m), Some(w)) => Arc::ptr_eq(m, &w),
             _ => router.members.len() == 1,
@@ -261,7 +269,7 @@ pub(super) fn statement_timeout(
 /// Counts the statement for the member it runs on.
 pub(super) fn count(router: &Router, member: &Member, target: &Target) {
     match target {
-        Target::Reader { .. } => {
+        Target::Reader { .. } | Target::Node(_) => {
             let on_writer = router
                 .writer()
                 .is_some_and(|w| std::ptr::eq(w.as_ref(), member));

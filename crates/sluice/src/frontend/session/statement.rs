@@ -13,6 +13,10 @@ use sluice_wire::tracker::{Outcome, ResponseKind};
 use sluice_wire::StatusFlags;
 use std::sync::Arc;
 
+/// How many times an autocommit statement that lost a Galera certification conflict is
+/// sent again before the client gets the conflict.
+const MAX_CONFLICT_RETRIES: u32 = 3;
+
 /// What the pipeline's stages learn of the statement in flight and tell each other:
 /// made afresh for every command, so nothing of one statement reaches the next.
 #[derive(Default)]
@@ -27,6 +31,9 @@ pub(super) struct InFlight {
     /// The server a read was lost on: its retry goes elsewhere (the pool may still
     /// hold connections to it that look fine).
     pub(super) avoid: Option<Arc<crate::router::Member>>,
+    /// A certification conflict (1213) before any reply sends it again: an autocommit
+    /// statement of a session whose writes spread over a Galera cluster.
+    pub(super) conflict_retry: bool,
     /// A lost server ends only this statement, not the session: multiplexed, outside
     /// a transaction, holding nothing on that connection.
     pub(super) survive_loss: bool,
@@ -200,10 +207,15 @@ impl Session {
     ) -> Result<bool, SessionError> {
         let command = Command::from_byte(self.client.rbuf[4]);
         let client_id = stmt_id(&self.client.rbuf);
-        // A plain read that loses its server before any reply can run again elsewhere:
+        // A plain read that loses its server before any reply can run again elsewhere,
+        // and an autocommit statement that loses a certification conflict can run again:
         // keep the client's bytes as they came (ids are rewritten on the way).
         let router = self.fe.router.load_full();
-        let copy = if router.splits() && self.cache.is_none() && len <= mux::MAX_BUFFERED {
+        let reads_retry = router.splits() && self.cache.is_none();
+        let conflicts_retry = router.multi_writer()
+            && matches!(command, Some(Command::Query | Command::StmtExecute))
+            && self.backing.muxed().autocommits();
+        let copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
             while self.client.rbuf.len() < HEADER_LEN + len {
                 self.client.read_more().await?;
             }
@@ -212,6 +224,7 @@ impl Session {
             None
         };
         let mut attempts = 0;
+        let mut conflicts = 0;
         let fx = loop {
             let fx = match self.mux_prepare(len, &router).await? {
                 mux::Ready::Go(fx) => fx,
@@ -227,7 +240,19 @@ impl Session {
                 )),
                 _ => None,
             };
-            self.arm_for_loss(command, client_id, copy.is_some() && attempts < 2);
+            self.arm_for_loss(
+                command,
+                client_id,
+                reads_retry && copy.is_some() && attempts < 2,
+            );
+            // Only while its connection is outside a transaction too.
+            self.stmt.conflict_retry = conflicts_retry
+                && copy.is_some()
+                && conflicts < MAX_CONFLICT_RETRIES
+                && self
+                    .backend
+                    .as_ref()
+                    .is_some_and(|b| !b.status.in_transaction());
             let relayed = if self.cache.is_some() {
                 let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
                 self.forward_cached(kind, len, client_id).await?
@@ -258,6 +283,21 @@ impl Session {
                 self.client.rbuf.extend_from_slice(copy);
                 self.client.rbuf.extend_from_slice(&rest);
                 tracing::info!("read retried on another server after its server was lost");
+                continue;
+            }
+            if relayed == Relayed::Conflict {
+                // Another node committed a conflicting write first; this one left nothing
+                // behind, and runs again now that the winner is applied here.
+                conflicts += 1;
+                Stats::incr(&self.fe.stats.certification_retries);
+                let copy = copy.as_ref().expect("armed only with a copy");
+                let rest = self.client.rbuf.split();
+                self.client.rbuf.extend_from_slice(copy);
+                self.client.rbuf.extend_from_slice(&rest);
+                tracing::debug!(
+                    conflicts,
+                    "autocommit statement retried after a certification conflict"
+                );
                 continue;
             }
             if !relayed.goes_on() {

@@ -14,6 +14,11 @@ impl Session {
         client_id: Option<u32>,
     ) -> Result<(), SessionError> {
         let served = self.cache.as_ref().is_some_and(|c| c.served());
+        let spread_write = self.stmt.target == Some(crate::router::Target::Writer)
+            && self.fe.router.load().multi_writer();
+        if spread_write {
+            self.backing.muxed_mut().home = self.member.clone();
+        }
         let Some(backend) = self.backend.as_mut() else {
             return Ok(());
         };
