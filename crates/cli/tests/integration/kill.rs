@@ -178,7 +178,8 @@ fn no_form_reaches_the_server(multiplex: bool) {
     assert!(alive(&mut victim));
 
     // The same forms with the victim's Sluice id act on the victim.
-    let sleeper = "SELECT SLEEP(30) AS kill_forms";
+    // Named per variant: both run at once on the shared server.
+    let sleeper = &format!("SELECT SLEEP(30) AS kill_forms_{multiplex}");
     victim.send_command(0x03, sleeper.as_bytes()).unwrap();
     assert!(wait_until(Duration::from_secs(10), || running_statements(
         server, sleeper
