@@ -446,6 +446,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
                 idle as f64,
             );
         }
+        metrics::galera_flow(&mut e, members);
 
         let users = a.users();
         e.family(
