@@ -67,6 +67,7 @@ impl Frontend {
             backends_idle: c.idle,
             pinned: c.pinned,
             queued: c.waiting,
+            galera_paused: self.galera_paused(),
         }
     }
 }
