@@ -41,6 +41,8 @@ mod failover;
 mod failover_grants;
 #[path = "integration/failures.rs"]
 mod failures;
+#[path = "integration/galera_flow.rs"]
+mod galera_flow;
 #[path = "integration/harness.rs"]
 mod harness;
 #[path = "integration/kill.rs"]
