@@ -2,9 +2,11 @@
 //! scripts (`--json`). Exit status 0 on success, 1 on an error answer, 2 when unreachable.
 
 mod client;
+mod servers;
 
 use client::{Client, Error, Response};
 use serde_json::{json, Value};
+use servers::format_servers;
 use sluice::config::{AdminConfig, Config, Secret};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -506,68 +508,6 @@ fn path_segment(name: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
-}
-
-/// Servers as a table, one line each, after the writer.
-fn format_servers(servers: &Value) -> String {
-    let mut out = format!(
-        "writer: {}\n{:<16} {:<8} {:<8} {:>6} {:>8} {:>10} {:>10} {:>8}  {}\n",
-        servers["writer"].as_str().unwrap_or("(none)"),
-        "server",
-        "role",
-        "health",
-        "weight",
-        "lag s",
-        "reads",
-        "writes",
-        "ttfb ms",
-        "error"
-    );
-    for s in servers["servers"].as_array().into_iter().flatten() {
-        let text = |k: &str| s[k].as_str().unwrap_or("-").to_owned();
-        out.push_str(&format!(
-            "{:<16} {:<8} {:<8} {:>6} {:>8} {:>10} {:>10} {:>8.2}  {}\n",
-            text("name"),
-            text("role"),
-            text("health"),
-            s["weight"].as_u64().unwrap_or(0),
-            s["lag_seconds"]
-                .as_u64()
-                .map_or("-".into(), |l| l.to_string()),
-            s["reads"].as_u64().unwrap_or(0),
-            s["writes"].as_u64().unwrap_or(0),
-            s["ttfb_ms"].as_f64().unwrap_or(0.0),
-            text("error")
-        ));
-    }
-    // After the table: a missing privilege is what makes the next failover fail.
-    for s in servers["servers"].as_array().into_iter().flatten() {
-        let missing: Vec<&str> = s["missing_privileges"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        if !missing.is_empty() {
-            out.push_str(&format!(
-                "{}: the monitor account lacks {} (failover and switchover need it)\n",
-                s["name"].as_str().unwrap_or("?"),
-                missing.join(", ")
-            ));
-        }
-    }
-    if let Some(last) = servers["last_failover"].as_object() {
-        let text = |k: &str| last.get(k).and_then(Value::as_str).unwrap_or("-");
-        out.push_str(&format!(
-            "last {}: {} -> {} at {}: {}\n",
-            text("kind"),
-            text("from"),
-            text("to"),
-            text("at"),
-            text("outcome")
-        ));
-    }
-    out
 }
 
 /// Sessions as a table, one line each.

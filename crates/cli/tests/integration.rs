@@ -41,6 +41,8 @@ mod failover;
 mod failover_grants;
 #[path = "integration/failures.rs"]
 mod failures;
+#[path = "integration/galera_flow.rs"]
+mod galera_flow;
 #[path = "integration/galera_writers.rs"]
 mod galera_writers;
 #[path = "integration/harness.rs"]

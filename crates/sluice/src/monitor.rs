@@ -5,6 +5,7 @@
 //! down and a replica can take over, [`failover`] promotes the most advanced one.
 
 pub mod failover;
+pub mod flow;
 pub mod grants;
 
 use crate::auth::BackendCredentials;
@@ -63,12 +64,15 @@ pub async fn check_all_once(router: &Arc<Router>, creds: &Arc<BackendCredentials
     router.elect();
 }
 
-/// Consecutive results, for the health and lag hysteresis.
+/// What a member's task carries from one check to the next: consecutive results, for
+/// the health and lag hysteresis, and the last flow-control counters, which the next
+/// check's figures are differences from.
 #[derive(Default)]
 struct Counters {
     failures: u32,
     successes: u32,
     in_lag: u32,
+    flow: Option<flow::Sample>,
 }
 
 async fn watch(
@@ -118,6 +122,8 @@ struct Observation {
     gtid: Option<GtidPos>,
     replica: Option<ReplicaState>,
     galera: Option<GaleraState>,
+    /// A Galera node's flow-control counters as read.
+    flow: Option<flow::Sample>,
     /// What the account lacks, read on a new connection only (grants change rarely,
     /// and a server re-reads them for a session only when it logs in).
     missing_privileges: Option<Vec<&'static str>>,
@@ -212,10 +218,11 @@ async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
         .stmts
         .learn_limit(row.get(3).and_then(Option::as_deref));
     let gtid = GtidPos::parse(&text(&row[1]));
-    let galera = if text(&row[2]) == "1" {
-        Some(galera_state(c).await?)
+    let (galera, flow) = if text(&row[2]) == "1" {
+        let (g, f) = galera_state(c).await?;
+        (Some(g), Some(f))
     } else {
-        None
+        (None, None)
     };
     let replica = match c.query_named_row("SHOW SLAVE STATUS").await.map_err(err)? {
         Ok(Some(cols)) => Some(replica_state(&cols)),
@@ -233,11 +240,14 @@ async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
         gtid,
         replica,
         galera,
+        flow,
         missing_privileges: None,
     })
 }
 
-async fn galera_state(c: &mut BackendConn) -> Result<GaleraState, String> {
+/// The node's state, and its flow-control counters for [`flow::between`] (the figures
+/// themselves need the previous check, which `publish` has).
+async fn galera_state(c: &mut BackendConn) -> Result<(GaleraState, flow::Sample), String> {
     let row = c
         .query_row(
             "SELECT \
@@ -245,21 +255,41 @@ async fn galera_state(c: &mut BackendConn) -> Result<GaleraState, String> {
              MAX(IF(VARIABLE_NAME='WSREP_READY', VARIABLE_VALUE, NULL)), \
              MAX(IF(VARIABLE_NAME='WSREP_CLUSTER_STATUS', VARIABLE_VALUE, NULL)), \
              MAX(IF(VARIABLE_NAME='WSREP_CLUSTER_SIZE', VARIABLE_VALUE, NULL)), \
-             MAX(IF(VARIABLE_NAME='WSREP_FLOW_CONTROL_PAUSED_NS', VARIABLE_VALUE, NULL)) \
+             MAX(IF(VARIABLE_NAME='WSREP_FLOW_CONTROL_PAUSED_NS', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_FLOW_CONTROL_SENT', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_FLOW_CONTROL_RECV', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_LOCAL_RECV_QUEUE', VARIABLE_VALUE, NULL)), \
+             MAX(IF(VARIABLE_NAME='WSREP_FLOW_CONTROL_REQUESTED', VARIABLE_VALUE, NULL)) \
              FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME LIKE 'WSREP%'",
         )
         .await
         .map_err(|e| e.to_string())?
         .map_err(|e| format!("wsrep status refused: {}", e.message))?
         .ok_or("wsrep status returned no row")?;
-    Ok(GaleraState {
+    let at = Instant::now();
+    let number = |i: usize| row.get(i).and_then(|v| text(v).parse().ok()).unwrap_or(0);
+    let sample = flow::Sample {
+        at,
+        paused_ns: number(4),
+        sent: number(5),
+        received: number(6),
+        recv_queue: number(7),
+        // Galera 26.4 and later says "true" or "false"; older providers lack it (NULL:
+        // not requested).
+        requested: row.get(8).is_some_and(|v| {
+            let v = text(v);
+            v.eq_ignore_ascii_case("true") || v.eq_ignore_ascii_case("ON") || v == "1"
+        }),
+    };
+    let state = GaleraState {
         local_state: text(&row[0]).parse().unwrap_or(0),
         ready: text(&row[1]).eq_ignore_ascii_case("ON"),
         cluster_status: text(&row[2]),
         cluster_size: text(&row[3]).parse().unwrap_or(0),
-        flow_control_paused_ns: text(&row[4]).parse().unwrap_or(0),
+        flow_control_paused_ns: sample.paused_ns,
         flow: Default::default(),
-    })
+    };
+    Ok((state, sample))
 }
 
 fn replica_state(cols: &[(String, Option<Vec<u8>>)]) -> ReplicaState {
@@ -305,6 +335,9 @@ fn publish(
             }
             s.error = Some(e);
             s.ping = None;
+            // The connection is gone, and the node may restart before the next check
+            // with counters that happen to be higher: start the differences afresh.
+            c.flow = None;
         }
         Ok(o) => {
             c.failures = 0;
@@ -345,7 +378,13 @@ fn publish(
                 }
             }
             s.replica = o.replica;
-            s.galera = o.galera;
+            s.galera = o.galera.map(|mut g| {
+                if let Some(now) = &o.flow {
+                    g.flow = flow::between(c.flow.as_ref(), now);
+                }
+                g
+            });
+            c.flow = o.flow;
             if let Some(missing) = o.missing_privileges {
                 if !missing.is_empty() && old.missing_privileges.as_ref() != Some(&missing) {
                     warn_missing(member.name(), &missing);

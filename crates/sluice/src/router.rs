@@ -74,12 +74,17 @@ pub struct FlowControl {
     pub received: u64,
     /// Write sets waiting to be applied (`wsrep_local_recv_queue`) at the check.
     pub recv_queue: u64,
+    /// It was asking the cluster to pause at the check (`wsrep_flow_control_requested`).
+    /// A node whose applier is stuck sends one pause request and then holds the pause
+    /// for as long as it lasts: `sent` shows the start, this shows the whole of it.
+    pub requested: bool,
 }
 
 impl GaleraState {
-    /// It asked the cluster to pause in the last interval: it is the one that lags.
+    /// It asked the cluster to pause in the last interval, or still holds it paused:
+    /// it is the one that lags.
     pub fn sending_flow_control(&self) -> bool {
-        self.flow.sent > 0
+        self.flow.sent > 0 || self.flow.requested
     }
 
     pub fn synced(&self) -> bool {

@@ -2,8 +2,10 @@
 //! family's HELP and TYPE with its samples and escapes label values. Labels are only
 //! ever server names, user names and fixed words from the configuration: bounded.
 
+use crate::router::{GaleraState, Member};
 use crate::stats::Stats;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// Latency buckets of `sluice_query_duration_seconds`, in seconds.
 pub const DURATION_BUCKETS: [f64; 14] = [
@@ -84,6 +86,65 @@ pub fn counters(e: &mut Exposition, stats: &Stats) {
             Type::Gauge
         };
         e.single(name, kind, help, value as f64);
+    }
+}
+
+/// A per-node Galera family: name, type, help, and its value from the node's state.
+type GaleraFamily = (&'static str, Type, &'static str, fn(&GaleraState) -> f64);
+
+/// Galera flow control per node, over the monitor's last interval. Every family is
+/// announced even without Galera nodes, so dashboards find their series; a node that
+/// is not (or not yet known to be) a Galera node has no sample.
+pub fn galera_flow(e: &mut Exposition, members: &[Arc<Member>]) {
+    let states: Vec<(&str, Option<GaleraState>)> = members
+        .iter()
+        .map(|m| (m.name(), m.state.load().galera.clone()))
+        .collect();
+    let families: [GaleraFamily; 6] = [
+        (
+            "sluice_galera_flow_control_paused_ratio",
+            Type::Gauge,
+            "share of the monitor's last interval the node spent paused by flow control (0 to 1)",
+            |g| g.flow.paused_share,
+        ),
+        (
+            "sluice_galera_flow_control_sent",
+            Type::Gauge,
+            "flow-control pause requests the node sent in the monitor's last interval: it is the slow one",
+            |g| g.flow.sent as f64,
+        ),
+        (
+            "sluice_galera_flow_control_received",
+            Type::Gauge,
+            "flow-control pause requests the node received in the monitor's last interval",
+            |g| g.flow.received as f64,
+        ),
+        (
+            "sluice_galera_flow_control_requested",
+            Type::Gauge,
+            "1 while the node asks the cluster to pause (wsrep_flow_control_requested)",
+            |g| f64::from(u8::from(g.flow.requested)),
+        ),
+        (
+            "sluice_galera_recv_queue",
+            Type::Gauge,
+            "write sets waiting to be applied on the node at the monitor's last check",
+            |g| g.flow.recv_queue as f64,
+        ),
+        (
+            "sluice_galera_flow_control_paused_seconds_total",
+            Type::Counter,
+            "time the node spent paused by flow control since it started (wsrep_flow_control_paused_ns)",
+            |g| g.flow_control_paused_ns as f64 / 1e9,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        e.family(name, kind, help);
+        for (server, g) in &states {
+            if let Some(g) = g {
+                e.sample(name, &[("server", server)], value(g));
+            }
+        }
     }
 }
 

@@ -7,7 +7,7 @@ use super::{latency_histogram, unix_now, Analytics, Kind};
 use crate::shutdown::Shutdown;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +17,7 @@ pub const MINUTES_KEPT: usize = 1440;
 const FILE_VERSION: u32 = 1;
 
 /// One interval's figures: counts over the interval, gauges at its end.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// Start of the interval, unix seconds.
     pub t: u64,
@@ -44,10 +44,15 @@ pub struct Point {
     pub pinned: u64,
     pub queued: u64,
     pub queue_waits: u64,
+    /// Each Galera node's flow-control paused share, 0 to 1: the monitor's figure
+    /// for a second, the mean of its seconds for a minute. Absent without Galera
+    /// nodes (and in files written before it was kept).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flow_paused: BTreeMap<String, f64>,
 }
 
 /// What other subsystems report at each sample: running totals and gauges.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Gauges {
     pub bytes_in_total: u64,
     pub bytes_out_total: u64,
@@ -57,6 +62,8 @@ pub struct Gauges {
     pub backends_idle: u64,
     pub pinned: u64,
     pub queued: u64,
+    /// Paused share per Galera node (server name), over the monitor's last interval.
+    pub galera_paused: Vec<(String, f64)>,
 }
 
 /// Running totals at the previous sample, to take differences from.
@@ -78,6 +85,8 @@ pub struct History {
     pub minutes: VecDeque<Point>,
     /// The minute being summed, with its latencies.
     minute: Option<(Point, Histogram<u64>)>,
+    /// The minute's paused shares so far per node: sum and seconds, for the mean.
+    minute_flow: BTreeMap<String, (f64, u32)>,
     previous: Option<Previous>,
 }
 
@@ -131,6 +140,7 @@ impl History {
             seconds: keep(file.seconds, SECONDS_KEPT as u64, SECONDS_KEPT),
             minutes,
             minute,
+            minute_flow: BTreeMap::new(),
             previous: None,
         })
     }
@@ -203,10 +213,17 @@ impl History {
         m.p95_us = hist.value_at_quantile(0.95);
         m.p99_us = hist.value_at_quantile(0.99);
         m.max_us = hist.max();
+        for (server, share) in &point.flow_paused {
+            let (sum, n) = self.minute_flow.entry(server.clone()).or_default();
+            *sum += share;
+            *n += 1;
+            m.flow_paused.insert(server.clone(), *sum / f64::from(*n));
+        }
         self.seconds.push_back(point);
     }
 
     fn close_minute(&mut self) {
+        self.minute_flow.clear();
         if let Some((m, _)) = self.minute.take() {
             if self.minutes.back().is_some_and(|p| p.t >= m.t) {
                 return;
@@ -292,6 +309,7 @@ impl Analytics {
             pinned: g.pinned,
             queued: g.queued,
             queue_waits: d(now.queue_waits, before.queue_waits),
+            flow_paused: g.galera_paused.into_iter().collect(),
         };
         h.push_second(point, &latencies);
     }
@@ -387,6 +405,33 @@ mod tests {
         // Out of order: ignored.
         h.push_second(point(6001, 1, 0), &lat);
         assert_eq!(h.seconds.len(), 125);
+    }
+
+    #[test]
+    fn flow_paused_per_second_and_the_minute_mean() {
+        let mut h = History::default();
+        let lat = latency_histogram();
+        let with = |t: u64, shares: &[(&str, f64)]| Point {
+            t,
+            flow_paused: shares.iter().map(|(s, v)| (s.to_string(), *v)).collect(),
+            ..Point::default()
+        };
+        h.push_second(with(6000, &[("n1", 0.0), ("n2", 0.5)]), &lat);
+        h.push_second(with(6001, &[("n1", 0.2), ("n2", 1.0)]), &lat);
+        h.push_second(with(6002, &[("n1", 0.4)]), &lat);
+        assert_eq!(h.seconds[1].flow_paused["n2"], 1.0);
+        let m = h.current_minute().unwrap();
+        assert!((m.flow_paused["n1"] - 0.2).abs() < 1e-9, "{m:?}");
+        assert!((m.flow_paused["n2"] - 0.75).abs() < 1e-9, "{m:?}");
+        // A new minute starts its own mean.
+        h.push_second(with(6060, &[("n1", 1.0)]), &lat);
+        assert_eq!(h.current_minute().unwrap().flow_paused["n1"], 1.0);
+        assert!((h.minutes[0].flow_paused["n1"] - 0.2).abs() < 1e-9);
+        // Points without Galera nodes say nothing of it, and old files still load.
+        let json = serde_json::to_value(point(1, 1, 1)).unwrap();
+        assert!(json.get("flow_paused").is_none(), "{json}");
+        let back: Point = serde_json::from_value(json).unwrap();
+        assert!(back.flow_paused.is_empty());
     }
 
     #[test]

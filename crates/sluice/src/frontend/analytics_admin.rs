@@ -67,6 +67,7 @@ impl Frontend {
             backends_idle: c.idle,
             pinned: c.pinned,
             queued: c.waiting,
+            galera_paused: self.galera_paused(),
         }
     }
 }
@@ -446,6 +447,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
                 idle as f64,
             );
         }
+        metrics::galera_flow(&mut e, members);
 
         let users = a.users();
         e.family(

@@ -94,6 +94,23 @@ fn member_json(router: &Router, m: &Arc<Member>) -> Value {
     })
 }
 
+impl Frontend {
+    /// Each Galera node's paused share over the monitor's last interval, for the
+    /// history (servers the monitor has not seen as Galera nodes are left out).
+    pub fn galera_paused(&self) -> Vec<(String, f64)> {
+        self.router
+            .load()
+            .members
+            .iter()
+            .filter_map(|m| {
+                let s = m.state.load();
+                let g = s.galera.as_ref()?;
+                Some((m.name().to_owned(), g.flow.paused_share))
+            })
+            .collect()
+    }
+}
+
 impl ServersAdmin for ServersHandle {
     fn servers(&self) -> Value {
         let router = self.fe.router.load_full();

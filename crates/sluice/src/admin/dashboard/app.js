@@ -240,22 +240,45 @@ const SPECS = {
     ['clients', 'c1', (p) => v(p.clients)], ['in use', 'c3', (p) => v(p.backends_in_use)], ['idle', 'c6', (p) => v(p.backends_idle)]] },
   'history-queries': { unit: '/s', fmt: fmtCount, series: [...QUERIES, ['errors', 'c4', (p, iv) => per(p.errors, iv)]] },
   'history-latency': { fmt: fmtMs, series: [['p95', 'c3', lat('p95_us')]] },
+  // Galera flow control: a series per node, known once points name them (showFlow).
+  flow: { fmt: fmtShare, max: 100, series: [] },
+  'history-flow': { fmt: fmtShare, max: 100, series: [] },
 };
 const charts = {};
+function fmtShare(x) { return isNum(x) ? x.toFixed(x >= 10 || x === 0 ? 0 : 1) + '%' : DASH; }
+const flowSeries = (node, i) => [node, 'c' + ((i % 6) + 1),
+  (p) => (p.flow_paused && isNum(p.flow_paused[node]) ? 100 * p.flow_paused[node] : null)];
+
+// (Re)builds a chart's legend from its series: a swatch, the label and its value.
+function buildLegend(c) {
+  const legend = c.canvas.parentElement.querySelector('.legend');
+  legend.replaceChildren();
+  c.items = c.spec.series.map(([label, color]) => {
+    const val = el('b', { text: DASH });
+    legend.append(el('span', null, el('i', { class: 'sw ' + color }), label + ' ', val));
+    return val;
+  });
+  c.at = el('span', { class: 'at' });
+  legend.append(c.at);
+}
+
+// The flow-control chart shows only with Galera nodes, with a series for each.
+function showFlow(name, points) {
+  const c = charts[name];
+  const nodes = [...new Set(points.flatMap((p) => Object.keys(p.flow_paused || {})))].sort();
+  c.canvas.closest('.card').hidden = !nodes.length;
+  if (nodes.join('\n') !== c.spec.series.map(([n]) => n).join('\n')) {
+    c.spec.series = nodes.map(flowSeries);
+    buildLegend(c);
+  }
+}
 
 function initCharts() {
   for (const canvas of document.querySelectorAll('canvas[data-chart]')) {
     const name = canvas.dataset.chart;
     const spec = SPECS[name];
-    const legend = canvas.parentElement.querySelector('.legend');
-    const items = spec.series.map(([label, color]) => {
-      const val = el('b', { text: DASH });
-      legend.append(el('span', null, el('i', { class: 'sw ' + color }), label + ' ', val));
-      return val;
-    });
-    const at = el('span', { class: 'at' });
-    legend.append(at);
-    const c = (charts[name] = { canvas, spec, items, at, t: [], ys: spec.series.map(() => []), x0: 0, x1: 1, gap: 2, hover: null, sec: true });
+    const c = (charts[name] = { canvas, spec, items: [], at: null, t: [], ys: spec.series.map(() => []), x0: 0, x1: 1, gap: 2, hover: null, sec: true });
+    buildLegend(c);
     canvas.addEventListener('mousemove', (ev) => {
       if (!c.t.length) return;
       const r = canvas.getBoundingClientRect();
@@ -416,7 +439,8 @@ function applyLive([ov, h]) {
   if (live.points.length) live.lastT = live.points[live.points.length - 1].t;
   const now = isNum(h.now) ? h.now : isNum(ov.now) ? ov.now : live.lastT || Date.now() / 1000;
   while (live.points.length && live.points[0].t <= now - LIVE_WINDOW) live.points.shift();
-  for (const name of ['queries', 'latency', 'bandwidth', 'cache', 'connections'])
+  showFlow('flow', live.points);
+  for (const name of ['queries', 'latency', 'bandwidth', 'cache', 'connections', 'flow'])
     setChartData(name, live.points, live.iv, now - LIVE_WINDOW, now, true);
 }
 
@@ -456,7 +480,8 @@ function applyDay(h) {
   while (day.points.length && day.points[0].t <= now - DAY_WINDOW) day.points.shift();
   const first = day.points.length ? day.points[0].t : now;
   const x0 = Math.max(now - DAY_WINDOW, Math.min(first, now - 3600)); // at least one hour wide
-  for (const name of ['history-queries', 'history-latency']) setChartData(name, day.points, day.iv, x0, now, false);
+  showFlow('history-flow', day.points);
+  for (const name of ['history-queries', 'history-latency', 'history-flow']) setChartData(name, day.points, day.iv, x0, now, false);
 }
 
 // tables
