@@ -220,6 +220,14 @@ async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
     let gtid = GtidPos::parse(&text(&row[1]));
     let (galera, flow) = if text(&row[2]) == "1" {
         let (g, f) = galera_state(c).await?;
+        if !g.ready {
+            // It answers the monitor but refuses applications' statements (1047): for
+            // them it is down, as a server that can't be reached.
+            return Err(format!(
+                "wsrep_ready is OFF (cluster status {}): the node refuses queries",
+                g.cluster_status
+            ));
+        }
         (Some(g), Some(f))
     } else {
         (None, None)

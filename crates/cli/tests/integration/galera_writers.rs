@@ -147,6 +147,39 @@ fn writes_spread_over_every_synced_node_and_a_session_reads_its_own() {
         .execute("SET GLOBAL wsrep_desync = OFF")
         .unwrap();
     wait_writers(&sluice, &config, &["node1", "node2", "node3"]);
+
+    // Cut off from the others, node3 is outside the primary component: wsrep_ready is
+    // OFF and it refuses queries, so for Sluice it is down.
+    cluster.nodes[2]
+        .execute("SET GLOBAL wsrep_provider_options = 'gmcast.isolate=1'")
+        .unwrap();
+    let role = |name: &str| {
+        admin_get(&sluice, &config, "/v1/servers")["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .map(|s| s["role"].as_str().unwrap().to_owned())
+            .unwrap()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || role("node3") == "down"),
+        "{}",
+        admin_get(&sluice, &config, "/v1/servers")
+    );
+    for i in 0..20 {
+        let mut c = login(&sluice);
+        ok(
+            &mut c,
+            &format!("INSERT INTO gw.t VALUES ({}, 0)", 4000 + i),
+        );
+        assert_ne!(one(&mut c, "SELECT @@port"), ports[2]);
+    }
+    cluster.nodes[2]
+        .execute("SET GLOBAL wsrep_provider_options = 'gmcast.isolate=0'")
+        .unwrap();
+    cluster.wait_synced(Duration::from_secs(30)).unwrap();
+    wait_writers(&sluice, &config, &["node1", "node2", "node3"]);
 }
 
 /// node2 only reads through Sluice, so that Sluice's writes run on node1 while node2
