@@ -1,7 +1,8 @@
 //! Galera flow control seen through Sluice, on a real two-node cluster: a node whose
 //! applier is held back (a table lock it must wait for) fills its receive queue and
 //! asks the cluster to pause; the servers API, `/metrics`, `sluice admin servers` and
-//! the history name that node, and once it is released its figures return to zero.
+//! the history name that node, Sluice sends it no new work meanwhile, and once it is
+//! released its figures return to zero.
 
 use crate::routing::{admin_get, ADMIN_TOKEN};
 use crate::support::proxy::Server;
@@ -139,6 +140,7 @@ fn start() -> (GaleraCluster, Sluice, Config) {
 
     let mut config = Config::for_server(&cluster.nodes[0])
         .monitor("interval", INTERVAL)
+        .routing("galera_writers", "all")
         .admin(ADMIN_TOKEN);
     config.servers = cluster
         .nodes
@@ -221,6 +223,18 @@ fn a_node_holding_its_applier_back_is_seen_sending_flow_control() {
         assert_eq!(f["requested"], false, "{node}: {f}");
     }
 
+    // Both nodes take reads (and writes) while neither holds the cluster back.
+    let reads_on_node2 = || {
+        let port = node2.port().to_string();
+        (0..40)
+            .filter(|_| {
+                let mut c = crate::routing::login(&sluice);
+                crate::routing::one(&mut c, "SELECT @@port") == port
+            })
+            .count()
+    };
+    assert!(reads_on_node2() > 0, "node2 takes no reads");
+
     // node2's applier waits for the table lock (a lock Galera does not break for it,
     // and that does not desync the node as a global read lock would): writes through
     // node1 queue there until node2 asks the cluster to pause.
@@ -260,6 +274,12 @@ fn a_node_holding_its_applier_back_is_seen_sending_flow_control() {
     assert!(number(&f1["paused_share"]) > 0.5, "{f1}");
 
     seen_in_metrics_cli_and_history(&sluice, &config);
+    // The node the cluster waits for gets no new work while the other can take it.
+    assert_eq!(
+        reads_on_node2(),
+        0,
+        "reads still go to the node sending flow control"
+    );
 
     // Released: the queue drains, writes go on, and with the writes stopped every
     // figure returns to zero.
