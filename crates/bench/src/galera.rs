@@ -21,23 +21,25 @@
 
 mod flow;
 mod report;
+mod servers;
 
-use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use sluice_sandbox::{self as sandbox, GaleraCluster, MariaDb, MariaDbOptions};
+use sluice_sandbox::{self as sandbox, MariaDb};
+
+use servers::{delta, read_all, NodeStatus, Proxy, Servers};
+#[cfg(test)]
+use servers::{parse_status, sluice_config};
 
 use crate::document::Document;
 use crate::mysqlslap::{self, InsertSpec, SlapCommand, SlapStats};
 use crate::report::{thousands, Machine};
-use crate::routing::{last_line, server_entry, servers_json, AdminApi};
+use crate::routing::last_line;
 use crate::sysbench::Endpoint;
-use crate::topology::{toml_string, SluiceProcess};
 use crate::{CommonArgs, Ran};
 
 /// Flags of `sluice bench galera` (its defaults are in the `Scenario::Galera` help).
@@ -52,7 +54,7 @@ pub struct GaleraArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub nodes: Option<Vec<usize>>,
     /// Rows each insert run writes, over all clients (the published run: 1000000)
-    /// [default: 40000; demo: 4000].
+    /// [default: 100000; demo: 20000].
     #[arg(long)]
     pub rows: Option<u64>,
     /// Transaction lengths (inserts per COMMIT).
@@ -69,7 +71,7 @@ pub struct GaleraArgs {
     /// Nodes of the flow-control part; 0 skips it.
     #[arg(long, default_value_t = 3)]
     pub flow_nodes: usize,
-    /// Rows of each flow-control run [default: 20000; demo: 4000].
+    /// Rows of each flow-control run [default: 50000; demo: 20000].
     #[arg(long)]
     pub flow_rows: Option<u64>,
     /// Inserts per transaction in the flow-control runs.
@@ -145,7 +147,7 @@ impl Plan {
         if per_trx.is_empty() || per_trx.contains(&0) {
             bail!("--trx needs one or more transaction lengths of at least 1");
         }
-        let rows = args.rows.unwrap_or(if demo { 4_000 } else { 40_000 });
+        let rows = args.rows.unwrap_or(if demo { 20_000 } else { 100_000 });
         if args.clients == 0 || rows < u64::from(args.clients) {
             bail!("--clients must be at least 1 and --rows at least that many");
         }
@@ -165,7 +167,7 @@ impl Plan {
                 if lock.subsec_nanos() != 0 {
                     bail!("--flow-lock must be whole seconds");
                 }
-                let rows = args.flow_rows.unwrap_or(if demo { 4_000 } else { 20_000 });
+                let rows = args.flow_rows.unwrap_or(if demo { 20_000 } else { 50_000 });
                 if rows < u64::from(args.clients) || args.flow_trx == 0 {
                     bail!("--flow-rows must be at least --clients, --flow-trx at least 1");
                 }
@@ -328,213 +330,6 @@ fn run_into(args: &GaleraArgs, document: &mut Option<Document>) -> anyhow::Resul
         );
     }
     Ok(())
-}
-
-/// The servers of one topology. Dropping it stops them.
-enum Servers {
-    Plain(MariaDb),
-    Galera(GaleraCluster),
-}
-
-impl Servers {
-    fn start(nodes: usize) -> anyhow::Result<Servers> {
-        Ok(match nodes {
-            0 => Servers::Plain(
-                MariaDb::start(MariaDbOptions::default())
-                    .context("starting the sandbox MariaDB")?,
-            ),
-            n => Servers::Galera(
-                GaleraCluster::start(n)
-                    .with_context(|| format!("starting a {n}-node Galera cluster"))?,
-            ),
-        })
-    }
-
-    fn nodes(&self) -> Vec<&MariaDb> {
-        match self {
-            Servers::Plain(db) => vec![db],
-            Servers::Galera(cluster) => cluster.nodes.iter().collect(),
-        }
-    }
-
-    /// Waits until a cluster has applied everything (a no-op for the plain server), so
-    /// that one run's backlog does not slow the next.
-    fn settle(&self) -> anyhow::Result<()> {
-        match self {
-            Servers::Plain(_) => Ok(()),
-            Servers::Galera(cluster) => cluster.wait_synced(SYNC_TIMEOUT),
-        }
-    }
-}
-
-/// The server's status counters this benchmark reads, by lower-case name.
-struct NodeStatus(HashMap<String, u64>);
-
-/// Read together in one query: with a client process per query, fewer is better.
-const STATUS_NAMES: &[&str] = &[
-    "com_insert",
-    "wsrep_replicated",
-    "wsrep_flow_control_paused_ns",
-    "wsrep_flow_control_sent",
-    "wsrep_flow_control_recv",
-    "wsrep_local_recv_queue",
-    "wsrep_local_state",
-];
-
-impl NodeStatus {
-    fn read(node: &MariaDb) -> anyhow::Result<NodeStatus> {
-        let names: Vec<String> = STATUS_NAMES.iter().map(|n| format!("'{n}'")).collect();
-        let out = node.execute(&format!(
-            "SELECT LOWER(VARIABLE_NAME), VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
-             WHERE LOWER(VARIABLE_NAME) IN ({})",
-            names.join(",")
-        ))?;
-        Ok(NodeStatus(parse_status(&out)))
-    }
-
-    fn get(&self, name: &str) -> Option<u64> {
-        self.0.get(name).copied()
-    }
-}
-
-/// `name<TAB>value` lines of batch output (the header and non-numbers skipped).
-fn parse_status(out: &str) -> HashMap<String, u64> {
-    out.lines()
-        .filter_map(|line| {
-            let (name, value) = line.split_once('\t')?;
-            Some((name.trim().to_string(), value.trim().parse().ok()?))
-        })
-        .collect()
-}
-
-fn read_all(nodes: &[&MariaDb]) -> Vec<Option<NodeStatus>> {
-    nodes.iter().map(|n| NodeStatus::read(n).ok()).collect()
-}
-
-fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
-    Some(after?.saturating_sub(before?))
-}
-
-/// A Sluice child in front of `nodes` and the admin API it is read through. Dropping it
-/// stops the process.
-struct Proxy {
-    process: SluiceProcess,
-    port: u16,
-    admin: AdminApi,
-}
-
-impl Proxy {
-    /// Writes the configuration to `config`, starts Sluice and waits until its monitor
-    /// sees every node up and has elected a writer.
-    fn start(
-        bench: &Bench,
-        nodes: &[&MariaDb],
-        galera_writers: &str,
-        config: &Path,
-    ) -> anyhow::Result<Proxy> {
-        let port = sandbox::free_port();
-        let admin_port = sandbox::free_port();
-        let token = format!(
-            "bench-galera-{:x}{:x}",
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        );
-        let addresses: Vec<SocketAddr> = nodes.iter().map(|n| n.addr()).collect();
-        let text = sluice_config(
-            &addresses,
-            galera_writers,
-            (port, admin_port),
-            &token,
-            bench.args.backend_connections,
-        );
-        std::fs::write(config, text).with_context(|| format!("writing {}", config.display()))?;
-        let log = config.with_extension("log");
-        let process = SluiceProcess::start(&bench.sluice_bin, config, port, &log)?;
-        let proxy = Proxy {
-            process,
-            port,
-            admin: AdminApi::new(format!("127.0.0.1:{admin_port}"), token),
-        };
-        proxy.wait_ready(nodes.len())?;
-        Ok(proxy)
-    }
-
-    fn wait_ready(&self, nodes: usize) -> anyhow::Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            let last = servers_json(&self.admin);
-            if let Ok(json) = &last {
-                let up = (1..=nodes)
-                    .filter(|i| {
-                        server_entry(json, &format!("node{i}")).is_some_and(|s| s["health"] == "up")
-                    })
-                    .count();
-                // A lone server is never monitored: it is the writer from the start.
-                if (up == nodes || nodes == 1) && !json["writer"].is_null() {
-                    return Ok(());
-                }
-            }
-            if Instant::now() >= deadline {
-                let said = match last {
-                    Ok(json) => json.to_string(),
-                    Err(e) => format!("{e:#}"),
-                };
-                bail!(
-                    "Sluice did not see every node up with a writer within \
-                     {READY_TIMEOUT:?}; /v1/servers said: {said}"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
-    /// The node Sluice's monitor elected writer, if any.
-    fn writer(&self) -> Option<String> {
-        let json = servers_json(&self.admin).ok()?;
-        json["writer"].as_str().map(String::from)
-    }
-}
-
-/// The Sluice configuration: every node, named node1, node2..., writes spread as
-/// `galera_writers` says.
-fn sluice_config(
-    addresses: &[SocketAddr],
-    galera_writers: &str,
-    (port, admin_port): (u16, u16),
-    token: &str,
-    backend_connections: u32,
-) -> String {
-    let mut text = format!(
-        "# Written by `sluice bench galera`.\n\
-         [log]\nlevel = \"warn\"\n\n\
-         [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
-         [[users]]\nname = {}\npassword = {}\n",
-        toml_string(sandbox::ADMIN_USER),
-        toml_string(sandbox::ADMIN_PASSWORD),
-    );
-    for (i, address) in addresses.iter().enumerate() {
-        let _ = write!(
-            text,
-            "\n[[servers]]\nname = \"node{}\"\naddress = \"{address}\"\n",
-            i + 1
-        );
-    }
-    let _ = write!(
-        text,
-        "\n[pool]\nmax_connections = {backend_connections}\nmultiplex = true\n\n\
-         [routing]\ngalera_writers = {}\n\n\
-         [monitor]\ninterval = \"500ms\"\n\n\
-         [admin]\naddress = \"127.0.0.1:{admin_port}\"\ntoken = {}\n",
-        toml_string(galera_writers),
-        toml_string(token)
-    );
-    text
 }
 
 /// The run's state: flags, plan, where files go, what was measured so far.
@@ -813,14 +608,14 @@ mod tests {
         let p = plan(&[]).unwrap();
         assert_eq!(p.topologies, [0, 1, 2, 3]);
         assert_eq!(p.per_trx, [1, 10, 100, 1000]);
-        assert_eq!((p.rows, p.clients), (40_000, 16));
+        assert_eq!((p.rows, p.clients), (100_000, 16));
         let flow = p.flow.as_ref().unwrap();
         assert_eq!((flow.nodes, flow.lock_secs, flow.fc_limit), (3, 8, 1));
         assert_eq!(p.runs().len(), 8);
         assert_eq!(p.runs()[..2], [(1, 1, DIRECT), (1, 1, SLUICE)]);
         let p = plan(&["--demo"]).unwrap();
         assert_eq!(p.topologies, [0, 1, 3]);
-        assert_eq!(p.rows, 4_000);
+        assert_eq!(p.rows, 20_000);
         assert_eq!(p.flow.unwrap().lock_secs, 3);
         let p = plan(&["--nodes", "2,2", "--flow-nodes", "0", "--repeat", "3"]).unwrap();
         assert_eq!(p.topologies, [0, 2]);

@@ -90,9 +90,9 @@ pub enum Scenario {
     /// flow-control counters sampled once a second. Starts its own servers; --threads,
     /// --duration, --tables and --table-size do not apply.
     ///
-    /// Defaults: nodes 1,2,3; 40,000 rows per run; flow control on 3 nodes, 20,000
-    /// rows, 8 s read lock. --demo (under 5 minutes on 2 cores): nodes 1,3; 4,000 rows;
-    /// 4,000 rows and a 3 s lock for flow control.
+    /// Defaults: nodes 1,2,3; 100,000 rows per run; flow control on 3 nodes, 50,000
+    /// rows, 8 s read lock. --demo (under 5 minutes on 2 cores): nodes 1,3; 20,000
+    /// rows; 20,000 rows and a 3 s lock for flow control.
     Galera(Box<galera::GaleraArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
