@@ -16,17 +16,17 @@ use crate::topology::{toml_string, SluiceProcess};
 
 /// The servers of one topology. Dropping it stops them.
 pub(super) enum Servers {
-    Plain(MariaDb),
+    Plain(Box<MariaDb>),
     Galera(GaleraCluster),
 }
 
 impl Servers {
     pub(super) fn start(nodes: usize) -> anyhow::Result<Servers> {
         Ok(match nodes {
-            0 => Servers::Plain(
+            0 => Servers::Plain(Box::new(
                 MariaDb::start(MariaDbOptions::default())
                     .context("starting the sandbox MariaDB")?,
-            ),
+            )),
             n => Servers::Galera(
                 GaleraCluster::start(n)
                     .with_context(|| format!("starting a {n}-node Galera cluster"))?,
@@ -36,7 +36,7 @@ impl Servers {
 
     pub(super) fn nodes(&self) -> Vec<&MariaDb> {
         match self {
-            Servers::Plain(db) => vec![db],
+            Servers::Plain(db) => vec![&**db],
             Servers::Galera(cluster) => cluster.nodes.iter().collect(),
         }
     }

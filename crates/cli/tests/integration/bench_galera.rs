@@ -50,7 +50,10 @@ fn the_galera_benchmark_inserts_every_row_and_reports_flow_control() {
         assert!(out.path().join(file).is_file(), "no {file}");
     }
     for chart in ["galera-inserts.svg", "galera-flow-paused.svg"] {
-        assert!(out.path().join("charts").join(chart).is_file(), "no {chart}");
+        assert!(
+            out.path().join("charts").join(chart).is_file(),
+            "no {chart}"
+        );
     }
     let json = std::fs::read_to_string(out.path().join("results.json")).expect("results.json");
     let r: Value = serde_json::from_str(&json).expect("results.json is JSON");
@@ -109,7 +112,11 @@ fn the_galera_benchmark_inserts_every_row_and_reports_flow_control() {
 
     // The benchmark crate cannot validate the configurations it writes (it does not
     // depend on the proxy); the proxy's own check does it here.
-    for config in ["sluice-galera2.toml", "sluice-flow-all.toml", "sluice-flow-one.toml"] {
+    for config in [
+        "sluice-galera2.toml",
+        "sluice-flow-all.toml",
+        "sluice-flow-one.toml",
+    ] {
         let path = out.path().join(config);
         let check = run_sluice_within(
             &["check-config", path.to_str().unwrap()],
