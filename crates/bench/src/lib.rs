@@ -4,7 +4,7 @@
 //!
 //! One module per scenario: [`cache`] (the published caching-proxy benchmark; what
 //! `sluice bench` alone runs), [`mux`] (multiplexing), [`routing`] (read scale-out),
-//! and [`all`] (every other scenario, one page). They share the flags of
+//! [`galera`] (multi-master inserts and flow control), and [`all`] (every other scenario, one page). They share the flags of
 //! [`CommonArgs`] (and [`ServerArgs`] where existing servers can be targeted) and one
 //! report format, [`document`]. Underneath: [`topology`] starts or finds the servers,
 //! [`sysbench`] and [`mysqlslap`] run and parse the load generators, [`report`] and
@@ -18,6 +18,7 @@ pub mod all;
 pub mod cache;
 mod chart;
 pub mod document;
+pub mod galera;
 pub mod mux;
 mod mysqlslap;
 mod render;
@@ -79,6 +80,20 @@ pub enum Scenario {
     /// Defaults: threads 16,64; 20 s per run; 8 tables x 10,000 rows. --demo: threads
     /// 4,16; 5 s; 2 tables x 1,000 rows.
     Routing(Box<routing::RoutingArgs>),
+    /// Multi-master inserts: a single MariaDB against Galera clusters, and flow control.
+    ///
+    /// mysqlslap's clients insert into the published table at 1, 10, 100 and 1000
+    /// inserts per transaction on a plain MariaDB and Galera clusters of each --nodes
+    /// size, straight at one node and through Sluice with galera_writers = "all"; then a
+    /// cluster with its last node throttled (gcs.fc_limit) and read-locked for a while,
+    /// written through Sluice with galera_writers = "all" and "one", every node's
+    /// flow-control counters sampled once a second. Starts its own servers; --threads,
+    /// --duration, --tables and --table-size do not apply.
+    ///
+    /// Defaults: nodes 1,2,3; 100,000 rows per run; flow control on 3 nodes, 50,000
+    /// rows, 8 s read lock. --demo (under 5 minutes on 2 cores): nodes 1,3; 20,000
+    /// rows; 20,000 rows and a 3 s lock for flow control.
+    Galera(Box<galera::GaleraArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
     /// The common flags go to every scenario (with --demo, each runs in its demo
@@ -94,6 +109,7 @@ impl Scenario {
             Scenario::Cache(_) => "cache",
             Scenario::Mux(_) => "mux",
             Scenario::Routing(_) => "routing",
+            Scenario::Galera(_) => "galera",
             Scenario::All(_) => "all",
         }
     }
@@ -103,6 +119,7 @@ impl Scenario {
             Scenario::Cache(a) => &mut a.common,
             Scenario::Mux(a) => &mut a.common,
             Scenario::Routing(a) => &mut a.common,
+            Scenario::Galera(a) => &mut a.common,
             Scenario::All(a) => &mut a.common,
         }
     }
@@ -113,6 +130,7 @@ impl Scenario {
             Scenario::Cache(a) => cache::run(&a),
             Scenario::Mux(a) => mux::run(&a),
             Scenario::Routing(a) => routing::run(&a),
+            Scenario::Galera(a) => galera::run(&a),
             Scenario::All(a) => all::run(&a),
         }
     }
@@ -363,7 +381,7 @@ mod tests {
 
     #[test]
     fn common_flags_mean_the_same_in_every_scenario() {
-        for name in ["cache", "mux", "routing", "all"] {
+        for name in ["cache", "mux", "routing", "galera", "all"] {
             let mut args = parse(&[
                 name,
                 "--demo",
@@ -396,7 +414,7 @@ mod tests {
         };
         let each = Scenario::each(&all.common, std::path::Path::new("out"));
         let names: Vec<&str> = each.iter().map(Scenario::name).collect();
-        assert_eq!(names, ["cache", "mux", "routing"]);
+        assert_eq!(names, ["cache", "mux", "routing", "galera"]);
         for mut scenario in each {
             let name = scenario.name();
             let common = scenario.common_mut();

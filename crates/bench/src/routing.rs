@@ -458,7 +458,7 @@ fn wait_for_routing(admin: &AdminApi, plan: &Plan) -> anyhow::Result<Vec<String>
 }
 
 /// Sluice's admin API as this benchmark reads it: `GET` with the run's token.
-struct AdminApi {
+pub(crate) struct AdminApi {
     agent: ureq::Agent,
     /// "host:port".
     address: String,
@@ -466,7 +466,7 @@ struct AdminApi {
 }
 
 impl AdminApi {
-    fn new(address: String, token: String) -> AdminApi {
+    pub(crate) fn new(address: String, token: String) -> AdminApi {
         let agent = ureq::Agent::config_builder()
             .timeout_connect(Some(Duration::from_secs(5)))
             .timeout_global(Some(Duration::from_secs(30)))
@@ -494,7 +494,7 @@ impl AdminApi {
 }
 
 /// `GET /v1/servers`.
-fn servers_json(admin: &AdminApi) -> anyhow::Result<Value> {
+pub(crate) fn servers_json(admin: &AdminApi) -> anyhow::Result<Value> {
     let (status, body) = admin
         .get("/v1/servers")
         .context("asking Sluice's admin API for /v1/servers")?;
@@ -504,7 +504,7 @@ fn servers_json(admin: &AdminApi) -> anyhow::Result<Value> {
     serde_json::from_str(&body).context("/v1/servers is not JSON")
 }
 
-fn server_entry<'a>(json: &'a Value, name: &str) -> Option<&'a Value> {
+pub(crate) fn server_entry<'a>(json: &'a Value, name: &str) -> Option<&'a Value> {
     json["servers"]
         .as_array()?
         .iter()
@@ -555,7 +555,7 @@ fn status_value(out: &str) -> Option<u64> {
     last_line(out)?.split_whitespace().last()?.parse().ok()
 }
 
-fn last_line(out: &str) -> Option<String> {
+pub(crate) fn last_line(out: &str) -> Option<String> {
     out.lines()
         .map(str::trim)
         .rfind(|l| !l.is_empty())

@@ -19,6 +19,8 @@ mod auth;
 mod bad_input;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/bench_galera.rs"]
+mod bench_galera;
 #[path = "integration/bench_routing.rs"]
 mod bench_routing;
 #[path = "integration/binlog.rs"]
