@@ -1,11 +1,14 @@
 //! Live analytics, beside the request path: what every statement did, kept per digest
 //! ([`digests`]), per user and per server, sampled each second into a history that
 //! survives restarts ([`history`]), and read by the cache advisor ([`advisor`]).
-//! Sessions record once per statement, at its end; the admin API reads snapshots.
+//! Sessions record each statement at its end into a buffer of their own ([`pending`]),
+//! drained into the shared figures before anything reads them; the admin API reads
+//! snapshots.
 
 pub mod advisor;
 pub mod digests;
 pub mod history;
+mod pending;
 mod probe;
 
 pub use probe::{Prepared, SessionProbe, Statement};
@@ -14,6 +17,7 @@ use crate::classify::sql::TableRef;
 use digests::DigestStore;
 use hdrhistogram::Histogram;
 use parking_lot::{Mutex, RwLock};
+use pending::Recorder;
 use serde::Deserialize;
 use sluice_wire::tracker::Outcome;
 use std::collections::HashMap;
@@ -182,7 +186,7 @@ impl ServerCounters {
 }
 
 /// One Sluice user: its name and sessions open. Its statement figures are kept in the
-/// digest shards (see [`UserTotals`]), where the statement's lock is already held.
+/// digest shards (see [`UserTotals`]), added with the digests' figures.
 #[derive(Debug, Default)]
 pub struct UserStats {
     pub name: String,
@@ -328,8 +332,9 @@ impl Tables {
 /// Everything analytics knows; one per process.
 pub struct Analytics {
     pub cfg: AnalyticsConfig,
-    pub digests: DigestStore,
-    pub tables: Tables,
+    /// The digests and the sessions' buffers on their way to them: shared with the
+    /// sessions, which drain their buffer when they end.
+    recorder: Arc<Recorder>,
     users: Mutex<HashMap<String, Arc<UserStats>>>,
     pub history: Mutex<history::History>,
     pub started: Instant,
@@ -365,8 +370,7 @@ impl Analytics {
         };
         Analytics {
             cfg: cfg.clone(),
-            digests: DigestStore::new(cfg.max_digests),
-            tables: Tables::default(),
+            recorder: Arc::new(Recorder::new(cfg.max_digests)),
             users: Mutex::new(HashMap::new()),
             history: Mutex::new(history),
             started: Instant::now(),
@@ -394,12 +398,18 @@ impl Analytics {
             .clone()
     }
 
+    /// The digests, with every statement finished before this call in them.
+    pub fn digests(&self) -> &DigestStore {
+        self.recorder.flush();
+        &self.recorder.digests
+    }
+
     /// Every user with their figures, by name.
     pub fn users(&self) -> Vec<(Arc<UserStats>, UserTotals)> {
         let mut all: Vec<_> = self.users.lock().values().cloned().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         let tallies = self
-            .digests
+            .digests()
             .user_totals(all.iter().map(|u| u.id).max().map_or(0, |m| m + 1));
         all.into_iter()
             .map(|u| {
@@ -411,18 +421,20 @@ impl Analytics {
 
     /// Counts of every statement since start.
     pub fn totals(&self) -> Totals {
-        self.digests.totals()
+        self.digests().totals()
     }
 
-    /// Records a finished statement. False when its digest is not known and no text
-    /// came with it (it was dropped meanwhile): the session should send the text again.
+    /// Records a finished statement at once, past any session's buffer. False when its
+    /// digest is not known and no text came with it (it was dropped meanwhile): the
+    /// caller should send the text again.
     pub fn record(&self, f: &Finished) -> bool {
-        self.digests.record(f, &self.tables).is_some()
+        let r = &self.recorder;
+        r.digests.record(f, &r.tables).is_some()
     }
 
     /// A write the binlog reported (it bypassed Sluice, or Sluice's own came back).
     pub fn table_written(&self, t: &TableRef) {
-        self.tables.written(t);
+        self.recorder.tables.written(t);
     }
 }
 

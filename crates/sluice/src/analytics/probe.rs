@@ -1,6 +1,8 @@
 //! A session's side of analytics: what it knows of the statement in flight, of its
 //! prepared statements, and of the digests it has already reported.
 
+use super::digests::DigestInfo;
+use super::pending::{Buffer, Text};
 use super::{Analytics, CacheUse, Finished, IdMap, UserStats};
 use sluice_wire::tracker::Outcome;
 use std::sync::atomic::Ordering;
@@ -9,10 +11,15 @@ use std::time::Instant;
 
 /// A session's side of analytics: its user's figures, the digests it has already
 /// reported (so their text is not copied again), its prepared statements' digests,
-/// and the statement in flight.
+/// the statement in flight, and the statements finished since the last drain.
 pub struct SessionProbe {
     pub user: Arc<UserStats>,
-    seen: IdMap<u64, ()>,
+    /// Digests the store has, or will have from this session's buffer, with what
+    /// recording their statements needs.
+    seen: IdMap<u64, Arc<DigestInfo>>,
+    /// Registered at the first statement's end (the first time the probe meets its
+    /// analytics); drained and unregistered when the probe is dropped.
+    buffer: Option<Buffer>,
     /// Shape → digest of recent plain statements (see
     /// [`crate::classify::sql::digest_shape`]), direct-mapped; allocated on first use.
     shapes: Vec<(u64, u64)>,
@@ -50,6 +57,7 @@ impl SessionProbe {
         SessionProbe {
             user,
             seen: Default::default(),
+            buffer: None,
             shapes: Vec::new(),
             prepared: Default::default(),
             preparing: None,
@@ -141,14 +149,10 @@ impl SessionProbe {
         let Some(s) = self.current.take() else {
             return;
         };
-        let text = match (&s.text, &s.prepared) {
-            (Some(t), _) => Some(&t[..]),
-            (None, Some(p)) => Some(&p.text[..]),
-            (None, None) => None,
-        };
         let f = Finished {
             digest: s.digest,
-            text,
+            // Handed over with the statement's text (see below).
+            text: None,
             schema,
             user: &self.user,
             exact: s.exact,
@@ -160,17 +164,42 @@ impl SessionProbe {
             bytes_in: s.bytes_in,
             bytes_out,
         };
-        if analytics.record(&f) {
-            if s.text.is_some() {
-                if self.seen.len() >= SEEN_MAX {
-                    self.seen.clear();
-                }
-                self.seen.insert(s.digest, ());
+        let text = match (s.text, s.prepared) {
+            (Some(t), _) => Some(Text::Owned(t)),
+            (None, Some(p)) => Some(Text::Prepared(p)),
+            (None, None) => None,
+        };
+        if !self.seen.contains_key(&s.digest) {
+            if let Some(info) = analytics.recorder.digests.info(s.digest) {
+                remember(&mut self.seen, s.digest, info);
             }
-        } else {
-            self.seen.remove(&s.digest);
+        }
+        let buffer = self
+            .buffer
+            .get_or_insert_with(|| analytics.recorder.register(&self.user));
+        let mut pending = buffer.pending.lock();
+        // Borrowed, not cloned per statement: every session running the digest shares
+        // its count.
+        let info = self.seen.get(&s.digest);
+        let full = pending.add(&f, text, info);
+        if info.is_none() || full {
+            // Neither this session nor the store's table knows the digest (it is new
+            // to the process, most often): recorded at once, so that its writes are
+            // counted and its tables' generation read as it ends, and its info learnt
+            // for its next statements.
+            buffer.recorder.drain(&mut pending);
+        }
+        for (d, info) in pending.learned.drain(..) {
+            remember(&mut self.seen, d, info);
         }
     }
+}
+
+fn remember(seen: &mut IdMap<u64, Arc<DigestInfo>>, digest: u64, info: Arc<DigestInfo>) {
+    if seen.len() >= SEEN_MAX && !seen.contains_key(&digest) {
+        seen.clear();
+    }
+    seen.insert(digest, info);
 }
 
 impl Drop for SessionProbe {
