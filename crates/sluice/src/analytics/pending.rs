@@ -330,3 +330,215 @@ impl Recorder {
         p.index.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analytics::{Analytics, AnalyticsConfig, SessionProbe};
+    use crate::classify::sql::{self, TableRef};
+    use sluice_wire::tracker::Outcome;
+
+    fn analytics() -> Arc<Analytics> {
+        Arc::new(Analytics::new(&AnalyticsConfig::default()))
+    }
+
+    /// One statement of `text` through the probe, as a session runs it: `rows` rows,
+    /// answered by db1.
+    fn run(a: &Analytics, probe: &mut SessionProbe, text: &str, rows: u64) {
+        probe.query(text.as_bytes(), text.len() as u64);
+        let outcome = Outcome {
+            rows,
+            ..Outcome::default()
+        };
+        probe.finish(
+            a,
+            Some("shop"),
+            outcome,
+            Some("db1"),
+            CacheUse::None,
+            false,
+            7,
+        );
+    }
+
+    fn id(text: &str) -> u64 {
+        sql::digest_hash(text.as_bytes())
+    }
+
+    /// The count the store holds now, without draining anything.
+    fn stored(a: &Analytics, text: &str) -> Option<u64> {
+        a.recorder.digests.entry(id(text), |e| e.count)
+    }
+
+    #[test]
+    fn a_reader_sees_what_finished_just_before_it() {
+        let a = analytics();
+        let mut probe = SessionProbe::new(a.user("app"));
+        let q = "SELECT name FROM items WHERE id = 1";
+        // The first of a digest is recorded at once, the next wait in the buffer...
+        run(&a, &mut probe, q, 1);
+        run(&a, &mut probe, q, 1);
+        assert_eq!(stored(&a, q), Some(1));
+        // ...until anything reads.
+        let d = a.digests().get(id(q)).unwrap();
+        assert_eq!((&d["count"], &d["rows_sent"]), (&2.into(), &2.into()));
+        run(&a, &mut probe, q, 1);
+        assert_eq!(a.totals().queries(), 3);
+        run(&a, &mut probe, q, 1);
+        assert_eq!(a.users()[0].1.queries, 4);
+        run(&a, &mut probe, q, 1);
+        assert_eq!(a.digests().all_latencies().0.len(), 5);
+    }
+
+    #[test]
+    fn a_session_ending_or_filling_its_buffer_drains_it() {
+        let a = analytics();
+        let q = "SELECT name FROM items WHERE id = 1";
+        let mut probe = SessionProbe::new(a.user("app"));
+        for _ in 0..STATEMENTS_MAX {
+            run(&a, &mut probe, q, 0);
+        }
+        // The first at once, the next STATEMENTS_MAX - 1 still held.
+        assert_eq!(stored(&a, q), Some(1));
+        run(&a, &mut probe, q, 0);
+        assert_eq!(stored(&a, q), Some(STATEMENTS_MAX as u64 + 1));
+        run(&a, &mut probe, q, 0);
+        drop(probe);
+        assert_eq!(stored(&a, q), Some(STATEMENTS_MAX as u64 + 2));
+        assert!(a.recorder.buffers.lock().is_empty());
+    }
+
+    #[test]
+    fn concurrent_sessions_and_readers_count_every_statement_once() {
+        const N: u64 = 3000;
+        let a = analytics();
+        let texts = |i: u64| match i % 3 {
+            0 => format!("SELECT name FROM items WHERE id = {i}"),
+            1 => format!("SELECT id FROM items WHERE name = 'n{i}'"),
+            _ => format!("UPDATE items SET name = 'x' WHERE id = {i}"),
+        };
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let sessions: Vec<_> = ["app", "batch"]
+                .into_iter()
+                .map(|user| {
+                    let a = &a;
+                    s.spawn(move || {
+                        let mut probe = SessionProbe::new(a.user(user));
+                        for i in 0..N {
+                            run(a, &mut probe, &texts(i), i % 2);
+                        }
+                        // One session ends, the other lives on: both must be counted.
+                        (user == "app").then_some(probe)
+                    })
+                })
+                .collect();
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    a.digests().top(super::super::digests::Sort::Count, 10);
+                    a.totals();
+                    a.users();
+                }
+            });
+            let live: Vec<_> = sessions.into_iter().map(|h| h.join().unwrap()).collect();
+            done.store(true, Ordering::Relaxed);
+            let t = a.totals();
+            assert_eq!(t.queries(), 2 * N);
+            assert_eq!((t.kind(super::super::Kind::Update), t.rows), (2 * N / 3, N));
+            let users = a.users();
+            assert!(users
+                .iter()
+                .all(|(_, u)| u.queries == N && u.bytes_out == 7 * N));
+            for i in 0..3 {
+                let d = a.digests().get(id(&texts(i))).unwrap();
+                assert_eq!(d["count"], 2 * N / 3, "{d}");
+                assert_eq!(d["servers"]["db1"], 2 * N / 3, "{d}");
+            }
+            let (latencies, _) = a.digests().all_latencies();
+            assert_eq!(latencies.len(), 2 * N);
+            // Every successful UPDATE counted on its table, once.
+            let items = a.recorder.tables.counter(&TableRef {
+                schema: "shop".into(),
+                table: "items".into(),
+            });
+            assert_eq!(items.load(Ordering::Relaxed), 2 * N / 3);
+            drop(live);
+        });
+    }
+
+    #[test]
+    fn writes_count_as_they_run_and_lookups_see_them_in_order() {
+        // The same session through a probe (buffered) and straight into the store:
+        // the simulated cache must find the same hits.
+        let steps = [
+            "SELECT name FROM items WHERE id = 1",
+            "SELECT name FROM items WHERE id = 1",
+            "UPDATE items SET name = 'x' WHERE id = 2",
+            "SELECT name FROM items WHERE id = 1",
+            "UPDATE items SET name = 'y' WHERE id = 3",
+            "SELECT name FROM items WHERE id = 1",
+            "SELECT name FROM items WHERE id = 1",
+            "SELECT name FROM items WHERE id = 2",
+        ];
+        let direct = analytics();
+        let user = direct.user("app");
+        for text in steps {
+            let f = Finished {
+                digest: id(text),
+                text: Some(text.as_bytes()),
+                schema: Some("shop"),
+                user: &user,
+                exact: sql::fnv1a(text.as_bytes()),
+                elapsed: std::time::Duration::from_micros(10),
+                outcome: Outcome::default(),
+                server: Some("db1"),
+                cache: CacheUse::None,
+                in_transaction: false,
+                bytes_in: 0,
+                bytes_out: 0,
+            };
+            assert!(direct.record(&f));
+        }
+        let a = analytics();
+        let mut probe = SessionProbe::new(a.user("app"));
+        let items = a.recorder.tables.counter(&TableRef {
+            schema: "shop".into(),
+            table: "items".into(),
+        });
+        for (i, text) in steps.into_iter().enumerate() {
+            run(&a, &mut probe, text, 0);
+            if i == 4 {
+                // Known to the session by now: counted without a drain.
+                assert_eq!(items.load(Ordering::Relaxed), 2);
+            }
+        }
+        let rate = |a: &Analytics| {
+            a.digests()
+                .entry(id(steps[0]), |e| e.expected_hit_rate())
+                .flatten()
+        };
+        assert_eq!(rate(&direct), Some(2.0 / 6.0));
+        assert_eq!(rate(&a), rate(&direct));
+    }
+
+    #[test]
+    fn a_digest_reset_while_sessions_run_it_comes_back_whole() {
+        let a = analytics();
+        let mut probe = SessionProbe::new(a.user("app"));
+        let q = "SELECT name FROM items WHERE id = 1";
+        run(&a, &mut probe, q, 1);
+        assert_eq!(a.digests().reset(), 1);
+        // The session no longer sends the text, but its buffer knows the digest.
+        run(&a, &mut probe, q, 1);
+        run(&a, &mut probe, q, 1);
+        let d = a.digests().get(id(q)).unwrap();
+        assert_eq!(d["count"], 2);
+        assert_eq!(d["text"], "SELECT name FROM items WHERE id = ?");
+        assert_eq!(d["tables"], serde_json::json!(["shop.items"]));
+        // A new session finds it in the store's table: buffered from its first.
+        let mut other = SessionProbe::new(a.user("app"));
+        run(&a, &mut other, q, 1);
+        assert_eq!(stored(&a, q), Some(2));
+        assert_eq!(a.digests().get(id(q)).unwrap()["count"], 3);
+    }
+}
