@@ -1,16 +1,23 @@
 //! Live analytics, beside the request path: what every statement did, kept per digest
 //! ([`digests`]), per user and per server, sampled each second into a history that
 //! survives restarts ([`history`]), and read by the cache advisor ([`advisor`]).
-//! Sessions record once per statement, at its end; the admin API reads snapshots.
+//! Sessions record each statement at its end into a buffer of their own ([`pending`]),
+//! drained into the shared figures before anything reads them; the admin API reads
+//! snapshots.
 
 pub mod advisor;
 pub mod digests;
 pub mod history;
+mod pending;
+mod probe;
+
+pub use probe::{Prepared, SessionProbe, Statement};
 
 use crate::classify::sql::TableRef;
 use digests::DigestStore;
 use hdrhistogram::Histogram;
 use parking_lot::{Mutex, RwLock};
+use pending::Recorder;
 use serde::Deserialize;
 use sluice_wire::tracker::Outcome;
 use std::collections::HashMap;
@@ -179,7 +186,7 @@ impl ServerCounters {
 }
 
 /// One Sluice user: its name and sessions open. Its statement figures are kept in the
-/// digest shards (see [`UserTotals`]), where the statement's lock is already held.
+/// digest shards (see [`UserTotals`]), added with the digests' figures.
 #[derive(Debug, Default)]
 pub struct UserStats {
     pub name: String,
@@ -325,8 +332,9 @@ impl Tables {
 /// Everything analytics knows; one per process.
 pub struct Analytics {
     pub cfg: AnalyticsConfig,
-    pub digests: DigestStore,
-    pub tables: Tables,
+    /// The digests and the sessions' buffers on their way to them: shared with the
+    /// sessions, which drain their buffer when they end.
+    recorder: Arc<Recorder>,
     users: Mutex<HashMap<String, Arc<UserStats>>>,
     pub history: Mutex<history::History>,
     pub started: Instant,
@@ -362,8 +370,7 @@ impl Analytics {
         };
         Analytics {
             cfg: cfg.clone(),
-            digests: DigestStore::new(cfg.max_digests),
-            tables: Tables::default(),
+            recorder: Arc::new(Recorder::new(cfg.max_digests)),
             users: Mutex::new(HashMap::new()),
             history: Mutex::new(history),
             started: Instant::now(),
@@ -391,12 +398,18 @@ impl Analytics {
             .clone()
     }
 
+    /// The digests, with every statement finished before this call in them.
+    pub fn digests(&self) -> &DigestStore {
+        self.recorder.flush();
+        &self.recorder.digests
+    }
+
     /// Every user with their figures, by name.
     pub fn users(&self) -> Vec<(Arc<UserStats>, UserTotals)> {
         let mut all: Vec<_> = self.users.lock().values().cloned().collect();
         all.sort_by(|a, b| a.name.cmp(&b.name));
         let tallies = self
-            .digests
+            .digests()
             .user_totals(all.iter().map(|u| u.id).max().map_or(0, |m| m + 1));
         all.into_iter()
             .map(|u| {
@@ -408,18 +421,20 @@ impl Analytics {
 
     /// Counts of every statement since start.
     pub fn totals(&self) -> Totals {
-        self.digests.totals()
+        self.digests().totals()
     }
 
-    /// Records a finished statement. False when its digest is not known and no text
-    /// came with it (it was dropped meanwhile): the session should send the text again.
+    /// Records a finished statement at once, past any session's buffer. False when its
+    /// digest is not known and no text came with it (it was dropped meanwhile): the
+    /// caller should send the text again.
     pub fn record(&self, f: &Finished) -> bool {
-        self.digests.record(f, &self.tables).is_some()
+        let r = &self.recorder;
+        r.digests.record(f, &r.tables).is_some()
     }
 
     /// A write the binlog reported (it bypassed Sluice, or Sluice's own came back).
     pub fn table_written(&self, t: &TableRef) {
-        self.tables.written(t);
+        self.recorder.tables.written(t);
     }
 }
 
@@ -444,178 +459,6 @@ impl crate::binlog::BinlogSink for BinlogTee {
     }
     fn down(&self, reason: &str) {
         self.inner.down(reason);
-    }
-}
-
-/// A session's side of analytics: its user's figures, the digests it has already
-/// reported (so their text is not copied again), its prepared statements' digests,
-/// and the statement in flight.
-pub struct SessionProbe {
-    pub user: Arc<UserStats>,
-    seen: IdMap<u64, ()>,
-    /// Shape → digest of recent plain statements (see
-    /// [`crate::classify::sql::digest_shape`]), direct-mapped; allocated on first use.
-    shapes: Vec<(u64, u64)>,
-    prepared: IdMap<u32, Arc<Prepared>>,
-    /// A COM_STMT_PREPARE in flight: its digest, bound to the id of the server's answer.
-    pub preparing: Option<Arc<Prepared>>,
-    pub current: Option<Statement>,
-}
-
-/// A prepared statement's digest and text.
-pub struct Prepared {
-    pub digest: u64,
-    pub text: Box<[u8]>,
-}
-
-/// The statement in flight.
-pub struct Statement {
-    pub digest: u64,
-    pub exact: u64,
-    /// Its text, kept only when this session had not reported its digest yet.
-    pub text: Option<Vec<u8>>,
-    pub prepared: Option<Arc<Prepared>>,
-    pub started: Instant,
-    pub bytes_in: u64,
-}
-
-/// Bounds on what one session remembers.
-const SEEN_MAX: usize = 1024;
-const SHAPES: usize = 32;
-const PREPARED_MAX: usize = 16_384;
-
-impl SessionProbe {
-    pub fn new(user: Arc<UserStats>) -> SessionProbe {
-        user.sessions.fetch_add(1, Ordering::Relaxed);
-        SessionProbe {
-            user,
-            seen: Default::default(),
-            shapes: Vec::new(),
-            prepared: Default::default(),
-            preparing: None,
-            current: None,
-        }
-    }
-
-    /// A COM_QUERY of `text` starts.
-    pub fn query(&mut self, text: &[u8], bytes_in: u64) {
-        use crate::classify::sql;
-        let (digest, exact) = match sql::digest_shape(text) {
-            Some((shape, exact)) => {
-                if self.shapes.is_empty() {
-                    self.shapes = vec![(0, 0); SHAPES];
-                }
-                let slot = &mut self.shapes[shape as usize % SHAPES];
-                if slot.0 != shape || slot.0 == 0 {
-                    *slot = (shape, sql::digest_hash(text));
-                }
-                (slot.1, exact)
-            }
-            None => (sql::digest_hash(text), sql::fnv1a(text)),
-        };
-        let known = self.seen.contains_key(&digest);
-        self.current = Some(Statement {
-            digest,
-            exact,
-            text: (!known).then(|| text.to_vec()),
-            prepared: None,
-            started: Instant::now(),
-            bytes_in,
-        });
-    }
-
-    /// A COM_STMT_PREPARE of `text` is sent; [`Self::prepared`] binds it to its id.
-    pub fn prepare(&mut self, text: &[u8]) {
-        self.preparing = Some(Arc::new(Prepared {
-            digest: crate::classify::sql::digest_hash(text),
-            text: text.into(),
-        }));
-    }
-
-    /// The client was told statement `id` is prepared.
-    pub fn prepared(&mut self, id: u32) {
-        if let Some(p) = self.preparing.take() {
-            if self.prepared.len() >= PREPARED_MAX && !self.prepared.contains_key(&id) {
-                return;
-            }
-            self.prepared.insert(id, p);
-        }
-    }
-
-    pub fn closed(&mut self, id: u32) {
-        self.prepared.remove(&id);
-    }
-
-    /// The server forgot every prepared statement (reset, change of user).
-    pub fn forget_prepared(&mut self) {
-        self.prepared.clear();
-    }
-
-    /// A COM_STMT_EXECUTE of statement `id` with `params` (the packet after the id).
-    pub fn execute(&mut self, id: u32, params: &[u8], bytes_in: u64) {
-        let Some(p) = self.prepared.get(&id) else {
-            return;
-        };
-        self.current = Some(Statement {
-            digest: p.digest,
-            exact: p.digest ^ crate::classify::sql::fnv1a(params).rotate_left(1),
-            text: None,
-            prepared: Some(p.clone()),
-            started: Instant::now(),
-            bytes_in,
-        });
-    }
-
-    /// The statement in flight ended: reports it. `schema` is the session's.
-    #[allow(clippy::too_many_arguments)]
-    pub fn finish(
-        &mut self,
-        analytics: &Analytics,
-        schema: Option<&str>,
-        outcome: Outcome,
-        server: Option<&str>,
-        cache: CacheUse,
-        in_transaction: bool,
-        bytes_out: u64,
-    ) {
-        let Some(s) = self.current.take() else {
-            return;
-        };
-        let text = match (&s.text, &s.prepared) {
-            (Some(t), _) => Some(&t[..]),
-            (None, Some(p)) => Some(&p.text[..]),
-            (None, None) => None,
-        };
-        let f = Finished {
-            digest: s.digest,
-            text,
-            schema,
-            user: &self.user,
-            exact: s.exact,
-            elapsed: s.started.elapsed(),
-            outcome,
-            server,
-            cache,
-            in_transaction,
-            bytes_in: s.bytes_in,
-            bytes_out,
-        };
-        if analytics.record(&f) {
-            if s.text.is_some() {
-                if self.seen.len() >= SEEN_MAX {
-                    self.seen.clear();
-                }
-                self.seen.insert(s.digest, ());
-            }
-        } else {
-            self.seen.remove(&s.digest);
-        }
-    }
-}
-
-impl Drop for SessionProbe {
-    fn drop(&mut self) {
-        self.user.sessions.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -39,7 +39,7 @@ impl Analytics {
         let now = unix_now();
         let mut all_backend_us = 0f64;
         let mut candidates = Vec::new();
-        self.digests.for_each(|id, e| {
+        self.digests().for_each(|id, e| {
             all_backend_us += e.backend_us as f64;
             let Some(rate) = e.expected_hit_rate() else {
                 return;

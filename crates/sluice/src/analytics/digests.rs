@@ -1,12 +1,14 @@
 //! Per-digest statistics: counts, rows, times and an HDR histogram per normalized
-//! statement, in shards locked once per statement. Bounded: when full, the least
-//! executed digests make room. Each cacheable read also runs a simulated cache (exact
-//! statement → its tables' write counters) that tells the advisor its likely hit rate.
+//! statement, in shards that sessions' buffers are drained into (see [`super::pending`]).
+//! Bounded: when full, the least executed digests make room. Each cacheable read also
+//! runs a simulated cache (exact statement → its tables' write counters) that tells the
+//! advisor its likely hit rate.
 
-use super::{
-    clamp_us, latency_histogram, CacheUse, Finished, IdMap, Kind, Tables, Totals, UserTotals,
-};
+use super::pending::{Slot, Text};
+use super::UserTotals;
+use super::{latency_histogram, Finished, IdMap, Kind, Tables, Totals, UserStats};
 use crate::classify::sql::{self, Analysis, TableRef};
+use arc_swap::ArcSwapOption;
 use hdrhistogram::Histogram;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -22,10 +24,16 @@ const SHADOW_MAX: usize = 4096;
 /// Servers and users listed per digest.
 const LIST_MAX: usize = 16;
 
+/// Places in the table of digests' infos, direct-mapped by digest.
+const INFOS: usize = 4096;
+
 pub struct DigestStore {
     shards: Vec<Mutex<Shard>>,
     per_shard: usize,
     pub evicted: AtomicU64,
+    /// The info of digests entered, for sessions to find without a lock: a session's
+    /// first statement of a digest the process knows is then buffered like the rest.
+    infos: Box<[ArcSwapOption<DigestInfo>]>,
 }
 
 struct Shard {
@@ -42,17 +50,83 @@ struct Shard {
     users: Vec<UserTotals>,
 }
 
+/// What a digest's text tells, worked out once: enough to enter the digest again (it
+/// may be evicted or reset while sessions still run it), and what sessions need to
+/// record its statements as they run: whether they write its tables, and the tables'
+/// write counters.
+pub struct DigestInfo {
+    digest: u64,
+    text: Arc<str>,
+    kind: Kind,
+    schema: Option<String>,
+    tables: Vec<TableRef>,
+    cacheable: bool,
+    /// Writes these tables when it succeeds.
+    writes: bool,
+    table_counters: Vec<Arc<AtomicU64>>,
+}
+
+impl DigestInfo {
+    fn new(digest: u64, text: &[u8], schema: Option<&str>, tables: &Tables) -> DigestInfo {
+        let (text, _) = sql::digest(text);
+        let kind = Kind::of(&text);
+        let (tables_read, cacheable, writes) = match sql::analyze(text.as_bytes(), schema) {
+            Analysis::Read {
+                tables,
+                uncacheable,
+            } => (tables, uncacheable.is_none(), false),
+            Analysis::Write { tables: Some(t) } => (t, false, true),
+            _ => (Vec::new(), false, false),
+        };
+        // A read of no table (SELECT 1) is cacheable but pointless to advise.
+        let cacheable = cacheable && !tables_read.is_empty();
+        DigestInfo {
+            digest,
+            text: text.into(),
+            kind,
+            schema: schema.map(str::to_owned),
+            table_counters: tables_read.iter().map(|t| tables.counter(t)).collect(),
+            tables: tables_read,
+            cacheable,
+            writes,
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn cacheable(&self) -> bool {
+        self.cacheable
+    }
+
+    /// The sum of its tables' write counters: changes whenever one of them is written.
+    pub fn generation(&self) -> u64 {
+        self.table_counters
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .fold(0u64, u64::wrapping_add)
+    }
+
+    /// `n` successful executions: counted on its tables when it is a write.
+    pub fn written(&self, n: u64) {
+        if self.writes && n > 0 {
+            for c in &self.table_counters {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 /// One digest's figures.
 pub struct Entry {
     pub text: Arc<str>,
     pub kind: Kind,
     pub schema: Option<String>,
     pub tables: Vec<TableRef>,
-    table_counters: Vec<Arc<AtomicU64>>,
     /// A read the cache may store (no NOW(), no locking...): an advisor candidate.
     pub cacheable: bool,
-    /// Writes these tables when it succeeds.
-    writes: bool,
+    info: Arc<DigestInfo>,
     pub count: u64,
     pub errors: u64,
     pub rows_sent: u64,
@@ -82,27 +156,15 @@ struct Shadow {
 }
 
 impl Entry {
-    fn new(text: &[u8], schema: Option<&str>, tables: &Tables, now: u64) -> Entry {
-        let (text, _) = sql::digest(text);
-        let kind = Kind::of(&text);
-        let (tables_read, cacheable, writes) = match sql::analyze(text.as_bytes(), schema) {
-            Analysis::Read {
-                tables,
-                uncacheable,
-            } => (tables, uncacheable.is_none(), false),
-            Analysis::Write { tables: Some(t) } => (t, false, true),
-            _ => (Vec::new(), false, false),
-        };
-        // A read of no table (SELECT 1) is cacheable but pointless to advise.
-        let cacheable = cacheable && !tables_read.is_empty();
+    fn new(info: Arc<DigestInfo>, now: u64) -> Entry {
+        let cacheable = info.cacheable;
         Entry {
-            kind,
-            schema: schema.map(str::to_owned),
-            table_counters: tables_read.iter().map(|t| tables.counter(t)).collect(),
-            tables: tables_read,
+            text: info.text.clone(),
+            kind: info.kind,
+            schema: info.schema.clone(),
+            tables: info.tables.clone(),
             cacheable,
-            writes,
-            text: text.into(),
+            info,
             count: 0,
             errors: 0,
             rows_sent: 0,
@@ -123,11 +185,48 @@ impl Entry {
         }
     }
 
-    fn generation(&self) -> u64 {
-        self.table_counters
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .fold(0u64, u64::wrapping_add)
+    /// Adds a session's statements of this digest.
+    fn add(&mut self, slot: &Slot, user: &str) {
+        self.count += slot.count;
+        self.first_seen = self.first_seen.min(slot.first_seen);
+        self.last_seen = self.last_seen.max(slot.last_seen);
+        self.total_us += slot.total_us;
+        self.min_us = self.min_us.min(slot.min_us);
+        self.max_us = self.max_us.max(slot.max_us);
+        for &us in &slot.latencies {
+            self.hist.saturating_record(us.into());
+        }
+        self.rows_sent += slot.rows_sent;
+        self.rows_affected += slot.rows_affected;
+        self.errors += slot.errors;
+        self.cache_hits += slot.cache_hits;
+        self.cache_misses += slot.cache_misses;
+        self.backend_count += slot.backend_count;
+        self.backend_us += slot.backend_us;
+        for (server, n) in slot.servers.iter().filter(|(_, n)| *n > 0) {
+            match self.servers.iter().position(|(s, _)| s == server) {
+                Some(i) => self.servers[i].1 += n,
+                None if self.servers.len() < LIST_MAX => self.servers.push((server.clone(), *n)),
+                None => {}
+            }
+        }
+        if self.users.len() < LIST_MAX && !self.users.iter().any(|u| u == user) {
+            self.users.push(user.to_owned());
+        }
+        self.info.written(slot.unbumped);
+        if let Some(s) = self.shadow.as_mut() {
+            // Every execution counts; those in a transaction could never hit.
+            s.lookups += slot.tx_lookups + slot.lookups.len() as u64;
+            for &(exact, generation) in &slot.lookups {
+                let generation = generation.unwrap_or_else(|| self.info.generation());
+                if s.seen.len() >= SHADOW_MAX && !s.seen.contains_key(&exact) {
+                    s.seen.clear();
+                }
+                if s.seen.insert(exact, generation) == Some(generation) {
+                    s.hits += 1;
+                }
+            }
+        }
     }
 
     /// How often an exact repeat found its tables unwritten since: the hit rate a cache
@@ -139,7 +238,8 @@ impl Entry {
 
     /// Writes to this digest's tables since start (through Sluice and the binlog).
     pub fn table_writes(&self) -> u64 {
-        self.table_counters
+        self.info
+            .table_counters
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
             .sum()
@@ -249,6 +349,7 @@ impl DigestStore {
                 .collect(),
             per_shard: max.div_ceil(SHARDS).max(1),
             evicted: AtomicU64::new(0),
+            infos: (0..INFOS).map(|_| ArcSwapOption::empty()).collect(),
         }
     }
 
@@ -257,110 +358,99 @@ impl DigestStore {
         &self.shards[(digest as usize) % SHARDS]
     }
 
-    /// Adds one statement; returns its kind, or None when the digest is unknown and no
-    /// text came with it.
+    /// Where `digest`'s info is kept.
+    fn info_place(&self, digest: u64) -> &ArcSwapOption<DigestInfo> {
+        // The shard is chosen by the low bits; these are independent of them.
+        &self.infos[(digest >> 32) as usize % INFOS]
+    }
+
+    /// The info of `digest`, when it was entered and no other digest took its place.
+    pub(super) fn info(&self, digest: u64) -> Option<Arc<DigestInfo>> {
+        self.info_place(digest)
+            .load_full()
+            .filter(|i| i.digest == digest)
+    }
+
+    /// Adds one statement at once; returns its kind, or None when the digest is unknown
+    /// and no text came with it.
     pub(super) fn record(&self, f: &Finished, tables: &Tables) -> Option<Kind> {
-        let us = clamp_us(f.elapsed);
-        let now = super::coarse_now();
-        let mut guard = self.shard(f.digest).lock();
+        let mut slot = Slot::new(f.digest);
+        slot.text = f.text.map(|t| Text::Owned(t.to_vec()));
+        slot.schema = f.schema.map(str::to_owned);
+        slot.add(f, None);
+        self.apply(&slot, f.user, tables).map(|i| i.kind)
+    }
+
+    /// Adds a slot's statements to its digest's entry, entering the digest (again) when
+    /// the slot brings its text or info. Returns the digest's info, or None when it is
+    /// unknown and the slot brings neither: the statements are dropped.
+    pub(super) fn apply(
+        &self,
+        slot: &Slot,
+        user: &UserStats,
+        tables: &Tables,
+    ) -> Option<Arc<DigestInfo>> {
+        let mut guard = self.shard(slot.digest).lock();
         let shard = &mut *guard;
-        if !shard.map.contains_key(&f.digest) {
-            let text = f.text?;
-            if shard.map.len() >= self.per_shard {
-                // The least executed make room; ties go to the oldest.
-                if let Some(victim) = shard
-                    .map
-                    .iter()
-                    .min_by_key(|(_, e)| (e.count, e.last_seen))
-                    .map(|(k, _)| *k)
-                {
-                    shard.map.remove(&victim);
-                    self.evicted.fetch_add(1, Ordering::Relaxed);
+        if !shard.map.contains_key(&slot.digest) {
+            let info = match (&slot.info, &slot.text) {
+                (Some(info), _) => info.clone(),
+                (None, Some(text)) => {
+                    let schema = slot.schema.as_deref();
+                    let info = DigestInfo::new(slot.digest, text.bytes(), schema, tables);
+                    let info = Arc::new(info);
+                    self.info_place(slot.digest).store(Some(info.clone()));
+                    info
                 }
-            }
+                (None, None) => return None,
+            };
+            self.make_room(shard);
             shard
                 .map
-                .insert(f.digest, Entry::new(text, f.schema, tables, now));
+                .insert(slot.digest, Entry::new(info, slot.first_seen));
         }
+        let e = shard.map.get_mut(&slot.digest).expect("entered above");
+        e.add(slot, &user.name);
         // The interval's latencies reach `all` when the sampler takes them.
-        shard.interval.saturating_record(us);
-        shard.all_sum_us += us;
-        let (t, id) = (&mut shard.totals, f.user.id);
-        if shard.users.len() <= id {
-            shard.users.resize(id + 1, UserTotals::default());
+        for &us in &slot.latencies {
+            shard.interval.saturating_record(us.into());
         }
-        let u = &mut shard.users[id];
-        u.queries += 1;
-        u.total_us += us;
-        u.bytes_in += f.bytes_in;
-        u.bytes_out += f.bytes_out;
-        u.rows_sent += f.outcome.rows;
-        t.rows += f.outcome.rows;
-        if f.outcome.error {
-            u.errors += 1;
-            t.errors += 1;
+        shard.all_sum_us += slot.total_us;
+        let t = &mut shard.totals;
+        t.by_kind[e.kind.index()] += slot.count;
+        t.rows += slot.rows_sent;
+        t.errors += slot.errors;
+        t.cache_hits += slot.cache_hits;
+        t.cache_misses += slot.cache_misses;
+        if shard.users.len() <= user.id {
+            shard.users.resize(user.id + 1, UserTotals::default());
         }
-        match f.cache {
-            CacheUse::Hit => {
-                u.cache_hits += 1;
-                t.cache_hits += 1;
-            }
-            CacheUse::Miss => t.cache_misses += 1,
-            CacheUse::None => {}
+        shard.users[user.id].add(&UserTotals {
+            queries: slot.count,
+            errors: slot.errors,
+            rows_sent: slot.rows_sent,
+            total_us: slot.total_us,
+            bytes_in: slot.bytes_in,
+            bytes_out: slot.bytes_out,
+            cache_hits: slot.cache_hits,
+        });
+        Some(e.info.clone())
+    }
+
+    /// The least executed make room; ties go to the oldest.
+    fn make_room(&self, shard: &mut Shard) {
+        if shard.map.len() < self.per_shard {
+            return;
         }
-        let e = shard.map.get_mut(&f.digest).expect("inserted above");
-        t.by_kind[e.kind.index()] += 1;
-        e.count += 1;
-        e.last_seen = now;
-        e.total_us += us;
-        e.min_us = e.min_us.min(us);
-        e.max_us = e.max_us.max(us);
-        e.hist.saturating_record(us);
-        e.rows_sent += f.outcome.rows;
-        e.rows_affected += f.outcome.affected;
-        if f.outcome.error {
-            e.errors += 1;
-        } else if e.writes {
-            for c in &e.table_counters {
-                c.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some(victim) = shard
+            .map
+            .iter()
+            .min_by_key(|(_, e)| (e.count, e.last_seen))
+            .map(|(k, _)| *k)
+        {
+            shard.map.remove(&victim);
+            self.evicted.fetch_add(1, Ordering::Relaxed);
         }
-        match f.cache {
-            CacheUse::Hit => e.cache_hits += 1,
-            CacheUse::Miss => e.cache_misses += 1,
-            CacheUse::None => {}
-        }
-        if f.cache != CacheUse::Hit {
-            e.backend_count += 1;
-            e.backend_us += us;
-        }
-        if let Some(server) = f.server {
-            match e.servers.iter().position(|(s, _)| s == server) {
-                Some(i) => e.servers[i].1 += 1,
-                None if e.servers.len() < LIST_MAX => e.servers.push((server.to_owned(), 1)),
-                None => {}
-            }
-        }
-        let user = &f.user.name;
-        if e.users.len() < LIST_MAX && !e.users.iter().any(|u| u == user) {
-            e.users.push(user.clone());
-        }
-        if !f.outcome.error {
-            let generation = e.generation();
-            if let Some(s) = e.shadow.as_mut() {
-                // Every execution counts; those in a transaction could never hit.
-                s.lookups += 1;
-                if !f.in_transaction {
-                    if s.seen.len() >= SHADOW_MAX && !s.seen.contains_key(&f.exact) {
-                        s.seen.clear();
-                    }
-                    if s.seen.insert(f.exact, generation) == Some(generation) {
-                        s.hits += 1;
-                    }
-                }
-            }
-        }
-        Some(e.kind)
     }
 
     /// Runs `f` on every entry, shard by shard (each shard locked while its entries are
@@ -468,7 +558,7 @@ impl DigestStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analytics::UserStats;
+    use crate::analytics::{CacheUse, UserStats};
     use sluice_wire::tracker::Outcome;
     use std::time::Duration;
 

@@ -268,7 +268,8 @@ impl Analytics {
     /// Takes the sample of the second starting at `t`.
     pub fn sample(&self, t: u64, g: Gauges) {
         super::COARSE_NOW.store(unix_now(), std::sync::atomic::Ordering::Relaxed);
-        let latencies = self.digests.take_interval();
+        // The second's statements are in the figures before they are taken.
+        let latencies = self.digests().take_interval();
         let totals = self.totals();
         let now = Previous {
             kinds: Kind::ALL.map(|k| totals.kind(k)),

@@ -113,7 +113,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             "queued": c.waiting,
             "queue_waits": c.waits_total,
             "writer": self.fe.router.load().writer().map(|w| w.name().to_owned()),
-            "digests": a.digests.len(),
+            "digests": a.digests().len(),
             "last": a.history.lock().last().cloned(),
         })
     }
@@ -138,7 +138,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
     }
 
     fn digests(&self, sort: Sort, limit: usize) -> Value {
-        let d = &self.fe.analytics.digests;
+        let d = self.fe.analytics.digests();
         json!({
             "digests": d.top(sort, limit),
             "tracked": d.len(),
@@ -147,11 +147,11 @@ impl AnalyticsAdmin for AnalyticsHandle {
     }
 
     fn digest(&self, id: &str) -> Option<Value> {
-        self.fe.analytics.digests.get(parse_id(id)?)
+        self.fe.analytics.digests().get(parse_id(id)?)
     }
 
     fn reset_digests(&self) -> usize {
-        self.fe.analytics.digests.reset()
+        self.fe.analytics.digests().reset()
     }
 
     fn users(&self) -> Value {
@@ -209,7 +209,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             .and_then(|id| {
                 self.fe
                     .analytics
-                    .digests
+                    .digests()
                     .entry(id, |e| (e.text.clone(), e.cacheable))
             })
             .ok_or_else(|| (StatusCode::NOT_FOUND, format!("no digest {id:?}")))?;
@@ -284,7 +284,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             "result-set rows sent to clients",
             t.rows as f64,
         );
-        let (latencies, sum_us) = a.digests.all_latencies();
+        let (latencies, sum_us) = a.digests().all_latencies();
         e.family(
             "sluice_query_duration_seconds",
             Type::Histogram,
@@ -525,7 +525,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             "sluice_digests_tracked",
             Type::Gauge,
             "statement digests kept",
-            a.digests.len() as f64,
+            a.digests().len() as f64,
         );
         e.finish()
     }
