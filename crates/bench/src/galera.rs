@@ -11,7 +11,7 @@
 //! went.
 //!
 //! The flow-control part ([`flow`]): a cluster whose last node is throttled and, for a
-//! while, held under `FLUSH TABLES WITH READ LOCK`, written through Sluice with
+//! while, has mysqlslap's table read-locked (`LOCK TABLES`), written through Sluice with
 //! `galera_writers = "all"` and then `"one"`, every node's flow-control counters sampled
 //! once a second.
 //!
@@ -20,6 +20,7 @@
 //! every run.
 
 mod flow;
+mod lock;
 mod report;
 mod servers;
 
@@ -77,9 +78,9 @@ pub struct GaleraArgs {
     /// Inserts per transaction in the flow-control runs.
     #[arg(long, default_value_t = 10)]
     pub flow_trx: u32,
-    /// How long the throttled node is held under FLUSH TABLES WITH READ LOCK in each
-    /// flow-control run, from its first second; "0s" never takes the lock [default:
-    /// 8s; demo: 3s].
+    /// How long mysqlslap's table is read-locked on the throttled node in each
+    /// flow-control run, from just before the first insert; "0s" never takes the lock
+    /// [default: 8s; demo: 3s].
     #[arg(long, value_parser = humantime::parse_duration)]
     pub flow_lock: Option<Duration>,
     /// `gcs.fc_limit` of the throttled node (the last one): write sets it may queue
@@ -390,7 +391,8 @@ impl Bench<'_> {
                 "raw/{}-{path}-trx{per_trx}-r{repetition}.txt",
                 name.to_lowercase().replace(' ', "")
             );
-            let (command, outcome) = self.slap(&spec, target, &members, &output_file, |_, _| {});
+            let (command, outcome) =
+                self.slap(&spec, target, &members, &output_file, false, |_, _| {});
             let run = InsertRun {
                 topology: name.clone(),
                 nodes,
@@ -430,7 +432,8 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// One mysqlslap run at `target`, every node's counters read around it; `on_tick`
+    /// One mysqlslap run at `target`, into a table it creates and drops, or into the one
+    /// the caller created (`existing_table`), every node's counters read around it; `on_tick`
     /// gets the time since the start and the nodes about once a second, and `None` as
     /// soon as mysqlslap has ended, before the rows are counted.
     fn slap(
@@ -439,6 +442,7 @@ impl Bench<'_> {
         target: SocketAddr,
         nodes: &[&MariaDb],
         output_file: &str,
+        existing_table: bool,
         mut on_tick: impl FnMut(Option<Duration>, &[&MariaDb]),
     ) -> (String, SlapOutcome) {
         let endpoint = Endpoint {
@@ -450,7 +454,12 @@ impl Bench<'_> {
             database: "sbtest".into(),
             show_password: true,
         };
-        let command = SlapCommand::insert(&self.args.mysqlslap, &endpoint, spec, &self.args.schema);
+        let (program, schema) = (&self.args.mysqlslap, &self.args.schema);
+        let command = if existing_table {
+            SlapCommand::insert_into_existing(program, &endpoint, spec, schema)
+        } else {
+            SlapCommand::insert(program, &endpoint, spec, schema)
+        };
         let log = self.out.join(output_file);
         let before = read_all(nodes);
         // Even a throttled cluster on a small machine inserts a hundred rows a second.
@@ -649,11 +658,12 @@ mod tests {
     fn status_counters_come_from_batch_output() {
         let s = parse_status(
             "lower(VARIABLE_NAME)\tVARIABLE_VALUE\ncom_insert\t1200\nwsrep_local_state\t4\n\
-             wsrep_cluster_status\tPrimary\n",
+             wsrep_cluster_status\tPrimary\nwsrep_flow_control_requested\ttrue\n",
         );
         assert_eq!(s.get("com_insert"), Some(&1200));
         assert_eq!(s.get("wsrep_local_state"), Some(&4));
-        assert_eq!(s.len(), 2);
+        assert_eq!(s.get("wsrep_flow_control_requested"), Some(&1));
+        assert_eq!(s.len(), 3);
     }
 
     #[test]

@@ -85,13 +85,13 @@ pub enum Scenario {
     /// mysqlslap's clients insert into the published table at 1, 10, 100 and 1000
     /// inserts per transaction on a plain MariaDB and Galera clusters of each --nodes
     /// size, straight at one node and through Sluice with galera_writers = "all"; then a
-    /// cluster with its last node throttled (gcs.fc_limit) and read-locked for a while,
-    /// written through Sluice with galera_writers = "all" and "one", every node's
-    /// flow-control counters sampled once a second. Starts its own servers; --threads,
+    /// cluster with its last node throttled (gcs.fc_limit) and its table read-locked for
+    /// a while, written through Sluice with galera_writers = "all" and "one", every
+    /// node's flow-control counters sampled once a second. Starts its own servers; --threads,
     /// --duration, --tables and --table-size do not apply.
     ///
     /// Defaults: nodes 1,2,3; 100,000 rows per run; flow control on 3 nodes, 50,000
-    /// rows, 8 s read lock. --demo (under 5 minutes on 2 cores): nodes 1,3; 20,000
+    /// rows, 8 s table lock. --demo (under 5 minutes on 2 cores): nodes 1,3; 20,000
     /// rows; 20,000 rows and a 3 s lock for flow control.
     Galera(Box<galera::GaleraArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.

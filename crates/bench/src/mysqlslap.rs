@@ -31,6 +31,9 @@
 //! - Without `--no-drop` it drops the schema before creating it as well as at the end
 //!   (`DROP SCHEMA IF EXISTS`, Com_drop_db +2 per run): a schema left behind by a killed
 //!   run never gets in the way, and anything else kept in that schema is lost.
+//! - Without `--create` and with `--no-drop` it sends no DDL at all (the general log
+//!   shows each client's connect to the schema, its inserts and commits, and its quit),
+//!   so an existing table can be locked or watched from before the first insert.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -101,6 +104,29 @@ impl SlapCommand {
     /// (before the run as well as after): never the benchmark's database, so
     /// `endpoint.database` is refused, and otherwise unused.
     pub fn insert(program: &Path, endpoint: &Endpoint, spec: &InsertSpec, schema: &str) -> Self {
+        Self::build(program, endpoint, spec, schema, true)
+    }
+
+    /// The insert run of `spec` into the table `t1` ([`CREATE_TABLE`]) the caller has
+    /// already created in `schema`, left in place afterwards (`--no-drop`): mysqlslap
+    /// then sends no DDL at all, so the caller can hold locks on the table from before the
+    /// first insert.
+    pub fn insert_into_existing(
+        program: &Path,
+        endpoint: &Endpoint,
+        spec: &InsertSpec,
+        schema: &str,
+    ) -> Self {
+        Self::build(program, endpoint, spec, schema, false)
+    }
+
+    fn build(
+        program: &Path,
+        endpoint: &Endpoint,
+        spec: &InsertSpec,
+        schema: &str,
+        create: bool,
+    ) -> Self {
         // A host given as a path is a Unix socket; otherwise the run must go over TCP,
         // never the socket `localhost` can otherwise mean (a --port already implies it).
         let (host, port, protocol) = match endpoint.socket() {
@@ -115,7 +141,7 @@ impl SlapCommand {
                 "--protocol=tcp".to_string(),
             ),
         };
-        let args = vec![
+        let mut args = vec![
             // Only honoured as the first argument. No option file's [client] section
             // (socket, TLS, another password) may change the run.
             "--no-defaults".to_string(),
@@ -130,11 +156,17 @@ impl SlapCommand {
             // TLS handshakes inside the timed phase (clients connect after the clock
             // starts).
             "--skip-ssl".to_string(),
-            // Created with CREATE SCHEMA, every client connects to it, dropped at the end.
+            // Every client connects to it; with --create, mysqlslap creates it (CREATE
+            // SCHEMA) and drops it at the end.
             format!("--create-schema={schema}"),
-            // Both are split into statements at newlines (the default delimiter), so each
-            // stays on one line; a string naming an existing file would be read as one.
-            format!("--create={CREATE_TABLE}"),
+        ];
+        if create {
+            // Split into statements at newlines (the default delimiter), as --query is,
+            // so each stays on one line; a string naming an existing file would be read
+            // as one.
+            args.push(format!("--create={CREATE_TABLE}"));
+        }
+        args.extend([
             format!("--query={INSERT}"),
             format!("--concurrency={}", spec.clients()),
             // Divided among the clients, not per client (whatever --help says).
@@ -144,7 +176,12 @@ impl SlapCommand {
             // caller's, alternating scenarios as the sysbench steps do; a second iteration
             // would only drop and re-create the table in between.
             "--iterations=1".to_string(),
-        ];
+        ]);
+        if !create {
+            // Without --create, --no-drop is all it takes for mysqlslap to leave the
+            // schema alone: it connects every client to it and only inserts.
+            args.push("--no-drop".to_string());
+        }
         let refusal = if !plain_schema_name(schema) {
             Some(format!(
                 "`{schema}` cannot be mysqlslap's schema: it puts the name between backticks \

@@ -1,27 +1,31 @@
 //! The flow-control part of `sluice bench galera`: one cluster whose last node is
-//! throttled (`gcs.fc_limit`, set at run time through `wsrep_provider_options`) and, for
-//! the first seconds of every run, held under `FLUSH TABLES WITH READ LOCK` from a
-//! connection the benchmark keeps open. The same insert run goes through Sluice with
+//! throttled: `gcs.fc_limit` (set at run time through `wsrep_provider_options`) makes it
+//! ask for a pause as soon as a write set or two wait in its receive queue, and for the
+//! first seconds of every run mysqlslap's table is read-locked there ([`TableLock`]), so
+//! its applier stops while it stays synced. The same insert run goes through Sluice with
 //! `galera_writers = "all"`, then `"one"`, while every node's flow-control counters are
 //! read once a second, straight from the nodes.
+//!
+//! Flow control pauses every node's commits while the throttled node asks for it,
+//! whatever the proxy does. What Sluice can change is where new work goes: with "all"
+//! it spreads transactions over the synced nodes but steers them away from a node that
+//! asks for a pause, so that node takes fewer of them than its share (its
+//! `wsrep_replicated`), and no local writes or reads lengthen its backlog; with "one"
+//! every write goes to the elected writer.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use serde::Serialize;
-use sluice_sandbox::{self as sandbox, MariaDb};
+use sluice_sandbox::MariaDb;
 
+use super::lock::TableLock;
 use super::{delta, read_all, Bench, FlowPlan, NodeStatus, Proxy, Servers, SlapOutcome};
 use crate::mysqlslap::{InsertSpec, SlapStats};
 use crate::report::thousands;
 
 /// What Sluice is told in each run, in order.
 const MODES: [&str; 2] = ["all", "one"];
-/// How long FLUSH TABLES WITH READ LOCK may take: it waits for running statements.
-const LOCK_TIMEOUT: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct FlowResults {
@@ -47,8 +51,7 @@ pub(super) struct FlowRun {
     /// The whole mysqlslap run, its CREATE TABLE included: mysqlslap's own clock
     /// starts after it, and DDL waits for every node.
     pub wall_secs: Option<f64>,
-    /// Seconds since the start when the lock was held and released (the end of the run
-    /// if it was still held then).
+    /// Seconds since the start when the table lock was granted and released.
     pub locked_from: Option<f64>,
     pub locked_until: Option<f64>,
     pub nodes: Vec<FlowNode>,
@@ -71,6 +74,11 @@ pub(super) struct FlowNode {
     /// Write sets it replicated over the run (`wsrep_replicated`): the transactions it
     /// took from clients.
     pub write_sets: Option<u64>,
+    /// Its part of all nodes' write sets (an even spread is 1 / nodes).
+    pub write_share: Option<f64>,
+    /// Samples in which it was asking the cluster to pause
+    /// (`wsrep_flow_control_requested`).
+    pub requested_samples: usize,
     /// The longest `wsrep_local_recv_queue` sampled.
     pub max_recv_queue: Option<u64>,
     /// Every `wsrep_local_state` sampled, in order, each once (4 synced, 2 donor or
@@ -85,6 +93,10 @@ pub(super) struct Sample {
     /// Since the start of the run.
     pub paused_ms: Vec<Option<f64>>,
     pub fc_sent: Vec<Option<u64>>,
+    /// Whether it was asking for a pause (`wsrep_flow_control_requested`, 1 or 0).
+    pub requested: Vec<Option<u64>>,
+    /// Write sets it replicated since the start of the run.
+    pub write_sets: Vec<Option<u64>>,
     pub recv_queue: Vec<Option<u64>>,
     pub state: Vec<Option<u64>>,
 }
@@ -120,7 +132,11 @@ pub(super) fn run(bench: &mut Bench, plan: &FlowPlan) -> anyhow::Result<()> {
     for writers in MODES {
         let config = bench.out.join(format!("sluice-flow-{writers}.toml"));
         let proxy = Proxy::start(bench, &nodes, writers, &config)?;
+        create_table(nodes[0], &bench.args.schema)?;
         let run = one_run(bench, plan, writers, &proxy, &nodes);
+        nodes[0]
+            .execute(&format!("DROP SCHEMA `{}`", bench.args.schema))
+            .context("flow control: dropping the benchmark's schema")?;
         eprintln!("    {}", describe(&run));
         bench
             .results
@@ -136,6 +152,18 @@ pub(super) fn run(bench: &mut Bench, plan: &FlowPlan) -> anyhow::Result<()> {
             .context("flow control: the cluster did not settle after a run")?;
     }
     eprintln!("flow control: stopping the cluster");
+    Ok(())
+}
+
+/// mysqlslap's table in a schema of its own, created by the benchmark so that the
+/// throttled node's table can be locked before the first insert. A schema left by a
+/// killed run is dropped first, as mysqlslap itself does.
+fn create_table(node: &MariaDb, schema: &str) -> anyhow::Result<()> {
+    node.execute(&format!(
+        "DROP SCHEMA IF EXISTS `{schema}`; CREATE SCHEMA `{schema}`; USE `{schema}`; {};",
+        crate::mysqlslap::CREATE_TABLE
+    ))
+    .context("flow control: creating mysqlslap's table")?;
     Ok(())
 }
 
@@ -163,54 +191,51 @@ fn one_run(
     );
     let output_file = format!("raw/flow-{writers}.txt");
     let baseline = read_all(nodes);
-    let mut samples = Vec::new();
+    let mut samples = vec![sample(0.0, &baseline, &baseline)];
     let throttled = nodes[nodes.len() - 1];
-    // Taken before the clients start, so that every run has its locked phase however
-    // fast the machine; released at the first sample past --flow-lock.
-    let mut lock_error = None;
+    let started = Instant::now();
+    // Granted before mysqlslap starts, so every run has its locked phase however fast
+    // the machine; released by the client itself once the hold is over.
     let mut lock = match plan.lock_secs {
-        0 => None,
-        _ => ReadLock::take(throttled)
-            .map_err(|e| lock_error = Some(format!("{e:#}")))
-            .ok(),
+        0 => Ok(None),
+        secs => TableLock::take(
+            throttled,
+            &bench.args.schema,
+            Duration::from_secs(secs),
+            &bench.out.join(format!("raw/flow-{writers}-lock.txt")),
+        )
+        .map(Some),
     };
-    let locked_from = lock.is_some().then_some(0.0);
-    samples.push(sample(0.0, &baseline, &read_all(nodes)));
-    let started = std::time::Instant::now();
-    let mut locked_until = None;
-    let lock_end = plan.lock_secs as f64;
     let (command, outcome) = bench.slap(
         &spec,
         proxy.addr(),
         nodes,
         &output_file,
+        true,
         |elapsed, nodes| {
-            let Some(elapsed) = elapsed else {
-                // The nodes can only agree on the rows once the locked one applies again.
-                if let Some(held) = lock.take() {
-                    locked_until = Some(started.elapsed().as_secs_f64());
-                    if let Err(e) = held.release() {
-                        lock_error = Some(format!("{e:#}"));
-                    }
-                }
-                return;
-            };
-            let secs = elapsed.as_secs_f64();
-            if secs >= lock_end {
-                if let Some(held) = lock.take() {
-                    if let Err(e) = held.release() {
-                        lock_error = Some(format!("{e:#}"));
-                    }
-                    locked_until = Some(secs);
-                }
+            if elapsed.is_some() {
+                let secs = started.elapsed().as_secs_f64();
+                samples.push(sample(secs, &baseline, &read_all(nodes)));
             }
-            samples.push(sample(secs, &baseline, &read_all(nodes)));
         },
     );
     let after = read_all(nodes);
+    let since = |at: Option<Instant>| at.map(|at| at.duration_since(started).as_secs_f64());
+    let (locked_from, locked_until, lock_error) = match &mut lock {
+        Ok(Some(held)) => {
+            let finished = held.finish(throttled);
+            (
+                since(held.locked),
+                since(held.unlocked),
+                finished.err().map(|e| format!("{e:#}")),
+            )
+        }
+        Ok(None) => (None, None, None),
+        Err(e) => (None, None, Some(format!("{e:#}"))),
+    };
     let failure = outcome
         .failure(spec.inserts())
-        .or_else(|| lock_error.map(|e| format!("holding the read lock: {e}")));
+        .or_else(|| lock_error.map(|e| format!("the table lock: {e}")));
     FlowRun {
         writers,
         writer_at_start,
@@ -254,6 +279,8 @@ fn sample(secs: f64, baseline: &[Option<NodeStatus>], now: &[Option<NodeStatus>]
             .map(|ns| ns.map(|ns| ns as f64 / 1e6))
             .collect(),
         fc_sent: since("wsrep_flow_control_sent"),
+        requested: current("wsrep_flow_control_requested"),
+        write_sets: since("wsrep_replicated"),
         recv_queue: current("wsrep_local_recv_queue"),
         state: current("wsrep_local_state"),
     }
@@ -265,6 +292,7 @@ fn node_totals(
     outcome: &SlapOutcome,
     samples: &[Sample],
 ) -> Vec<FlowNode> {
+    let total: u64 = outcome.local_per_node.iter().flatten().sum();
     (0..baseline.len())
         .map(|i| {
             let d = |name: &str| delta(counter(&baseline[i], name), counter(&after[i], name));
@@ -280,82 +308,15 @@ fn node_totals(
                 fc_sent: d("wsrep_flow_control_sent"),
                 fc_recv: d("wsrep_flow_control_recv"),
                 write_sets: outcome.local_per_node[i],
+                write_share: outcome.local_per_node[i]
+                    .filter(|_| total > 0)
+                    .map(|n| n as f64 / total as f64),
+                requested_samples: samples.iter().filter(|s| s.requested[i] == Some(1)).count(),
                 max_recv_queue: samples.iter().filter_map(|s| s.recv_queue[i]).max(),
                 states,
             }
         })
         .collect()
-}
-
-/// `FLUSH TABLES WITH READ LOCK` held on a node by a `mariadb` client the benchmark keeps
-/// open. Dropping it kills the client, and the server releases the lock with the
-/// connection.
-struct ReadLock {
-    child: Child,
-    stdin: Option<ChildStdin>,
-}
-
-impl ReadLock {
-    /// Takes the lock and returns once the server has granted it (at most
-    /// [`LOCK_TIMEOUT`]).
-    fn take(node: &MariaDb) -> anyhow::Result<ReadLock> {
-        let mut client = node.admin_client()?;
-        // Unbuffered: the marker must come out as soon as the lock is granted.
-        client
-            .args(["--batch", "--unbuffered", "--skip-column-names"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
-        let mut child = client.spawn().context("starting the mariadb client")?;
-        let stdout = child.stdout.take().context("no stdout")?;
-        let mut lock = ReadLock {
-            stdin: child.stdin.take(),
-            child,
-        };
-        let stdin = lock.stdin.as_mut().context("no stdin")?;
-        stdin.write_all(b"FLUSH TABLES WITH READ LOCK;\nSELECT 'sluice-bench-locked';\n")?;
-        stdin.flush()?;
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        loop {
-            match rx.recv_timeout(LOCK_TIMEOUT) {
-                Ok(line) if line.trim() == "sluice-bench-locked" => return Ok(lock),
-                Ok(_) => {}
-                Err(_) => bail!(
-                    "FLUSH TABLES WITH READ LOCK on {} was not granted within {LOCK_TIMEOUT:?}",
-                    node.addr()
-                ),
-            }
-        }
-    }
-
-    /// UNLOCK TABLES, and the client's end.
-    fn release(mut self) -> anyhow::Result<()> {
-        let mut stdin = self.stdin.take().context("already released")?;
-        stdin.write_all(b"UNLOCK TABLES;\n")?;
-        drop(stdin);
-        match sandbox::wait_child(&mut self.child, LOCK_TIMEOUT)? {
-            Some(status) if status.success() => Ok(()),
-            Some(status) => bail!("the client holding the read lock {status}"),
-            None => bail!("the client holding the read lock did not end within {LOCK_TIMEOUT:?}"),
-        }
-    }
-}
-
-impl Drop for ReadLock {
-    fn drop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(None)) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 }
 
 fn describe(run: &FlowRun) -> String {

@@ -100,7 +100,7 @@ fn document(r: &Results) -> Document {
         csv.push('\n');
         csv.push_str(&table.csv());
         sections.push(Section {
-            title: "Flow control: one node throttled and read-locked".into(),
+            title: "Flow control: one node throttled and its table locked".into(),
             tables: vec![table],
             notes: flow_notes(flow),
             charts: vec![paused_chart(flow)],
@@ -195,8 +195,9 @@ fn facts(r: &Results) -> Vec<String> {
     ];
     if let Some(flow) = &r.flow {
         facts.push(format!(
-            "Flow control: {} nodes, {} throttled ({}), held under FLUSH TABLES WITH READ \
-             LOCK for {} s from the first second of each run; {} rows at {} per \
+            "Flow control: {} nodes, {} throttled ({}), mysqlslap's table held there \
+             under LOCK TABLES ... READ for {} s from just before the first insert of each \
+             run (its applier waits, the node stays synced); {} rows at {} per \
              transaction through Sluice with galera_writers = \"all\", then \"one\".",
             flow.plan.nodes,
             flow.throttled,
@@ -319,6 +320,8 @@ fn flow_table(flow: &FlowResults) -> Table {
             "FC sent",
             "FC received",
             "write sets",
+            "share",
+            "asking pause",
             "max recv queue",
             "states",
         ],
@@ -334,6 +337,9 @@ fn flow_table(flow: &FlowResults) -> Table {
                 node.fc_sent.map_or("?".into(), |n| n.to_string()),
                 node.fc_recv.map_or("?".into(), |n| n.to_string()),
                 node.write_sets.map_or("?".into(), thousands),
+                node.write_share
+                    .map_or("?".into(), |x| format!("{:.0}%", x * 100.0)),
+                format!("{} of {}", node.requested_samples, run.samples.len()),
                 node.max_recv_queue.map_or("?".into(), |n| n.to_string()),
                 node.states
                     .iter()
@@ -350,15 +356,20 @@ fn flow_notes(flow: &FlowResults) -> Vec<String> {
     let mut notes = vec![
         "paused ms: wsrep_flow_control_paused_ns over the run, the time replication on \
          that node stood still because some node asked for a pause; FC sent: the pause \
-         requests the node made (it is the one lagging). states: wsrep_local_state as \
-         sampled once a second (4 synced, 2 desynced or donor, 3 joined)."
+         requests the node made (it is the one lagging). write sets: the transactions \
+         it took from clients (wsrep_replicated), and share: its part of all nodes' (an \
+         even spread is one per node); with galera_writers = \"all\", Sluice steers new \
+         transactions away from a node asking for a pause, so the throttled node's share \
+         falls. asking pause: samples (once a second) in which it had \
+         wsrep_flow_control_requested on. states: wsrep_local_state as sampled (4 \
+         synced, 2 desynced or donor, 3 joined)."
             .to_string(),
     ];
     for run in &flow.runs {
         let lock = match (run.locked_from, run.locked_until) {
-            (Some(a), Some(b)) => format!("read lock held from {a:.1} s to {b:.1} s"),
-            (Some(a), None) => format!("read lock taken at {a:.1} s"),
-            _ => "no read lock".to_string(),
+            (Some(a), Some(b)) => format!("table lock held from {a:.1} s to {b:.1} s"),
+            (Some(a), None) => format!("table lock taken at {a:.1} s"),
+            _ => "no table lock".to_string(),
         };
         notes.push(format!(
             "galera_writers = \"{}\": Sluice's writer before the run {}; {lock}; {} of {} \

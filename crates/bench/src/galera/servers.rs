@@ -63,6 +63,7 @@ const STATUS_NAMES: &[&str] = &[
     "wsrep_flow_control_recv",
     "wsrep_local_recv_queue",
     "wsrep_local_state",
+    "wsrep_flow_control_requested",
 ];
 
 impl NodeStatus {
@@ -81,12 +82,20 @@ impl NodeStatus {
     }
 }
 
-/// `name<TAB>value` lines of batch output (the header and non-numbers skipped).
+/// `name<TAB>value` lines of batch output (the header and non-numbers skipped). A flag
+/// counts as a number: `wsrep_flow_control_requested` says "true" or "false" (Galera
+/// 26.4), other flags ON or OFF.
 pub(super) fn parse_status(out: &str) -> HashMap<String, u64> {
     out.lines()
         .filter_map(|line| {
             let (name, value) = line.split_once('\t')?;
-            Some((name.trim().to_string(), value.trim().parse().ok()?))
+            let value = value.trim();
+            let number = match value.to_ascii_lowercase().as_str() {
+                "true" | "on" => 1,
+                "false" | "off" => 0,
+                _ => value.parse().ok()?,
+            };
+            Some((name.trim().to_string(), number))
         })
         .collect()
 }

@@ -514,8 +514,9 @@ fn the_old_benchmark_names_still_work_with_a_note() {
     }
 }
 
-/// `sluice bench all` in its smallest form: every scenario runs (cache, mux, routing),
-/// each writes its own report in its own directory, and one HTML page holds them all.
+/// `sluice bench all` in its smallest form: every scenario runs (cache, mux, routing,
+/// galera), each writes its own report in its own directory, and one HTML page holds
+/// them all.
 #[test]
 fn every_scenario_runs_and_lands_on_one_page() {
     let dir = tempfile::tempdir().unwrap();
@@ -553,6 +554,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
         ("cache", "Sluice benchmark: cache"),
         ("mux", "Sluice benchmark: mux"),
         ("routing", "Sluice benchmark: routing"),
+        ("galera", "Sluice benchmark: Galera"),
     ] {
         assert!(
             page.contains(&format!("<h2>{title}")),
@@ -562,9 +564,9 @@ fn every_scenario_runs_and_lands_on_one_page() {
             assert!(out.join(name).join(file).is_file(), "{name}/{file}");
         }
     }
-    assert_eq!(page.matches("<article>").count(), 3);
-    assert!(page.matches("<svg").count() >= 3, "charts inline");
-    for name in ["cache", "mux", "routing"] {
+    assert_eq!(page.matches("<article>").count(), 4);
+    assert!(page.matches("<svg").count() >= 4, "charts inline");
+    for name in ["cache", "mux", "routing", "galera"] {
         assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
     }
 }

@@ -1,9 +1,10 @@
 //! `sluice bench galera` end to end, in miniature: the real binary starts a plain
 //! MariaDB and a two-node Galera cluster, runs mysqlslap straight at them and through
 //! Sluice, then the flow-control part on a second two-node cluster with one node
-//! throttled and read-locked. This checks that every run inserted exactly the rows
-//! asked for and that the report is complete, not the figures (those come from the
-//! benchmark itself, see docs/BENCHMARKS.md).
+//! throttled and its table read-locked. This checks that every run inserted exactly the
+//! rows asked for, that the throttled node really sent flow control, and that the report
+//! is complete, not the figures (those come from the benchmark itself, see
+//! docs/BENCHMARKS.md).
 
 use std::time::Duration;
 
@@ -101,9 +102,18 @@ fn the_galera_benchmark_inserts_every_row_and_reports_flow_control() {
     for run in flow_runs {
         assert!(run["failure"].is_null(), "{run}");
         assert_eq!(run["rows_inserted"], 800, "{run}");
-        assert_eq!(run["locked_from"], 0.0, "{run}");
-        assert!(run["locked_until"].as_f64().is_some(), "{run}");
-        assert_eq!(run["nodes"].as_array().unwrap().len(), 2, "{run}");
+        // Granted before mysqlslap started, released by its holder a second later.
+        let from = run["locked_from"].as_f64().unwrap();
+        let until = run["locked_until"].as_f64().unwrap();
+        assert!(until - from >= 1.0, "{run}");
+        let nodes = run["nodes"].as_array().unwrap();
+        assert_eq!(nodes.len(), 2, "{run}");
+        // The locked node stayed synced and asked the cluster to pause, and the other
+        // node was paused: flow control, not a desynced node.
+        assert_eq!(nodes[1]["states"], serde_json::json!([4]), "{run}");
+        assert!(nodes[1]["fc_sent"].as_u64().unwrap() > 0, "{run}");
+        assert!(nodes[0]["fc_recv"].as_u64().unwrap() > 0, "{run}");
+        assert!(nodes[0]["paused_ms"].as_f64().unwrap() > 0.0, "{run}");
         assert!(!run["samples"].as_array().unwrap().is_empty(), "{run}");
     }
     let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
