@@ -1,8 +1,8 @@
 //! Galera flow control seen through Sluice, on a real two-node cluster: a node whose
 //! applier is held back (a table lock it must wait for) fills its receive queue and
 //! asks the cluster to pause; the servers API, `/metrics`, `sluice admin servers` and
-//! the history name that node, Sluice sends it no new work meanwhile, and once it is
-//! released its figures return to zero.
+//! the history name that node, Sluice sends it no new reads or writes meanwhile, and
+//! once it is released its figures return to zero.
 
 use crate::routing::{admin_get, ADMIN_TOKEN};
 use crate::support::proxy::Server;
@@ -103,6 +103,53 @@ impl Drop for Writer {
     }
 }
 
+/// Write sets `node` has taken from its own clients (`wsrep_replicated`).
+fn replicated(node: &sluice_sandbox::MariaDb) -> u64 {
+    node.query_value(
+        "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+         WHERE VARIABLE_NAME = 'WSREP_REPLICATED'",
+    )
+    .unwrap()
+    .parse()
+    .unwrap()
+}
+
+const WRITE: &str = "INSERT INTO gfc.w (v) VALUES (1)";
+
+/// `count` autocommit inserts into `gfc.w` through Sluice, each from a session of its
+/// own and all at once, so Sluice picks a node for each. Each thread ends once the
+/// cluster has committed its insert (not while it is paused).
+fn start_writes(sluice: &Sluice, count: usize) -> Vec<std::thread::JoinHandle<()>> {
+    (0..count)
+        .map(|_| {
+            let mut c = crate::routing::login(sluice);
+            std::thread::spawn(move || crate::routing::ok(&mut c, WRITE))
+        })
+        .collect()
+}
+
+fn join(writes: Vec<std::thread::JoinHandle<()>>) {
+    for t in writes {
+        t.join().expect("an insert through Sluice failed");
+    }
+}
+
+/// The inserts of [`start_writes`] running on any node.
+fn writes_running(cluster: &GaleraCluster) -> usize {
+    cluster
+        .nodes
+        .iter()
+        .map(|n| {
+            n.query_value(&format!(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = '{WRITE}'"
+            ))
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+        })
+        .sum()
+}
+
 /// Every node's flow-control status variables, for failure messages.
 fn flow_status(cluster: &GaleraCluster) -> String {
     cluster
@@ -123,7 +170,8 @@ fn start() -> (GaleraCluster, Sluice, Config) {
     provision(&cluster.nodes[0]).expect("creating the test accounts");
     cluster.nodes[0]
         .execute(
-            "CREATE DATABASE gfc; CREATE TABLE gfc.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+            "CREATE DATABASE gfc; CREATE TABLE gfc.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT); \
+             CREATE TABLE gfc.w (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
         )
         .unwrap();
     cluster.wait_synced(Duration::from_secs(30)).unwrap();
@@ -234,6 +282,9 @@ fn a_node_holding_its_applier_back_is_seen_sending_flow_control() {
             .count()
     };
     assert!(reads_on_node2() > 0, "node2 takes no reads");
+    let node2_writes = replicated(node2);
+    join(start_writes(&sluice, 20));
+    assert!(replicated(node2) > node2_writes, "node2 takes no writes");
 
     // node2's applier waits for the table lock (a lock Galera does not break for it,
     // and that does not desync the node as a global read lock would): writes through
@@ -280,6 +331,15 @@ fn a_node_holding_its_applier_back_is_seen_sending_flow_control() {
         0,
         "reads still go to the node sending flow control"
     );
+    // Writes sent now wait for the pause to end wherever they go, but are routed at
+    // once, while node2 still asks for it: all to node1.
+    let node2_writes = replicated(node2);
+    let writes = start_writes(&sluice, 8);
+    assert!(
+        wait_until(WAIT, || writes_running(&cluster) == 8),
+        "the inserts never reached a node: {} running",
+        writes_running(&cluster)
+    );
 
     // Released: the queue drains, writes go on, and with the writes stopped every
     // figure returns to zero.
@@ -293,6 +353,12 @@ fn a_node_holding_its_applier_back_is_seen_sending_flow_control() {
         "writes never resumed: {} then {}",
         before,
         writer.done()
+    );
+    join(writes);
+    assert_eq!(
+        replicated(node2),
+        node2_writes,
+        "writes went to the node sending flow control"
     );
     writer.finish();
     let quiet = |f: &Value| {
