@@ -41,7 +41,7 @@ use crate::mysqlslap::{self, InsertSpec, SlapCommand, SlapStats};
 use crate::report::{thousands, Machine};
 use crate::routing::last_line;
 use crate::sysbench::Endpoint;
-use crate::{CommonArgs, Ran};
+use crate::{CommonArgs, Ran, DIRECT, SLUICE};
 
 /// Flags of `sluice bench galera` (its defaults are in the `Scenario::Galera` help).
 /// The common --threads, --duration, --tables and --table-size do not apply: mysqlslap
@@ -98,8 +98,6 @@ pub struct GaleraArgs {
     pub mysqlslap: PathBuf,
 }
 
-const DIRECT: &str = "direct";
-const SLUICE: &str = "sluice";
 /// How long Sluice's monitor gets to see every node up and elect a writer.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a cluster gets to be synced again after a run.
@@ -193,18 +191,9 @@ impl Plan {
         })
     }
 
-    /// (per_trx, repetition, path) of every run on one topology: direct and Sluice
-    /// take turns, so drift of the machine hits both alike.
+    /// (per_trx, repetition, path) of every run on one topology.
     fn runs(&self) -> Vec<(u32, u32, &'static str)> {
-        let mut runs = Vec::new();
-        for &per_trx in &self.per_trx {
-            for repetition in 1..=self.repeat {
-                for path in [DIRECT, SLUICE] {
-                    runs.push((per_trx, repetition, path));
-                }
-            }
-        }
-        runs
+        crate::alternating(&self.per_trx, self.repeat)
     }
 }
 
@@ -401,12 +390,8 @@ impl Bench<'_> {
                 path,
                 rows_asked: spec.inserts(),
                 rows_inserted: outcome.inserted(),
-                seconds: outcome.stats.as_ref().ok().map(|s| s.avg_secs),
-                rows_per_sec: outcome
-                    .stats
-                    .as_ref()
-                    .ok()
-                    .and_then(SlapStats::rows_per_sec),
+                seconds: outcome.seconds(),
+                rows_per_sec: outcome.rows_per_sec(),
                 local_per_node: outcome.local_per_node.clone(),
                 wall_secs: outcome.wall_secs,
                 failure: outcome.failure(spec.inserts()),
@@ -560,6 +545,15 @@ struct SlapOutcome {
 impl SlapOutcome {
     fn inserted(&self) -> Option<u64> {
         self.inserted.as_ref().ok().copied()
+    }
+
+    /// mysqlslap's own time for the run.
+    fn seconds(&self) -> Option<f64> {
+        self.stats.as_ref().ok().map(|s| s.avg_secs)
+    }
+
+    fn rows_per_sec(&self) -> Option<f64> {
+        self.stats.as_ref().ok().and_then(SlapStats::rows_per_sec)
     }
 
     /// Why the run does not count: mysqlslap failed, or the servers do not hold the

@@ -343,6 +343,25 @@ impl CommonArgs {
     }
 }
 
+/// The two paths the mysqlslap and routing scenarios compare.
+const DIRECT: &str = "direct";
+const SLUICE: &str = "sluice";
+
+/// (step, repetition, path) of every run in order: at each step (threads, transaction
+/// length...) direct and Sluice take turns, so drift of the machine over time hits both
+/// alike.
+fn alternating(steps: &[u32], repeat: u32) -> Vec<(u32, u32, &'static str)> {
+    let mut runs = Vec::new();
+    for &step in steps {
+        for repetition in 1..=repeat {
+            for path in [DIRECT, SLUICE] {
+                runs.push((step, repetition, path));
+            }
+        }
+    }
+    runs
+}
+
 fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
     let mut out = Vec::new();
     for &item in items {

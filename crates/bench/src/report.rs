@@ -49,6 +49,20 @@ pub enum Status {
     Aborted(String),
 }
 
+/// The line every report opens with: when the run started and how it ended, or that it
+/// is still going (a report is rewritten after every run).
+pub fn status_fact(started_at: &str, finished_at: Option<&str>, error: Option<&str>) -> String {
+    let how = match (finished_at, error) {
+        (None, _) => "**in progress** (partial results)".to_string(),
+        (Some(f), None) => format!("ended {f}"),
+        (Some(f), Some(e)) => format!(
+            "ended {f}, **stopped early**: {}",
+            e.lines().next().unwrap_or("")
+        ),
+    };
+    format!("Started {started_at}, {how}.")
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cpu: String,
@@ -58,6 +72,14 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// The line every report gives the machine.
+    pub fn fact(&self) -> String {
+        format!(
+            "Machine: {} ({} logical CPUs), {} memory, {}.",
+            self.cpu, self.logical_cpus, self.memory, self.kernel
+        )
+    }
+
     pub fn detect() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu = cpuinfo

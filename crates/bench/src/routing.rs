@@ -18,7 +18,7 @@ use crate::mux::{cell, outcome, spec};
 use crate::report::{thousands, Machine};
 use crate::sysbench::{self, parse_run, DataSet, Endpoint, RunStats, SysbenchCommand};
 use crate::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
-use crate::{CommonArgs, Ran, Resolved, Sizes};
+use crate::{CommonArgs, Ran, Resolved, Sizes, DIRECT, SLUICE};
 use anyhow::{bail, Context};
 use serde::Serialize;
 use serde_json::Value;
@@ -46,8 +46,6 @@ pub struct RoutingArgs {
 
 /// Database of the sysbench tables.
 const DATABASE: &str = "sbtest";
-const DIRECT: &str = "direct";
-const SLUICE: &str = "sluice";
 /// How long the monitor gets to find the writer and the readers after Sluice starts.
 const ROUTING_READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -120,18 +118,9 @@ impl Plan {
         })
     }
 
-    /// (threads, repetition, scenario) of every run, in order: direct and Sluice take
-    /// turns, so drift of the machine over time hits both alike.
+    /// (threads, repetition, scenario) of every run, in order.
     fn runs(&self) -> Vec<(u32, u32, &'static str)> {
-        let mut runs = Vec::new();
-        for &threads in &self.threads {
-            for repetition in 1..=self.repeat {
-                for scenario in [DIRECT, SLUICE] {
-                    runs.push((threads, repetition, scenario));
-                }
-            }
-        }
-        runs
+        crate::alternating(&self.threads, self.repeat)
     }
 }
 

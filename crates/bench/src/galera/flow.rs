@@ -21,7 +21,7 @@ use sluice_sandbox::MariaDb;
 
 use super::lock::TableLock;
 use super::{delta, read_all, Bench, FlowPlan, NodeStatus, Proxy, Servers, SlapOutcome};
-use crate::mysqlslap::{InsertSpec, SlapStats};
+use crate::mysqlslap::InsertSpec;
 use crate::report::thousands;
 
 /// What Sluice is told in each run, in order.
@@ -241,12 +241,8 @@ fn one_run(
         writer_at_start,
         rows_asked: spec.inserts(),
         rows_inserted: outcome.inserted(),
-        seconds: outcome.stats.as_ref().ok().map(|s| s.avg_secs),
-        rows_per_sec: outcome
-            .stats
-            .as_ref()
-            .ok()
-            .and_then(SlapStats::rows_per_sec),
+        seconds: outcome.seconds(),
+        rows_per_sec: outcome.rows_per_sec(),
         wall_secs: outcome.wall_secs,
         locked_from,
         locked_until,

@@ -6,10 +6,11 @@
 use std::path::Path;
 
 use super::flow::FlowResults;
-use super::{InsertRun, Results, SummaryRow, DIRECT, SLUICE};
+use super::{InsertRun, Results, SummaryRow};
 use crate::chart::{Chart, Series};
 use crate::document::{Document, NamedChart, Section, Table};
-use crate::report::{median, thousands};
+use crate::report::{median, status_fact, thousands};
+use crate::{DIRECT, SLUICE};
 
 /// REFERENCE §2, rows/s at 16 clients: (Galera nodes, 0 for the single server; inserts
 /// per transaction; rows/s). It gives only the 1 and 100 inserts per transaction cells.
@@ -152,24 +153,9 @@ fn document(r: &Results) -> Document {
 }
 
 fn facts(r: &Results) -> Vec<String> {
-    let m = &r.machine;
     let mut facts = vec![
-        format!(
-            "Started {}, {}.",
-            r.started_at,
-            match (&r.finished_at, &r.error) {
-                (None, _) => "**in progress** (partial results)".to_string(),
-                (Some(f), None) => format!("ended {f}"),
-                (Some(f), Some(e)) => format!(
-                    "ended {f}, **stopped early**: {}",
-                    e.lines().next().unwrap_or("")
-                ),
-            }
-        ),
-        format!(
-            "Machine: {} ({} logical CPUs), {} memory, {}.",
-            m.cpu, m.logical_cpus, m.memory, m.kernel
-        ),
+        status_fact(&r.started_at, r.finished_at.as_deref(), r.error.as_deref()),
+        r.machine.fact(),
         format!(
             "Load generator: {}. Sluice {}. MariaDB {}.",
             r.mysqlslap_version,

@@ -7,7 +7,7 @@ use std::path::Path;
 use super::{cell, Results, ThreadRun};
 use crate::chart::{Chart, Series};
 use crate::document::{Document, NamedChart, Section, Table};
-use crate::report::{median, thousands};
+use crate::report::{median, status_fact, thousands};
 
 const SCENARIOS: [&str; 2] = ["direct", "sluice"];
 
@@ -21,23 +21,11 @@ pub(super) fn write(out: &Path, results: &Results) -> anyhow::Result<Document> {
 fn document(r: &Results) -> Document {
     let runs = runs_table(&r.runs);
     let i = &r.idle;
-    let m = &r.machine;
     Document {
         title: "Sluice benchmark: mux (multiplexing)".into(),
         facts: vec![
-            format!(
-                "Started {}, {}.",
-                r.started_at,
-                r.finished_at
-                    .as_ref()
-                    .map_or("**in progress** (partial results)".into(), |f| format!(
-                        "ended {f}"
-                    ))
-            ),
-            format!(
-                "Machine: {} ({} logical CPUs), {} memory, {}.",
-                m.cpu, m.logical_cpus, m.memory, m.kernel
-            ),
+            status_fact(&r.started_at, r.finished_at.as_deref(), None),
+            r.machine.fact(),
             format!(
                 "Load generator: {}. Sluice {}.",
                 r.sysbench_version, r.sluice_version

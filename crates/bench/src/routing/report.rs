@@ -8,7 +8,7 @@ use super::{BalanceRow, Results, Run, ServerInfo, ServerLoad, SummaryRow, DIRECT
 use crate::chart::{Chart, Series};
 use crate::document::{Document, NamedChart, Section, Table};
 use crate::mux::cell;
-use crate::report::{median, thousands};
+use crate::report::{median, status_fact, thousands};
 
 /// Fills in the summary and the balance, writes the report's files into `out`, and
 /// returns it.
@@ -79,24 +79,9 @@ fn document(r: &Results) -> Document {
 /// What the run was and where, one line each.
 fn facts(r: &Results) -> Vec<String> {
     let readers = r.servers.len().saturating_sub(1);
-    let m = &r.machine;
     let mut facts = vec![
-        format!(
-            "Started {}, {}.",
-            r.started_at,
-            match (&r.finished_at, &r.error) {
-                (None, _) => "**in progress** (partial results)".to_string(),
-                (Some(f), None) => format!("ended {f}"),
-                (Some(f), Some(e)) => format!(
-                    "ended {f}, **stopped early**: {}",
-                    e.lines().next().unwrap_or("")
-                ),
-            }
-        ),
-        format!(
-            "Machine: {} ({} logical CPUs), {} memory, {}.",
-            m.cpu, m.logical_cpus, m.memory, m.kernel
-        ),
+        status_fact(&r.started_at, r.finished_at.as_deref(), r.error.as_deref()),
+        r.machine.fact(),
         format!(
             "Load generator: {}. Sluice {}. MariaDB {}.",
             r.sysbench_version,
