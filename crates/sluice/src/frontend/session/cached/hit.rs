@@ -4,7 +4,7 @@
 //! (misses, stale entries, fills, writes) goes on down the pipeline to
 //! [`Session::forward_cached`].
 
-use super::{eligible, memchr_pair, push_bound_params, CacheState, StmtKind};
+use super::{eligible, memchr_pair, stmt::push_bound_params, CacheState, StmtKind};
 use crate::analytics::CacheUse;
 use crate::cache;
 use crate::classify::sql::{self, Hints};
