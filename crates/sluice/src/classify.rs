@@ -3,6 +3,7 @@
 
 pub mod effects;
 pub mod identity;
+pub mod keys;
 pub mod kill;
 pub mod sql;
 
