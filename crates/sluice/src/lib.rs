@@ -31,6 +31,7 @@ pub mod monitor;
 pub mod router;
 pub mod secret;
 pub mod server;
+pub mod shard;
 pub mod shutdown;
 pub mod stats;
 pub mod stream;

@@ -146,9 +146,108 @@ impl<'a> Execute<'a> {
     }
 }
 
+/// One bound parameter's value, as the binary protocol carries it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Bound<'a> {
+    Null,
+    /// `TINY`, `SHORT`, `YEAR`, `INT24`, `LONG`, `LONGLONG`, signed.
+    Int(i64),
+    /// The same types with the unsigned flag.
+    UInt(u64),
+    Float(f32),
+    Double(f64),
+    /// Strings, blobs, `DECIMAL` (as text), `JSON`, `BIT`, `ENUM`, `SET`, `GEOMETRY`.
+    Bytes(&'a [u8]),
+    /// `DATE`, `DATETIME`, `TIMESTAMP`, `TIME`: their packed bytes after the length.
+    Temporal(&'a [u8]),
+}
+
+impl<'a> Execute<'a> {
+    /// Every parameter's value, read with `types` (this execute's, or the ones last
+    /// bound): `None` when the values do not match the types (truncated, or a type this
+    /// protocol does not send).
+    pub fn bound(&self, types: &[u8]) -> Option<Vec<Bound<'a>>> {
+        let params = types.len() / 2;
+        let mut r = crate::lenenc::Reader::new(self.values);
+        let mut out = Vec::with_capacity(params);
+        for i in 0..params {
+            if self.null_bitmap.get(i / 8)? & (1 << (i % 8)) != 0 {
+                out.push(Bound::Null);
+                continue;
+            }
+            let (ty, unsigned) = (types[2 * i], types[2 * i + 1] & 0x80 != 0);
+            let int = |v: i64, u: u64| {
+                if unsigned {
+                    Bound::UInt(u)
+                } else {
+                    Bound::Int(v)
+                }
+            };
+            let what = "bound parameter";
+            let v = match ty {
+                // NULL type: no bytes.
+                0x06 => Bound::Null,
+                0x01 => {
+                    let b = r.u8(what).ok()?;
+                    int(b as i8 as i64, b as u64)
+                }
+                0x02 | 0x0d => {
+                    let b = r.u16(what).ok()?;
+                    int(b as i16 as i64, b as u64)
+                }
+                0x03 | 0x09 => {
+                    let b = r.u32(what).ok()?;
+                    int(b as i32 as i64, b as u64)
+                }
+                0x08 => {
+                    let b = r.u64(what).ok()?;
+                    int(b as i64, b)
+                }
+                0x04 => Bound::Float(f32::from_bits(r.u32(what).ok()?)),
+                0x05 => Bound::Double(f64::from_bits(r.u64(what).ok()?)),
+                0x07 | 0x0a | 0x0b | 0x0c => {
+                    let n = r.u8(what).ok()?;
+                    Bound::Temporal(r.take(n as usize, what).ok()?)
+                }
+                0x0f | 0x10 | 0xf5..=0xfe => Bound::Bytes(r.lenenc_bytes(what).ok()?),
+                _ => return None,
+            };
+            out.push(v);
+        }
+        Some(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bound_values_by_type() {
+        // Four parameters: LONGLONG -5, unsigned TINY 200, NULL (bitmap), VARCHAR "ab".
+        let mut p = vec![0x17, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0b0000_0100, 1];
+        p.extend_from_slice(&[0x08, 0, 0x01, 0x80, 0x0f, 0, 0xfd, 0]);
+        p.extend_from_slice(&(-5i64).to_le_bytes());
+        p.push(200);
+        p.extend_from_slice(&[2, b'a', b'b']);
+        let e = Execute::parse(&p, 4).unwrap();
+        let types = e.types.unwrap();
+        assert_eq!(
+            e.bound(types).unwrap(),
+            [
+                Bound::Int(-5),
+                Bound::UInt(200),
+                Bound::Null,
+                Bound::Bytes(b"ab")
+            ]
+        );
+        // Truncated values, and a type the protocol never sends.
+        assert_eq!(
+            Execute::parse(&p[..p.len() - 1], 4).unwrap().bound(types),
+            None
+        );
+        assert_eq!(e.bound(&[0x08, 0, 0x01, 0x80, 0x0f, 0, 0x20, 0]), None);
+    }
 
     // command, id 7, flags, iterations, null bitmap, new-params-bound, type, value
     const WITH_TYPES: [u8; 18] = [0x17, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 9, 0, 0, 0];

@@ -1,0 +1,362 @@
+//! Sharding: which shards the rows a statement reads or writes live on
+//! (docs/ARCHITECTURE.md, "Sharding"). A [`ShardMap`] is built once from the
+//! configuration; [`ShardMap::place`] is pure, given the statement's tables and, for
+//! each sharded table, the key values that decide its rows (`classify::keys`).
+
+pub mod config;
+
+use crate::classify::keys::{KeyColumn, Keys, Value};
+use crate::classify::sql::{fnv1a, TableRef};
+use config::{KeyType, Method, ShardConfig, ShardingConfig};
+use sluice_wire::statement::Bound;
+use std::collections::{BTreeSet, HashMap};
+
+/// Hash buckets of a hashed table: a bucket, not a row, is what moves when shards are
+/// added, and the number never changes once rows are placed.
+pub const BUCKETS: u64 = 1024;
+
+/// Where a statement goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placement {
+    /// One shard, by its index in the configuration.
+    One(usize),
+    /// Several, not all (sorted).
+    Several(Vec<usize>),
+    /// Every shard: no key decided.
+    All,
+}
+
+/// A key value in the form the server compares it in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Canon {
+    Int(i128),
+    Bytes(Vec<u8>),
+}
+
+impl Canon {
+    fn hash(&self) -> u64 {
+        match self {
+            Canon::Int(i) => fnv1a(i.to_string().as_bytes()),
+            Canon::Bytes(b) => fnv1a(b),
+        }
+    }
+}
+
+enum Rule {
+    Hash,
+    /// (exclusive upper bound, shard), in key order; the last has no bound.
+    Range(Vec<(Option<i64>, usize)>),
+    List(HashMap<Canon, usize>),
+}
+
+struct Sharded {
+    key: String,
+    key_type: KeyType,
+    rule: Rule,
+}
+
+/// The configured placement of every table and schema.
+pub struct ShardMap {
+    names: Vec<String>,
+    default: usize,
+    tables: HashMap<(String, String), Sharded>,
+    schemas: HashMap<String, usize>,
+}
+
+impl ShardMap {
+    /// Checks the sections against the servers' names; every problem is listed.
+    pub fn new(
+        shards: &[ShardConfig],
+        sharding: &ShardingConfig,
+        servers: &[String],
+    ) -> Result<ShardMap, Vec<String>> {
+        let mut errors = Vec::new();
+        let names: Vec<String> = shards.iter().map(|s| s.name.clone()).collect();
+        let index = |name: &str, errors: &mut Vec<String>, what: &str| {
+            let i = names.iter().position(|n| n == name);
+            if i.is_none() {
+                errors.push(format!("{what}: no shard is named \"{name}\""));
+            }
+            i.unwrap_or(0)
+        };
+        check_shards(shards, servers, &mut errors);
+        let default = sharding
+            .default_shard
+            .as_deref()
+            .map_or(0, |d| index(d, &mut errors, "sharding.default_shard"));
+        let mut tables = HashMap::new();
+        for t in &sharding.tables {
+            let what = format!("sharding.tables \"{}\"", t.table);
+            let Some((schema, table)) = t.table.split_once('.') else {
+                errors.push(format!("{what}: name it as schema.table"));
+                continue;
+            };
+            let rule = match t.method {
+                Method::Hash => Rule::Hash,
+                Method::Range => Rule::Range(ranges(t, &what, &mut errors, &index)),
+                Method::List => Rule::List(lists(t, &what, &mut errors, &index)),
+            };
+            if t.key.is_empty() {
+                errors.push(format!("{what}: key is empty"));
+            }
+            let name = (schema.to_ascii_lowercase(), table.to_ascii_lowercase());
+            let sharded = Sharded {
+                key: t.key.to_ascii_lowercase(),
+                key_type: t.key_type,
+                rule,
+            };
+            if tables.insert(name, sharded).is_some() {
+                errors.push(format!("{what}: listed twice"));
+            }
+        }
+        let mut schemas = HashMap::new();
+        for s in &sharding.schemas {
+            let what = format!("sharding.schemas \"{}\"", s.schema);
+            let shard = index(&s.shard, &mut errors, &what);
+            if schemas
+                .insert(s.schema.to_ascii_lowercase(), shard)
+                .is_some()
+            {
+                errors.push(format!("{what}: listed twice"));
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        Ok(ShardMap {
+            names,
+            default,
+            tables,
+            schemas,
+        })
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The key column of a sharded table.
+    pub fn key_of<'a>(&'a self, t: &'a TableRef) -> Option<KeyColumn<'a>> {
+        self.tables
+            .get(&(t.schema.clone(), t.table.clone()))
+            .map(|s| KeyColumn {
+                schema: &t.schema,
+                table: &t.table,
+                column: &s.key,
+            })
+    }
+
+    /// The shard of a table that is not sharded by a key: its schema's, or the default.
+    fn home(&self, t: &TableRef) -> usize {
+        self.schemas.get(&t.schema).copied().unwrap_or(self.default)
+    }
+
+    /// Where a statement touching `tables` goes, `keys` giving for each sharded table
+    /// the values that decide its rows and `params` the bound parameters, if any. A
+    /// statement that names no table goes to the default shard.
+    pub fn place(
+        &self,
+        tables: &[TableRef],
+        keys: impl Fn(&TableRef, &KeyColumn) -> Keys,
+        params: Option<&[Bound]>,
+    ) -> Placement {
+        let mut shards = BTreeSet::new();
+        for t in tables {
+            let Some(sharded) = self.tables.get(&(t.schema.clone(), t.table.clone())) else {
+                shards.insert(self.home(t));
+                continue;
+            };
+            let col = KeyColumn {
+                schema: &t.schema,
+                table: &t.table,
+                column: &sharded.key,
+            };
+            let Keys::Values(values) = keys(t, &col) else {
+                return Placement::All;
+            };
+            for v in &values {
+                match self.shard_of(sharded, v, params) {
+                    Some(s) => shards.insert(s),
+                    None => return Placement::All,
+                };
+            }
+        }
+        let shards: Vec<usize> = shards.into_iter().collect();
+        match shards.as_slice() {
+            [] => Placement::One(self.default),
+            [one] => Placement::One(*one),
+            all if all.len() == self.names.len() => Placement::All,
+            some => Placement::Several(some.to_vec()),
+        }
+    }
+
+    /// The shard a key value lives on; `None` when the value does not decide one.
+    fn shard_of(&self, t: &Sharded, v: &Value, params: Option<&[Bound]>) -> Option<usize> {
+        let canon = canonical(t.key_type, v, params)?;
+        Some(match &t.rule {
+            Rule::Hash => ((canon.hash() % BUCKETS) % self.names.len() as u64) as usize,
+            Rule::Range(ranges) => {
+                let Canon::Int(k) = canon else { return None };
+                ranges
+                    .iter()
+                    .find(|(below, _)| below.is_none_or(|b| k < i128::from(b)))?
+                    .1
+            }
+            Rule::List(lists) => lists.get(&canon).copied().unwrap_or(self.default),
+        })
+    }
+}
+
+fn check_shards(shards: &[ShardConfig], servers: &[String], errors: &mut Vec<String>) {
+    if shards.is_empty() {
+        errors.push("sharding needs at least one [[shards]]".into());
+    }
+    let mut owner: HashMap<&str, &str> = HashMap::new();
+    for (i, s) in shards.iter().enumerate() {
+        if shards[..i].iter().any(|o| o.name == s.name) {
+            errors.push(format!("shards \"{}\": the name is used twice", s.name));
+        }
+        if s.servers.is_empty() {
+            errors.push(format!("shards \"{}\": no servers", s.name));
+        }
+        for server in &s.servers {
+            if !servers.contains(server) {
+                errors.push(format!(
+                    "shards \"{}\": no [[servers]] is named \"{server}\"",
+                    s.name
+                ));
+            } else if let Some(other) = owner.insert(server, &s.name) {
+                errors.push(format!(
+                    "server \"{server}\" is in shards \"{other}\" and \"{}\"",
+                    s.name
+                ));
+            }
+        }
+    }
+    for server in servers {
+        if !shards.is_empty() && !owner.contains_key(server.as_str()) {
+            errors.push(format!("server \"{server}\" is in no [[shards]]"));
+        }
+    }
+}
+
+type Index<'a> = dyn Fn(&str, &mut Vec<String>, &str) -> usize + 'a;
+
+fn ranges(
+    t: &config::TableConfig,
+    what: &str,
+    errors: &mut Vec<String>,
+    index: &Index,
+) -> Vec<(Option<i64>, usize)> {
+    if t.key_type != KeyType::Integer {
+        errors.push(format!("{what}: ranges need an integer key"));
+    }
+    if t.ranges.last().is_none_or(|r| r.below.is_some()) {
+        errors.push(format!("{what}: the last range must have no `below`"));
+    }
+    let mut previous = None;
+    let mut out = Vec::new();
+    for (i, r) in t.ranges.iter().enumerate() {
+        if i + 1 < t.ranges.len() && r.below.is_none() {
+            errors.push(format!("{what}: only the last range may have no `below`"));
+        }
+        if let (Some(p), Some(b)) = (previous, r.below) {
+            if b <= p {
+                errors.push(format!("{what}: ranges must be in increasing order"));
+            }
+        }
+        previous = r.below.or(previous);
+        out.push((r.below, index(&r.shard, errors, what)));
+    }
+    out
+}
+
+fn lists(
+    t: &config::TableConfig,
+    what: &str,
+    errors: &mut Vec<String>,
+    index: &Index,
+) -> HashMap<Canon, usize> {
+    let mut out = HashMap::new();
+    for l in &t.lists {
+        let shard = index(&l.shard, errors, what);
+        for v in &l.values {
+            let value = match v {
+                toml::Value::Integer(i) => Value::Number(i.to_string()),
+                toml::Value::String(s) => Value::Str(s.as_bytes().to_vec()),
+                other => {
+                    errors.push(format!("{what}: {other} is not a key value"));
+                    continue;
+                }
+            };
+            let Some(canon) = canonical(t.key_type, &value, None) else {
+                errors.push(format!("{what}: {v} is not a {:?} key", t.key_type));
+                continue;
+            };
+            if out.insert(canon, shard).is_some() {
+                errors.push(format!("{what}: {v} is listed twice"));
+            }
+        }
+    }
+    out
+}
+
+/// A value as the key column holds it; `None` when the server would compare it in a way
+/// that matches other values too, or when it generates one (`NULL` into an
+/// auto-increment key).
+fn canonical(key_type: KeyType, v: &Value, params: Option<&[Bound]>) -> Option<Canon> {
+    match (key_type, v) {
+        (_, Value::Null) => None,
+        (_, Value::Param(i)) => bound(key_type, params?.get(*i)?),
+        (KeyType::Integer, Value::Number(n)) => integer(n.as_bytes()).map(Canon::Int),
+        (KeyType::Integer, Value::Str(s)) => integer(s).map(Canon::Int),
+        // A string column compared with a number is compared as numbers.
+        (KeyType::Binary | KeyType::Ci, Value::Number(_)) => None,
+        (KeyType::Binary, Value::Str(s)) => Some(Canon::Bytes(s.clone())),
+        (KeyType::Ci, Value::Str(s)) => ci(s),
+    }
+}
+
+fn bound(key_type: KeyType, b: &Bound) -> Option<Canon> {
+    match (key_type, b) {
+        (KeyType::Integer, Bound::Int(i)) => Some(Canon::Int(i128::from(*i))),
+        (KeyType::Integer, Bound::UInt(u)) => Some(Canon::Int(i128::from(*u))),
+        (KeyType::Integer, Bound::Bytes(s)) => integer(s).map(Canon::Int),
+        (KeyType::Integer, Bound::Double(d)) if d.fract() == 0.0 && d.abs() < 9e15 => {
+            Some(Canon::Int(*d as i128))
+        }
+        (KeyType::Binary, Bound::Bytes(s)) => Some(Canon::Bytes(s.to_vec())),
+        (KeyType::Ci, Bound::Bytes(s)) => ci(s),
+        _ => None,
+    }
+}
+
+/// An integer written exactly as one (`-12`, `0x1F`, `7.00`); anything the server would
+/// read with a warning or round (`' 7'`, `7abc`, `7.5`) is not.
+fn integer(s: &[u8]) -> Option<i128> {
+    let text = std::str::from_utf8(s).ok()?;
+    if let Some(hex) = text.strip_prefix("0x") {
+        return i128::from_str_radix(hex, 16).ok();
+    }
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if !fraction.bytes().all(|b| b == b'0') {
+        return None;
+    }
+    let digits = whole.strip_prefix('-').unwrap_or(whole);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    whole.parse().ok()
+}
+
+/// An ASCII string as a case-insensitive pad-space collation compares it.
+fn ci(s: &[u8]) -> Option<Canon> {
+    if !s.is_ascii() {
+        return None;
+    }
+    let end = s.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
+    Some(Canon::Bytes(s[..end].to_ascii_lowercase()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,96 @@
+//! The `[[shards]]` and `[sharding]` sections: the server groups one logical database
+//! is spread over, and where each table's rows (or each schema) live.
+
+use serde::Deserialize;
+
+/// One shard: a group of `[[servers]]` (by name) that is a cluster of its own.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardConfig {
+    pub name: String,
+    /// Names of `[[servers]]`; each server belongs to one shard.
+    pub servers: Vec<String>,
+}
+
+/// `[sharding]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShardingConfig {
+    /// Where unsharded tables (and schemas no `[[sharding.schemas]]` places) live.
+    /// Default: the first shard.
+    pub default_shard: Option<String>,
+    #[serde(default)]
+    pub tables: Vec<TableConfig>,
+    #[serde(default)]
+    pub schemas: Vec<SchemaConfig>,
+}
+
+/// `[[sharding.tables]]`: a table whose rows are placed by a key column.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    /// `schema.table`.
+    pub table: String,
+    /// The key column.
+    pub key: String,
+    /// What the key holds, for comparing values as the server does.
+    #[serde(default)]
+    pub key_type: KeyType,
+    #[serde(default)]
+    pub method: Method,
+    /// `method = "range"`: shards in key order, each with the exclusive upper bound of
+    /// its keys, the last without one.
+    #[serde(default)]
+    pub ranges: Vec<RangeConfig>,
+    /// `method = "list"`: the key values each shard holds; other values go to the
+    /// default shard.
+    #[serde(default)]
+    pub lists: Vec<ListConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyType {
+    /// An integer column (any size, signed or not).
+    #[default]
+    Integer,
+    /// A string under a binary collation (`_bin`, `binary`): values as bytes.
+    Binary,
+    /// A string under an ASCII case-insensitive, pad-space collation (`_general_ci`,
+    /// `_ci` for ASCII keys): values compared lowercased, trailing spaces ignored;
+    /// a value with non-ASCII bytes could equal other spellings, so it decides nothing.
+    Ci,
+}
+
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// A stable hash of the key into 1,024 buckets, bucket `b` on shard `b % shards`.
+    #[default]
+    Hash,
+    Range,
+    List,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RangeConfig {
+    pub shard: String,
+    /// Keys below this (integer keys only); the last range has none.
+    pub below: Option<i64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListConfig {
+    pub shard: String,
+    pub values: Vec<toml::Value>,
+}
+
+/// `[[sharding.schemas]]`: every table of a schema on one shard.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaConfig {
+    pub schema: String,
+    pub shard: String,
+}
