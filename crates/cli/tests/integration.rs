@@ -71,6 +71,8 @@ mod routing;
 mod server_state;
 #[path = "integration/session_track.rs"]
 mod session_track;
+#[path = "integration/sharding.rs"]
+mod sharding;
 #[path = "integration/sysbench.rs"]
 mod sysbench;
 #[path = "integration/tls.rs"]

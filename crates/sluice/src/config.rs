@@ -3,6 +3,8 @@
 //! type (`router::config`, `cache::config`, ...); this module only composes them, so it
 //! sits above every subsystem and none of them imports it.
 
+use crate::shard::config::{ShardConfig, ShardingConfig};
+use crate::shard::ShardMap;
 use serde::Deserialize;
 
 pub use crate::admin::config::{AdminConfig, ADMIN_TOKEN_ENV};
@@ -47,6 +49,11 @@ pub struct Config {
     pub analytics: AnalyticsConfig,
     #[serde(default)]
     pub accounts: AccountsConfig,
+    /// Server groups one logical database is spread over (docs/CONFIGURATION.md).
+    #[serde(default)]
+    pub shards: Vec<ShardConfig>,
+    #[serde(default)]
+    pub sharding: ShardingConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -160,9 +167,47 @@ impl Config {
         }
     }
 
+    /// The placement of rows over `[[shards]]`, when sharding is configured.
+    pub fn shard_map(&self) -> Option<Result<ShardMap, Vec<String>>> {
+        let configured = !self.shards.is_empty()
+            || !self.sharding.tables.is_empty()
+            || !self.sharding.schemas.is_empty()
+            || self.sharding.default_shard.is_some();
+        configured.then(|| {
+            let names: Vec<String> = self.servers.iter().map(|s| s.display_name()).collect();
+            ShardMap::new(&self.shards, &self.sharding, &names)
+        })
+    }
+
+    /// The configuration of shard `index` on its own: its servers only.
+    pub fn for_shard(&self, index: usize) -> Config {
+        let mut config = self.clone();
+        let members = &self.shards[index].servers;
+        config
+            .servers
+            .retain(|s| members.contains(&s.display_name()));
+        config
+    }
+
+    fn validate_sharding(&self, p: &mut Vec<String>) {
+        let Some(map) = self.shard_map() else {
+            return;
+        };
+        if let Err(errors) = map {
+            p.extend(errors);
+        }
+        if !self.pool.multiplex {
+            p.push("[[shards]] need [pool] multiplex = true: statements go to the shard their rows are on, one by one".into());
+        }
+        if self.cache.enabled() {
+            p.push("[cache] rules are not available with [[shards]] yet".into());
+        }
+    }
+
     /// Every problem in the configuration, each naming where it is.
     pub fn validate(&self) -> Vec<String> {
         let mut p = Vec::new();
+        self.validate_sharding(&mut p);
         if self.listeners.is_empty() {
             p.push(
                 "no [[listeners]]: give at least one address or socket to accept clients on".into(),

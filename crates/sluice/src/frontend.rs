@@ -175,6 +175,8 @@ pub struct Frontend {
     /// The servers' own accounts, for users `[[users]]` does not list.
     pub accounts: Arc<crate::auth::accounts::ServerAccounts>,
     pub router: ArcSwap<Router>,
+    /// With `[[shards]]`: every shard's router (`router` is the default shard's).
+    pub shards: Option<Arc<crate::shard::Shards>>,
     pub identity: ArcSwap<Identity>,
     pub limits: LimitsConfig,
     pub protocol: ProtocolConfig,
@@ -228,6 +230,7 @@ impl Frontend {
             users: ArcSwap::from_pointee(Users::from_config(config.users)),
             accounts: Arc::new(crate::auth::accounts::ServerAccounts::new(config.accounts)),
             router: ArcSwap::new(router),
+            shards: None,
             identity: ArcSwap::from_pointee(Identity::default()),
             limits: config.limits.clone(),
             protocol: config.protocol.clone(),
@@ -243,6 +246,14 @@ impl Frontend {
             analytics: Arc::new(crate::analytics::Analytics::new(config.analytics)),
             client_params: Mutex::new(HashMap::new()),
             warm_pending: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Every router: each shard's, or the one cluster's.
+    pub fn routers(&self) -> Vec<Arc<Router>> {
+        match &self.shards {
+            Some(s) => s.routers.clone(),
+            None => vec![self.router.load_full()],
         }
     }
 

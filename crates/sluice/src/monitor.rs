@@ -7,6 +7,7 @@
 pub mod failover;
 pub mod flow;
 pub mod grants;
+pub mod shard_keys;
 
 use crate::auth::BackendCredentials;
 use crate::backend::{BackendConn, ConnParams};

@@ -168,7 +168,21 @@ pub async fn run(
     overrides: Overrides,
 ) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
-    let router = build_router(&config, &stats, None)?;
+    let shards = match config.shard_map() {
+        Some(map) => {
+            let map = map.map_err(|e| anyhow::anyhow!("sharding: {}", e.join("; ")))?;
+            let routers = (0..config.shards.len())
+                .map(|i| build_router(&config.for_shard(i), &stats, None))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            tracing::info!(shards = routers.len(), "sharding on");
+            Some(Arc::new(crate::shard::Shards { map, routers }))
+        }
+        None => None,
+    };
+    let router = match &shards {
+        Some(s) => s.routers[s.map.default_shard()].clone(),
+        None => build_router(&config, &stats, None)?,
+    };
     let cache = if config.cache.enabled() {
         let cache = QueryCache::new(&config.cache)
             .map_err(|p| anyhow::anyhow!("cache rules: {}", p.join("; ")))?;
@@ -181,12 +195,14 @@ pub async fn run(
     } else {
         None
     };
-    let fe = Arc::new(Frontend::new(
+    let mut fe = Frontend::new(
         frontend_sections(&config),
         router.clone(),
         stats.clone(),
         cache.clone(),
-    ));
+    );
+    fe.shards = shards.clone();
+    let fe = Arc::new(fe);
     if let Some(file) = &config.cache.warm_file {
         let groups =
             frontend::warm::load(file).map_err(|e| anyhow::anyhow!("cache.warm_file: {e}"))?;
@@ -207,7 +223,17 @@ pub async fn run(
     .await;
 
     let (trigger, shutdown) = shutdown::channel();
-    start_monitor(&router, &config, shutdown.clone()).await;
+    match &shards {
+        Some(s) => {
+            for (i, r) in s.routers.iter().enumerate() {
+                start_monitor(r, &config.for_shard(i), shutdown.clone()).await;
+            }
+            if let Some(creds) = monitor_creds(&config) {
+                crate::monitor::shard_keys::spawn(s.clone(), creds, shutdown.clone());
+            }
+        }
+        None => start_monitor(&router, &config, shutdown.clone()).await,
+    }
     {
         // Accounts are read once before clients are accepted, then periodically.
         if fe.accounts.enabled() {
@@ -392,6 +418,19 @@ fn reload(
     problems.extend(config.validate());
     if !problems.is_empty() {
         return Err(problems);
+    }
+    if fe.shards.is_some() {
+        // Each shard's router was built from its own servers: rebuilding them here would
+        // need the placement to move with them.
+        fe.users.store(Arc::new(Users::from_config(&config.users)));
+        fe.accounts.set_settings(accounts_settings(&config));
+        tracing::warn!("users reloaded; with [[shards]], servers and shards change at a restart");
+        return Ok(serde_json::json!({
+            "reloaded": true,
+            "users": config.users.len(),
+            "servers": config.servers.len(),
+            "notes": ["with [[shards]], servers and shards change at a restart"],
+        }));
     }
     let previous = fe.router.load_full();
     let router =

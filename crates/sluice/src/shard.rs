@@ -7,13 +7,23 @@ pub mod config;
 
 use crate::classify::keys::{KeyColumn, Keys, Value};
 use crate::classify::sql::{fnv1a, TableRef};
+use crate::router::Router;
 use config::{KeyType, Method, ShardConfig, ShardingConfig};
 use sluice_wire::statement::Bound;
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// Hash buckets of a hashed table: a bucket, not a row, is what moves when shards are
 /// added, and the number never changes once rows are placed.
 pub const BUCKETS: u64 = 1024;
+
+/// The shards as the request path sees them: the placement map and each shard's router
+/// (its own members, monitor, pools and writer), in configuration order.
+pub struct Shards {
+    pub map: ShardMap,
+    pub routers: Vec<Arc<Router>>,
+}
 
 /// Where a statement goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +63,21 @@ struct Sharded {
     key: String,
     key_type: KeyType,
     rule: Rule,
+    /// The key's position among the table's columns, learnt from a server
+    /// ([`ShardMap::learn_position`]); `usize::MAX` until then.
+    position: AtomicUsize,
+}
+
+impl Sharded {
+    fn column<'a>(&'a self, t: &'a TableRef) -> KeyColumn<'a> {
+        let position = self.position.load(Ordering::Relaxed);
+        KeyColumn {
+            schema: &t.schema,
+            table: &t.table,
+            column: &self.key,
+            position: (position != usize::MAX).then_some(position),
+        }
+    }
 }
 
 /// The configured placement of every table and schema.
@@ -104,6 +129,7 @@ impl ShardMap {
                 key: t.key.to_ascii_lowercase(),
                 key_type: t.key_type,
                 rule,
+                position: AtomicUsize::new(usize::MAX),
             };
             if tables.insert(name, sharded).is_some() {
                 errors.push(format!("{what}: listed twice"));
@@ -135,15 +161,29 @@ impl ShardMap {
         &self.names
     }
 
-    /// The key column of a sharded table.
-    pub fn key_of<'a>(&'a self, t: &'a TableRef) -> Option<KeyColumn<'a>> {
-        self.tables
-            .get(&(t.schema.clone(), t.table.clone()))
-            .map(|s| KeyColumn {
-                schema: &t.schema,
-                table: &t.table,
-                column: &s.key,
-            })
+    /// Where unsharded tables live, and where a session starts.
+    pub fn default_shard(&self) -> usize {
+        self.default
+    }
+
+    /// The sharded tables and their key columns.
+    pub fn sharded_tables(&self) -> impl Iterator<Item = (TableRef, &str)> {
+        self.tables.iter().map(|((schema, table), s)| {
+            (
+                TableRef {
+                    schema: schema.clone(),
+                    table: table.clone(),
+                },
+                s.key.as_str(),
+            )
+        })
+    }
+
+    /// The key's position (from 0) among `t`'s columns, as a server reports it.
+    pub fn learn_position(&self, t: &TableRef, position: usize) {
+        if let Some(s) = self.tables.get(&(t.schema.clone(), t.table.clone())) {
+            s.position.store(position, Ordering::Relaxed);
+        }
     }
 
     /// The shard of a table that is not sharded by a key: its schema's, or the default.
@@ -166,11 +206,7 @@ impl ShardMap {
                 shards.insert(self.home(t));
                 continue;
             };
-            let col = KeyColumn {
-                schema: &t.schema,
-                table: &t.table,
-                column: &sharded.key,
-            };
+            let col = sharded.column(t);
             let Keys::Values(values) = keys(t, &col) else {
                 return Placement::All;
             };

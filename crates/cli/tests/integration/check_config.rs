@@ -170,3 +170,56 @@ server = "nope"
     let out = run_sluice(&["check-config", &write(&dir, &text)]);
     assert_eq!(out.code, Some(0), "{out:?}");
 }
+
+#[test]
+fn check_config_explains_bad_sharding() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(
+        &dir,
+        r#"
+[[listeners]]
+address = "127.0.0.1:6033"
+
+[[users]]
+name = "app"
+password = "pw"
+
+[[servers]]
+name = "db1"
+address = "127.0.0.1:3306"
+
+[[servers]]
+name = "db2"
+address = "127.0.0.1:3307"
+
+[pool]
+multiplex = false
+
+[[shards]]
+name = "s1"
+servers = ["db1", "db3"]
+
+[sharding]
+default_shard = "s9"
+
+[[sharding.tables]]
+table = "orders"
+key = "id"
+"#,
+    );
+    let out = run_sluice(&["check-config", &path]);
+    assert_ne!(out.code, Some(0), "a broken config passed: {out:?}");
+    let report = format!("{}{}", out.stdout, out.stderr);
+    for problem in [
+        "no [[servers]] is named \"db3\"",
+        "server \"db2\" is in no [[shards]]",
+        "no shard is named \"s9\"",
+        "name it as schema.table",
+        "multiplex = true",
+    ] {
+        assert!(
+            report.contains(problem),
+            "{problem} is not reported in:\n{report}"
+        );
+    }
+}

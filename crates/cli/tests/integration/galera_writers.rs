@@ -82,8 +82,10 @@ fn writes_spread_over_every_synced_node_and_a_session_reads_its_own() {
 
     // Each session writes and reads back at once: the read runs where the write
     // committed (another node may not have applied it yet). A session keeps the node
-    // of its write for the write hold; new sessions spread.
-    for i in 0..120 {
+    // of its write for the write hold; new sessions spread, by weight and latency: a
+    // node that is slow on a loaded machine gets fewer, but one pick in 16 ignores
+    // latency, so every node gets some of 240.
+    for i in 0..240 {
         let mut c = login(&sluice);
         let id = 1000 + i;
         ok(&mut c, &format!("INSERT INTO gw.t VALUES ({id}, {i})"));
@@ -114,10 +116,10 @@ fn writes_spread_over_every_synced_node_and_a_session_reads_its_own() {
         .map(|(n, b)| status(n, "wsrep_local_commits") - b)
         .collect();
     assert!(
-        grew.iter().all(|g| *g >= 5),
+        grew.iter().all(|g| *g >= 1),
         "every node takes writes: {grew:?}"
     );
-    assert!(grew.iter().sum::<u64>() >= 121, "{grew:?}");
+    assert!(grew.iter().sum::<u64>() >= 241, "{grew:?}");
 
     // A node out of sync gets nothing, neither writes nor reads.
     cluster.nodes[2]

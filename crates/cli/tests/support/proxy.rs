@@ -50,6 +50,10 @@ pub struct Config {
     pub analytics: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub accounts: toml::Table,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<toml::Table>,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub sharding: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -199,6 +203,8 @@ impl Config {
             failover: toml::Table::new(),
             analytics: toml::Table::new(),
             accounts: toml::Table::new(),
+            shards: Vec::new(),
+            sharding: toml::Table::new(),
         }
     }
 

@@ -18,6 +18,9 @@ pub struct KeyColumn<'a> {
     pub schema: &'a str,
     pub table: &'a str,
     pub column: &'a str,
+    /// Where the key is among the table's columns (from 0), when known: what an
+    /// `INSERT` without a column list is read by.
+    pub position: Option<usize>,
 }
 
 /// A value the statement gives the key.
@@ -231,6 +234,12 @@ impl Parser<'_> {
         if self.word(i, "SET") {
             let end = duplicate.map_or(self.toks.len(), |d| d - 1);
             return (self.set_row(i + 1, end), sets_key);
+        }
+        if self.word_in(i, &["VALUES", "VALUE"]) {
+            return match self.col.position {
+                Some(position) => (self.rows(i + 1, position), sets_key),
+                None => (Keys::Any, false),
+            };
         }
         let Some(close) = self.punct(i, b'(').then(|| self.matching(i)).flatten() else {
             return (Keys::Any, false);

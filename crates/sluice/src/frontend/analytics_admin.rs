@@ -45,7 +45,7 @@ impl Frontend {
             waits_total: 0,
             pinned,
         };
-        for p in self.router.load().pools() {
+        for p in self.routers().iter().flat_map(|r| r.pools()) {
             let (_, idle, leased, waiting) = p.counts();
             c.in_use += leased as u64;
             c.idle += idle as u64;
@@ -336,9 +336,16 @@ impl AnalyticsAdmin for AnalyticsHandle {
             bytes as f64,
         );
 
-        let router = fe.router.load_full();
-        let writer = router.writer();
-        let members = &router.members;
+        // Every shard's servers (the one cluster's without shards), each shard's writer.
+        let routers = fe.routers();
+        let writers: Vec<String> = routers
+            .iter()
+            .filter_map(|r| r.writer().map(|w| w.name().to_owned()))
+            .collect();
+        let members: &Vec<_> = &routers
+            .iter()
+            .flat_map(|r| r.members.iter().cloned())
+            .collect();
         let per_server =
             |e: &mut Exposition,
              name: &str,
@@ -368,11 +375,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             "sluice_server_writer",
             Type::Gauge,
             "1 for the server taking writes",
-            &|m| {
-                Some(f64::from(u8::from(
-                    writer.as_ref().is_some_and(|w| w.name() == m.name()),
-                )))
-            },
+            &|m| Some(f64::from(u8::from(writers.iter().any(|w| w == m.name())))),
         );
         per_server(
             &mut e,

@@ -111,6 +111,38 @@ impl Frontend {
     }
 }
 
+impl ServersHandle {
+    /// Every server, with its shard's name when there are shards.
+    fn members_json(&self) -> Vec<Value> {
+        let Some(shards) = &self.fe.shards else {
+            let router = self.fe.router.load_full();
+            return router
+                .members
+                .iter()
+                .map(|m| member_json(&router, m))
+                .collect();
+        };
+        let mut out = Vec::new();
+        for (name, router) in shards.map.names().iter().zip(&shards.routers) {
+            for m in &router.members {
+                let mut j = member_json(router, m);
+                j["shard"] = json!(name);
+                out.push(j);
+            }
+        }
+        out
+    }
+
+    /// The router `server` is a member of (the default one when none is).
+    fn router_of(&self, server: &str) -> Arc<crate::router::Router> {
+        self.fe
+            .routers()
+            .into_iter()
+            .find(|r| r.by_name(server).is_some())
+            .unwrap_or_else(|| self.fe.router.load_full())
+    }
+}
+
 impl ServersAdmin for ServersHandle {
     fn servers(&self) -> Value {
         let router = self.fe.router.load_full();
@@ -122,7 +154,14 @@ impl ServersAdmin for ServersHandle {
             "read_write_split": router.splits(),
             "consistency": router.routing.consistency,
             "galera_writers": router.routing.galera_writers,
-            "servers": router.members.iter().map(|m| member_json(&router, m)).collect::<Vec<_>>(),
+            "servers": self.members_json(),
+            "shards": self.fe.shards.as_ref().map(|s| s.map.names().iter().zip(&s.routers)
+                .map(|(name, r)| json!({
+                    "name": name,
+                    "writer": r.writer().map(|w| w.name().to_owned()),
+                    "servers": r.members.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
+                }))
+                .collect::<Vec<_>>()),
             "rules": router.rules.load().hits().into_iter()
                 .map(|(name, hits)| json!({"name": name, "hits": hits})).collect::<Vec<_>>(),
             "stats": {
@@ -156,7 +195,7 @@ impl ServersAdmin for ServersHandle {
     }
 
     fn set_enabled(&self, server: &str, enabled: bool) -> Result<Value, String> {
-        let router = self.fe.router.load_full();
+        let router = self.router_of(server);
         let m = router
             .by_name(server)
             .ok_or_else(|| format!("no server is named {server:?}"))?;
@@ -170,7 +209,7 @@ impl ServersAdmin for ServersHandle {
     }
 
     fn drain(&self, server: &str) -> Result<Value, (StatusCode, String)> {
-        let router = self.fe.router.load_full();
+        let router = self.router_of(server);
         let m = router.by_name(server).ok_or_else(|| {
             (
                 StatusCode::NOT_FOUND,

@@ -4,6 +4,7 @@ const ID: KeyColumn = KeyColumn {
     schema: "shop",
     table: "orders",
     column: "id",
+    position: None,
 };
 
 fn keys(sql: &str) -> Keys {
@@ -163,6 +164,20 @@ fn writes_by_key() {
         keys("INSERT INTO orders (id) VALUES (4) ON DUPLICATE KEY UPDATE c = c + 1"),
         values(vec![n("4")])
     );
+}
+
+#[test]
+fn rows_without_a_column_list_need_the_keys_position() {
+    let second = KeyColumn {
+        position: Some(1),
+        ..ID
+    };
+    let sql = b"INSERT INTO orders VALUES ('a', 5), ('b', ?)";
+    assert_eq!(
+        key_values(sql, Some("shop"), &second).0,
+        values(vec![n("5"), Value::Param(0)])
+    );
+    assert_eq!(key_values(sql, Some("shop"), &ID).0, Keys::Any);
 }
 
 #[test]

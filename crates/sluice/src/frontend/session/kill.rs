@@ -208,8 +208,8 @@ impl Session {
     async fn kill_query_id(&mut self, query_id: u64) -> Result<Answer, BackendError> {
         let sql =
             format!("SELECT ID FROM information_schema.PROCESSLIST WHERE QUERY_ID = {query_id}");
-        let router = self.fe.router.load_full();
-        for pool in router.pools() {
+        let routers = self.fe.routers();
+        for pool in routers.iter().flat_map(|r| r.pools()) {
             let key = self.key(&self.user);
             let Ok(mut conn) = pool.lease(&key, None).await else {
                 continue;
@@ -294,8 +294,12 @@ impl Session {
             false => format!("KILL {thread}"),
         };
         let server = target.live.server_name().unwrap_or_default();
-        let router = self.fe.router.load_full();
-        let Some(pool) = router.pools().find(|p| p.server.name == server) else {
+        let routers = self.fe.routers();
+        let Some(pool) = routers
+            .iter()
+            .flat_map(|r| r.pools())
+            .find(|p| p.server.name == server)
+        else {
             return Ok(());
         };
         // Sluice's own right to stop its connection: the backend login that opened it.

@@ -11,8 +11,10 @@
 
 mod finish;
 mod lease;
+mod shard;
 mod user_vars;
 pub(super) use lease::Ready;
+pub(super) use shard::Placed;
 
 use super::prepared::close_on;
 use super::stmt_id;
@@ -288,6 +290,11 @@ pub(super) struct Mux {
     /// The Galera node that took the session's last write when writes spread over every
     /// node: its reads go there, where that write is committed.
     pub home: Option<std::sync::Arc<crate::router::Member>>,
+    /// With `[[shards]]`: the shard the session is on (`None`: the default shard), what
+    /// it keeps for the others it used, and a `BEGIN` not sent yet (`mux/shard.rs`).
+    pub shard: Option<usize>,
+    shard_state: HashMap<usize, shard::ShardState>,
+    deferred_begin: Option<Box<[u8]>>,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
     pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
     /// The statement in flight runs with the client's tracking settings on the
@@ -326,6 +333,9 @@ impl Mux {
             pinned_since: None,
             last_gtid: None,
             home: None,
+            shard: None,
+            shard_state: HashMap::new(),
+            deferred_begin: None,
             tracking: None,
             own_tracking: false,
             globals: None,

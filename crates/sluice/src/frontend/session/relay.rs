@@ -20,6 +20,8 @@ impl Session {
         kind: ResponseKind,
         mut record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
+        let spreads_writes = matches!(self.stmt.target, Some(Target::Writer))
+            && self.spreads_writes();
         let Some(backend) = self.backend.as_mut() else {
             return Ok(Relayed::End);
         };
@@ -29,7 +31,7 @@ impl Session {
         // So are writes spread over a Galera cluster's nodes.
         let balanced = match &self.stmt.target {
             Some(Target::Reader { .. } | Target::Group(_) | Target::Node(_)) => true,
-            Some(Target::Writer) => self.fe.router.load().multi_writer(),
+            Some(Target::Writer) => spreads_writes,
             None => false,
         };
         let mut ttfb_of = self.member.clone().filter(|_| balanced);

@@ -210,7 +210,10 @@ impl Session {
         // A plain read that loses its server before any reply can run again elsewhere,
         // and an autocommit statement that loses a certification conflict can run again:
         // keep the client's bytes as they came (ids are rewritten on the way).
-        let router = self.fe.router.load_full();
+        let router = match self.place(len).await? {
+            mux::Placed::On(router) => router,
+            mux::Placed::Done(going_on) => return Ok(going_on),
+        };
         let reads_retry = router.splits() && self.cache.is_none();
         let conflicts_retry = router.multi_writer()
             && matches!(command, Some(Command::Query | Command::StmtExecute))
@@ -230,6 +233,12 @@ impl Session {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };
+            if let Err(err) = self.begin_deferred().await? {
+                let seq = self.client.skip_packet().await?;
+                self.client.write_err(seq, &err).await?;
+                self.release_if_free().await?;
+                return Ok(true);
+            }
             let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
                 (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
                     &router,

@@ -15,7 +15,7 @@ impl Session {
     ) -> Result<(), SessionError> {
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write = self.stmt.target == Some(crate::router::Target::Writer)
-            && self.fe.router.load().multi_writer();
+            && self.spreads_writes();
         if spread_write {
             self.backing.muxed_mut().home = self.member.clone();
         }
@@ -37,7 +37,7 @@ impl Session {
             backend.schema = mux.schema.clone();
         }
         if let Some(gtid) = &observed.last_gtid {
-            let router = self.fe.router.load_full();
+            let router = self.session_router();
             self.note_gtid(&router, gtid);
         }
         let backend = self.backend.as_mut().expect("checked above");

@@ -1,0 +1,216 @@
+//! Sharding on real servers: two MariaDB instances as two shards, `shop.orders`
+//! placed by a hash of `id`, `shop.items` unsharded (on the default shard). Every
+//! statement a key decides runs on exactly one server (each server's rows and
+//! `Com_select` say which), text and prepared alike; a transaction stays on one shard;
+//! what would need both shards gets error 1235 and changes nothing.
+
+use crate::routing::{login, ok};
+use crate::support::proxy::Server;
+use crate::support::wire::{RawConn, Reply};
+use crate::support::{dedicated_server, wait_until, Config, MariaDbOptions, Sluice};
+use sluice_sandbox::MariaDb;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const SCHEMA: &str = "CREATE DATABASE shop; \
+    CREATE TABLE shop.orders (id INT PRIMARY KEY, v VARCHAR(20)); \
+    CREATE TABLE shop.items (id INT PRIMARY KEY)";
+
+fn start() -> (MariaDb, MariaDb, Sluice) {
+    let (a, b) = (
+        dedicated_server(MariaDbOptions::default()),
+        dedicated_server(MariaDbOptions::default()),
+    );
+    for s in [&a, &b] {
+        s.execute(SCHEMA).unwrap();
+    }
+    let mut config = Config::for_server(&a);
+    config.servers = vec![Server::new("db1", a.addr()), Server::new("db2", b.addr())];
+    for (shard, server) in [("s1", "db1"), ("s2", "db2")] {
+        let mut t = toml::Table::new();
+        t.insert("name".into(), shard.into());
+        t.insert("servers".into(), toml::Value::Array(vec![server.into()]));
+        config.shards.push(t);
+    }
+    let mut orders = toml::Table::new();
+    orders.insert("table".into(), "shop.orders".into());
+    orders.insert("key".into(), "id".into());
+    config.sharding.insert(
+        "tables".into(),
+        toml::Value::Array(vec![toml::Value::Table(orders)]),
+    );
+    let sluice = Sluice::start(&config);
+    (a, b, sluice)
+}
+
+fn ids(server: &MariaDb, table: &str) -> BTreeSet<u32> {
+    let out = server
+        .execute(&format!("SELECT id FROM shop.{table}"))
+        .unwrap();
+    out.lines()
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect()
+}
+
+/// `Com_stmt_execute`: Sluice's monitor sends plain queries (so `Com_select` moves by
+/// itself), never prepared statements.
+fn executes(server: &MariaDb) -> u64 {
+    server
+        .query_value(
+            "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS \
+             WHERE VARIABLE_NAME = 'COM_STMT_EXECUTE'",
+        )
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The server's error for `sql` through `c`: its code and message.
+fn refused(c: &mut RawConn, sql: &str) -> (u16, String) {
+    match c.query(sql) {
+        Ok(r @ Reply::Err(_)) => {
+            let e = r.expect_err();
+            (e.code, e.message.clone())
+        }
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+fn shop(sluice: &Sluice) -> RawConn {
+    let mut c = login(sluice);
+    ok(&mut c, "USE shop");
+    c
+}
+
+#[test]
+fn statements_go_to_the_shard_their_key_decides() {
+    let (a, b, sluice) = start();
+    let mut c = shop(&sluice);
+    for id in 1..=20 {
+        ok(
+            &mut c,
+            &format!("INSERT INTO orders (id, v) VALUES ({id}, 'o{id}')"),
+        );
+    }
+    let stmt = c
+        .prepare("INSERT INTO orders (v, id) VALUES ('p', ?)")
+        .unwrap();
+    for id in 21..=30 {
+        assert_eq!(c.execute_rows(stmt, &[&id.to_string()]).unwrap(), 0);
+    }
+    let (on_a, on_b) = (ids(&a, "orders"), ids(&b, "orders"));
+    assert!(on_a.is_disjoint(&on_b), "{on_a:?} {on_b:?}");
+    assert_eq!(on_a.union(&on_b).count(), 30, "{on_a:?} {on_b:?}");
+    assert!(!on_a.is_empty() && !on_b.is_empty(), "{on_a:?} {on_b:?}");
+
+    // Each read by key runs on the server holding the row (only it has the row), and
+    // the other shard sees nothing of it.
+    let select = c.prepare("SELECT v FROM orders WHERE id = ?").unwrap();
+    for id in [1u32, 2, 3, 25, 26] {
+        let (holder, other) = if on_a.contains(&id) {
+            (&a, &b)
+        } else {
+            (&b, &a)
+        };
+        let before = (executes(holder), executes(other));
+        let rows = c.query_rows(&format!("SELECT v FROM orders WHERE id = {id}"));
+        assert_eq!(
+            rows,
+            vec![vec![Some(if id > 20 {
+                "p".to_string()
+            } else {
+                format!("o{id}")
+            })]]
+        );
+        assert_eq!(
+            c.execute_rows(select, &[&id.to_string()]).unwrap(),
+            1,
+            "{id}"
+        );
+        assert_eq!(
+            (executes(holder), executes(other)),
+            (before.0 + 1, before.1),
+            "{id}"
+        );
+    }
+
+    // Without a column list, the key's position is learnt from the servers.
+    assert!(
+        wait_until(Duration::from_secs(15), || {
+            matches!(
+                c.query("INSERT INTO orders VALUES (100, 'x')"),
+                Ok(Reply::Ok { .. })
+            )
+        }),
+        "a column-less insert was never placed"
+    );
+    assert!(ids(&a, "orders").contains(&100) != ids(&b, "orders").contains(&100));
+
+    // An unsharded table lives on the default shard (the first).
+    ok(&mut c, "INSERT INTO items VALUES (7)");
+    assert_eq!(ids(&a, "items"), BTreeSet::from([7]));
+    assert!(ids(&b, "items").is_empty());
+}
+
+#[test]
+fn what_needs_both_shards_is_refused_and_changes_nothing() {
+    let (a, b, sluice) = start();
+    let mut c = shop(&sluice);
+    for id in 1..=10 {
+        ok(
+            &mut c,
+            &format!("INSERT INTO orders (id, v) VALUES ({id}, 'v')"),
+        );
+    }
+    let (on_a, on_b) = (ids(&a, "orders"), ids(&b, "orders"));
+    let (x, y) = (*on_a.first().unwrap(), *on_b.first().unwrap());
+    for sql in [
+        "SELECT * FROM orders".to_string(),
+        format!("SELECT * FROM orders WHERE id IN ({x}, {y})"),
+        "UPDATE orders SET v = 'w'".to_string(),
+        "DELETE FROM orders WHERE v = 'v'".to_string(),
+    ] {
+        let (code, message) = refused(&mut c, &sql);
+        assert_eq!(code, 1235, "{sql}: {message}");
+        assert!(message.contains("several shards"), "{sql}: {message}");
+    }
+
+    // A transaction stays on the shard of its first statement.
+    let same = on_a.iter().nth(1).copied().unwrap();
+    ok(&mut c, "BEGIN");
+    ok(&mut c, &format!("UPDATE orders SET v = 't' WHERE id = {x}"));
+    ok(
+        &mut c,
+        &format!("UPDATE orders SET v = 't' WHERE id = {same}"),
+    );
+    let (code, message) = refused(&mut c, &format!("UPDATE orders SET v = 't' WHERE id = {y}"));
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("more than one shard"), "{message}");
+    ok(&mut c, "ROLLBACK");
+    for server in [&a, &b] {
+        assert_eq!(
+            server
+                .query_value("SELECT COUNT(*) FROM shop.orders WHERE v <> 'v'")
+                .unwrap(),
+            "0"
+        );
+    }
+    ok(&mut c, "START TRANSACTION");
+    ok(&mut c, &format!("UPDATE orders SET v = 'c' WHERE id = {y}"));
+    ok(&mut c, "COMMIT");
+    assert_eq!(
+        b.query_value(&format!("SELECT v FROM shop.orders WHERE id = {y}"))
+            .unwrap(),
+        "c"
+    );
+    // A transaction that never named a table ends without reaching a server.
+    ok(&mut c, "BEGIN");
+    ok(&mut c, "COMMIT");
+    ok(&mut c, &format!("UPDATE orders SET v = 'd' WHERE id = {x}"));
+    assert_eq!(
+        a.query_value(&format!("SELECT v FROM shop.orders WHERE id = {x}"))
+            .unwrap(),
+        "d"
+    );
+}

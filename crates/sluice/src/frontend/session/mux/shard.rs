@@ -1,0 +1,282 @@
+//! The place stage (docs/ARCHITECTURE.md, "Sharding"): with `[[shards]]`, which shard
+//! the statement at the front of the client buffer goes to, before it is routed within
+//! that shard. A statement goes to the one shard its rows live on; one that names no
+//! table stays on the session's shard. What would need several shards is refused with
+//! error 1235 naming why, never answered from one of them.
+//!
+//! A transaction runs on one shard. `BEGIN` is answered here and sent to the server with
+//! the transaction's first statement, on that statement's shard, so that a transaction
+//! is placed by what it does rather than by where the session happened to be.
+
+use super::*;
+use crate::classify::keys::key_values;
+use crate::classify::sql::{self, Analysis, TableRef};
+use crate::router::gtid::GtidPos;
+use crate::router::{Member, Router};
+use crate::shard::{Placement, Shards};
+use sluice_wire::statement::Bound;
+use std::sync::Arc;
+
+/// What the place stage decided.
+pub(in crate::frontend::session) enum Placed {
+    /// Route the statement within this router's shard.
+    On(Arc<Router>),
+    /// Answered (or refused) here; the session goes on or not.
+    Done(bool),
+}
+
+/// What a session keeps per shard it has used besides its current one: its reads must
+/// see its writes there too.
+#[derive(Default)]
+pub(in crate::frontend::session) struct ShardState {
+    last_gtid: Option<GtidPos>,
+    home: Option<Arc<Member>>,
+}
+
+/// Error 1235 (`ER_NOT_SUPPORTED_YET`, as the server words it), naming what needs
+/// more than one shard.
+fn not_yet(what: &str) -> ErrPacket {
+    ErrPacket::new(
+        code::ER_NOT_SUPPORTED_YET,
+        "42000",
+        format!("This version of Sluice doesn't yet support '{what}'"),
+    )
+}
+
+/// The first word of a statement, uppercased.
+fn first_word(text: &[u8]) -> Vec<u8> {
+    let text = sql::strip_hints(text);
+    text.iter()
+        .skip_while(|b| b.is_ascii_whitespace())
+        .take_while(|b| b.is_ascii_alphabetic())
+        .map(u8::to_ascii_uppercase)
+        .collect()
+}
+
+impl Session {
+    /// The router of the shard the session is on (the one cluster's without shards).
+    pub(in crate::frontend::session) fn session_router(&self) -> Arc<Router> {
+        match &self.fe.shards {
+            Some(s) => {
+                let shard = self.backing.mux().and_then(|m| m.shard);
+                s.routers[shard.unwrap_or(s.map.default_shard())].clone()
+            }
+            None => self.fe.router.load_full(),
+        }
+    }
+
+    /// Whether writes spread over the nodes of the session's (Galera) cluster; without
+    /// shards, no router is cloned to know it.
+    pub(in crate::frontend::session) fn spreads_writes(&self) -> bool {
+        match &self.fe.shards {
+            None => self.fe.router.load().multi_writer(),
+            Some(_) => self.session_router().multi_writer(),
+        }
+    }
+
+    /// The place stage for a multiplexed statement of `len` bytes.
+    pub(in crate::frontend::session) async fn place(
+        &mut self,
+        len: usize,
+    ) -> Result<Placed, SessionError> {
+        let Some(shards) = self.fe.shards.clone() else {
+            return Ok(Placed::On(self.fe.router.load_full()));
+        };
+        let current = self
+            .backing
+            .muxed()
+            .shard
+            .unwrap_or(shards.map.default_shard());
+        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
+        if !matches!(command, Some(Command::Query | Command::StmtExecute)) {
+            return Ok(Placed::On(shards.routers[current].clone()));
+        }
+        if len > MAX_BUFFERED {
+            return self
+                .refuse(not_yet("a statement over 1 MiB with [[shards]]"))
+                .await;
+        }
+        while self.client.rbuf.len() < HEADER_LEN + len {
+            self.client.read_more().await?;
+        }
+        // A copy, so that what is read from it outlives the answers written meanwhile.
+        let payload = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
+        let mut types = None;
+        let text: Vec<u8> = match command {
+            Some(Command::StmtExecute) => {
+                let mux = self.backing.muxed();
+                let Some(stmt) = stmt_id(&self.client.rbuf).and_then(|id| mux.stmts.get(&id))
+                else {
+                    // An unknown id: the usual answer comes from the next stage.
+                    return Ok(Placed::On(shards.routers[current].clone()));
+                };
+                let execute = Execute::parse(&payload, stmt.params);
+                types = execute
+                    .and_then(|e| e.types.map(<[u8]>::to_vec))
+                    .or_else(|| stmt.types.clone())
+                    .map(|t| (t, stmt.params));
+                stmt.text.to_vec()
+            }
+            _ => payload[1..].to_vec(),
+        };
+        let params: Option<Vec<Bound>> = types.as_ref().and_then(|(types, params)| {
+            Execute::parse(&payload, *params).and_then(|e| e.bound(types))
+        });
+        if let Some(done) = self.deferred_transaction(&text).await? {
+            return Ok(Placed::Done(done));
+        }
+        let schema = self
+            .backing
+            .muxed()
+            .schema
+            .as_deref()
+            .map(|s| String::from_utf8_lossy(s).into_owned());
+        let tables: Vec<TableRef> = match sql::analyze(&text, schema.as_deref()) {
+            Analysis::Read { tables, .. } => tables,
+            Analysis::Write { tables: Some(t) } => t,
+            Analysis::Write { tables: None } => {
+                return self
+                    .refuse(not_yet(
+                        "a write whose tables Sluice cannot tell, with [[shards]]",
+                    ))
+                    .await;
+            }
+            _ => Vec::new(),
+        };
+        let target = if tables.is_empty() {
+            current
+        } else {
+            let placement = shards.map.place(
+                &tables,
+                |_, col| key_values(&text, schema.as_deref(), col).0,
+                params.as_deref(),
+            );
+            match placement {
+                Placement::One(i) => i,
+                Placement::Several(_) | Placement::All => {
+                    return self
+                        .refuse(not_yet(
+                            "a statement over several shards (no shard key decides where its rows are)",
+                        ))
+                        .await;
+                }
+            }
+        };
+        if target != current && !self.move_to_shard(&shards, current, target).await? {
+            return self
+                .refuse(not_yet("a transaction over more than one shard"))
+                .await;
+        }
+        Ok(Placed::On(shards.routers[target].clone()))
+    }
+
+    /// `BEGIN`/`START TRANSACTION` outside a transaction is answered here and kept for
+    /// the transaction's first statement; `COMMIT`/`ROLLBACK` of a transaction that
+    /// never reached a server are answered here too. `None`: not such a statement.
+    async fn deferred_transaction(&mut self, text: &[u8]) -> Result<Option<bool>, SessionError> {
+        let word = first_word(text);
+        let held_in_trx = self
+            .backend
+            .as_ref()
+            .is_some_and(|b| b.status.in_transaction());
+        let mux = self.backing.muxed_mut();
+        // Not `BEGIN NOT ATOMIC`, a compound statement.
+        let starts = word == b"BEGIN" && !contains_word(text, b"ATOMIC")
+            || word == b"START" && sql::analyze(text, None) == Analysis::Transaction;
+        // Not `ROLLBACK TO SAVEPOINT`; `AND CHAIN` starts another transaction, so it goes
+        // to a server with the BEGIN before it.
+        let ends = matches!(word.as_slice(), b"COMMIT" | b"ROLLBACK")
+            && !contains_word(text, b"TO")
+            && !contains_word(text, b"CHAIN");
+        let reply = if starts && !held_in_trx && mux.deferred_begin.is_none() {
+            mux.deferred_begin = Some(text.into());
+            StatusFlags(mux.status.0 | StatusFlags::IN_TRANS)
+        } else if ends && mux.deferred_begin.is_some() && !held_in_trx {
+            mux.deferred_begin = None;
+            StatusFlags(mux.status.0 & !StatusFlags::IN_TRANS)
+        } else {
+            return Ok(None);
+        };
+        mux.status = reply;
+        let seq = self.client.skip_packet().await?;
+        let ok = OkPacket {
+            status: reply,
+            ..Default::default()
+        };
+        self.client.write_ok(seq, &ok).await?;
+        Ok(Some(true))
+    }
+
+    /// Leaves shard `from` for `to`: the connection held goes back first, unless a
+    /// transaction or state that can't move keeps it (false). What the session's reads
+    /// must see is kept per shard.
+    async fn move_to_shard(
+        &mut self,
+        shards: &Shards,
+        from: usize,
+        to: usize,
+    ) -> Result<bool, SessionError> {
+        if self.backend.is_some() {
+            self.backing.muxed_mut().hold_until = None;
+            self.release_if_free().await?;
+            if self.backend.is_some() {
+                return Ok(false);
+            }
+        }
+        let mux = self.backing.muxed_mut();
+        if mux.deferred_begin.is_none() && !mux.autocommits() {
+            // autocommit = 0: the statements before ran in a transaction of `from`'s.
+            return Ok(false);
+        }
+        let left = ShardState {
+            last_gtid: mux.last_gtid.take(),
+            home: mux.home.take(),
+        };
+        mux.shard_state.insert(from, left);
+        let back = mux.shard_state.remove(&to).unwrap_or_default();
+        mux.last_gtid = back.last_gtid;
+        mux.home = back.home;
+        mux.shard = Some(to);
+        tracing::trace!(
+            from = shards.map.names()[from],
+            to = shards.map.names()[to],
+            "session moves to another shard"
+        );
+        Ok(true)
+    }
+
+    /// Answers the statement at the front of the client buffer with `err`.
+    async fn refuse(&mut self, err: ErrPacket) -> Result<Placed, SessionError> {
+        let seq = self.client.skip_packet().await?;
+        self.client.write_err(seq, &err).await?;
+        Ok(Placed::Done(true))
+    }
+
+    /// The deferred `BEGIN`, sent on the connection just brought in line for the
+    /// transaction's first statement. The server's refusal goes to the client instead
+    /// of the statement.
+    pub(in crate::frontend::session) async fn begin_deferred(
+        &mut self,
+    ) -> Result<Result<(), ErrPacket>, SessionError> {
+        let Some(begin) = self.backing.muxed_mut().deferred_begin.take() else {
+            return Ok(Ok(()));
+        };
+        let backend = self.backend.as_mut().expect("acquired");
+        let mut payload = Vec::with_capacity(begin.len() + 1);
+        payload.push(Command::Query as u8);
+        payload.extend_from_slice(&begin);
+        match backend.simple_command(&payload).await {
+            Ok(Ok(_)) => Ok(Ok(())),
+            Ok(Err(err)) => Ok(Err(err)),
+            Err(e) => {
+                backend.mark_broken();
+                Ok(Err(e.to_err_packet()))
+            }
+        }
+    }
+}
+
+fn contains_word(text: &[u8], word: &[u8]) -> bool {
+    text.split(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+        .any(|w| w.eq_ignore_ascii_case(word))
+}
