@@ -243,6 +243,102 @@ impl ShardMap {
     }
 }
 
+/// Why the rows of `sql`, a read run on several shards, could not be put together by
+/// concatenating each shard's rows; `None` when they can. Only shapes known to concatenate
+/// exactly pass: anything ordering, grouping, limiting, de-duplicating or aggregating
+/// across rows (at any depth, since a subquery's `LIMIT` is per shard too) is named.
+pub fn unmergeable(sql: &[u8]) -> Option<&'static str> {
+    use crate::classify::sql::{code_token, Kind, Lexer};
+    const WORDS: &[(&str, &str)] = &[
+        ("ORDER", "ORDER BY over several shards"),
+        ("GROUP", "GROUP BY over several shards"),
+        ("LIMIT", "LIMIT over several shards"),
+        ("OFFSET", "LIMIT over several shards"),
+        ("FETCH", "LIMIT over several shards"),
+        ("DISTINCT", "DISTINCT over several shards"),
+        ("DISTINCTROW", "DISTINCT over several shards"),
+        ("HAVING", "HAVING over several shards"),
+        ("UNION", "UNION over several shards"),
+        ("INTERSECT", "INTERSECT over several shards"),
+        ("EXCEPT", "EXCEPT over several shards"),
+        ("OVER", "window functions over several shards"),
+        ("WINDOW", "window functions over several shards"),
+        ("INTO", "SELECT ... INTO over several shards"),
+        ("JOIN", "joins over several shards"),
+    ];
+    const AGGREGATES: &[&str] = &[
+        "COUNT",
+        "SUM",
+        "MIN",
+        "MAX",
+        "AVG",
+        "GROUP_CONCAT",
+        "JSON_ARRAYAGG",
+        "JSON_OBJECTAGG",
+        "STD",
+        "STDDEV",
+        "STDDEV_POP",
+        "STDDEV_SAMP",
+        "VARIANCE",
+        "VAR_POP",
+        "VAR_SAMP",
+        "BIT_AND",
+        "BIT_OR",
+        "BIT_XOR",
+    ];
+    let mut lex = Lexer::new(sql);
+    let mut previous: Option<(Kind, usize, usize)> = None;
+    let mut froms = 0;
+    let mut depth = 0usize;
+    // In the table list after the outer FROM.
+    let mut in_from = false;
+    while let Some(t) = code_token(&mut lex) {
+        let word = |(k, a, b): (Kind, usize, usize)| -> &[u8] {
+            if k == Kind::Word {
+                &sql[a..b]
+            } else {
+                &[]
+            }
+        };
+        let this = word((t.kind, t.start, t.end));
+        if let Some((_, why)) = WORDS
+            .iter()
+            .find(|(w, _)| this.eq_ignore_ascii_case(w.as_bytes()))
+        {
+            return Some(why);
+        }
+        if this.eq_ignore_ascii_case(b"FROM") {
+            froms += 1;
+            in_from = depth == 0;
+        } else if depth == 0 && !this.is_empty() && in_from && this.eq_ignore_ascii_case(b"WHERE") {
+            in_from = false;
+        }
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if t.kind == Kind::Punct(b'(') {
+            if let Some(p) = previous {
+                let name = word(p);
+                if AGGREGATES
+                    .iter()
+                    .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
+                {
+                    return Some("aggregate functions over several shards");
+                }
+            }
+        }
+        if t.kind == Kind::Punct(b',') && in_from && depth == 0 {
+            // `FROM a, b`: a join written with commas (or a list after the FROM, which
+            // only joins have).
+            return Some("joins over several shards");
+        }
+        previous = Some((t.kind, t.start, t.end));
+    }
+    (froms > 1).then_some("subqueries over several shards")
+}
+
 fn check_shards(shards: &[ShardConfig], servers: &[String], errors: &mut Vec<String>) {
     if shards.is_empty() {
         errors.push("sharding needs at least one [[shards]]".into());

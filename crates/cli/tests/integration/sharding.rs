@@ -1,8 +1,9 @@
 //! Sharding on real servers: two MariaDB instances as two shards, `shop.orders`
 //! placed by a hash of `id`, `shop.items` unsharded (on the default shard). Every
 //! statement a key decides runs on exactly one server (each server's rows and
-//! `Com_select` say which), text and prepared alike; a transaction stays on one shard;
-//! what would need both shards gets error 1235 and changes nothing.
+//! `Com_stmt_execute` say which), text and prepared alike; a read no key decides runs
+//! on both and its rows come back together; a transaction stays on one shard; what
+//! cannot be answered exactly from both shards gets error 1235 and changes nothing.
 
 use crate::routing::{login, ok};
 use crate::support::proxy::Server;
@@ -147,6 +148,19 @@ fn statements_go_to_the_shard_their_key_decides() {
     );
     assert!(ids(&a, "orders").contains(&100) != ids(&b, "orders").contains(&100));
 
+    // A read no key decides runs on every shard, and every row comes back once.
+    let all: BTreeSet<u32> = c
+        .query_rows("SELECT id FROM orders WHERE v LIKE 'o%'")
+        .into_iter()
+        .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(all, (1..=20).collect::<BTreeSet<u32>>());
+    let (x, y) = (*on_a.first().unwrap(), *on_b.first().unwrap());
+    let two = c.query_rows(&format!("SELECT id, v FROM orders WHERE id IN ({x}, {y})"));
+    assert_eq!(two.len(), 2, "{two:?}");
+    let none = c.query_rows("SELECT id FROM orders WHERE v = 'nothing'");
+    assert!(none.is_empty(), "{none:?}");
+
     // An unsharded table lives on the default shard (the first).
     ok(&mut c, "INSERT INTO items VALUES (7)");
     assert_eq!(ids(&a, "items"), BTreeSet::from([7]));
@@ -165,16 +179,41 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
     }
     let (on_a, on_b) = (ids(&a, "orders"), ids(&b, "orders"));
     let (x, y) = (*on_a.first().unwrap(), *on_b.first().unwrap());
-    for sql in [
-        "SELECT * FROM orders".to_string(),
-        format!("SELECT * FROM orders WHERE id IN ({x}, {y})"),
-        "UPDATE orders SET v = 'w'".to_string(),
-        "DELETE FROM orders WHERE v = 'v'".to_string(),
+    for (sql, why) in [
+        (
+            "SELECT COUNT(*) FROM orders",
+            "aggregate functions over several shards",
+        ),
+        (
+            "SELECT * FROM orders ORDER BY id",
+            "ORDER BY over several shards",
+        ),
+        ("SELECT v FROM orders LIMIT 3", "LIMIT over several shards"),
+        ("UPDATE orders SET v = 'w'", "a write over several shards"),
+        (
+            "DELETE FROM orders WHERE v = 'v'",
+            "a write over several shards",
+        ),
     ] {
-        let (code, message) = refused(&mut c, &sql);
+        let (code, message) = refused(&mut c, sql);
         assert_eq!(code, 1235, "{sql}: {message}");
-        assert!(message.contains("several shards"), "{sql}: {message}");
+        assert!(message.contains(why), "{sql}: {message}");
     }
+    let stmt = c.prepare("SELECT id FROM orders WHERE v = ?").unwrap();
+    // The harness reports the error packet's bytes.
+    let e = c.execute_rows(stmt, &["v"]).unwrap_err().to_string();
+    let bytes: Vec<u8> = e
+        .trim_start_matches("execute failed: [")
+        .trim_end_matches(']')
+        .split(", ")
+        .map(|b| b.parse().unwrap())
+        .collect();
+    let err = crate::support::wire::ErrPacket::parse(&bytes).unwrap();
+    assert_eq!(err.code, 1235, "{err:?}");
+    assert!(
+        err.message.contains("a prepared read over several shards"),
+        "{err:?}"
+    );
 
     // A transaction stays on the shard of its first statement.
     let same = on_a.iter().nth(1).copied().unwrap();
@@ -213,4 +252,46 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
             .unwrap(),
         "d"
     );
+}
+
+/// mysql2 negotiates CLIENT_DEPRECATE_EOF: the rows put together from both shards end
+/// with the OK-style terminator it expects.
+#[test]
+fn mysql2_reads_rows_put_together_from_both_shards() {
+    let root = crate::support::repo_root();
+    let script = root.join("tests/clients/node/sharding.js");
+    let node = sluice_sandbox::find_program(&["node", "nodejs"])
+        .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
+    let (_a, _b, sluice) = start();
+    let mut c = shop(&sluice);
+    for id in 1..=20 {
+        ok(
+            &mut c,
+            &format!("INSERT INTO orders (id, v) VALUES ({id}, 'o{id}')"),
+        );
+    }
+    let mut command = std::process::Command::new(node);
+    command
+        .arg(&script)
+        .args(["--host", "127.0.0.1", "--port", &sluice.port().to_string()])
+        .args(["--user", crate::support::NATIVE_USER])
+        .args(["--password", crate::support::NATIVE_PASSWORD])
+        .args(["--database", "shop"])
+        .current_dir(script.parent().unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().expect("starting node");
+    let out = crate::support::cli::finish(child, Vec::new(), Duration::from_secs(60), "node");
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let r: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    assert_eq!(
+        r["ids"],
+        serde_json::json!((1..=20).collect::<Vec<u32>>()),
+        "{r}"
+    );
+    assert_eq!(r["by_key"], serde_json::json!(["o7"]), "{r}");
+    assert_eq!(r["refused"]["errno"], 1235, "{r}");
+    assert_eq!(r["refused"]["sqlState"], "42000", "{r}");
+    assert_eq!(r["after"], 2, "{r}");
 }

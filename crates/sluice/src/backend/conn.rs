@@ -220,7 +220,7 @@ impl BackendConn {
         }
     }
 
-    async fn read_packet(&mut self) -> Result<Packet, BackendError> {
+    pub(crate) async fn read_packet(&mut self) -> Result<Packet, BackendError> {
         loop {
             match take_packet(&mut self.rbuf, MAX_DECODED) {
                 Ok(Some(p)) => return Ok(p),
@@ -239,7 +239,11 @@ impl BackendConn {
         }
     }
 
-    async fn write_packet(&mut self, seq: u8, payload: &[u8]) -> Result<(), BackendError> {
+    pub(crate) async fn write_packet(
+        &mut self,
+        seq: u8,
+        payload: &[u8],
+    ) -> Result<(), BackendError> {
         let mut out = BytesMut::with_capacity(payload.len() + 4);
         write_packet(&mut out, seq, payload);
         self.write_all(&out).await

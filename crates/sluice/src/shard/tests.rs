@@ -269,3 +269,35 @@ fn integers_are_read_as_the_server_would_exactly() {
         assert_eq!(integer(inexact), None, "{inexact:?}");
     }
 }
+
+#[test]
+fn only_shapes_that_concatenate_exactly_are_scattered() {
+    for sql in [
+        "SELECT * FROM orders",
+        "SELECT id, v FROM orders WHERE v LIKE 'a%' AND id > 5",
+        "SELECT id, UPPER(v) FROM shop.orders WHERE v IN ('a', 'b') FOR UPDATE",
+    ] {
+        assert_eq!(unmergeable(sql.as_bytes()), None, "{sql}");
+    }
+    for (sql, why) in [
+        ("SELECT * FROM orders ORDER BY id", "ORDER BY"),
+        ("SELECT * FROM orders LIMIT 10", "LIMIT"),
+        ("SELECT COUNT(*) FROM orders", "aggregate"),
+        ("SELECT count (*) FROM orders", "aggregate"),
+        ("SELECT DISTINCT v FROM orders", "DISTINCT"),
+        ("SELECT v FROM orders GROUP BY v", "GROUP BY"),
+        (
+            "SELECT * FROM orders o JOIN items i ON i.id = o.id",
+            "joins",
+        ),
+        ("SELECT * FROM orders, items", "joins"),
+        (
+            "SELECT * FROM orders WHERE id IN (SELECT id FROM items)",
+            "subqueries",
+        ),
+        ("SELECT SUM(id) OVER () FROM orders", "aggregate"),
+    ] {
+        let got = unmergeable(sql.as_bytes());
+        assert!(got.is_some_and(|g| g.contains(why)), "{sql}: {got:?}");
+    }
+}

@@ -11,6 +11,7 @@
 
 mod finish;
 mod lease;
+mod scatter;
 mod shard;
 mod user_vars;
 pub(super) use lease::Ready;

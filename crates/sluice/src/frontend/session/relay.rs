@@ -20,8 +20,8 @@ impl Session {
         kind: ResponseKind,
         mut record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
-        let spreads_writes = matches!(self.stmt.target, Some(Target::Writer))
-            && self.spreads_writes();
+        let spreads_writes =
+            matches!(self.stmt.target, Some(Target::Writer)) && self.spreads_writes();
         let Some(backend) = self.backend.as_mut() else {
             return Ok(Relayed::End);
         };

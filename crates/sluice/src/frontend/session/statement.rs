@@ -213,6 +213,9 @@ impl Session {
         let router = match self.place(len).await? {
             mux::Placed::On(router) => router,
             mux::Placed::Done(going_on) => return Ok(going_on),
+            mux::Placed::Scatter(shards, targets) => {
+                return self.scatter(len, &shards, &targets).await;
+            }
         };
         let reads_retry = router.splits() && self.cache.is_none();
         let conflicts_retry = router.multi_writer()

@@ -14,8 +14,8 @@ impl Session {
         client_id: Option<u32>,
     ) -> Result<(), SessionError> {
         let served = self.cache.as_ref().is_some_and(|c| c.served());
-        let spread_write = self.stmt.target == Some(crate::router::Target::Writer)
-            && self.spreads_writes();
+        let spread_write =
+            self.stmt.target == Some(crate::router::Target::Writer) && self.spreads_writes();
         if spread_write {
             self.backing.muxed_mut().home = self.member.clone();
         }

@@ -23,6 +23,8 @@ pub(in crate::frontend::session) enum Placed {
     On(Arc<Router>),
     /// Answered (or refused) here; the session goes on or not.
     Done(bool),
+    /// A read to run on each of these shards, its rows put together.
+    Scatter(Arc<Shards>, Vec<usize>),
 }
 
 /// What a session keeps per shard it has used besides its current one: its reads must
@@ -131,7 +133,9 @@ impl Session {
             .schema
             .as_deref()
             .map(|s| String::from_utf8_lossy(s).into_owned());
-        let tables: Vec<TableRef> = match sql::analyze(&text, schema.as_deref()) {
+        let analysis = sql::analyze(&text, schema.as_deref());
+        let read = matches!(analysis, Analysis::Read { .. });
+        let tables: Vec<TableRef> = match analysis {
             Analysis::Read { tables, .. } => tables,
             Analysis::Write { tables: Some(t) } => t,
             Analysis::Write { tables: None } => {
@@ -151,14 +155,19 @@ impl Session {
                 |_, col| key_values(&text, schema.as_deref(), col).0,
                 params.as_deref(),
             );
-            match placement {
-                Placement::One(i) => i,
-                Placement::Several(_) | Placement::All => {
-                    return self
-                        .refuse(not_yet(
-                            "a statement over several shards (no shard key decides where its rows are)",
-                        ))
-                        .await;
+            let targets: Vec<usize> = match placement {
+                Placement::One(i) => vec![i],
+                Placement::Several(list) => list,
+                Placement::All => (0..shards.routers.len()).collect(),
+            };
+            match targets.as_slice() {
+                [one] => *one,
+                _ => {
+                    let why = self.scatter_refusal(command, read, &text);
+                    return match why {
+                        None => Ok(Placed::Scatter(shards.clone(), targets)),
+                        Some(why) => self.refuse(not_yet(why)).await,
+                    };
                 }
             }
         };
@@ -168,6 +177,35 @@ impl Session {
                 .await;
         }
         Ok(Placed::On(shards.routers[target].clone()))
+    }
+
+    /// Why a statement over several shards cannot be run on each and its rows put
+    /// together; `None` when it can: a text read outside a transaction whose rows
+    /// concatenate exactly.
+    fn scatter_refusal(
+        &self,
+        command: Option<Command>,
+        read: bool,
+        text: &[u8],
+    ) -> Option<&'static str> {
+        const NO_KEY: &str =
+            "a write over several shards (no shard key decides where its rows are)";
+        if !read {
+            return Some(NO_KEY);
+        }
+        let mux = self.backing.muxed();
+        let in_trx = !mux.autocommits()
+            || self
+                .backend
+                .as_ref()
+                .is_some_and(|b| b.status.in_transaction());
+        if in_trx {
+            return Some("a read over several shards in a transaction");
+        }
+        if command != Some(Command::Query) {
+            return Some("a prepared read over several shards");
+        }
+        crate::shard::unmergeable(text)
     }
 
     /// `BEGIN`/`START TRANSACTION` outside a transaction is answered here and kept for
@@ -210,7 +248,7 @@ impl Session {
     /// Leaves shard `from` for `to`: the connection held goes back first, unless a
     /// transaction or state that can't move keeps it (false). What the session's reads
     /// must see is kept per shard.
-    async fn move_to_shard(
+    pub(super) async fn move_to_shard(
         &mut self,
         shards: &Shards,
         from: usize,
