@@ -4,6 +4,7 @@
 //! each sharded table, the key values that decide its rows (`classify::keys`).
 
 pub mod config;
+pub mod merge;
 
 use crate::classify::keys::{KeyColumn, Keys, Value};
 use crate::classify::sql::{fnv1a, TableRef};
@@ -248,6 +249,24 @@ impl ShardMap {
 /// exactly pass: anything ordering, grouping, limiting, de-duplicating or aggregating
 /// across rows (at any depth, since a subquery's `LIMIT` is per shard too) is named.
 pub fn unmergeable(sql: &[u8]) -> Option<&'static str> {
+    shape_problem(sql, false)
+}
+
+/// How to put together the rows of `sql`, a read run on several shards: `Ok(None)` by
+/// concatenating them, `Ok(Some(aggregates))` by combining each shard's one row of
+/// aggregates ([`merge`]); `Err` names what cannot be put together exactly.
+pub fn merging(sql: &[u8]) -> Result<Option<Vec<merge::Agg>>, &'static str> {
+    match shape_problem(sql, false) {
+        None => Ok(None),
+        Some(why) if why.starts_with("aggregate") => match merge::aggregates(sql) {
+            Some(aggs) if shape_problem(sql, true).is_none() => Ok(Some(aggs)),
+            _ => Err(why),
+        },
+        Some(why) => Err(why),
+    }
+}
+
+fn shape_problem(sql: &[u8], aggregates_ok: bool) -> Option<&'static str> {
     use crate::classify::sql::{code_token, Kind, Lexer};
     const WORDS: &[(&str, &str)] = &[
         ("ORDER", "ORDER BY over several shards"),
@@ -321,9 +340,10 @@ pub fn unmergeable(sql: &[u8]) -> Option<&'static str> {
         if t.kind == Kind::Punct(b'(') {
             if let Some(p) = previous {
                 let name = word(p);
-                if AGGREGATES
-                    .iter()
-                    .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
+                if !aggregates_ok
+                    && AGGREGATES
+                        .iter()
+                        .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
                 {
                     return Some("aggregate functions over several shards");
                 }

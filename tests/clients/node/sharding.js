@@ -16,6 +16,9 @@ const arg = (name) => process.argv[process.argv.indexOf(`--${name}`) + 1];
   const out = {};
   const [rows] = await c.query("SELECT id, v FROM orders WHERE v LIKE 'o%'");
   out.ids = rows.map((r) => r.id).sort((a, b) => a - b);
+  const [counted] = await c.query('SELECT COUNT(*) AS n, MAX(id) AS top FROM orders');
+  out.count = Number(counted[0].n);
+  out.top = counted[0].top;
   const [byKey] = await c.execute('SELECT v FROM orders WHERE id = ?', [7]);
   out.by_key = byKey.map((r) => r.v);
   try {

@@ -161,6 +161,23 @@ fn statements_go_to_the_shard_their_key_decides() {
     let none = c.query_rows("SELECT id FROM orders WHERE v = 'nothing'");
     assert!(none.is_empty(), "{none:?}");
 
+    // Aggregates without GROUP BY: each shard's row, combined exactly.
+    let agg = c
+        .query_rows("SELECT COUNT(*), SUM(id), MIN(id), MAX(id) AS top FROM orders WHERE id <> 13");
+    let expect: Vec<u64> = (1..=30).chain([100]).filter(|&i| i != 13).collect();
+    let text = |v: u64| Some(v.to_string());
+    assert_eq!(
+        agg,
+        vec![vec![
+            text(expect.len() as u64),
+            text(expect.iter().sum()),
+            text(1),
+            text(100),
+        ]]
+    );
+    let empty = c.query_rows("SELECT COUNT(*), SUM(id), MAX(id) FROM orders WHERE v = 'none'");
+    assert_eq!(empty, vec![vec![text(0), None, None]]);
+
     // An unsharded table lives on the default shard (the first).
     ok(&mut c, "INSERT INTO items VALUES (7)");
     assert_eq!(ids(&a, "items"), BTreeSet::from([7]));
@@ -181,8 +198,16 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
     let (x, y) = (*on_a.first().unwrap(), *on_b.first().unwrap());
     for (sql, why) in [
         (
-            "SELECT COUNT(*) FROM orders",
+            "SELECT AVG(id) FROM orders",
             "aggregate functions over several shards",
+        ),
+        (
+            "SELECT COUNT(*), v FROM orders",
+            "aggregate functions over several shards",
+        ),
+        (
+            "SELECT MIN(v) FROM orders",
+            "a column that is not an integer or a decimal",
         ),
         (
             "SELECT * FROM orders ORDER BY id",
@@ -291,6 +316,11 @@ fn mysql2_reads_rows_put_together_from_both_shards() {
         "{r}"
     );
     assert_eq!(r["by_key"], serde_json::json!(["o7"]), "{r}");
+    assert_eq!(
+        (&r["count"], &r["top"]),
+        (&serde_json::json!(20), &serde_json::json!(20)),
+        "{r}"
+    );
     assert_eq!(r["refused"]["errno"], 1235, "{r}");
     assert_eq!(r["refused"]["sqlState"], "42000", "{r}");
     assert_eq!(r["after"], 2, "{r}");

@@ -301,3 +301,22 @@ fn only_shapes_that_concatenate_exactly_are_scattered() {
         assert!(got.is_some_and(|g| g.contains(why)), "{sql}: {got:?}");
     }
 }
+
+#[test]
+fn aggregates_merge_only_on_their_own() {
+    use super::merge::Agg;
+    assert_eq!(
+        merging(b"SELECT COUNT(*), MAX(id) FROM orders WHERE v = 'x'"),
+        Ok(Some(vec![Agg::Count, Agg::Max]))
+    );
+    assert_eq!(merging(b"SELECT * FROM orders"), Ok(None));
+    for sql in [
+        "SELECT COUNT(*) FROM orders GROUP BY v",
+        "SELECT COUNT(*) FROM orders ORDER BY 1",
+        "SELECT AVG(id) FROM orders",
+        "SELECT COUNT(*), v FROM orders",
+        "SELECT COUNT(*) FROM orders o JOIN items i ON i.id = o.id",
+    ] {
+        assert!(merging(sql.as_bytes()).is_err(), "{sql}");
+    }
+}

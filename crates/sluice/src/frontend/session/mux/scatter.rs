@@ -6,11 +6,32 @@
 
 use super::*;
 use crate::error::BackendError;
+use crate::shard::merge::{Agg, Merger};
 use crate::shard::Shards;
 use sluice_wire::response::{
     eof_payload, ok_payload, terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER,
 };
+use sluice_wire::resultset::{text_row, text_values, ColumnDef};
 use sluice_wire::CapabilityFlags;
+
+/// One shard's whole answer to an aggregate read.
+struct Answer {
+    head: Vec<u8>,
+    defs: Vec<Vec<u8>>,
+    eof: Option<Vec<u8>>,
+    rows: Vec<Vec<u8>>,
+    end: Vec<u8>,
+}
+
+fn held_connection() -> ErrPacket {
+    ErrPacket::new(
+        code::ER_NOT_SUPPORTED_YET,
+        "42000",
+        "This version of Sluice doesn't yet support 'a read over several shards from a \
+         session holding a connection'"
+            .to_string(),
+    )
+}
 
 /// A terminating packet: classic EOF, or OK with the EOF header under
 /// CLIENT_DEPRECATE_EOF (a row starting with 0xFE is at least 16 MiB).
@@ -26,42 +47,24 @@ impl Session {
         len: usize,
         shards: &Shards,
         targets: &[usize],
+        aggregates: Option<Vec<Agg>>,
     ) -> Result<bool, SessionError> {
+        if let Some(aggs) = aggregates {
+            return self.scatter_merged(len, shards, targets, aggs).await;
+        }
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
         let mut seq = 1u8;
         let mut warnings = 0u16;
         let mut last: Option<Vec<u8>> = None;
         for (n, &shard) in targets.iter().enumerate() {
-            if n > 0 {
-                let rest = self.client.rbuf.split();
-                self.client.rbuf.extend_from_slice(&request);
-                self.client.rbuf.extend_from_slice(&rest);
-            }
-            let from = self
-                .backing
-                .muxed()
-                .shard
-                .unwrap_or(shards.map.default_shard());
-            if from != shard && !self.move_to_shard(shards, from, shard).await? {
-                // Only reached outside transactions, with nothing pinned.
-                let seq_now = self.client.skip_packet().await?;
-                let err = ErrPacket::new(
-                    code::ER_NOT_SUPPORTED_YET,
-                    "42000",
-                    "This version of Sluice doesn't yet support 'a read over several shards \
-                     from a session holding a connection'"
-                        .to_string(),
-                );
-                self.client
-                    .write_err(if n == 0 { seq_now } else { seq }, &err)
-                    .await?;
+            // A shard that can't be had after others' rows went out ends the result with
+            // its error; the stage's own answer carries the request's sequence id, which
+            // a client reading rows may take as out of order (noted in OPERATIONS.md).
+            let Some(fx) = self
+                .enter_for(shards, shard, n, &request, len, (n > 0).then_some(seq))
+                .await?
+            else {
                 return Ok(true);
-            }
-            let router = shards.routers[shard].clone();
-            let fx = match self.mux_prepare(len, &router).await? {
-                Ready::Go(fx) => fx,
-                // Answered (an error) by the stage itself: it ends the result.
-                Ready::Done(going_on) => return Ok(going_on),
             };
             let outcome = self.scatter_one(len, n == 0, &mut seq).await?;
             let ended = match outcome {
@@ -76,9 +79,7 @@ impl Session {
                     if let Some(b) = self.backend.as_mut() {
                         b.mark_broken();
                     }
-                    let err = e.to_err_packet();
-                    self.client.write_err(seq, &err).await?;
-                    self.backend = None;
+                    self.client.write_err(seq, &e.to_err_packet()).await?;
                     true
                 }
             };
@@ -90,21 +91,197 @@ impl Session {
         let Some(last) = last else {
             return Ok(true);
         };
-        let end = if last.len() == 5 {
-            let status = sluice_wire::response::terminator_status(&last)
-                .unwrap_or(StatusFlags(StatusFlags::AUTOCOMMIT));
-            eof_payload(warnings, status).to_vec()
-        } else {
-            match OkPacket::parse(&last) {
-                Ok(mut ok) => {
-                    ok.warnings = warnings;
-                    ok_payload(&ok, self.client.caps, EOF_HEADER).to_vec()
-                }
-                Err(_) => last,
-            }
-        };
+        let end = self.terminator(&last, warnings);
         self.client.write_packet(seq, &end).await?;
         Ok(true)
+    }
+
+    /// Puts the connection of `shard` in line for the request of `len` bytes at the
+    /// front of the client buffer (put back there first unless `n` is 0).
+    async fn enter_for(
+        &mut self,
+        shards: &Shards,
+        shard: usize,
+        n: usize,
+        request: &[u8],
+        len: usize,
+        seq: Option<u8>,
+    ) -> Result<Option<Effects>, SessionError> {
+        if n > 0 {
+            let rest = self.client.rbuf.split();
+            self.client.rbuf.extend_from_slice(request);
+            self.client.rbuf.extend_from_slice(&rest);
+        }
+        let from = self
+            .backing
+            .muxed()
+            .shard
+            .unwrap_or(shards.map.default_shard());
+        if from != shard && !self.move_to_shard(shards, from, shard).await? {
+            let next = self.client.skip_packet().await?;
+            self.client
+                .write_err(seq.unwrap_or(next), &held_connection())
+                .await?;
+            return Ok(None);
+        }
+        let router = shards.routers[shard].clone();
+        match self.mux_prepare(len, &router).await? {
+            Ready::Go(fx) => Ok(Some(fx)),
+            Ready::Done(_) => Ok(None),
+        }
+    }
+
+    /// Aggregates over several shards: every shard's one row is read whole, combined,
+    /// and the client gets one result (the first shard's column definitions) or, when
+    /// the combination could not be exact, error 1235 and nothing else.
+    async fn scatter_merged(
+        &mut self,
+        len: usize,
+        shards: &Shards,
+        targets: &[usize],
+        aggs: Vec<Agg>,
+    ) -> Result<bool, SessionError> {
+        let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
+        let mut merger = Merger::new(aggs);
+        let mut first: Option<Answer> = None;
+        let mut warnings = 0u16;
+        let mut last = Vec::new();
+        for (n, &shard) in targets.iter().enumerate() {
+            let Some(fx) = self
+                .enter_for(shards, shard, n, &request, len, None)
+                .await?
+            else {
+                return Ok(true);
+            };
+            let payload = request[HEADER_LEN..].to_vec();
+            self.client.skip_packet().await?;
+            let answer = self.read_answer(&payload).await;
+            if answer.is_err() {
+                if let Some(b) = self.backend.as_mut() {
+                    b.mark_broken();
+                }
+            }
+            self.mux_finish(&fx, Some(Command::Query), None).await?;
+            let answer = match answer {
+                Ok(Ok(a)) => a,
+                Ok(Err(err)) => {
+                    self.client.write_packet(1, &err).await?;
+                    return Ok(true);
+                }
+                Err(e) => {
+                    self.client.write_err(1, &e.to_err_packet()).await?;
+                    return Ok(true);
+                }
+            };
+            let types: Vec<u8> = answer
+                .defs
+                .iter()
+                .map(|d| ColumnDef::parse(d).map_or(0xff, |c| c.column_type))
+                .collect();
+            let refused = match answer.rows.as_slice() {
+                [row] => match text_values(row) {
+                    Ok(values) => merger.add(&types, &values).err(),
+                    Err(_) => Some("an aggregate row Sluice could not read"),
+                },
+                _ => Some("aggregates answered with other than one row"),
+            };
+            if let Some(why) = refused {
+                let err = ErrPacket::new(
+                    code::ER_NOT_SUPPORTED_YET,
+                    "42000",
+                    format!("This version of Sluice doesn't yet support '{why}'"),
+                );
+                self.client.write_err(1, &err).await?;
+                return Ok(true);
+            }
+            warnings = warnings.saturating_add(terminator_warnings(&answer.end).unwrap_or(0));
+            last = answer.end.clone();
+            first.get_or_insert(answer);
+        }
+        let Some(first) = first else {
+            return Ok(true);
+        };
+        let mut out = bytes::BytesMut::new();
+        let mut seq = 1u8;
+        seq = sluice_wire::packet::write_packet(&mut out, seq, &first.head);
+        for d in &first.defs {
+            seq = sluice_wire::packet::write_packet(&mut out, seq, d);
+        }
+        if let Some(eof) = &first.eof {
+            seq = sluice_wire::packet::write_packet(&mut out, seq, eof);
+        }
+        let row = merger.row();
+        let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
+        seq = sluice_wire::packet::write_packet(&mut out, seq, &text_row(&values));
+        let end = self.terminator(&last, warnings);
+        sluice_wire::packet::write_packet(&mut out, seq, &end);
+        self.client.write_all(&out).await?;
+        Ok(true)
+    }
+
+    /// The last shard's terminator with every shard's warnings.
+    fn terminator(&self, last: &[u8], warnings: u16) -> Vec<u8> {
+        if last.len() == 5 {
+            let status = sluice_wire::response::terminator_status(last)
+                .unwrap_or(StatusFlags(StatusFlags::AUTOCOMMIT));
+            return eof_payload(warnings, status).to_vec();
+        }
+        match OkPacket::parse(last) {
+            Ok(mut ok) => {
+                ok.warnings = warnings;
+                ok_payload(&ok, self.client.caps, EOF_HEADER).to_vec()
+            }
+            Err(_) => last.to_vec(),
+        }
+    }
+
+    /// Sends `payload` on the connection held and reads its whole answer: a result set
+    /// (`Ok(Ok)`), or the server's error packet (`Ok(Err)`).
+    async fn read_answer(
+        &mut self,
+        payload: &[u8],
+    ) -> Result<Result<Answer, Vec<u8>>, BackendError> {
+        let deprecate_eof = self.client.caps.contains(CapabilityFlags::DEPRECATE_EOF);
+        let backend = self.backend.as_mut().expect("acquired");
+        backend.write_packet(0, payload).await?;
+        let head = backend.read_packet().await?.payload.to_vec();
+        if head.first() == Some(&ERR_HEADER) {
+            return Ok(Err(head));
+        }
+        let columns = sluice_wire::lenenc::Reader::new(&head)
+            .lenenc_int("column count")
+            .unwrap_or(0);
+        let mut defs = Vec::new();
+        for _ in 0..columns {
+            defs.push(backend.read_packet().await?.payload.to_vec());
+        }
+        let eof = match deprecate_eof {
+            true => None,
+            false => Some(backend.read_packet().await?.payload.to_vec()),
+        };
+        let mut rows = Vec::new();
+        loop {
+            let p = backend.read_packet().await?.payload.to_vec();
+            if p.first() == Some(&ERR_HEADER) {
+                return Ok(Err(p));
+            }
+            if is_terminator(&p) {
+                if let Ok(status) = sluice_wire::response::terminator_status(&p) {
+                    backend.status = status;
+                }
+                return Ok(Ok(Answer {
+                    head,
+                    defs,
+                    eof,
+                    rows,
+                    end: p,
+                }));
+            }
+            // Aggregates without GROUP BY answer one row; more is refused by the caller.
+            if rows.len() < 2 {
+                rows.push(p);
+            }
+        }
     }
 
     /// Sends the request at the front of the client buffer to the connection held and

@@ -13,6 +13,7 @@ use crate::classify::keys::key_values;
 use crate::classify::sql::{self, Analysis, TableRef};
 use crate::router::gtid::GtidPos;
 use crate::router::{Member, Router};
+use crate::shard::merge::Agg;
 use crate::shard::{Placement, Shards};
 use sluice_wire::statement::Bound;
 use std::sync::Arc;
@@ -23,8 +24,9 @@ pub(in crate::frontend::session) enum Placed {
     On(Arc<Router>),
     /// Answered (or refused) here; the session goes on or not.
     Done(bool),
-    /// A read to run on each of these shards, its rows put together.
-    Scatter(Arc<Shards>, Vec<usize>),
+    /// A read to run on each of these shards, its rows put together: concatenated, or
+    /// each shard's one row of these aggregates combined.
+    Scatter(Arc<Shards>, Vec<usize>, Option<Vec<Agg>>),
 }
 
 /// What a session keeps per shard it has used besides its current one: its reads must
@@ -163,10 +165,9 @@ impl Session {
             match targets.as_slice() {
                 [one] => *one,
                 _ => {
-                    let why = self.scatter_refusal(command, read, &text);
-                    return match why {
-                        None => Ok(Placed::Scatter(shards.clone(), targets)),
-                        Some(why) => self.refuse(not_yet(why)).await,
+                    return match self.scatter_merging(command, read, &text) {
+                        Ok(aggs) => Ok(Placed::Scatter(shards.clone(), targets, aggs)),
+                        Err(why) => self.refuse(not_yet(why)).await,
                     };
                 }
             }
@@ -179,19 +180,17 @@ impl Session {
         Ok(Placed::On(shards.routers[target].clone()))
     }
 
-    /// Why a statement over several shards cannot be run on each and its rows put
-    /// together; `None` when it can: a text read outside a transaction whose rows
-    /// concatenate exactly.
-    fn scatter_refusal(
+    /// How a statement over several shards is run on each and its rows put together
+    /// (see [`crate::shard::merging`]): a text read outside a transaction whose rows
+    /// concatenate or whose aggregates combine exactly. `Err` names why it cannot be.
+    fn scatter_merging(
         &self,
         command: Option<Command>,
         read: bool,
         text: &[u8],
-    ) -> Option<&'static str> {
-        const NO_KEY: &str =
-            "a write over several shards (no shard key decides where its rows are)";
+    ) -> Result<Option<Vec<Agg>>, &'static str> {
         if !read {
-            return Some(NO_KEY);
+            return Err("a write over several shards (no shard key decides where its rows are)");
         }
         let mux = self.backing.muxed();
         let in_trx = !mux.autocommits()
@@ -200,12 +199,12 @@ impl Session {
                 .as_ref()
                 .is_some_and(|b| b.status.in_transaction());
         if in_trx {
-            return Some("a read over several shards in a transaction");
+            return Err("a read over several shards in a transaction");
         }
         if command != Some(Command::Query) {
-            return Some("a prepared read over several shards");
+            return Err("a prepared read over several shards");
         }
-        crate::shard::unmergeable(text)
+        crate::shard::merging(text)
     }
 
     /// `BEGIN`/`START TRANSACTION` outside a transaction is answered here and kept for
