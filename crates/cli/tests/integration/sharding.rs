@@ -268,6 +268,22 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
             .unwrap(),
         "c"
     );
+    // Under autocommit = 0 every statement is in a transaction, which ends at COMMIT:
+    // the next one may be on the other shard.
+    ok(&mut c, "SET autocommit = 0");
+    ok(&mut c, &format!("UPDATE orders SET v = 'e' WHERE id = {x}"));
+    let (code, _) = refused(&mut c, &format!("UPDATE orders SET v = 'e' WHERE id = {y}"));
+    assert_eq!(code, 1235);
+    ok(&mut c, "COMMIT");
+    ok(&mut c, &format!("UPDATE orders SET v = 'e' WHERE id = {y}"));
+    ok(&mut c, "COMMIT");
+    ok(&mut c, "SET autocommit = 1");
+    for (server, id) in [(&a, x), (&b, y)] {
+        let v = server
+            .query_value(&format!("SELECT v FROM shop.orders WHERE id = {id}"))
+            .unwrap();
+        assert_eq!(v, "e", "{id}");
+    }
     // A transaction that never named a table ends without reaching a server.
     ok(&mut c, "BEGIN");
     ok(&mut c, "COMMIT");

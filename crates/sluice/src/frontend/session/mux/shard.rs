@@ -260,11 +260,9 @@ impl Session {
                 return Ok(false);
             }
         }
+        // A transaction (explicit, or any statement under autocommit = 0) keeps its
+        // connection until it ends, so reaching here it has ended or not begun.
         let mux = self.backing.muxed_mut();
-        if mux.deferred_begin.is_none() && !mux.autocommits() {
-            // autocommit = 0: the statements before ran in a transaction of `from`'s.
-            return Ok(false);
-        }
         let left = ShardState {
             last_gtid: mux.last_gtid.take(),
             home: mux.home.take(),
