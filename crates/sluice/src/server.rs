@@ -175,7 +175,7 @@ pub async fn run(
                 .map(|i| build_router(&config.for_shard(i), &stats, None))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             tracing::info!(shards = routers.len(), "sharding on");
-            Some(Arc::new(crate::shard::Shards { map, routers }))
+            Some(Arc::new(crate::shard::Shards::new(map, routers)))
         }
         None => None,
     };

@@ -24,6 +24,58 @@ pub const BUCKETS: u64 = 1024;
 pub struct Shards {
     pub map: ShardMap,
     pub routers: Vec<Arc<Router>>,
+    /// Each shard's `auto_increment_increment` and `auto_increment_offset`, as its
+    /// writer last reported them.
+    pub auto_increment: parking_lot::Mutex<Vec<Option<(u64, u64)>>>,
+}
+
+impl Shards {
+    pub fn new(map: ShardMap, routers: Vec<Arc<Router>>) -> Shards {
+        let auto_increment = parking_lot::Mutex::new(vec![None; routers.len()]);
+        Shards {
+            map,
+            routers,
+            auto_increment,
+        }
+    }
+
+    /// Records shard `index`'s settings and warns when ids generated on two shards
+    /// could be the same.
+    pub fn note_auto_increment(&self, index: usize, increment: u64, offset: u64) {
+        let mut all = self.auto_increment.lock();
+        let changed = all[index] != Some((increment, offset));
+        all[index] = Some((increment, offset));
+        if changed && !ids_apart(&all) {
+            tracing::warn!(
+                shard = self.map.names()[index],
+                increment,
+                offset,
+                shards = all.len(),
+                "ids generated on two shards can be the same: give every shard's servers \
+                 auto_increment_increment = the number of shards (or more) and \
+                 auto_increment_offset = a different value on each"
+            );
+        }
+    }
+
+    /// Whether the shards' auto-increment settings, where known, keep generated ids
+    /// apart.
+    pub fn auto_increment_apart(&self) -> bool {
+        ids_apart(&self.auto_increment.lock())
+    }
+}
+
+/// Whether ids generated with these settings (`None`: not known yet) never collide:
+/// the same increment, at least the number of shards, and offsets distinct modulo it.
+fn ids_apart(settings: &[Option<(u64, u64)>]) -> bool {
+    let known: Vec<(u64, u64)> = settings.iter().flatten().copied().collect();
+    let Some(&(increment, _)) = known.first() else {
+        return true;
+    };
+    let offsets: BTreeSet<u64> = known.iter().map(|&(_, o)| o % increment.max(1)).collect();
+    known.iter().all(|&(i, _)| i == increment)
+        && increment as usize >= settings.len()
+        && offsets.len() == known.len()
 }
 
 /// Where a statement goes.

@@ -18,6 +18,11 @@ const SCHEMA: &str = "CREATE DATABASE shop; \
     CREATE TABLE shop.items (id INT PRIMARY KEY)";
 
 fn start() -> (MariaDb, MariaDb, Sluice) {
+    let (a, b, sluice, _) = start_with_config();
+    (a, b, sluice)
+}
+
+fn start_with_config() -> (MariaDb, MariaDb, Sluice, Config) {
     let (a, b) = (
         dedicated_server(MariaDbOptions::default()),
         dedicated_server(MariaDbOptions::default()),
@@ -40,8 +45,9 @@ fn start() -> (MariaDb, MariaDb, Sluice) {
         "tables".into(),
         toml::Value::Array(vec![toml::Value::Table(orders)]),
     );
+    let config = config.admin(crate::routing::ADMIN_TOKEN);
     let sluice = Sluice::start(&config);
-    (a, b, sluice)
+    (a, b, sluice, config)
 }
 
 fn ids(server: &MariaDb, table: &str) -> BTreeSet<u32> {
@@ -340,4 +346,40 @@ fn mysql2_reads_rows_put_together_from_both_shards() {
     assert_eq!(r["refused"]["errno"], 1235, "{r}");
     assert_eq!(r["refused"]["sqlState"], "42000", "{r}");
     assert_eq!(r["after"], 2, "{r}");
+}
+
+/// The servers API lists each shard, and says whether ids the shards' servers generate
+/// can collide: not with the servers' defaults, yes once each has its own offset.
+#[test]
+fn shards_are_listed_and_their_generated_ids_checked() {
+    let (a, b, sluice, config) = start_with_config();
+    let servers = || crate::routing::admin_get(&sluice, &config, "/v1/servers");
+    let s = servers();
+    let shards = s["shards"].as_array().unwrap();
+    assert_eq!(shards.len(), 2, "{s}");
+    assert_eq!(shards[0]["name"], "s1", "{s}");
+    assert_eq!(shards[1]["servers"], serde_json::json!(["db2"]), "{s}");
+    let listed = s["servers"].as_array().unwrap();
+    assert_eq!(listed.len(), 2, "{s}");
+    assert_eq!(listed[1]["shard"], "s2", "{s}");
+    assert!(
+        wait_until(Duration::from_secs(15), || servers()["shard_ids_apart"]
+            == false),
+        "{}",
+        servers()
+    );
+    for (server, offset) in [(&a, 1), (&b, 2)] {
+        server
+            .execute(&format!(
+                "SET GLOBAL auto_increment_increment = 2, auto_increment_offset = {offset}"
+            ))
+            .unwrap();
+    }
+    assert!(
+        wait_until(Duration::from_secs(15), || servers()["shard_ids_apart"]
+            == true),
+        "{}",
+        servers()
+    );
+    assert_eq!(servers()["shards"][1]["auto_increment_offset"], 2);
 }

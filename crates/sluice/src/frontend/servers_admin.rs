@@ -155,13 +155,19 @@ impl ServersAdmin for ServersHandle {
             "consistency": router.routing.consistency,
             "galera_writers": router.routing.galera_writers,
             "servers": self.members_json(),
-            "shards": self.fe.shards.as_ref().map(|s| s.map.names().iter().zip(&s.routers)
-                .map(|(name, r)| json!({
-                    "name": name,
-                    "writer": r.writer().map(|w| w.name().to_owned()),
-                    "servers": r.members.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
-                }))
-                .collect::<Vec<_>>()),
+            "shards": self.fe.shards.as_ref().map(|s| {
+                let auto = s.auto_increment.lock().clone();
+                s.map.names().iter().zip(&s.routers).zip(auto)
+                    .map(|((name, r), auto)| json!({
+                        "name": name,
+                        "writer": r.writer().map(|w| w.name().to_owned()),
+                        "servers": r.members.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
+                        "auto_increment_increment": auto.map(|a| a.0),
+                        "auto_increment_offset": auto.map(|a| a.1),
+                    }))
+                    .collect::<Vec<_>>()
+            }),
+            "shard_ids_apart": self.fe.shards.as_ref().map(|s| s.auto_increment_apart()),
             "rules": router.rules.load().hits().into_iter()
                 .map(|(name, hits)| json!({"name": name, "hits": hits})).collect::<Vec<_>>(),
             "stats": {

@@ -1,6 +1,9 @@
-//! Where each sharded table's key is among its columns, read from the servers of the
-//! default shard: what an `INSERT` without a column list is placed by. Read at start and
-//! every [`EVERY`] after, so that a table created (or altered) later is known soon.
+//! What Sluice reads from the shards' servers besides their health: where each sharded
+//! table's key is among its columns (from the default shard; what an `INSERT` without a
+//! column list is placed by), and each shard's `auto_increment_increment` and
+//! `auto_increment_offset` (ids generated on two shards must never collide). Read at
+//! start and every [`EVERY`] after, so that a table created (or altered) later is known
+//! soon.
 
 use super::params;
 use super::BackendCredentials;
@@ -28,22 +31,45 @@ pub fn spawn(shards: Arc<Shards>, creds: Arc<BackendCredentials>, mut shutdown: 
     });
 }
 
-async fn learn(shards: &Shards, creds: &BackendCredentials) {
-    let router = &shards.routers[shards.map.default_shard()];
+/// A connection to shard `index`'s writer (or a server of it that is up).
+async fn connect(shards: &Shards, index: usize, creds: &BackendCredentials) -> Option<BackendConn> {
+    let router = &shards.routers[index];
     let member = router
         .writer()
         .or_else(|| router.members.iter().find(|m| m.usable()).cloned())
-        .or_else(|| router.members.first().cloned());
-    let Some(member) = member else { return };
+        .or_else(|| router.members.first().cloned())?;
     let params = params();
     let connect = BackendConn::connect(member.pool.server.clone(), creds, &params, None);
-    let mut conn = match tokio::time::timeout(TIMEOUT, connect).await {
-        Ok(Ok(c)) => c,
+    match tokio::time::timeout(TIMEOUT, connect).await {
+        Ok(Ok(c)) => Some(c),
         Ok(Err(e)) => {
-            tracing::debug!(server = member.name(), error = %e, "sharded tables' columns unread");
-            return;
+            tracing::debug!(server = member.name(), error = %e, "shard settings unread");
+            None
         }
-        Err(_) => return,
+        Err(_) => None,
+    }
+}
+
+async fn learn(shards: &Shards, creds: &BackendCredentials) {
+    for index in 0..shards.routers.len() {
+        let Some(mut conn) = connect(shards, index, creds).await else {
+            continue;
+        };
+        let sql = "SELECT @@auto_increment_increment, @@auto_increment_offset";
+        if let Ok(Ok(Ok(Some(row)))) = tokio::time::timeout(TIMEOUT, conn.query_row(sql)).await {
+            let number = |i: usize| -> Option<u64> {
+                std::str::from_utf8(row.get(i)?.as_deref()?)
+                    .ok()?
+                    .parse()
+                    .ok()
+            };
+            if let (Some(increment), Some(offset)) = (number(0), number(1)) {
+                shards.note_auto_increment(index, increment, offset);
+            }
+        }
+    }
+    let Some(mut conn) = connect(shards, shards.map.default_shard(), creds).await else {
+        return;
     };
     for (table, key) in shards.map.sharded_tables() {
         let sql = format!(

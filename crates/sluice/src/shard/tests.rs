@@ -320,3 +320,19 @@ fn aggregates_merge_only_on_their_own() {
         assert!(merging(sql.as_bytes()).is_err(), "{sql}");
     }
 }
+
+#[test]
+fn generated_ids_are_apart_only_with_one_increment_and_distinct_offsets() {
+    assert!(ids_apart(&[Some((2, 1)), Some((2, 2))]));
+    assert!(ids_apart(&[Some((3, 1)), None]), "not all known yet");
+    assert!(!ids_apart(&[Some((1, 1)), Some((1, 1))]), "the defaults");
+    assert!(!ids_apart(&[Some((2, 1)), Some((2, 3))]), "3 = 1 modulo 2");
+    assert!(
+        !ids_apart(&[Some((2, 1)), Some((3, 2))]),
+        "different increments"
+    );
+    assert!(
+        !ids_apart(&[Some((2, 1)), Some((2, 2)), Some((2, 3))]),
+        "too small"
+    );
+}
