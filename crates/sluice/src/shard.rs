@@ -301,24 +301,39 @@ impl ShardMap {
 /// exactly pass: anything ordering, grouping, limiting, de-duplicating or aggregating
 /// across rows (at any depth, since a subquery's `LIMIT` is per shard too) is named.
 pub fn unmergeable(sql: &[u8]) -> Option<&'static str> {
-    shape_problem(sql, false)
+    shape_problem(sql, false, false)
 }
 
-/// How to put together the rows of `sql`, a read run on several shards: `Ok(None)` by
-/// concatenating them, `Ok(Some(aggregates))` by combining each shard's one row of
-/// aggregates ([`merge`]); `Err` names what cannot be put together exactly.
-pub fn merging(sql: &[u8]) -> Result<Option<Vec<merge::Agg>>, &'static str> {
-    match shape_problem(sql, false) {
-        None => Ok(None),
-        Some(why) if why.starts_with("aggregate") => match merge::aggregates(sql) {
-            Some(aggs) if shape_problem(sql, true).is_none() => Ok(Some(aggs)),
-            _ => Err(why),
-        },
+/// How the rows of a read run on several shards are put together ([`merge`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Merge {
+    /// Every shard's rows, one shard after the other.
+    Concat,
+    /// Each shard's one row of these aggregates, combined.
+    Aggregates(Vec<merge::Agg>),
+    /// Each shard's first rows in this order, merged, the first `limit` kept.
+    Sorted(merge::OrderLimit),
+}
+
+/// How to put together the rows of `sql`, a read run on several shards; `Err` names
+/// what cannot be put together exactly.
+pub fn merging(sql: &[u8]) -> Result<Merge, &'static str> {
+    let sorted = merge::order_limit(sql);
+    match shape_problem(sql, false, sorted.is_some()) {
+        None => Ok(sorted.map_or(Merge::Concat, Merge::Sorted)),
+        Some(why) if why.starts_with("aggregate") && sorted.is_none() => {
+            match merge::aggregates(sql) {
+                Some(aggs) if shape_problem(sql, true, false).is_none() => {
+                    Ok(Merge::Aggregates(aggs))
+                }
+                _ => Err(why),
+            }
+        }
         Some(why) => Err(why),
     }
 }
 
-fn shape_problem(sql: &[u8], aggregates_ok: bool) -> Option<&'static str> {
+fn shape_problem(sql: &[u8], aggregates_ok: bool, order_ok: bool) -> Option<&'static str> {
     use crate::classify::sql::{code_token, Kind, Lexer};
     const WORDS: &[(&str, &str)] = &[
         ("ORDER", "ORDER BY over several shards"),
@@ -372,9 +387,11 @@ fn shape_problem(sql: &[u8], aggregates_ok: bool) -> Option<&'static str> {
             }
         };
         let this = word((t.kind, t.start, t.end));
+        let ordering = this.eq_ignore_ascii_case(b"ORDER") || this.eq_ignore_ascii_case(b"LIMIT");
         if let Some((_, why)) = WORDS
             .iter()
             .find(|(w, _)| this.eq_ignore_ascii_case(w.as_bytes()))
+            .filter(|_| !(order_ok && ordering))
         {
             return Some(why);
         }

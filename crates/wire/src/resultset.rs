@@ -13,6 +13,8 @@ pub struct ColumnDef<'a> {
     pub org_table: &'a [u8],
     pub name: &'a [u8],
     pub org_name: &'a [u8],
+    /// The collation id of the values (63: binary).
+    pub charset: u16,
     /// The `MYSQL_TYPE_*` byte.
     pub column_type: u8,
 }
@@ -27,7 +29,7 @@ impl<'a> ColumnDef<'a> {
         let name = r.lenenc_bytes("column name")?;
         let org_name = r.lenenc_bytes("column org_name")?;
         r.lenenc_int("fixed fields length")?;
-        r.u16("character set")?;
+        let charset = r.u16("character set")?;
         r.u32("column length")?;
         Ok(ColumnDef {
             schema,
@@ -35,6 +37,7 @@ impl<'a> ColumnDef<'a> {
             org_table,
             name,
             org_name,
+            charset,
             column_type: r.u8("column type")?,
         })
     }

@@ -181,6 +181,35 @@ fn statements_go_to_the_shard_their_key_decides() {
             text(100),
         ]]
     );
+    // ORDER BY ... LIMIT: each shard's first rows, merged in order.
+    let top = c.query_rows("SELECT id, v FROM orders WHERE id < 100 ORDER BY id DESC LIMIT 4");
+    let ids_of = |rows: Vec<Vec<Option<String>>>| -> Vec<u32> {
+        rows.iter()
+            .map(|r| r[0].as_deref().unwrap().parse().unwrap())
+            .collect()
+    };
+    assert_eq!(ids_of(top), [30, 29, 28, 27]);
+    let low = c.query_rows("SELECT v, id AS n FROM orders ORDER BY n LIMIT 3");
+    assert_eq!(
+        low.iter()
+            .map(|r| r[1].clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["1", "2", "3"]
+    );
+    for (sql, why) in [
+        (
+            "SELECT id, v FROM orders ORDER BY v LIMIT 3",
+            "depends on its collation",
+        ),
+        (
+            "SELECT id FROM orders ORDER BY v LIMIT 3",
+            "the result does not show",
+        ),
+    ] {
+        let (code, message) = refused(&mut c, sql);
+        assert_eq!(code, 1235, "{message}");
+        assert!(message.contains(why), "{sql}: {message}");
+    }
     let empty = c.query_rows("SELECT COUNT(*), SUM(id), MAX(id) FROM orders WHERE v = 'none'");
     assert_eq!(empty, vec![vec![text(0), None, None]]);
 

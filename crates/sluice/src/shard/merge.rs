@@ -75,6 +75,156 @@ fn word_is(sql: &[u8], kind: Kind, start: usize, end: usize, w: &str) -> bool {
     kind == Kind::Word && sql[start..end].eq_ignore_ascii_case(w.as_bytes())
 }
 
+/// A column an `ORDER BY` names: by name (its last part, lowercased) or 1-based position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrderKey {
+    Name(String),
+    Position(usize),
+}
+
+/// `... ORDER BY k [ASC|DESC], ... LIMIT n` at the end of a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderLimit {
+    /// The keys, each with whether it is descending.
+    pub keys: Vec<(OrderKey, bool)>,
+    pub limit: u64,
+}
+
+/// Rows a sorted read over several shards may keep per shard: each sends its first
+/// `LIMIT`, all of which are held until every shard answered.
+pub const MAX_LIMIT: u64 = 10_000;
+
+/// The `ORDER BY ... LIMIT n` ending `sql` (no `OFFSET`, `n` at most [`MAX_LIMIT`]),
+/// when it ends that way at its top level.
+pub fn order_limit(sql: &[u8]) -> Option<OrderLimit> {
+    let mut lex = Lexer::new(sql);
+    let mut toks = Vec::new();
+    while let Some(t) = code_token(&mut lex) {
+        if t.kind == Kind::Punct(b';') {
+            break;
+        }
+        toks.push(t);
+    }
+    let word = |i: usize, w: &str| {
+        toks.get(i)
+            .is_some_and(|t| word_is(sql, t.kind, t.start, t.end, w))
+    };
+    let mut depth = 0i32;
+    let mut order = None;
+    for (i, t) in toks.iter().enumerate() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth -= 1,
+            _ if depth == 0 && word(i, "ORDER") && word(i + 1, "BY") => order = Some(i + 2),
+            _ => {}
+        }
+    }
+    let start = order?;
+    let limit_at = (start..toks.len()).find(|&i| word(i, "LIMIT"))?;
+    // `LIMIT n` and nothing after it.
+    if limit_at + 2 != toks.len() || toks[limit_at + 1].kind != Kind::Number {
+        return None;
+    }
+    let t = toks[limit_at + 1];
+    let limit: u64 = std::str::from_utf8(&sql[t.start..t.end])
+        .ok()?
+        .parse()
+        .ok()?;
+    if limit > MAX_LIMIT {
+        return None;
+    }
+    let mut keys = Vec::new();
+    let mut i = start;
+    while i < limit_at {
+        let t = toks[i];
+        let mut key = match t.kind {
+            Kind::Number => OrderKey::Position(
+                std::str::from_utf8(&sql[t.start..t.end])
+                    .ok()?
+                    .parse()
+                    .ok()?,
+            ),
+            Kind::Word | Kind::Quoted => OrderKey::Name(ident(sql, t)),
+            _ => return None,
+        };
+        i += 1;
+        // `table.column`: the column.
+        while i + 1 < limit_at && toks[i].kind == Kind::Punct(b'.') {
+            let t = toks[i + 1];
+            if !matches!(t.kind, Kind::Word | Kind::Quoted) {
+                return None;
+            }
+            key = OrderKey::Name(ident(sql, t));
+            i += 2;
+        }
+        let mut desc = false;
+        if word(i, "DESC") {
+            desc = true;
+            i += 1;
+        } else if word(i, "ASC") {
+            i += 1;
+        }
+        keys.push((key, desc));
+        if i < limit_at {
+            if toks[i].kind != Kind::Punct(b',') {
+                return None;
+            }
+            i += 1;
+        }
+    }
+    (!keys.is_empty()).then_some(OrderLimit { keys, limit })
+}
+
+fn ident(sql: &[u8], t: crate::classify::sql::Tok) -> String {
+    crate::classify::sql::ident_text(sql, t)
+}
+
+/// How a column's text values compare as the server orders them; `None` when that
+/// depends on a collation or a format Sluice does not reproduce.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compare {
+    /// Integers and decimals.
+    Number,
+    /// Binary strings, and dates and datetimes (whose text sorts as they do).
+    Bytes,
+}
+
+impl Compare {
+    pub fn of(column_type: u8, charset: u16) -> Option<Compare> {
+        match column_type {
+            t if exact(t) => Some(Compare::Number),
+            // DATE, DATETIME, TIMESTAMP, NEWDATE.
+            10 | 12 | 7 | 14 => Some(Compare::Bytes),
+            // VARCHAR, VAR_STRING, STRING, BLOBs under the binary collation.
+            15 | 253 | 254 | 249..=252 if charset == 63 => Some(Compare::Bytes),
+            _ => None,
+        }
+    }
+
+    /// The order of two values; NULL first, as the server sorts it ascending.
+    pub fn cmp(self, a: Option<&[u8]>, b: Option<&[u8]>) -> std::cmp::Ordering {
+        use std::cmp::Ordering;
+        match (a, b) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (Some(a), Some(b)) => match self {
+                Compare::Bytes => a.cmp(b),
+                Compare::Number => match (Num::parse(a), Num::parse(b)) {
+                    (Some(x), Some(y)) => {
+                        let scale = x.scale.max(y.scale);
+                        match (x.rescaled(scale), y.rescaled(scale)) {
+                            (Some(x), Some(y)) => x.cmp(&y),
+                            _ => a.cmp(b),
+                        }
+                    }
+                    _ => a.cmp(b),
+                },
+            },
+        }
+    }
+}
+
 /// An exact number: an integer scaled by 10^scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Num {
@@ -235,6 +385,44 @@ mod tests {
         assert_eq!(text, [Some("5"), Some("9.75"), Some("-4"), Some("12.25")]);
         let empty = Merger::new(vec![Agg::Count, Agg::Sum]);
         assert_eq!(empty.row(), vec![Some(b"0".to_vec()), None]);
+    }
+
+    #[test]
+    fn order_by_and_limit_at_the_end() {
+        let o =
+            order_limit(b"SELECT id, v FROM t WHERE x = 1 ORDER BY t.v DESC, 1 LIMIT 5").unwrap();
+        assert_eq!(
+            o.keys,
+            [
+                (OrderKey::Name("v".into()), true),
+                (OrderKey::Position(1), false)
+            ]
+        );
+        assert_eq!(o.limit, 5);
+        for sql in [
+            "SELECT * FROM t ORDER BY id",
+            "SELECT * FROM t ORDER BY id LIMIT 5 OFFSET 5",
+            "SELECT * FROM t ORDER BY id LIMIT 5, 5",
+            "SELECT * FROM t ORDER BY id + 1 LIMIT 5",
+            "SELECT * FROM t ORDER BY id LIMIT 100000",
+            "SELECT * FROM t ORDER BY id LIMIT 5 FOR UPDATE",
+            "SELECT * FROM t LIMIT 5",
+        ] {
+            assert_eq!(order_limit(sql.as_bytes()), None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn values_order_as_the_server_orders_them() {
+        use std::cmp::Ordering::*;
+        let n = Compare::of(3, 63).unwrap();
+        assert_eq!(n.cmp(Some(b"9"), Some(b"10")), Less);
+        assert_eq!(n.cmp(Some(b"-1.5"), Some(b"-1.25")), Less);
+        assert_eq!(n.cmp(None, Some(b"-100")), Less);
+        assert_eq!(Compare::of(12, 8), Some(Compare::Bytes), "DATETIME");
+        assert_eq!(Compare::of(253, 45), None, "utf8mb4 VARCHAR");
+        assert_eq!(Compare::of(253, 63), Some(Compare::Bytes), "VARBINARY");
+        assert_eq!(Compare::of(5, 63), None, "DOUBLE");
     }
 
     #[test]

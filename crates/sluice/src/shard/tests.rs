@@ -307,12 +307,19 @@ fn aggregates_merge_only_on_their_own() {
     use super::merge::Agg;
     assert_eq!(
         merging(b"SELECT COUNT(*), MAX(id) FROM orders WHERE v = 'x'"),
-        Ok(Some(vec![Agg::Count, Agg::Max]))
+        Ok(Merge::Aggregates(vec![Agg::Count, Agg::Max]))
     );
-    assert_eq!(merging(b"SELECT * FROM orders"), Ok(None));
+    assert_eq!(merging(b"SELECT * FROM orders"), Ok(Merge::Concat));
+    assert!(matches!(
+        merging(b"SELECT * FROM orders WHERE v = 'x' ORDER BY id DESC LIMIT 3"),
+        Ok(Merge::Sorted(_))
+    ));
     for sql in [
         "SELECT COUNT(*) FROM orders GROUP BY v",
         "SELECT COUNT(*) FROM orders ORDER BY 1",
+        "SELECT COUNT(*) FROM orders ORDER BY 1 LIMIT 1",
+        "SELECT * FROM orders ORDER BY id",
+        "SELECT DISTINCT v FROM orders ORDER BY v LIMIT 2",
         "SELECT AVG(id) FROM orders",
         "SELECT COUNT(*), v FROM orders",
         "SELECT COUNT(*) FROM orders o JOIN items i ON i.id = o.id",

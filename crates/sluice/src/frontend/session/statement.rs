@@ -213,8 +213,8 @@ impl Session {
         let router = match self.place(len).await? {
             mux::Placed::On(router) => router,
             mux::Placed::Done(going_on) => return Ok(going_on),
-            mux::Placed::Scatter(shards, targets, aggregates) => {
-                return self.scatter(len, &shards, &targets, aggregates).await;
+            mux::Placed::Scatter(shards, targets, merge) => {
+                return self.scatter(len, &shards, &targets, merge).await;
             }
         };
         let reads_retry = router.splits() && self.cache.is_none();

@@ -6,8 +6,8 @@
 
 use super::*;
 use crate::error::BackendError;
-use crate::shard::merge::{Agg, Merger};
-use crate::shard::Shards;
+use crate::shard::merge::{Agg, Compare, Merger, OrderKey, OrderLimit};
+use crate::shard::{Merge, Shards};
 use sluice_wire::response::{
     eof_payload, ok_payload, terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER,
 };
@@ -20,7 +20,94 @@ struct Answer {
     defs: Vec<Vec<u8>>,
     eof: Option<Vec<u8>>,
     rows: Vec<Vec<u8>>,
+    /// More rows came than were kept.
+    over: bool,
     end: Vec<u8>,
+}
+
+/// What a gathered read does with the shards' answers.
+enum Gather {
+    Aggregates(Vec<Agg>),
+    Sorted(OrderLimit),
+}
+
+fn column_defs(a: &Answer) -> Vec<(Vec<u8>, u16, u8)> {
+    a.defs
+        .iter()
+        .map(|d| match ColumnDef::parse(d) {
+            Ok(c) => (c.name.to_ascii_lowercase(), c.charset, c.column_type),
+            Err(_) => (Vec::new(), 0, 0xff),
+        })
+        .collect()
+}
+
+/// Each shard's one row of aggregates, combined into one.
+fn combine_rows(aggs: &[Agg], answers: &[Answer]) -> Result<Vec<u8>, &'static str> {
+    let mut merger = Merger::new(aggs.to_vec());
+    for a in answers {
+        let types: Vec<u8> = column_defs(a).iter().map(|c| c.2).collect();
+        match (a.rows.as_slice(), a.over) {
+            ([row], false) => {
+                let values =
+                    text_values(row).map_err(|_| "an aggregate row Sluice could not read")?;
+                merger.add(&types, &values)?;
+            }
+            _ => return Err("aggregates answered with other than one row"),
+        }
+    }
+    let row = merger.row();
+    let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
+    Ok(text_row(&values).to_vec())
+}
+
+/// Every shard's first rows, merged in the statement's order and cut at its limit.
+fn sort_rows(order: &OrderLimit, answers: &[Answer]) -> Result<Vec<Vec<u8>>, &'static str> {
+    const COLLATION: &str =
+        "ORDER BY over several shards on a column whose order depends on its collation";
+    let Some(first) = answers.first() else {
+        return Ok(Vec::new());
+    };
+    let defs = column_defs(first);
+    let mut keys = Vec::new();
+    for (key, desc) in &order.keys {
+        let index = match key {
+            OrderKey::Position(p) => p.checked_sub(1).filter(|&i| i < defs.len()),
+            OrderKey::Name(n) => defs.iter().position(|d| d.0 == n.as_bytes()),
+        }
+        .ok_or("ORDER BY over several shards on a column the result does not show")?;
+        let compare = Compare::of(defs[index].2, defs[index].1).ok_or(COLLATION)?;
+        keys.push((index, compare, *desc));
+    }
+    if answers.iter().any(|a| a.over || column_defs(a) != defs) {
+        return Err("a sorted read whose shards answered differently");
+    }
+    // Each row's values (to compare) beside its packet (to send).
+    type Values = Vec<Option<Vec<u8>>>;
+    let mut rows: Vec<(Values, &Vec<u8>)> = Vec::new();
+    for a in answers {
+        for row in &a.rows {
+            let values = text_values(row).map_err(|_| "a row Sluice could not read")?;
+            rows.push((values.iter().map(|v| v.map(<[u8]>::to_vec)).collect(), row));
+        }
+    }
+    rows.sort_by(|(a, _), (b, _)| {
+        keys.iter()
+            .map(|&(i, compare, desc)| {
+                let o = compare.cmp(a[i].as_deref(), b[i].as_deref());
+                if desc {
+                    o.reverse()
+                } else {
+                    o
+                }
+            })
+            .find(|o| o.is_ne())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    Ok(rows
+        .into_iter()
+        .take(order.limit as usize)
+        .map(|(_, row)| row.clone())
+        .collect())
 }
 
 fn held_connection() -> ErrPacket {
@@ -47,10 +134,20 @@ impl Session {
         len: usize,
         shards: &Shards,
         targets: &[usize],
-        aggregates: Option<Vec<Agg>>,
+        merge: Merge,
     ) -> Result<bool, SessionError> {
-        if let Some(aggs) = aggregates {
-            return self.scatter_merged(len, shards, targets, aggs).await;
+        match merge {
+            Merge::Concat => {}
+            Merge::Aggregates(aggs) => {
+                return self
+                    .scatter_gathered(len, shards, targets, Gather::Aggregates(aggs))
+                    .await
+            }
+            Merge::Sorted(order) => {
+                return self
+                    .scatter_gathered(len, shards, targets, Gather::Sorted(order))
+                    .await
+            }
         }
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
         let mut seq = 1u8;
@@ -131,21 +228,23 @@ impl Session {
         }
     }
 
-    /// Aggregates over several shards: every shard's one row is read whole, combined,
-    /// and the client gets one result (the first shard's column definitions) or, when
-    /// the combination could not be exact, error 1235 and nothing else.
-    async fn scatter_merged(
+    /// Reads every shard's whole answer, then sends the client one result built from
+    /// them (the first shard's column definitions): the aggregates combined, or the
+    /// rows merged in order and cut at the limit. When that could not be exact, the
+    /// client gets error 1235 and nothing else.
+    async fn scatter_gathered(
         &mut self,
         len: usize,
         shards: &Shards,
         targets: &[usize],
-        aggs: Vec<Agg>,
+        gather: Gather,
     ) -> Result<bool, SessionError> {
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
-        let mut merger = Merger::new(aggs);
-        let mut first: Option<Answer> = None;
-        let mut warnings = 0u16;
-        let mut last = Vec::new();
+        let keep = match &gather {
+            Gather::Aggregates(_) => 2,
+            Gather::Sorted(o) => o.limit as usize,
+        };
+        let mut answers: Vec<Answer> = Vec::new();
         for (n, &shard) in targets.iter().enumerate() {
             let Some(fx) = self
                 .enter_for(shards, shard, n, &request, len, None)
@@ -155,15 +254,15 @@ impl Session {
             };
             let payload = request[HEADER_LEN..].to_vec();
             self.client.skip_packet().await?;
-            let answer = self.read_answer(&payload).await;
+            let answer = self.read_answer(&payload, keep).await;
             if answer.is_err() {
                 if let Some(b) = self.backend.as_mut() {
                     b.mark_broken();
                 }
             }
             self.mux_finish(&fx, Some(Command::Query), None).await?;
-            let answer = match answer {
-                Ok(Ok(a)) => a,
+            match answer {
+                Ok(Ok(a)) => answers.push(a),
                 Ok(Err(err)) => {
                     self.client.write_packet(1, &err).await?;
                     return Ok(true);
@@ -172,20 +271,15 @@ impl Session {
                     self.client.write_err(1, &e.to_err_packet()).await?;
                     return Ok(true);
                 }
-            };
-            let types: Vec<u8> = answer
-                .defs
-                .iter()
-                .map(|d| ColumnDef::parse(d).map_or(0xff, |c| c.column_type))
-                .collect();
-            let refused = match answer.rows.as_slice() {
-                [row] => match text_values(row) {
-                    Ok(values) => merger.add(&types, &values).err(),
-                    Err(_) => Some("an aggregate row Sluice could not read"),
-                },
-                _ => Some("aggregates answered with other than one row"),
-            };
-            if let Some(why) = refused {
+            }
+        }
+        let rows = match &gather {
+            Gather::Aggregates(aggs) => combine_rows(aggs, &answers).map(|r| vec![r]),
+            Gather::Sorted(order) => sort_rows(order, &answers),
+        };
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(why) => {
                 let err = ErrPacket::new(
                     code::ER_NOT_SUPPORTED_YET,
                     "42000",
@@ -194,13 +288,13 @@ impl Session {
                 self.client.write_err(1, &err).await?;
                 return Ok(true);
             }
-            warnings = warnings.saturating_add(terminator_warnings(&answer.end).unwrap_or(0));
-            last = answer.end.clone();
-            first.get_or_insert(answer);
-        }
-        let Some(first) = first else {
+        };
+        let Some(first) = answers.first() else {
             return Ok(true);
         };
+        let warnings = answers.iter().fold(0u16, |w, a| {
+            w.saturating_add(terminator_warnings(&a.end).unwrap_or(0))
+        });
         let mut out = bytes::BytesMut::new();
         let mut seq = 1u8;
         seq = sluice_wire::packet::write_packet(&mut out, seq, &first.head);
@@ -210,9 +304,10 @@ impl Session {
         if let Some(eof) = &first.eof {
             seq = sluice_wire::packet::write_packet(&mut out, seq, eof);
         }
-        let row = merger.row();
-        let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
-        seq = sluice_wire::packet::write_packet(&mut out, seq, &text_row(&values));
+        for row in &rows {
+            seq = sluice_wire::packet::write_packet(&mut out, seq, row);
+        }
+        let last = answers.last().map(|a| a.end.clone()).unwrap_or_default();
         let end = self.terminator(&last, warnings);
         sluice_wire::packet::write_packet(&mut out, seq, &end);
         self.client.write_all(&out).await?;
@@ -237,9 +332,11 @@ impl Session {
 
     /// Sends `payload` on the connection held and reads its whole answer: a result set
     /// (`Ok(Ok)`), or the server's error packet (`Ok(Err)`).
+    /// At most `keep` rows are kept (the caller refuses an answer with more).
     async fn read_answer(
         &mut self,
         payload: &[u8],
+        keep: usize,
     ) -> Result<Result<Answer, Vec<u8>>, BackendError> {
         let deprecate_eof = self.client.caps.contains(CapabilityFlags::DEPRECATE_EOF);
         let backend = self.backend.as_mut().expect("acquired");
@@ -260,6 +357,7 @@ impl Session {
             false => Some(backend.read_packet().await?.payload.to_vec()),
         };
         let mut rows = Vec::new();
+        let mut over = false;
         loop {
             let p = backend.read_packet().await?.payload.to_vec();
             if p.first() == Some(&ERR_HEADER) {
@@ -274,12 +372,14 @@ impl Session {
                     defs,
                     eof,
                     rows,
+                    over,
                     end: p,
                 }));
             }
-            // Aggregates without GROUP BY answer one row; more is refused by the caller.
-            if rows.len() < 2 {
+            if rows.len() < keep {
                 rows.push(p);
+            } else {
+                over = true;
             }
         }
     }

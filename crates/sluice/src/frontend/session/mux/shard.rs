@@ -13,8 +13,7 @@ use crate::classify::keys::key_values;
 use crate::classify::sql::{self, Analysis, TableRef};
 use crate::router::gtid::GtidPos;
 use crate::router::{Member, Router};
-use crate::shard::merge::Agg;
-use crate::shard::{Placement, Shards};
+use crate::shard::{Merge, Placement, Shards};
 use sluice_wire::statement::Bound;
 use std::sync::Arc;
 
@@ -24,9 +23,8 @@ pub(in crate::frontend::session) enum Placed {
     On(Arc<Router>),
     /// Answered (or refused) here; the session goes on or not.
     Done(bool),
-    /// A read to run on each of these shards, its rows put together: concatenated, or
-    /// each shard's one row of these aggregates combined.
-    Scatter(Arc<Shards>, Vec<usize>, Option<Vec<Agg>>),
+    /// A read to run on each of these shards, its rows put together so.
+    Scatter(Arc<Shards>, Vec<usize>, Merge),
 }
 
 /// What a session keeps per shard it has used besides its current one: its reads must
@@ -166,7 +164,7 @@ impl Session {
                 [one] => *one,
                 _ => {
                     return match self.scatter_merging(command, read, &text) {
-                        Ok(aggs) => Ok(Placed::Scatter(shards.clone(), targets, aggs)),
+                        Ok(merge) => Ok(Placed::Scatter(shards.clone(), targets, merge)),
                         Err(why) => self.refuse(not_yet(why)).await,
                     };
                 }
@@ -182,13 +180,14 @@ impl Session {
 
     /// How a statement over several shards is run on each and its rows put together
     /// (see [`crate::shard::merging`]): a text read outside a transaction whose rows
-    /// concatenate or whose aggregates combine exactly. `Err` names why it cannot be.
+    /// concatenate, merge in order or whose aggregates combine exactly. `Err` names why
+    /// it cannot be.
     fn scatter_merging(
         &self,
         command: Option<Command>,
         read: bool,
         text: &[u8],
-    ) -> Result<Option<Vec<Agg>>, &'static str> {
+    ) -> Result<Merge, &'static str> {
         if !read {
             return Err("a write over several shards (no shard key decides where its rows are)");
         }
