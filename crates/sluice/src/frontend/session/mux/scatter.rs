@@ -1,8 +1,11 @@
 //! A read no key decides, run on every shard it may touch, one after the other, its rows
-//! put together into one result: the first shard's column definitions, every shard's
-//! rows in turn, and one terminator (the last shard's status, every shard's warnings).
-//! Only shapes whose rows concatenate exactly get here ([`crate::shard::unmergeable`]);
-//! a shard's error ends the result, as a server's error mid-result does.
+//! put together into one result with the first shard's column definitions and one
+//! terminator (the last shard's status, every shard's warnings). Only shapes that can be
+//! put together exactly get here ([`crate::shard::merging`]): rows concatenated as they
+//! stream (a shard's error ends the result, as a server's error mid-result does); or,
+//! read whole from every shard first, aggregates combined or rows merged in order and
+//! cut at the limit (any error, or a combination that could not be exact, is then the
+//! whole answer).
 
 use super::*;
 use crate::error::BackendError;
@@ -14,7 +17,7 @@ use sluice_wire::response::{
 use sluice_wire::resultset::{text_row, text_values, ColumnDef};
 use sluice_wire::CapabilityFlags;
 
-/// One shard's whole answer to an aggregate read.
+/// One shard's whole answer to a gathered read.
 struct Answer {
     head: Vec<u8>,
     defs: Vec<Vec<u8>>,
