@@ -137,7 +137,7 @@ impl Sharded {
 pub struct ShardMap {
     names: Vec<String>,
     default: usize,
-    tables: HashMap<(String, String), Sharded>,
+    tables: HashMap<TableRef, Sharded>,
     schemas: HashMap<String, usize>,
 }
 
@@ -177,7 +177,10 @@ impl ShardMap {
             if t.key.is_empty() {
                 errors.push(format!("{what}: key is empty"));
             }
-            let name = (schema.to_ascii_lowercase(), table.to_ascii_lowercase());
+            let name = TableRef {
+                schema: schema.to_ascii_lowercase(),
+                table: table.to_ascii_lowercase(),
+            };
             let sharded = Sharded {
                 key: t.key.to_ascii_lowercase(),
                 key_type: t.key_type,
@@ -221,20 +224,12 @@ impl ShardMap {
 
     /// The sharded tables and their key columns.
     pub fn sharded_tables(&self) -> impl Iterator<Item = (TableRef, &str)> {
-        self.tables.iter().map(|((schema, table), s)| {
-            (
-                TableRef {
-                    schema: schema.clone(),
-                    table: table.clone(),
-                },
-                s.key.as_str(),
-            )
-        })
+        self.tables.iter().map(|(t, s)| (t.clone(), s.key.as_str()))
     }
 
     /// The key's position (from 0) among `t`'s columns, as a server reports it.
     pub fn learn_position(&self, t: &TableRef, position: usize) {
-        if let Some(s) = self.tables.get(&(t.schema.clone(), t.table.clone())) {
+        if let Some(s) = self.tables.get(t) {
             s.position.store(position, Ordering::Relaxed);
         }
     }
@@ -255,7 +250,7 @@ impl ShardMap {
     ) -> Placement {
         let mut shards = BTreeSet::new();
         for t in tables {
-            let Some(sharded) = self.tables.get(&(t.schema.clone(), t.table.clone())) else {
+            let Some(sharded) = self.tables.get(t) else {
                 shards.insert(self.home(t));
                 continue;
             };
@@ -555,19 +550,10 @@ fn bound(key_type: KeyType, b: &Bound) -> Option<Canon> {
 /// An integer written exactly as one (`-12`, `0x1F`, `7.00`); anything the server would
 /// read with a warning or round (`' 7'`, `7abc`, `7.5`) is not.
 fn integer(s: &[u8]) -> Option<i128> {
-    let text = std::str::from_utf8(s).ok()?;
-    if let Some(hex) = text.strip_prefix("0x") {
-        return i128::from_str_radix(hex, 16).ok();
+    if let Some(hex) = s.strip_prefix(b"0x") {
+        return i128::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok();
     }
-    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
-    if !fraction.bytes().all(|b| b == b'0') {
-        return None;
-    }
-    let digits = whole.strip_prefix('-').unwrap_or(whole);
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    whole.parse().ok()
+    merge::Num::parse(s)?.integer()
 }
 
 /// An ASCII string as a case-insensitive pad-space collation compares it.

@@ -326,6 +326,17 @@ fn normalize(sql: &[u8], out: &mut impl Sink) {
     }
 }
 
+/// The statement's first word, uppercased, past hints, whitespace and opening
+/// parentheses: what it is, at a glance.
+pub fn first_word(statement: &[u8]) -> Vec<u8> {
+    strip_hints(statement)
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace() || **b == b'(')
+        .take_while(|b| b.is_ascii_alphabetic())
+        .map(u8::to_ascii_uppercase)
+        .collect()
+}
+
 /// Classifies statement text. `default_schema` qualifies unqualified table names (`None`: they
 /// get schema ""). Several `;`-separated statements are combined: any Write wins (tables
 /// unioned, `None` if any is unknown), then SessionChange, then Transaction; all reads give a

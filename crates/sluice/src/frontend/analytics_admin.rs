@@ -342,7 +342,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
             .iter()
             .filter_map(|r| r.writer().map(|w| w.name().to_owned()))
             .collect();
-        let members: &Vec<_> = &routers
+        let members: Vec<_> = routers
             .iter()
             .flat_map(|r| r.members.iter().cloned())
             .collect();
@@ -353,7 +353,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
              help: &str,
              value: &dyn Fn(&crate::router::Member) -> Option<f64>| {
                 e.family(name, kind, help);
-                for m in members {
+                for m in &members {
                     if let Some(v) = value(m) {
                         e.sample(name, &[("server", m.name())], v);
                     }
@@ -450,7 +450,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
                 idle as f64,
             );
         }
-        metrics::galera_flow(&mut e, members);
+        metrics::galera_flow(&mut e, &members);
 
         let users = a.users();
         e.family(

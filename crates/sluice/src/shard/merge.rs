@@ -4,7 +4,7 @@
 //! as exact numbers; a float sum (whose last digits depend on the order of additions)
 //! or a string minimum (which depends on the collation) is refused.
 
-use crate::classify::sql::{code_token, Kind, Lexer};
+use crate::classify::sql::{code_token, ident_text, Kind, Lexer};
 
 /// One column of the select list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +144,7 @@ pub fn order_limit(sql: &[u8]) -> Option<OrderLimit> {
                     .parse()
                     .ok()?,
             ),
-            Kind::Word | Kind::Quoted => OrderKey::Name(ident(sql, t)),
+            Kind::Word | Kind::Quoted => OrderKey::Name(ident_text(sql, t)),
             _ => return None,
         };
         i += 1;
@@ -154,7 +154,7 @@ pub fn order_limit(sql: &[u8]) -> Option<OrderLimit> {
             if !matches!(t.kind, Kind::Word | Kind::Quoted) {
                 return None;
             }
-            key = OrderKey::Name(ident(sql, t));
+            key = OrderKey::Name(ident_text(sql, t));
             i += 2;
         }
         let mut desc = false;
@@ -173,10 +173,6 @@ pub fn order_limit(sql: &[u8]) -> Option<OrderLimit> {
         }
     }
     (!keys.is_empty()).then_some(OrderLimit { keys, limit })
-}
-
-fn ident(sql: &[u8], t: crate::classify::sql::Tok) -> String {
-    crate::classify::sql::ident_text(sql, t)
 }
 
 /// How a column's text values compare as the server orders them; `None` when that
@@ -227,13 +223,13 @@ impl Compare {
 
 /// An exact number: an integer scaled by 10^scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Num {
+pub(super) struct Num {
     value: i128,
     scale: u32,
 }
 
 impl Num {
-    fn parse(text: &[u8]) -> Option<Num> {
+    pub(super) fn parse(text: &[u8]) -> Option<Num> {
         let text = std::str::from_utf8(text).ok()?;
         let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
         let negative = whole.starts_with('-');
@@ -251,6 +247,12 @@ impl Num {
             value: if negative { -magnitude } else { magnitude },
             scale: fraction.len() as u32,
         })
+    }
+
+    /// The integer it is, when its fraction is all zeros (`7.00`).
+    pub(super) fn integer(self) -> Option<i128> {
+        let unit = 10i128.checked_pow(self.scale)?;
+        (self.value % unit == 0).then(|| self.value / unit)
     }
 
     fn rescaled(self, scale: u32) -> Option<i128> {

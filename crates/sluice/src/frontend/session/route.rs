@@ -212,13 +212,7 @@ impl Session {
 /// transaction was rolled back and may be retried (SQLSTATE 40001, as for a deadlock);
 /// `None` when the outcome is unknown (COMMIT, DDL, a procedure...).
 fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
-    let text = crate::classify::sql::strip_hints(statement);
-    let word: Vec<u8> = text
-        .iter()
-        .skip_while(|b| b.is_ascii_whitespace() || **b == b'(')
-        .take_while(|b| b.is_ascii_alphabetic())
-        .map(u8::to_ascii_uppercase)
-        .collect();
+    let word = crate::classify::sql::first_word(statement);
     let safe = matches!(
         word.as_slice(),
         b"SELECT"

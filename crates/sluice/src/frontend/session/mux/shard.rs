@@ -45,16 +45,6 @@ fn not_yet(what: &str) -> ErrPacket {
     )
 }
 
-/// The first word of a statement, uppercased.
-fn first_word(text: &[u8]) -> Vec<u8> {
-    let text = sql::strip_hints(text);
-    text.iter()
-        .skip_while(|b| b.is_ascii_whitespace())
-        .take_while(|b| b.is_ascii_alphabetic())
-        .map(u8::to_ascii_uppercase)
-        .collect()
-}
-
 impl Session {
     /// The router of the shard the session is on (the one cluster's without shards).
     pub(in crate::frontend::session) fn session_router(&self) -> Arc<Router> {
@@ -210,7 +200,7 @@ impl Session {
     /// the transaction's first statement; `COMMIT`/`ROLLBACK` of a transaction that
     /// never reached a server are answered here too. `None`: not such a statement.
     async fn deferred_transaction(&mut self, text: &[u8]) -> Result<Option<bool>, SessionError> {
-        let word = first_word(text);
+        let word = sql::first_word(text);
         let held_in_trx = self
             .backend
             .as_ref()
