@@ -496,7 +496,7 @@ const FAILURE_DETECTION: &str =
     "evs.keepalive_period=PT0.5S;evs.suspect_timeout=PT2S;evs.inactive_timeout=PT4S";
 
 /// How many times [`GaleraCluster::rejoin`] starts a node whose state transfer aborted.
-const REJOIN_ATTEMPTS: u32 = 3;
+const REJOIN_ATTEMPTS: u32 = 5;
 
 /// What a joiner logs when it gives up because its donor left the primary component.
 const STATE_TRANSFER_ABORTED: &str = "Will never receive state";
@@ -734,7 +734,8 @@ impl GaleraCluster {
     /// first agree among themselves. A joiner whose state transfer is cut short by a
     /// membership change (the survivors still evicting its previous instance) aborts
     /// with "Will never receive state"; Galera leaves it to the supervisor to start it
-    /// again, and so does this, a bounded number of times.
+    /// again, and so does this, a bounded number of times, each once the others agree
+    /// again without it.
     pub fn rejoin(&mut self, index: usize, timeout: Duration) -> Result<()> {
         self.wait_synced(timeout)?;
         let mut attempt = 1;
@@ -755,6 +756,9 @@ impl GaleraCluster {
                         attempt,
                         "Galera node's state transfer was cut short, starting it again: {error:#}"
                     );
+                    // Joining again while the others still count the aborted instance
+                    // would only be cut short by its eviction in turn.
+                    self.wait_synced(timeout)?;
                     attempt += 1;
                 }
                 Err(error) => return Err(error),

@@ -287,9 +287,10 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<Option<PooledConn>, BackendError> {
-        match self.try_take(key, schema, &|_: &BackendConn| 0, 0) {
+        match self.try_take(key, schema, &|_: &BackendConn| 0, 0, false) {
             Taken::Conn(conn) => Ok(Some(self.wrap(key, conn))),
-            Taken::Full => Ok(None),
+            Taken::Full | Taken::Queued(..) => Ok(None),
+            Taken::QueueFull => Err(self.queue_full()),
             Taken::Slot => match self.open(key, schema).await {
                 Ok(conn) => Ok(Some(self.wrap(key, conn))),
                 Err(e) => {
@@ -318,10 +319,12 @@ impl ServerPool {
                 warm.insert(key.clone(), schema.map(<[u8]>::to_vec));
             }
         }
-        let grant = match self.try_take(key, schema, &score, perfect) {
+        let grant = match self.try_take(key, schema, &score, perfect, true) {
             Taken::Conn(conn) => return Ok(self.wrap(key, conn)),
             Taken::Slot => Grant::Slot,
-            Taken::Full => self.wait(key).await?,
+            Taken::Queued(id, rx) => self.wait(key, id, rx).await?,
+            // Asked to queue, a full server queues the caller: `Full` is not returned.
+            Taken::QueueFull | Taken::Full => return Err(self.queue_full()),
         };
         match grant {
             Grant::Conn(conn)
@@ -343,7 +346,9 @@ impl ServerPool {
         }
     }
 
-    /// Takes an idle connection of `key`, or a free slot, or says the server is full.
+    /// Takes an idle connection of `key`, or a free slot, or says the server is full;
+    /// with `queue`, a full server puts the caller in the queue under the same lock, so
+    /// that a connection given back in between can't miss it.
     /// With no schema wanted, only a connection without one will do (a schema can't be
     /// unselected); an idle connection of another kind gives its slot up when full.
     fn try_take(
@@ -352,6 +357,7 @@ impl ServerPool {
         schema: Option<&[u8]>,
         score: &impl Fn(&BackendConn) -> u32,
         perfect: u32,
+        queue: bool,
     ) -> Taken {
         let mut victims = Vec::new();
         let taken = {
@@ -396,7 +402,18 @@ impl ServerPool {
                         victims.push(victim);
                         Taken::Slot
                     }
-                    None => Taken::Full,
+                    None if !queue => Taken::Full,
+                    None if slots.waiters.len() >= self.cfg.max_queue as usize => Taken::QueueFull,
+                    None => {
+                        let (tx, rx) = oneshot::channel();
+                        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
+                        slots.waiters.push_back(Waiter {
+                            id,
+                            key: key.clone(),
+                            tx,
+                        });
+                        Taken::Queued(id, rx)
+                    }
                 },
             }
         };
@@ -404,27 +421,14 @@ impl ServerPool {
         taken
     }
 
-    /// Queues for the next connection or slot given back, up to the queue timeout.
-    async fn wait(self: &Arc<Self>, key: &PoolKey) -> Result<Grant, BackendError> {
-        let (tx, mut rx) = oneshot::channel();
-        let id = self.next_waiter.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut slots = self.slots.lock();
-            if slots.waiters.len() >= self.cfg.max_queue as usize {
-                drop(slots);
-                Stats::incr(&self.queue.rejected);
-                Stats::incr(&self.stats.pool_timeouts);
-                return Err(BackendError::QueueFull {
-                    server: self.server.name.clone(),
-                    max: self.cfg.max_queue,
-                });
-            }
-            slots.waiters.push_back(Waiter {
-                id,
-                key: key.clone(),
-                tx,
-            });
-        }
+    /// Waits in the queue for the next connection or slot given back, up to the queue
+    /// timeout.
+    async fn wait(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        id: u64,
+        mut rx: oneshot::Receiver<Grant>,
+    ) -> Result<Grant, BackendError> {
         let started = Instant::now();
         let got = tokio::time::timeout(self.cfg.queue_timeout, &mut rx).await;
         let waited = started.elapsed().as_micros() as u64;
@@ -454,6 +458,15 @@ impl ServerPool {
                     max: self.server.max_connections,
                 })
             }
+        }
+    }
+
+    fn queue_full(&self) -> BackendError {
+        Stats::incr(&self.queue.rejected);
+        Stats::incr(&self.stats.pool_timeouts);
+        BackendError::QueueFull {
+            server: self.server.name.clone(),
+            max: self.cfg.max_queue,
         }
     }
 
@@ -651,14 +664,17 @@ impl ServerPool {
                     }
                 }
             }
-            slots.open -= out.len();
             // A client's attributes make a key of their own: forget it once unused.
             slots
                 .idle
                 .retain(|k, list| !list.is_empty() || k.attributes.is_none());
             out
         };
-        drop(expired);
+        // Each freed slot may go to a waiter.
+        for idle in expired {
+            drop(idle);
+            self.closed();
+        }
         self.close_idle_statements(super::Sweep::Unreferenced).await;
         if self.cfg.min_idle == 0 {
             return;
@@ -696,6 +712,9 @@ enum Taken {
     Conn(BackendConn),
     Slot,
     Full,
+    /// In the queue: the waiter's id and where its grant arrives.
+    Queued(u64, oneshot::Receiver<Grant>),
+    QueueFull,
 }
 
 /// Scores a connection already on `schema` (no COM_INIT_DB to send) above the others.
@@ -741,3 +760,6 @@ pub async fn probe(server: &Server, timeout: Duration) -> Option<InitialHandshak
     };
     tokio::time::timeout(timeout, attempt).await.ok().flatten()
 }
+
+#[cfg(test)]
+mod tests;
