@@ -34,6 +34,7 @@ pub mod code {
     pub const ER_CONNECTION_KILLED: u16 = 1927;
     pub const ER_NO_SUCH_QUERY: u16 = 1957;
     pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
+    pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
     pub const ER_UNSUPPORTED_PS: u16 = 1295;
     pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 }

@@ -175,7 +175,19 @@ pub async fn run(
                 .map(|i| build_router(&config.for_shard(i), &stats, None))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             tracing::info!(shards = routers.len(), "sharding on");
-            Some(Arc::new(crate::shard::Shards::new(map, routers)))
+            let instance = config.sharding.instance.clone().unwrap_or_else(|| {
+                let first = config.listeners.first().map(|l| match &l.socket {
+                    Some(path) => path.display().to_string(),
+                    None => l.address.clone(),
+                });
+                crate::shard::xa::default_instance(first.as_deref())
+            });
+            Some(Arc::new(crate::shard::Shards::new(
+                map,
+                routers,
+                config.sharding.cross_shard,
+                &instance,
+            )))
         }
         None => None,
     };
@@ -229,7 +241,10 @@ pub async fn run(
                 start_monitor(r, &config.for_shard(i), shutdown.clone()).await;
             }
             if let Some(creds) = monitor_creds(&config) {
-                crate::monitor::shard_keys::spawn(s.clone(), creds, shutdown.clone());
+                crate::monitor::shard_keys::spawn(s.clone(), creds.clone(), shutdown.clone());
+                if s.cross_shard == crate::shard::config::CrossShard::Xa {
+                    crate::monitor::xa_recovery::spawn(s.clone(), creds, shutdown.clone());
+                }
             }
         }
         None => start_monitor(&router, &config, shutdown.clone()).await,

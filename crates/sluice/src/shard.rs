@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod merge;
+pub mod xa;
 
 use crate::classify::keys::{KeyColumn, Keys, Value};
 use crate::classify::sql::{fnv1a, TableRef};
@@ -27,15 +28,26 @@ pub struct Shards {
     /// Each shard's `auto_increment_increment` and `auto_increment_offset`, as its
     /// writer last reported them.
     pub auto_increment: parking_lot::Mutex<Vec<Option<(u64, u64)>>>,
+    /// What a transaction reaching a second shard does, and the XA transactions this
+    /// process coordinates.
+    pub cross_shard: config::CrossShard,
+    pub xa: xa::Coordinator,
 }
 
 impl Shards {
-    pub fn new(map: ShardMap, routers: Vec<Arc<Router>>) -> Shards {
+    pub fn new(
+        map: ShardMap,
+        routers: Vec<Arc<Router>>,
+        cross_shard: config::CrossShard,
+        instance: &str,
+    ) -> Shards {
         let auto_increment = parking_lot::Mutex::new(vec![None; routers.len()]);
         Shards {
             map,
             routers,
             auto_increment,
+            cross_shard,
+            xa: xa::Coordinator::new(instance),
         }
     }
 

@@ -2,7 +2,8 @@
 //! placed by a hash of `id`, `shop.items` unsharded (on the default shard). Every
 //! statement a key decides runs on exactly one server (each server's rows and
 //! `Com_stmt_execute` say which), text and prepared alike; a read no key decides runs
-//! on both and its rows come back together; a transaction stays on one shard; what
+//! on both and its rows come back together; a transaction stays on one shard (with
+//! `cross_shard = "refuse"`; `sharding_xa.rs` has those over both); what
 //! cannot be answered exactly from both shards gets error 1235 and changes nothing.
 
 use crate::routing::{login, ok};
@@ -23,6 +24,12 @@ fn start() -> (MariaDb, MariaDb, Sluice) {
 }
 
 fn start_with_config() -> (MariaDb, MariaDb, Sluice, Config) {
+    start_with(&[])
+}
+
+/// Two servers as shards `s1` and `s2` (`shop.orders` by a hash of `id`), with these
+/// `[sharding]` settings besides.
+pub fn start_with(sharding: &[(&str, &str)]) -> (MariaDb, MariaDb, Sluice, Config) {
     let (a, b) = (
         dedicated_server(MariaDbOptions::default()),
         dedicated_server(MariaDbOptions::default()),
@@ -45,12 +52,15 @@ fn start_with_config() -> (MariaDb, MariaDb, Sluice, Config) {
         "tables".into(),
         toml::Value::Array(vec![toml::Value::Table(orders)]),
     );
+    for (key, value) in sharding {
+        config.sharding.insert((*key).into(), (*value).into());
+    }
     let config = config.admin(crate::routing::ADMIN_TOKEN);
     let sluice = Sluice::start(&config);
     (a, b, sluice, config)
 }
 
-fn ids(server: &MariaDb, table: &str) -> BTreeSet<u32> {
+pub fn ids(server: &MariaDb, table: &str) -> BTreeSet<u32> {
     let out = server
         .execute(&format!("SELECT id FROM shop.{table}"))
         .unwrap();
@@ -74,7 +84,7 @@ fn executes(server: &MariaDb) -> u64 {
 }
 
 /// The server's error for `sql` through `c`: its code and message.
-fn refused(c: &mut RawConn, sql: &str) -> (u16, String) {
+pub fn refused(c: &mut RawConn, sql: &str) -> (u16, String) {
     match c.query(sql) {
         Ok(r @ Reply::Err(_)) => {
             let e = r.expect_err();
@@ -84,7 +94,7 @@ fn refused(c: &mut RawConn, sql: &str) -> (u16, String) {
     }
 }
 
-fn shop(sluice: &Sluice) -> RawConn {
+pub fn shop(sluice: &Sluice) -> RawConn {
     let mut c = login(sluice);
     ok(&mut c, "USE shop");
     c
@@ -221,7 +231,7 @@ fn statements_go_to_the_shard_their_key_decides() {
 
 #[test]
 fn what_needs_both_shards_is_refused_and_changes_nothing() {
-    let (a, b, sluice) = start();
+    let (a, b, sluice, _) = start_with(&[("cross_shard", "refuse")]);
     let mut c = shop(&sluice);
     for id in 1..=10 {
         ok(

@@ -32,7 +32,11 @@ pub fn spawn(shards: Arc<Shards>, creds: Arc<BackendCredentials>, mut shutdown: 
 }
 
 /// A connection to shard `index`'s writer (or a server of it that is up).
-async fn connect(shards: &Shards, index: usize, creds: &BackendCredentials) -> Option<BackendConn> {
+pub(super) async fn connect(
+    shards: &Shards,
+    index: usize,
+    creds: &BackendCredentials,
+) -> Option<BackendConn> {
     let router = &shards.routers[index];
     let member = router
         .writer()

@@ -23,6 +23,25 @@ pub struct ShardingConfig {
     pub tables: Vec<TableConfig>,
     #[serde(default)]
     pub schemas: Vec<SchemaConfig>,
+    /// What a transaction that reaches a second shard does.
+    #[serde(default)]
+    pub cross_shard: CrossShard,
+    /// Names this Sluice in the XA transactions it coordinates, so that it recovers
+    /// only its own after a crash. Default: the host name and the first listen address;
+    /// Sluice instances in front of the same shards must have different names.
+    pub instance: Option<String>,
+}
+
+/// `[sharding] cross_shard`.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CrossShard {
+    /// Each further shard joins as an XA branch, and COMMIT is a two-phase commit whose
+    /// decision is recorded in the first shard's transaction.
+    #[default]
+    Xa,
+    /// Error 1235: a transaction stays on one shard.
+    Refuse,
 }
 
 /// `[[sharding.tables]]`: a table whose rows are placed by a key column.

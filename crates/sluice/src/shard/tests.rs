@@ -105,6 +105,7 @@ fn several_keys_and_tables() {
                 schema: "tenant1".into(),
                 shard: "s3".into(),
             }],
+            ..ShardingConfig::default()
         },
     );
     let orders = [t("shop", "orders")];
@@ -239,6 +240,7 @@ fn configuration_problems_are_all_listed() {
         default_shard: Some("s9".into()),
         tables: vec![bad_range, table("orders", "id", Method::Hash)],
         schemas: Vec::new(),
+        ..ShardingConfig::default()
     };
     let mut configured = shards(2);
     configured[1].servers.push("db0".into());

@@ -14,6 +14,7 @@ mod lease;
 mod scatter;
 mod shard;
 mod user_vars;
+mod xa;
 pub(super) use lease::Ready;
 pub(super) use shard::Placed;
 
@@ -296,6 +297,10 @@ pub(super) struct Mux {
     pub shard: Option<usize>,
     shard_state: HashMap<usize, shard::ShardState>,
     deferred_begin: Option<Box<[u8]>>,
+    /// A transaction over several shards (`mux/xa.rs`), and whether the transaction
+    /// open wrote anything (a statement other than a plain read reached a server).
+    spread: Option<xa::Spread>,
+    trx_wrote: bool,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
     pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
     /// The statement in flight runs with the client's tracking settings on the
@@ -337,6 +342,8 @@ impl Mux {
             shard: None,
             shard_state: HashMap::new(),
             deferred_begin: None,
+            spread: None,
+            trx_wrote: false,
             tracking: None,
             own_tracking: false,
             globals: None,
@@ -376,7 +383,7 @@ impl Mux {
 
     /// Why the session must keep its connection, given the server's last status.
     pub fn pin_reason(&self, status: StatusFlags) -> Option<PinReason> {
-        if status.in_transaction() {
+        if status.in_transaction() || self.spread.is_some() {
             return Some(PinReason::Transaction);
         }
         if let Some(r) = self.pins.reason() {

@@ -161,6 +161,7 @@ impl Session {
         } else {
             mux.hold_until = None;
         }
+        self.check_spread().await;
         self.release_if_free().await
     }
 

@@ -13,6 +13,7 @@ use crate::classify::keys::key_values;
 use crate::classify::sql::{self, Analysis, TableRef};
 use crate::router::gtid::GtidPos;
 use crate::router::{Member, Router};
+use crate::shard::config::CrossShard;
 use crate::shard::{Merge, Placement, Shards};
 use sluice_wire::statement::Bound;
 use std::sync::Arc;
@@ -37,7 +38,7 @@ pub(in crate::frontend::session) struct ShardState {
 
 /// Error 1235 (`ER_NOT_SUPPORTED_YET`, as the server words it), naming what needs
 /// more than one shard.
-fn not_yet(what: &str) -> ErrPacket {
+pub(super) fn not_yet(what: &str) -> ErrPacket {
     ErrPacket::new(
         code::ER_NOT_SUPPORTED_YET,
         "42000",
@@ -114,8 +115,19 @@ impl Session {
         let params: Option<Vec<Bound>> = types.as_ref().and_then(|(types, params)| {
             Execute::parse(&payload, *params).and_then(|e| e.bound(types))
         });
+        if let Some(done) = self.spread_statement(&shards, &text).await? {
+            return Ok(Placed::Done(done));
+        }
         if let Some(done) = self.deferred_transaction(&text).await? {
             return Ok(Placed::Done(done));
+        }
+        let held_in_trx = self
+            .backend
+            .as_ref()
+            .is_some_and(|b| b.status.in_transaction());
+        let mux = self.backing.muxed_mut();
+        if !held_in_trx && mux.deferred_begin.is_none() && mux.spread.is_none() {
+            mux.trx_wrote = false;
         }
         let schema = self
             .backing
@@ -161,9 +173,20 @@ impl Session {
             }
         };
         if target != current && !self.move_to_shard(&shards, current, target).await? {
-            return self
-                .refuse(not_yet("a transaction over more than one shard"))
-                .await;
+            let in_trx = self.backing.muxed().spread.is_some()
+                || self
+                    .backend
+                    .as_ref()
+                    .is_some_and(|b| b.status.in_transaction());
+            if !in_trx || shards.cross_shard == CrossShard::Refuse {
+                return self
+                    .refuse(not_yet("a transaction over more than one shard"))
+                    .await;
+            }
+            self.spread_to(&shards, current, target);
+        }
+        if !read {
+            self.backing.muxed_mut().trx_wrote = true;
         }
         Ok(Placed::On(shards.routers[target].clone()))
     }
@@ -251,6 +274,13 @@ impl Session {
         }
         // A transaction (explicit, or any statement under autocommit = 0) keeps its
         // connection until it ends, so reaching here it has ended or not begun.
+        self.switch_shard(shards, from, to);
+        Ok(true)
+    }
+
+    /// The session is on shard `to` now: what its reads must see on `from` is kept for
+    /// when it comes back.
+    pub(super) fn switch_shard(&mut self, shards: &Shards, from: usize, to: usize) {
         let mux = self.backing.muxed_mut();
         let left = ShardState {
             last_gtid: mux.last_gtid.take(),
@@ -266,7 +296,6 @@ impl Session {
             to = shards.map.names()[to],
             "session moves to another shard"
         );
-        Ok(true)
     }
 
     /// Answers the statement at the front of the client buffer with `err`.
@@ -289,18 +318,22 @@ impl Session {
         let mut payload = Vec::with_capacity(begin.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(&begin);
-        match backend.simple_command(&payload).await {
-            Ok(Ok(_)) => Ok(Ok(())),
-            Ok(Err(err)) => Ok(Err(err)),
+        let err = match backend.simple_command(&payload).await {
+            Ok(Ok(_)) => return Ok(Ok(())),
+            Ok(Err(err)) => err,
             Err(e) => {
                 backend.mark_broken();
-                Ok(Err(e.to_err_packet()))
+                e.to_err_packet()
             }
+        };
+        if let Some(shards) = self.fe.shards.clone() {
+            self.spread_failed(&shards).await;
         }
+        Ok(Err(err))
     }
 }
 
-fn contains_word(text: &[u8], word: &[u8]) -> bool {
+pub(super) fn contains_word(text: &[u8], word: &[u8]) -> bool {
     text.split(|b| !b.is_ascii_alphanumeric() && *b != b'_')
         .any(|w| w.eq_ignore_ascii_case(word))
 }
