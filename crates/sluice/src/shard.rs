@@ -286,6 +286,28 @@ impl ShardMap {
         }
     }
 
+    /// A multi-row insert into sharded table `t` cut into one per shard: each shard
+    /// with the indices of its rows, in order; `None` unless every row's key decides
+    /// its shard (or `t` is not sharded, or the statement not such an insert).
+    pub fn split_insert(
+        &self,
+        t: &TableRef,
+        sql: &[u8],
+        default_schema: Option<&str>,
+    ) -> Option<(crate::classify::keys::InsertRows, Vec<(usize, Vec<usize>)>)> {
+        let sharded = self.tables.get(t)?;
+        let rows = crate::classify::keys::insert_rows(sql, default_schema, &sharded.column(t))?;
+        let mut by_shard: Vec<(usize, Vec<usize>)> = Vec::new();
+        for (i, (_, v)) in rows.rows.iter().enumerate() {
+            let shard = self.shard_of(sharded, v, None)?;
+            match by_shard.iter_mut().find(|(s, _)| *s == shard) {
+                Some((_, list)) => list.push(i),
+                None => by_shard.push((shard, vec![i])),
+            }
+        }
+        Some((rows, by_shard))
+    }
+
     /// The shard a key value lives on; `None` when the value does not decide one.
     fn shard_of(&self, t: &Sharded, v: &Value, params: Option<&[Bound]>) -> Option<usize> {
         let canon = canonical(t.key_type, v, params)?;

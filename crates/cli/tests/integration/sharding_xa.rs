@@ -5,7 +5,7 @@
 
 use crate::routing::ok;
 use crate::sharding::{ids, refused, shop, start_with};
-use crate::support::wire::RawConn;
+use crate::support::wire::{RawConn, Reply};
 use crate::support::{sandbox, wait_until, NATIVE_PASSWORD, NATIVE_USER};
 use sluice_sandbox::MariaDb;
 use std::time::Duration;
@@ -134,6 +134,86 @@ fn a_transaction_over_two_shards_commits_on_both_or_neither() {
     assert!(prepared(&a).is_empty() && prepared(&b).is_empty());
 }
 
+/// Rows 1..=n as one multi-row insert; its OK's affected rows.
+fn insert_many(c: &mut RawConn, from: u32, to: u32) -> Result<u64, (u16, String)> {
+    let rows: Vec<String> = (from..=to).map(|id| format!("('m{id}', {id})")).collect();
+    let sql = format!("INSERT INTO orders (v, id) VALUES {}", rows.join(", "));
+    match c.query(&sql).unwrap() {
+        Reply::Ok { affected_rows, .. } => Ok(affected_rows),
+        Reply::Err(e) => Err((e.code, e.message)),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn count(server: &MariaDb) -> u64 {
+    server
+        .query_value("SELECT COUNT(*) FROM shop.orders")
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn a_multi_row_insert_over_both_shards_is_split_and_all_or_nothing() {
+    let (a, b, sluice, _) = start_with(&[("instance", INSTANCE)]);
+    assert!(decision_table_made(&a, &b), "{}", sluice.log());
+    let mut c = shop(&sluice);
+    assert_eq!(insert_many(&mut c, 1, 40), Ok(40));
+    let (on_a, on_b) = (ids(&a, "orders"), ids(&b, "orders"));
+    assert!(!on_a.is_empty() && !on_b.is_empty(), "{on_a:?} {on_b:?}");
+    assert_eq!(on_a.len() + on_b.len(), 40);
+    assert!(on_a.is_disjoint(&on_b));
+    // Each row where a single-row insert of it would have gone.
+    for id in [1u32, 2, 3] {
+        let holder = if on_a.contains(&id) { &a } else { &b };
+        assert_eq!(value(holder, id), format!("m{id}"));
+    }
+    assert!(prepared(&a).is_empty() && prepared(&b).is_empty());
+
+    // One duplicate on either shard: nothing of the statement stays anywhere.
+    let dup_a = *on_a.iter().next().unwrap();
+    let dup_b = *on_b.iter().next().unwrap();
+    for dup in [dup_a, dup_b] {
+        let rows = format!("('n', 100), ('n', 101), ('n', 102), ('n', 103), ('n', {dup})");
+        let sql = format!("INSERT INTO orders (v, id) VALUES {rows}");
+        let (code, _) = refused(&mut c, &sql);
+        assert_eq!(code, 1062, "{sql}");
+        assert_eq!(count(&a) + count(&b), 40, "{sql}");
+    }
+    // In the client's transaction: part of it, and rolled back with it.
+    ok(&mut c, "BEGIN");
+    assert_eq!(insert_many(&mut c, 200, 210), Ok(11));
+    ok(
+        &mut c,
+        &format!("UPDATE orders SET v = 'in' WHERE id = {dup_a}"),
+    );
+    ok(&mut c, "ROLLBACK");
+    assert_eq!(count(&a) + count(&b), 40);
+    assert_eq!(value(&a, dup_a), format!("m{dup_a}"));
+    ok(&mut c, "BEGIN");
+    assert_eq!(insert_many(&mut c, 200, 210), Ok(11));
+    ok(&mut c, "COMMIT");
+    assert_eq!(count(&a) + count(&b), 51);
+    // The mariadb client's bulk form, with a trailing semicolon.
+    let out = sluice_client(
+        &sluice,
+        "INSERT INTO shop.orders VALUES (300, 'x'), (301, 'y'), (302, 'z');",
+    );
+    assert!(out.is_ok(), "{out:?}");
+    assert_eq!(count(&a) + count(&b), 54);
+}
+
+fn sluice_client(sluice: &crate::support::Sluice, sql: &str) -> Result<String, String> {
+    let out = crate::support::Client::native(sluice.port())
+        .args(["-e", sql])
+        .run();
+    if out.success() {
+        Ok(out.stdout)
+    } else {
+        Err(out.stderr)
+    }
+}
+
 #[test]
 fn refused_by_configuration_a_transaction_stays_on_one_shard() {
     let (a, b, sluice, _) = start_with(&[("cross_shard", "refuse")]);
@@ -153,6 +233,9 @@ fn refused_by_configuration_a_transaction_stays_on_one_shard() {
     ok(&mut c, "COMMIT");
     assert_eq!(value(&a, on_a[0]), "c");
     assert_eq!(value(&b, on_b[0]), "v");
+    let (code, message) = insert_many(&mut c, 100, 120).unwrap_err();
+    assert_eq!(code, 1235, "{message}");
+    assert!(message.contains("multi-row insert"), "{message}");
 }
 
 /// Sluice is killed while the first shard's commit waits for the decision table

@@ -11,6 +11,7 @@
 //! collation, trailing spaces) is the caller's business: values are returned as written.
 
 use super::sql::{code_token, ident_text, Kind, Lexer, Tok};
+use std::ops::Range;
 
 /// The column: a table's key, names in lowercase ASCII as [`ident_text`] gives them.
 #[derive(Clone, Copy, Debug)]
@@ -60,6 +61,49 @@ pub fn key_values(sql: &[u8], default_schema: Option<&str>, col: &KeyColumn) -> 
         col,
     };
     p.statement()
+}
+
+/// A multi-row `INSERT ... VALUES` cut where its rows are (byte ranges of the
+/// statement), so that it can be split into one statement per shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InsertRows {
+    /// Up to the first row: `INSERT INTO t (cols) VALUES `.
+    pub head: Range<usize>,
+    /// Each row, its parentheses included, with its key value.
+    pub rows: Vec<(Range<usize>, Value)>,
+    /// After the last row (`ON DUPLICATE KEY UPDATE ...`) to the statement's end.
+    pub tail: Range<usize>,
+}
+
+/// [`InsertRows`] of `sql` when it is an `INSERT` or `REPLACE` of rows with `col`'s key
+/// given in each (no `RETURNING`: one result per statement could not be put together).
+pub fn insert_rows(
+    sql: &[u8],
+    default_schema: Option<&str>,
+    col: &KeyColumn,
+) -> Option<InsertRows> {
+    let toks = one_statement(sql)?;
+    let p = Parser {
+        sql,
+        toks: &toks,
+        schema: default_schema.map(str::to_ascii_lowercase),
+        col,
+    };
+    if !p.word_in(0, &["INSERT", "REPLACE"]) || p.any_word("RETURNING") || p.any_word("SELECT") {
+        return None;
+    }
+    let (first, position) = p.values_at(p.insert_table_end()?)?;
+    let spans = p.row_spans(first, position)?;
+    let last = spans.last()?.1;
+    let end = toks.last()?.end;
+    Some(InsertRows {
+        head: 0..toks[first].start,
+        rows: spans
+            .into_iter()
+            .map(|(open, close, v)| (toks[open].start..toks[close].end, v))
+            .collect(),
+        tail: toks[last].end..end,
+    })
 }
 
 /// The code tokens of the only statement in `sql`; `None` when there are several.
@@ -211,23 +255,9 @@ impl Parser<'_> {
     /// `INSERT|REPLACE [modifiers] [INTO] <the table> (cols) VALUES (...), ...` or
     /// `... SET col = v, ...`.
     fn insert(&self) -> (Keys, bool) {
-        let mut i = 1;
-        while self.word_in(i, &["LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"]) {
-            i += 1;
-        }
-        if self.word(i, "INTO") {
-            i += 1;
-        }
-        let Some(end) = self.this_table(i) else {
+        let Some(i) = self.insert_table_end() else {
             return (Keys::Any, false);
         };
-        let mut i = end;
-        if self.word(i, "PARTITION") {
-            match self.matching(i + 1) {
-                Some(close) => i = close + 1,
-                None => return (Keys::Any, false),
-            }
-        }
         let duplicate = self.at_depth0(i, "DUPLICATE");
         // `ON DUPLICATE KEY UPDATE` then the assignments.
         let sets_key = duplicate.is_some_and(|d| self.assigns_key(d + 3, self.toks.len(), None));
@@ -235,22 +265,38 @@ impl Parser<'_> {
             let end = duplicate.map_or(self.toks.len(), |d| d - 1);
             return (self.set_row(i + 1, end), sets_key);
         }
+        match self.values_at(i) {
+            Some((first, position)) => (self.rows(first, position), sets_key),
+            None => (Keys::Any, false),
+        }
+    }
+
+    /// After the table of an `INSERT` at `i`: `VALUES` (the key at its known position)
+    /// or `(cols) VALUES`; the first row's `(` and the key's position in rows.
+    fn values_at(&self, i: usize) -> Option<(usize, usize)> {
         if self.word_in(i, &["VALUES", "VALUE"]) {
-            return match self.col.position {
-                Some(position) => (self.rows(i + 1, position), sets_key),
-                None => (Keys::Any, false),
-            };
+            return Some((i + 1, self.col.position?));
         }
-        let Some(close) = self.punct(i, b'(').then(|| self.matching(i)).flatten() else {
-            return (Keys::Any, false);
-        };
-        let Some(position) = self.column_position(i + 1, close) else {
-            return (Keys::Any, false);
-        };
-        if !self.word_in(close + 1, &["VALUES", "VALUE"]) {
-            return (Keys::Any, false);
+        let close = self.punct(i, b'(').then(|| self.matching(i)).flatten()?;
+        let position = self.column_position(i + 1, close)?;
+        self.word_in(close + 1, &["VALUES", "VALUE"])
+            .then_some((close + 2, position))
+    }
+
+    /// `INSERT|REPLACE [modifiers] [INTO] <the table> [PARTITION (...)]`: the index after.
+    fn insert_table_end(&self) -> Option<usize> {
+        let mut i = 1;
+        while self.word_in(i, &["LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"]) {
+            i += 1;
         }
-        (self.rows(close + 2, position), sets_key)
+        if self.word(i, "INTO") {
+            i += 1;
+        }
+        let end = self.this_table(i)?;
+        if self.word(end, "PARTITION") {
+            return self.matching(end + 1).map(|close| close + 1);
+        }
+        Some(end)
     }
 
     /// The index of the first `w` at parenthesis depth 0 from `from`.
@@ -550,24 +596,27 @@ impl Parser<'_> {
     }
 
     /// `(row), (row) ...` from `i`: the value at `position` of each row.
-    fn rows(&self, mut i: usize, position: usize) -> Keys {
-        let mut values = Vec::new();
+    fn rows(&self, i: usize, position: usize) -> Keys {
+        match self.row_spans(i, position) {
+            Some(rows) => Keys::Values(rows.into_iter().map(|(_, _, v)| v).collect()),
+            None => Keys::Any,
+        }
+    }
+
+    /// The rows from the `(` at `i`: each row's first and last token and its key value.
+    fn row_spans(&self, mut i: usize, position: usize) -> Option<Vec<(usize, usize, Value)>> {
+        let mut rows = Vec::new();
         loop {
-            let Some(close) = self.matching(i) else {
-                return Keys::Any;
-            };
-            match self.nth_value(i + 1, close, position) {
-                Some(v) => values.push(v),
-                None => return Keys::Any,
-            }
+            let close = self.matching(i)?;
+            rows.push((i, close, self.nth_value(i + 1, close, position)?));
             if self.punct(close + 1, b',') {
                 i = close + 2;
             } else if close + 1 == self.toks.len()
                 || self.word_in(close + 1, &["ON", "AS", "RETURNING"])
             {
-                return Keys::Values(values);
+                return Some(rows);
             } else {
-                return Keys::Any;
+                return None;
             }
         }
     }

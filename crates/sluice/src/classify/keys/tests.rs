@@ -221,3 +221,45 @@ fn every_prefix_of_a_statement_is_answered_without_a_panic() {
         }
     }
 }
+
+#[test]
+fn multi_row_inserts_are_cut_where_their_rows_are() {
+    let sql = "INSERT INTO orders (v, id) VALUES ('a,(b)', 1), ( 'c', 2 ) ,('d',3) \
+               ON DUPLICATE KEY UPDATE v = VALUES(v)";
+    let cut = insert_rows(sql.as_bytes(), Some("shop"), &ID).unwrap();
+    let text = |r: &Range<usize>| &sql[r.clone()];
+    assert_eq!(text(&cut.head), "INSERT INTO orders (v, id) VALUES ");
+    let rows: Vec<(&str, Value)> = cut.rows.iter().map(|(r, v)| (text(r), v.clone())).collect();
+    assert_eq!(
+        rows,
+        vec![
+            ("('a,(b)', 1)", n("1")),
+            ("( 'c', 2 )", n("2")),
+            ("('d',3)", n("3"))
+        ]
+    );
+    assert_eq!(text(&cut.tail), " ON DUPLICATE KEY UPDATE v = VALUES(v)");
+    // Without a column list, by the key's known position; a trailing `;` is not kept.
+    let at_0 = KeyColumn {
+        position: Some(0),
+        ..ID
+    };
+    let sql = "insert into shop.orders values (7, 'x'),(8, 'y');";
+    let cut = insert_rows(sql.as_bytes(), None, &at_0).unwrap();
+    assert_eq!(cut.rows.len(), 2);
+    assert_eq!(&sql[cut.tail.clone()], "");
+    for not_split in [
+        "INSERT INTO orders (v, id) VALUES ('a', 1) RETURNING id",
+        "INSERT INTO orders (v, id) SELECT v, id FROM other",
+        "INSERT INTO orders (v, id) VALUES ('a', 1 + 1)",
+        "INSERT INTO orders SET id = 1, v = 'a'",
+        "INSERT INTO other (id) VALUES (1), (2)",
+        "UPDATE orders SET v = 'a' WHERE id = 1",
+    ] {
+        assert_eq!(
+            insert_rows(not_split.as_bytes(), Some("shop"), &ID),
+            None,
+            "{not_split}"
+        );
+    }
+}

@@ -13,6 +13,7 @@ mod finish;
 mod lease;
 mod scatter;
 mod shard;
+mod split;
 mod user_vars;
 mod xa;
 pub(super) use lease::Ready;

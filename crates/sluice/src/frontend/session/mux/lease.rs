@@ -240,7 +240,7 @@ impl Session {
     /// is for the client (the connection could not be had, or brought in line).
     /// `needs_lid`: the statement reads or may change `LAST_INSERT_ID()`, so the
     /// connection must hold the session's value first.
-    async fn acquire(
+    pub(super) async fn acquire(
         &mut self,
         needs_lid: bool,
         router: &std::sync::Arc<crate::router::Router>,

@@ -162,6 +162,16 @@ impl Session {
                 Placement::Several(list) => list,
                 Placement::All => (0..shards.routers.len()).collect(),
             };
+            let split = match (read, command, tables.as_slice()) {
+                (false, Some(Command::Query), [table]) if targets.len() > 1 => {
+                    shards.map.split_insert(table, &text, schema.as_deref())
+                }
+                _ => None,
+            };
+            if let Some((cut, parts)) = split {
+                let going_on = self.split_insert(&shards, &text, cut, parts).await?;
+                return Ok(Placed::Done(going_on));
+            }
             match targets.as_slice() {
                 [one] => *one,
                 _ => {

@@ -234,6 +234,11 @@ impl Session {
         }
     }
 
+    /// COMMIT of the transaction over several shards, Sluice's own (a split insert's).
+    pub(super) async fn commit_spread(&mut self, shards: &Shards) -> Result<(), ErrPacket> {
+        self.end_spread(shards, true).await
+    }
+
     /// Commits or rolls back the transaction on every shard it used, and gives their
     /// connections back.
     async fn end_spread(&mut self, shards: &Shards, commit: bool) -> Result<(), ErrPacket> {
