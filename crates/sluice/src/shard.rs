@@ -145,6 +145,9 @@ impl Sharded {
     }
 }
 
+/// Each shard with the indices of its rows of a multi-row insert.
+pub type ShardRows = Vec<(usize, Vec<usize>)>;
+
 /// The configured placement of every table and schema.
 pub struct ShardMap {
     names: Vec<String>,
@@ -294,7 +297,7 @@ impl ShardMap {
         t: &TableRef,
         sql: &[u8],
         default_schema: Option<&str>,
-    ) -> Option<(crate::classify::keys::InsertRows, Vec<(usize, Vec<usize>)>)> {
+    ) -> Option<(crate::classify::keys::InsertRows, ShardRows)> {
         let sharded = self.tables.get(t)?;
         let rows = crate::classify::keys::insert_rows(sql, default_schema, &sharded.column(t))?;
         let mut by_shard: Vec<(usize, Vec<usize>)> = Vec::new();

@@ -8,7 +8,7 @@ use super::*;
 use crate::classify::keys::InsertRows;
 use crate::router::Target;
 use crate::shard::config::CrossShard;
-use crate::shard::Shards;
+use crate::shard::{ShardRows, Shards};
 use std::sync::Arc;
 
 /// The statement of shard's rows `rows` (indices into `cut.rows`).
@@ -33,7 +33,7 @@ impl Session {
         shards: &Arc<Shards>,
         text: &[u8],
         cut: InsertRows,
-        parts: Vec<(usize, Vec<usize>)>,
+        parts: ShardRows,
     ) -> Result<bool, SessionError> {
         if shards.cross_shard == CrossShard::Refuse {
             let err = super::shard::not_yet("a multi-row insert over several shards");
