@@ -267,6 +267,8 @@ pub struct Finished<'a> {
     pub cache: CacheUse,
     /// Ran inside a transaction, where the cache never answers.
     pub in_transaction: bool,
+    /// Ran on several shards.
+    pub scattered: bool,
     pub bytes_in: u64,
     pub bytes_out: u64,
 }

@@ -421,4 +421,33 @@ fn shards_are_listed_and_their_generated_ids_checked() {
         servers()
     );
     assert_eq!(servers()["shards"][1]["auto_increment_offset"], 2);
+
+    // Each shard's traffic, and the digests that ran on every shard flagged.
+    let before: Vec<u64> = (0..2)
+        .map(|i| servers()["shards"][i]["queries"].as_u64().unwrap())
+        .collect();
+    let mut c = shop(&sluice);
+    for _ in 0..3 {
+        crate::routing::one(&mut c, "SELECT COUNT(*) FROM orders");
+    }
+    ok(&mut c, "INSERT INTO orders (id, v) VALUES (1, 'a')");
+    crate::routing::one(&mut c, "SELECT v FROM orders WHERE id = 1");
+    let after: Vec<u64> = (0..2)
+        .map(|i| servers()["shards"][i]["queries"].as_u64().unwrap())
+        .collect();
+    assert!(
+        after[0] >= before[0] + 3 && after[1] >= before[1] + 3,
+        "{before:?} {after:?}"
+    );
+    let d = crate::routing::admin_get(&sluice, &config, "/v1/digests");
+    let scattered = |text: &str| {
+        d["digests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["text"].as_str().is_some_and(|t| t.contains(text)))
+            .map(|x| x["scattered"].as_u64().unwrap())
+    };
+    assert_eq!(scattered("COUNT"), Some(3), "{d}");
+    assert_eq!(scattered("WHERE id"), Some(0), "{d}");
 }

@@ -109,6 +109,7 @@ mod tests {
             server: Some("db1"),
             cache: CacheUse::None,
             in_transaction: false,
+            scattered: false,
             bytes_in: 0,
             bytes_out: 0,
         };

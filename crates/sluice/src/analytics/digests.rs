@@ -140,6 +140,8 @@ pub struct Entry {
     /// Executions the servers answered, and their time: what caching would save.
     pub backend_count: u64,
     pub backend_us: u64,
+    /// Executions that ran on several shards (`[[shards]]`).
+    pub scattered: u64,
     pub servers: Vec<(String, u64)>,
     pub users: Vec<String>,
     pub first_seen: u64,
@@ -177,6 +179,7 @@ impl Entry {
             cache_misses: 0,
             backend_count: 0,
             backend_us: 0,
+            scattered: 0,
             servers: Vec::new(),
             users: Vec::new(),
             first_seen: now,
@@ -203,6 +206,7 @@ impl Entry {
         self.cache_misses += slot.cache_misses;
         self.backend_count += slot.backend_count;
         self.backend_us += slot.backend_us;
+        self.scattered += slot.scattered;
         for (server, n) in slot.servers.iter().filter(|(_, n)| *n > 0) {
             match self.servers.iter().position(|(s, _)| s == server) {
                 Some(i) => self.servers[i].1 += n,
@@ -270,6 +274,7 @@ impl Entry {
             "p99_us": q(0.99),
             "cache_hits": self.cache_hits,
             "cache_misses": self.cache_misses,
+            "scattered": self.scattered,
             "servers": self.servers.iter().map(|(s, n)| (s.clone(), Value::from(*n)))
                 .collect::<serde_json::Map<_, _>>(),
             "users": self.users,
@@ -580,6 +585,7 @@ mod tests {
             server: Some("db1"),
             cache: CacheUse::None,
             in_transaction: false,
+            scattered: false,
             bytes_in: 0,
             bytes_out: 0,
         }

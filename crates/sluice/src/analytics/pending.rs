@@ -56,6 +56,8 @@ pub(super) struct Slot {
     pub cache_misses: u64,
     pub backend_count: u64,
     pub backend_us: u64,
+    /// Executions that ran on several shards.
+    pub scattered: u64,
     pub first_seen: u64,
     pub last_seen: u64,
     /// In microseconds, which an hour's bound keeps within u32.
@@ -95,6 +97,7 @@ impl Slot {
             cache_misses: 0,
             backend_count: 0,
             backend_us: 0,
+            scattered: 0,
             first_seen: 0,
             last_seen: 0,
             latencies: Vec::new(),
@@ -156,6 +159,7 @@ impl Slot {
         if let Some(server) = f.server {
             self.served_by(server);
         }
+        self.scattered += u64::from(f.scattered);
         if f.outcome.error {
             self.errors += 1;
             return;
@@ -357,6 +361,7 @@ mod tests {
             Some("db1"),
             CacheUse::None,
             false,
+            false,
             7,
         );
     }
@@ -494,6 +499,7 @@ mod tests {
                 server: Some("db1"),
                 cache: CacheUse::None,
                 in_transaction: false,
+                scattered: false,
                 bytes_in: 0,
                 bytes_out: 0,
             };

@@ -144,6 +144,7 @@ impl SessionProbe {
         server: Option<&str>,
         cache: CacheUse,
         in_transaction: bool,
+        scattered: bool,
         bytes_out: u64,
     ) {
         let Some(s) = self.current.take() else {
@@ -161,6 +162,7 @@ impl SessionProbe {
             server,
             cache,
             in_transaction,
+            scattered,
             bytes_in: s.bytes_in,
             bytes_out,
         };

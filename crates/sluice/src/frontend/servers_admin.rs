@@ -164,6 +164,11 @@ impl ServersAdmin for ServersHandle {
                         "servers": r.members.iter().map(|m| m.name().to_owned()).collect::<Vec<_>>(),
                         "auto_increment_increment": auto.map(|a| a.0),
                         "auto_increment_offset": auto.map(|a| a.1),
+                        // The shard's traffic: what its servers relayed.
+                        "queries": r.members.iter()
+                            .map(|m| n(&m.pool.server.counters.queries)).sum::<u64>(),
+                        "errors": r.members.iter()
+                            .map(|m| n(&m.pool.server.counters.errors)).sum::<u64>(),
                     }))
                     .collect::<Vec<_>>()
             }),

@@ -628,7 +628,7 @@ function applyDigests(d) {
   const list = Array.isArray(d.digests) ? d.digests : [];
   setText($('#digests-note'), `by total time · ${fmtCount(d.tracked)} tracked` + (nz(d.evicted) ? ` · ${fmtCount(d.evicted)} evicted` : ''));
   syncRows($('#digests-body'), list, (x) => x.id, [
-    sqlCell((x) => [x.kind, x.schema, Array.isArray(x.users) && x.users.length ? 'users ' + x.users.join(', ') : null].filter(Boolean).join(' · ')),
+    sqlCell((x) => [x.kind, x.schema, nz(x.scattered) ? `over several shards ${fmtCount(x.scattered)}×` : null, Array.isArray(x.users) && x.users.length ? 'users ' + x.users.join(', ') : null].filter(Boolean).join(' · ')),
     numCol((x) => fmtCount(x.count)),
     numCol((x) => fmtUs(x.total_us)),
     numCol((x) => fmtUs(x.mean_us)),

@@ -50,6 +50,8 @@ pub(super) struct InFlight {
     pub(super) sent_before: u64,
     /// It started inside a transaction.
     pub(super) in_transaction: bool,
+    /// With `[[shards]]`, it ran on several shards (a read put together, a split insert).
+    pub(super) scattered: bool,
     /// It reads the process list: its thread ids are translated.
     pub(super) processlist: Option<identity::ProcesslistIds>,
     /// Its `CONNECTION_ID()` was replaced: never cached.
@@ -194,6 +196,7 @@ impl Session {
             self.stmt.served_by.as_ref().map(|s| s.name.as_str()),
             self.stmt.cache_use,
             self.stmt.in_transaction,
+            self.stmt.scattered,
             bytes_out,
         );
     }
@@ -214,6 +217,7 @@ impl Session {
             mux::Placed::On(router) => router,
             mux::Placed::Done(going_on) => return Ok(going_on),
             mux::Placed::Scatter(shards, targets, merge) => {
+                self.stmt.scattered = true;
                 return self.scatter(len, &shards, &targets, merge).await;
             }
         };

@@ -226,7 +226,15 @@ impl Session {
         }
         let router = shards.routers[shard].clone();
         match self.mux_prepare(len, &router).await? {
-            Ready::Go(fx) => Ok(Some(fx)),
+            Ready::Go(fx) => {
+                // Each shard's server counts the statement it is sent (its traffic).
+                if let Some(b) = &self.backend {
+                    b.server
+                        .counters
+                        .relayed(len as u64, 0, std::time::Duration::ZERO, false);
+                }
+                Ok(Some(fx))
+            }
             Ready::Done(_) => Ok(None),
         }
     }

@@ -169,6 +169,7 @@ impl Session {
                 _ => None,
             };
             if let Some((cut, parts)) = split {
+                self.stmt.scattered = true;
                 let going_on = self.split_insert(&shards, &text, cut, parts).await?;
                 return Ok(Placed::Done(going_on));
             }
