@@ -73,6 +73,8 @@ mod server_state;
 mod session_track;
 #[path = "integration/sharding.rs"]
 mod sharding;
+#[path = "integration/sharding_exact.rs"]
+mod sharding_exact;
 #[path = "integration/sysbench.rs"]
 mod sysbench;
 #[path = "integration/tls.rs"]
