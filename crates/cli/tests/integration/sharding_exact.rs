@@ -201,6 +201,25 @@ fn start(rng: &mut Rng) -> (Vec<MariaDb>, Sluice, RawConn) {
         );
         all.push(row);
     }
+    // Averages that end exactly half way at their scale (1/32 = 0.03125 at 4 decimals,
+    // 0.001/32 at 7), spread over both shards: the server rounds them away from zero.
+    for i in 0..64 {
+        let sign = if i < 32 { "" } else { "-" };
+        let (n, d) = match i % 32 {
+            0 => (format!("{sign}1"), format!("{sign}0.001")),
+            _ => ("0".into(), "0".into()),
+        };
+        let row = format!(
+            "({}, {}, {d}, {n}, NULL, NULL, NULL, NULL, NULL)",
+            1001 + i,
+            100 + i / 32
+        );
+        ok(
+            &mut c,
+            &format!("INSERT INTO t (id, g, d, n, day, b, s, f, q) VALUES {row}"),
+        );
+        all.push(row);
+    }
     servers[2]
         .execute(&format!("INSERT INTO shop.t VALUES {}", all.join(", ")))
         .unwrap();
@@ -413,6 +432,21 @@ fn merged_answers_are_the_unsharded_servers() {
     let (servers, _sluice, mut through) = start(&mut rng);
     let mut direct = RawConn::login_ok(servers[2].addr(), NATIVE_USER, NATIVE_PASSWORD);
     ok(&mut direct, "USE shop");
+    let halves = "SELECT g, AVG(n), AVG(d) FROM t WHERE g >= 100 GROUP BY g";
+    let want = run(&mut direct, halves);
+    let Answer::Rows(_, rows) = &want else {
+        panic!("{want:?}")
+    };
+    let text = |v: &str| Some(v.to_string());
+    assert_eq!(
+        shown(rows),
+        [
+            [text("100"), text("0.0313"), text("0.0000313")],
+            [text("101"), text("-0.0313"), text("-0.0000313")]
+        ],
+        "the server's AVG rounds half away from zero"
+    );
+    assert_eq!(run(&mut through, halves), want, "{halves}");
     let mut refused = 0;
     // Answers that had rows to put together, by what the statement does.
     let features = ["GROUP BY", "AVG", "OFFSET", "LIMIT", "ORDER BY", "WHERE"];
