@@ -422,7 +422,7 @@ fn item(sql: &[u8], toks: &[Tok]) -> Option<Item> {
     match rest {
         [] => Some(value),
         [a] if alias(a) && !is_one_of(sql, a, &["AS"]) => Some(value),
-        [r#as, a] if is_one_of(sql, r#as, &["AS"]) && alias(a) => Some(value),
+        [word, a] if is_one_of(sql, word, &["AS"]) && alias(a) => Some(value),
         _ => None,
     }
 }

@@ -3,9 +3,9 @@
 //! terminator (the last shard's status, every shard's warnings). Only shapes that can be
 //! put together exactly get here ([`crate::shard::merging`]): rows concatenated as they
 //! stream (a shard's error ends the result, as a server's error mid-result does); or,
-//! read whole from every shard first, aggregates combined or rows merged in order and
-//! cut at the limit (any error, or a combination that could not be exact, is then the
-//! whole answer).
+//! each shard running the statement `shard::plan` wrote for it and read whole first,
+//! put together by `shard::gather` (any error, or a combination that could not be
+//! exact, is then the whole answer).
 
 use super::*;
 use crate::error::BackendError;
