@@ -73,6 +73,8 @@ mod server_state;
 mod session_track;
 #[path = "integration/sharding.rs"]
 mod sharding;
+#[path = "integration/sharding_exact.rs"]
+mod sharding_exact;
 #[path = "integration/sharding_failover.rs"]
 mod sharding_failover;
 #[path = "integration/sharding_xa.rs"]

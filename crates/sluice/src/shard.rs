@@ -4,7 +4,9 @@
 //! each sharded table, the key values that decide its rows (`classify::keys`).
 
 pub mod config;
+pub mod gather;
 pub mod merge;
+pub mod plan;
 pub mod xa;
 
 use crate::classify::keys::{KeyColumn, Keys, Value};
@@ -333,39 +335,66 @@ impl ShardMap {
 /// exactly pass: anything ordering, grouping, limiting, de-duplicating or aggregating
 /// across rows (at any depth, since a subquery's `LIMIT` is per shard too) is named.
 pub fn unmergeable(sql: &[u8]) -> Option<&'static str> {
-    shape_problem(sql, false, false)
+    shape_problem(sql, Allow::default())
 }
 
-/// How the rows of a read run on several shards are put together ([`merge`]).
+/// How the rows of a read run on several shards are put together.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Merge {
-    /// Every shard's rows, one shard after the other.
+    /// Every shard's rows, one shard after the other, as they come.
     Concat,
-    /// Each shard's one row of these aggregates, combined.
-    Aggregates(Vec<merge::Agg>),
-    /// Each shard's first rows in this order, merged, the first `limit` kept.
-    Sorted(merge::OrderLimit),
+    /// Every shard's whole answer to its own statement, then put together
+    /// ([`gather::put_together`]): aggregates combined, groups merged, rows sorted and
+    /// cut at the limit.
+    Gathered(plan::Gather),
 }
 
 /// How to put together the rows of `sql`, a read run on several shards; `Err` names
 /// what cannot be put together exactly.
 pub fn merging(sql: &[u8]) -> Result<Merge, &'static str> {
-    let sorted = merge::order_limit(sql);
-    match shape_problem(sql, false, sorted.is_some()) {
-        None => Ok(sorted.map_or(Merge::Concat, Merge::Sorted)),
-        Some(why) if why.starts_with("aggregate") && sorted.is_none() => {
-            match merge::aggregates(sql) {
-                Some(aggs) if shape_problem(sql, true, false).is_none() => {
-                    Ok(Merge::Aggregates(aggs))
-                }
-                _ => Err(why),
-            }
-        }
-        Some(why) => Err(why),
+    let Some(why) = shape_problem(sql, Allow::default()) else {
+        return Ok(Merge::Concat);
+    };
+    let g = plan::gather(sql).map_err(|specific| {
+        // The most telling name: the first word no plan takes (HAVING, DISTINCT), else
+        // what the plan saw, else GROUP BY itself (`WITH ROLLUP`, an expression), else the first.
+        let all = Allow {
+            aggregates: true,
+            order: true,
+            group: true,
+        };
+        let ungrouped = Allow {
+            group: false,
+            ..all
+        };
+        shape_problem(sql, all)
+            .or(specific)
+            .or_else(|| shape_problem(sql, ungrouped))
+            .unwrap_or(why)
+    })?;
+    // Words the plan took apart at the top level; anywhere else they are still refused
+    // by the checks that follow (joins, subqueries, HAVING, ...).
+    let allow = Allow {
+        order: true,
+        aggregates: g.group.is_some(),
+        group: g.group.as_ref().is_some_and(|k| !k.is_empty()),
+    };
+    match shape_problem(sql, allow) {
+        None => Ok(Merge::Gathered(g)),
+        Some(problem) => Err(problem),
     }
 }
 
-fn shape_problem(sql: &[u8], aggregates_ok: bool, order_ok: bool) -> Option<&'static str> {
+/// Words of a read over several shards that the merge takes care of.
+#[derive(Debug, Default, Clone, Copy)]
+struct Allow {
+    aggregates: bool,
+    /// `ORDER BY`, `LIMIT`, `OFFSET`.
+    order: bool,
+    group: bool,
+}
+
+fn shape_problem(sql: &[u8], allow: Allow) -> Option<&'static str> {
     use crate::classify::sql::{code_token, Kind, Lexer};
     const WORDS: &[(&str, &str)] = &[
         ("ORDER", "ORDER BY over several shards"),
@@ -419,18 +448,25 @@ fn shape_problem(sql: &[u8], aggregates_ok: bool, order_ok: bool) -> Option<&'st
             }
         };
         let this = word((t.kind, t.start, t.end));
-        let ordering = this.eq_ignore_ascii_case(b"ORDER") || this.eq_ignore_ascii_case(b"LIMIT");
+        let is = |words: &[&str]| {
+            words
+                .iter()
+                .any(|w| this.eq_ignore_ascii_case(w.as_bytes()))
+        };
+        let allowed =
+            allow.order && is(&["ORDER", "LIMIT", "OFFSET"]) || allow.group && is(&["GROUP"]);
         if let Some((_, why)) = WORDS
             .iter()
             .find(|(w, _)| this.eq_ignore_ascii_case(w.as_bytes()))
-            .filter(|_| !(order_ok && ordering))
+            .filter(|_| !allowed)
         {
             return Some(why);
         }
         if this.eq_ignore_ascii_case(b"FROM") {
             froms += 1;
             in_from = depth == 0;
-        } else if depth == 0 && !this.is_empty() && in_from && this.eq_ignore_ascii_case(b"WHERE") {
+        } else if depth == 0 && in_from && is(&["WHERE", "GROUP", "ORDER", "LIMIT", "HAVING"]) {
+            // The table list ends; a comma after it is not a join.
             in_from = false;
         }
         match t.kind {
@@ -441,7 +477,7 @@ fn shape_problem(sql: &[u8], aggregates_ok: bool, order_ok: bool) -> Option<&'st
         if t.kind == Kind::Punct(b'(') {
             if let Some(p) = previous {
                 let name = word(p);
-                if !aggregates_ok
+                if !allow.aggregates
                     && AGGREGATES
                         .iter()
                         .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
@@ -604,3 +640,5 @@ fn ci(s: &[u8]) -> Option<Canon> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_merge;

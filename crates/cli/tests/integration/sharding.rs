@@ -243,7 +243,7 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
     let (x, y) = (*on_a.first().unwrap(), *on_b.first().unwrap());
     for (sql, why) in [
         (
-            "SELECT AVG(id) FROM orders",
+            "SELECT STD(id) FROM orders",
             "aggregate functions over several shards",
         ),
         (

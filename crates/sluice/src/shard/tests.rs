@@ -305,32 +305,6 @@ fn only_shapes_that_concatenate_exactly_are_scattered() {
 }
 
 #[test]
-fn aggregates_merge_only_on_their_own() {
-    use super::merge::Agg;
-    assert_eq!(
-        merging(b"SELECT COUNT(*), MAX(id) FROM orders WHERE v = 'x'"),
-        Ok(Merge::Aggregates(vec![Agg::Count, Agg::Max]))
-    );
-    assert_eq!(merging(b"SELECT * FROM orders"), Ok(Merge::Concat));
-    assert!(matches!(
-        merging(b"SELECT * FROM orders WHERE v = 'x' ORDER BY id DESC LIMIT 3"),
-        Ok(Merge::Sorted(_))
-    ));
-    for sql in [
-        "SELECT COUNT(*) FROM orders GROUP BY v",
-        "SELECT COUNT(*) FROM orders ORDER BY 1",
-        "SELECT COUNT(*) FROM orders ORDER BY 1 LIMIT 1",
-        "SELECT * FROM orders ORDER BY id",
-        "SELECT DISTINCT v FROM orders ORDER BY v LIMIT 2",
-        "SELECT AVG(id) FROM orders",
-        "SELECT COUNT(*), v FROM orders",
-        "SELECT COUNT(*) FROM orders o JOIN items i ON i.id = o.id",
-    ] {
-        assert!(merging(sql.as_bytes()).is_err(), "{sql}");
-    }
-}
-
-#[test]
 fn generated_ids_are_apart_only_with_one_increment_and_distinct_offsets() {
     assert!(ids_apart(&[Some((2, 1)), Some((2, 2))]));
     assert!(ids_apart(&[Some((3, 1)), None]), "not all known yet");

@@ -3,13 +3,14 @@
 //! terminator (the last shard's status, every shard's warnings). Only shapes that can be
 //! put together exactly get here ([`crate::shard::merging`]): rows concatenated as they
 //! stream (a shard's error ends the result, as a server's error mid-result does); or,
-//! read whole from every shard first, aggregates combined or rows merged in order and
-//! cut at the limit (any error, or a combination that could not be exact, is then the
-//! whole answer).
+//! each shard running the statement `shard::plan` wrote for it and read whole first,
+//! put together by `shard::gather` (any error, or a combination that could not be
+//! exact, is then the whole answer).
 
 use super::*;
 use crate::error::BackendError;
-use crate::shard::merge::{Agg, Compare, Merger, OrderKey, OrderLimit};
+use crate::shard::gather::{put_together, ColumnInfo};
+use crate::shard::plan::Gather;
 use crate::shard::{Merge, Shards};
 use sluice_wire::response::{
     eof_payload, ok_payload, terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER,
@@ -19,7 +20,6 @@ use sluice_wire::CapabilityFlags;
 
 /// One shard's whole answer to a gathered read.
 struct Answer {
-    head: Vec<u8>,
     defs: Vec<Vec<u8>>,
     eof: Option<Vec<u8>>,
     rows: Vec<Vec<u8>>,
@@ -28,88 +28,52 @@ struct Answer {
     end: Vec<u8>,
 }
 
-/// What a gathered read does with the shards' answers.
-enum Gather {
-    Aggregates(Vec<Agg>),
-    Sorted(OrderLimit),
-}
-
-fn column_defs(a: &Answer) -> Vec<(Vec<u8>, u16, u8)> {
+fn column_defs(a: &Answer) -> Vec<ColumnInfo> {
     a.defs
         .iter()
         .map(|d| match ColumnDef::parse(d) {
-            Ok(c) => (c.name.to_ascii_lowercase(), c.charset, c.column_type),
-            Err(_) => (Vec::new(), 0, 0xff),
+            Ok(c) => ColumnInfo {
+                name: c.name.to_ascii_lowercase(),
+                column_type: c.column_type,
+                charset: c.charset,
+            },
+            Err(_) => ColumnInfo {
+                name: Vec::new(),
+                column_type: 0xff,
+                charset: 0,
+            },
         })
         .collect()
 }
 
-/// Each shard's one row of aggregates, combined into one.
-fn combine_rows(aggs: &[Agg], answers: &[Answer]) -> Result<Vec<u8>, &'static str> {
-    let mut merger = Merger::new(aggs.to_vec());
-    for a in answers {
-        let types: Vec<u8> = column_defs(a).iter().map(|c| c.2).collect();
-        match (a.rows.as_slice(), a.over) {
-            ([row], false) => {
-                let values =
-                    text_values(row).map_err(|_| "an aggregate row Sluice could not read")?;
-                merger.add(&types, &values)?;
-            }
-            _ => return Err("aggregates answered with other than one row"),
-        }
-    }
-    let row = merger.row();
-    let values: Vec<Option<&[u8]>> = row.iter().map(|v| v.as_deref()).collect();
-    Ok(text_row(&values).to_vec())
-}
-
-/// Every shard's first rows, merged in the statement's order and cut at its limit.
-fn sort_rows(order: &OrderLimit, answers: &[Answer]) -> Result<Vec<Vec<u8>>, &'static str> {
-    const COLLATION: &str =
-        "ORDER BY over several shards on a column whose order depends on its collation";
+/// The rows the client gets from every shard's whole answer, each a text row packet.
+fn gathered_rows(g: &Gather, answers: &[Answer]) -> Result<Vec<Vec<u8>>, &'static str> {
     let Some(first) = answers.first() else {
         return Ok(Vec::new());
     };
     let defs = column_defs(first);
-    let mut keys = Vec::new();
-    for (key, desc) in &order.keys {
-        let index = match key {
-            OrderKey::Position(p) => p.checked_sub(1).filter(|&i| i < defs.len()),
-            OrderKey::Name(n) => defs.iter().position(|d| d.0 == n.as_bytes()),
-        }
-        .ok_or("ORDER BY over several shards on a column the result does not show")?;
-        let compare = Compare::of(defs[index].2, defs[index].1).ok_or(COLLATION)?;
-        keys.push((index, compare, *desc));
+    if answers.iter().any(|a| column_defs(a) != defs) {
+        return Err("a read whose shards answered with different columns");
     }
-    if answers.iter().any(|a| a.over || column_defs(a) != defs) {
-        return Err("a sorted read whose shards answered differently");
+    if answers.iter().any(|a| a.over) {
+        return Err(match g.group {
+            Some(_) => "GROUP BY over several shards with more than 10,000 groups on one shard",
+            None => "a read over several shards whose shards sent more rows than asked for",
+        });
     }
-    // Each row's values (to compare) beside its packet (to send).
-    type Values = Vec<Option<Vec<u8>>>;
-    let mut rows: Vec<(Values, &Vec<u8>)> = Vec::new();
+    let mut rows = Vec::new();
     for a in answers {
         for row in &a.rows {
             let values = text_values(row).map_err(|_| "a row Sluice could not read")?;
-            rows.push((values.iter().map(|v| v.map(<[u8]>::to_vec)).collect(), row));
+            rows.push(values.iter().map(|v| v.map(<[u8]>::to_vec)).collect());
         }
     }
-    rows.sort_by(|(a, _), (b, _)| {
-        keys.iter()
-            .map(|&(i, compare, desc)| {
-                let o = compare.cmp(a[i].as_deref(), b[i].as_deref());
-                if desc {
-                    o.reverse()
-                } else {
-                    o
-                }
-            })
-            .find(|o| o.is_ne())
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    Ok(rows
-        .into_iter()
-        .take(order.limit as usize)
-        .map(|(_, row)| row.clone())
+    Ok(put_together(g, &defs, rows)?
+        .iter()
+        .map(|r| {
+            let values: Vec<Option<&[u8]>> = r.iter().map(|v| v.as_deref()).collect();
+            text_row(&values).to_vec()
+        })
         .collect())
 }
 
@@ -139,18 +103,8 @@ impl Session {
         targets: &[usize],
         merge: Merge,
     ) -> Result<bool, SessionError> {
-        match merge {
-            Merge::Concat => {}
-            Merge::Aggregates(aggs) => {
-                return self
-                    .scatter_gathered(len, shards, targets, Gather::Aggregates(aggs))
-                    .await
-            }
-            Merge::Sorted(order) => {
-                return self
-                    .scatter_gathered(len, shards, targets, Gather::Sorted(order))
-                    .await
-            }
+        if let Merge::Gathered(g) = merge {
+            return self.scatter_gathered(len, shards, targets, g).await;
         }
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
         let mut seq = 1u8;
@@ -239,10 +193,10 @@ impl Session {
         }
     }
 
-    /// Reads every shard's whole answer, then sends the client one result built from
-    /// them (the first shard's column definitions): the aggregates combined, or the
-    /// rows merged in order and cut at the limit. When that could not be exact, the
-    /// client gets error 1235 and nothing else.
+    /// Runs the gathered read's own statement on every shard, reads each whole answer,
+    /// then sends the client one result built from them (the first shard's column
+    /// definitions, less those only the shards were asked for). When that could not be
+    /// exact, the client gets error 1235 and nothing else.
     async fn scatter_gathered(
         &mut self,
         len: usize,
@@ -251,10 +205,8 @@ impl Session {
         gather: Gather,
     ) -> Result<bool, SessionError> {
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
-        let keep = match &gather {
-            Gather::Aggregates(_) => 2,
-            Gather::Sorted(o) => o.limit as usize,
-        };
+        let mut payload = vec![Command::Query as u8];
+        payload.extend_from_slice(&gather.sql);
         let mut answers: Vec<Answer> = Vec::new();
         for (n, &shard) in targets.iter().enumerate() {
             let Some(fx) = self
@@ -263,9 +215,8 @@ impl Session {
             else {
                 return Ok(true);
             };
-            let payload = request[HEADER_LEN..].to_vec();
             self.client.skip_packet().await?;
-            let answer = self.read_answer(&payload, keep).await;
+            let answer = self.read_answer(&payload, gather.keep).await;
             if answer.is_err() {
                 if let Some(b) = self.backend.as_mut() {
                     b.mark_broken();
@@ -284,11 +235,7 @@ impl Session {
                 }
             }
         }
-        let rows = match &gather {
-            Gather::Aggregates(aggs) => combine_rows(aggs, &answers).map(|r| vec![r]),
-            Gather::Sorted(order) => sort_rows(order, &answers),
-        };
-        let rows = match rows {
+        let rows = match gathered_rows(&gather, &answers) {
             Ok(rows) => rows,
             Err(why) => {
                 let err = ErrPacket::new(
@@ -306,10 +253,13 @@ impl Session {
         let warnings = answers.iter().fold(0u16, |w, a| {
             w.saturating_add(terminator_warnings(&a.end).unwrap_or(0))
         });
+        let shown = first.defs.len().saturating_sub(gather.hidden);
+        let mut head = bytes::BytesMut::new();
+        sluice_wire::lenenc::put_lenenc_int(&mut head, shown as u64);
         let mut out = bytes::BytesMut::new();
         let mut seq = 1u8;
-        seq = sluice_wire::packet::write_packet(&mut out, seq, &first.head);
-        for d in &first.defs {
+        seq = sluice_wire::packet::write_packet(&mut out, seq, &head);
+        for d in &first.defs[..shown] {
             seq = sluice_wire::packet::write_packet(&mut out, seq, d);
         }
         if let Some(eof) = &first.eof {
@@ -379,7 +329,6 @@ impl Session {
                     backend.status = status;
                 }
                 return Ok(Ok(Answer {
-                    head,
                     defs,
                     eof,
                     rows,
