@@ -56,6 +56,42 @@ fn a_failover_inside_one_shard_leaves_the_other_serving() {
         "{on_other:?} {on_set:?}"
     );
 
+    // A transaction over both shards: the session's reads on the replicated shard see
+    // what it committed there though the replicas have not applied it.
+    for r in &set.replicas {
+        r.execute("STOP SLAVE SQL_THREAD").unwrap();
+    }
+    ok(&mut c, "BEGIN");
+    ok(
+        &mut c,
+        &format!("UPDATE orders SET v = 'both' WHERE id = {}", on_set[0]),
+    );
+    ok(
+        &mut c,
+        &format!("UPDATE orders SET v = 'both' WHERE id = {}", on_other[0]),
+    );
+    ok(&mut c, "COMMIT");
+    assert_eq!(
+        crate::routing::one(
+            &mut c,
+            &format!("SELECT v FROM orders WHERE id = {}", on_set[0])
+        ),
+        "both"
+    );
+    assert_eq!(
+        set.replicas[0]
+            .query_value(&format!(
+                "SELECT v FROM shop.orders WHERE id = {}",
+                on_set[0]
+            ))
+            .unwrap(),
+        "v"
+    );
+    for r in &set.replicas {
+        r.execute("START SLAVE SQL_THREAD").unwrap();
+    }
+    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+
     // The other shard's traffic while the first one fails over.
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
@@ -74,7 +110,7 @@ fn a_failover_inside_one_shard_leaves_the_other_serving() {
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 n += 1;
-                let sql = if n % 2 == 0 {
+                let sql = if n.is_multiple_of(2) {
                     format!("UPDATE orders SET v = 'w{n}' WHERE id = {id}")
                 } else {
                     format!("SELECT v FROM orders WHERE id = {id}")

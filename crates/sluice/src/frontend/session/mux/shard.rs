@@ -309,6 +309,37 @@ impl Session {
         );
     }
 
+    /// A write committed on shard `shard` with GTID `gtid` (Sluice's own commit): the
+    /// session's reads there must see it, whether it is on that shard now or not.
+    pub(super) fn note_shard_gtid(&mut self, shards: &Shards, shard: usize, gtid: &[u8]) {
+        let current = self
+            .backing
+            .muxed()
+            .shard
+            .unwrap_or(shards.map.default_shard());
+        if shard == current {
+            self.note_gtid(&shards.routers[shard], gtid);
+            return;
+        }
+        let Some(pos) = std::str::from_utf8(gtid).ok().and_then(GtidPos::parse) else {
+            return;
+        };
+        if pos.is_empty() {
+            return;
+        }
+        shards.routers[shard].note_write(&pos);
+        let state = self
+            .backing
+            .muxed_mut()
+            .shard_state
+            .entry(shard)
+            .or_default();
+        state
+            .last_gtid
+            .get_or_insert_with(GtidPos::default)
+            .merge(&pos);
+    }
+
     /// Answers the statement at the front of the client buffer with `err`.
     async fn refuse(&mut self, err: ErrPacket) -> Result<Placed, SessionError> {
         let seq = self.client.skip_packet().await?;

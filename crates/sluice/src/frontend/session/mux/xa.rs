@@ -272,10 +272,19 @@ impl Session {
             shards.xa.end_commit(&spread.gtrid);
             r
         };
-        for b in branches {
-            if !b.conn.is_broken() {
-                b.conn.release();
+        for mut b in branches {
+            if b.conn.is_broken() {
+                continue;
             }
+            // Its reads on that shard's replicas must see what it committed there.
+            if result.is_ok() && commit && wrote && shards.routers[b.shard].splits() {
+                match b.conn.query_scalar("SELECT @@last_gtid").await {
+                    Ok(Ok(Some(gtid))) => self.note_shard_gtid(shards, b.shard, &gtid),
+                    Ok(_) => {}
+                    Err(_) => b.conn.mark_broken(),
+                }
+            }
+            b.conn.release();
         }
         self.publish();
         result
