@@ -106,7 +106,7 @@ pub enum Scenario {
     /// curve. Starts its own servers.
     ///
     /// Defaults: instances 1,2,4,6,8; 16 threads; 30 s per run after a 15 s warm-up;
-    /// 4 tables x 100,000 rows; 16 MiB buffer pool each. --demo (under 5 minutes on 2
+    /// 4 tables x 50,000 rows; 16 MiB buffer pool each. --demo (under 5 minutes on 2
     /// cores): instances 1,2,4; 5 s after 5 s; 2 tables x 40,000 rows; 6 MiB.
     Shard(Box<shard::ShardArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.

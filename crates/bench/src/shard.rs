@@ -76,7 +76,7 @@ impl Plan {
             threads: [&[16], &[16]],
             seconds: [30, 5],
             tables: [4, 2],
-            table_size: [100_000, 40_000],
+            table_size: [50_000, 40_000],
         })?;
         let instances = crate::dedup(args.instances.as_deref().unwrap_or(if c.demo {
             &[1, 2, 4]
@@ -146,6 +146,8 @@ struct InstanceLoad {
     disk_reads: Option<u64>,
     /// Page reads asked of the buffer pool (`Innodb_buffer_pool_read_requests`).
     read_requests: Option<u64>,
+    /// Pages of its buffer pool holding data, and all its pages, after the run.
+    pool_pages: Option<(u64, u64)>,
 }
 
 /// One sysbench run.
@@ -198,8 +200,10 @@ struct SummaryRow {
     errors: u64,
     /// Over one instance through Sluice at the same thread count.
     vs_one: Option<f64>,
-    /// Pages read from disk over page reads asked, all instances together.
-    miss_rate: Option<f64>,
+    /// Pages the instances read from disk per statement they executed, all together:
+    /// about 1 when nearly every point select misses the buffer pool, 0 when the data
+    /// is in memory.
+    disk_reads_per_statement: Option<f64>,
     /// REFERENCE §4, where it gives this instance count.
     published_tps: Option<f64>,
     published_vs_one: Option<f64>,
@@ -532,7 +536,7 @@ mod tests {
         let p = plan(&[]).unwrap();
         assert_eq!(p.instances, [1, 2, 4, 6, 8]);
         assert_eq!(p.threads, [16]);
-        assert_eq!((p.data.tables, p.data.table_size), (4, 100_000));
+        assert_eq!((p.data.tables, p.data.table_size), (4, 50_000));
         assert_eq!((p.buffer_pool_mib, p.warmup.as_secs()), (16, 15));
         assert_eq!(p.runs(1), [(16, 1, DIRECT), (16, 1, SLUICE)]);
         assert_eq!(p.runs(4), [(16, 1, SLUICE)]);

@@ -29,6 +29,8 @@ const STATUS_NAMES: &[&str] = &[
     "com_select",
     "innodb_buffer_pool_reads",
     "innodb_buffer_pool_read_requests",
+    "innodb_buffer_pool_pages_data",
+    "innodb_buffer_pool_pages_total",
 ];
 
 /// One instance's counters by lower-case name; `None` where the read failed.
@@ -191,6 +193,12 @@ pub(super) fn instance_load(name: String, before: &Counters, after: &Counters) -
         selects: delta("com_select"),
         disk_reads: delta("innodb_buffer_pool_reads"),
         read_requests: delta("innodb_buffer_pool_read_requests"),
+        pool_pages: after.as_ref().and_then(|c| {
+            Some((
+                *c.get("innodb_buffer_pool_pages_data")?,
+                *c.get("innodb_buffer_pool_pages_total")?,
+            ))
+        }),
     }
 }
 
