@@ -32,9 +32,10 @@ use anyhow::{bail, Context};
 use serde::Serialize;
 use sluice_sandbox::{self as sandbox, MariaDb};
 
-use servers::{delta, read_all, NodeStatus, Proxy, Servers};
+pub(crate) use servers::parse_status;
 #[cfg(test)]
-use servers::{parse_status, sluice_config};
+use servers::sluice_config;
+use servers::{delta, read_all, NodeStatus, Proxy, Servers};
 
 use crate::document::Document;
 use crate::mysqlslap::{self, InsertSpec, SlapCommand, SlapStats};

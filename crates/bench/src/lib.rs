@@ -4,7 +4,8 @@
 //!
 //! One module per scenario: [`cache`] (the published caching-proxy benchmark; what
 //! `sluice bench` alone runs), [`mux`] (multiplexing), [`routing`] (read scale-out),
-//! [`galera`] (multi-master inserts and flow control), and [`all`] (every other scenario, one page). They share the flags of
+//! [`galera`] (multi-master inserts and flow control), [`shard`] (one database over
+//! several instances), and [`all`] (every other scenario, one page). They share the flags of
 //! [`CommonArgs`] (and [`ServerArgs`] where existing servers can be targeted) and one
 //! report format, [`document`]. Underneath: [`topology`] starts or finds the servers,
 //! [`sysbench`] and [`mysqlslap`] run and parse the load generators, [`report`] and
@@ -24,6 +25,7 @@ mod mysqlslap;
 mod render;
 mod report;
 pub mod routing;
+pub mod shard;
 mod sysbench;
 mod tool;
 mod topology;
@@ -94,6 +96,19 @@ pub enum Scenario {
     /// rows, 8 s table lock. --demo (under 5 minutes on 2 cores): nodes 1,3; 20,000
     /// rows; 20,000 rows and a 3 s lock for flow control.
     Galera(Box<galera::GaleraArgs>),
+    /// Scale up, then out: one sysbench database sharded over 1 to 8 instances.
+    ///
+    /// Each topology in turn: that many sandbox MariaDB instances, each with a small
+    /// buffer pool and loaded with only its range of id in every table, Sluice in front
+    /// with one shard per instance (RANGE on id); sysbench oltp_point_select
+    /// (prepared, uniform ids) through Sluice after a warm-up, and with one instance
+    /// straight at it too. tps and latency per instance count beside the published
+    /// curve. Starts its own servers.
+    ///
+    /// Defaults: instances 1,2,4,6,8; 16 threads; 30 s per run after a 15 s warm-up;
+    /// 4 tables x 50,000 rows; 16 MiB buffer pool each. --demo (under 5 minutes on 2
+    /// cores): instances 1,2,4; 5 s after 5 s; 2 tables x 40,000 rows; 6 MiB.
+    Shard(Box<shard::ShardArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
     /// The common flags go to every scenario (with --demo, each runs in its demo
@@ -110,6 +125,7 @@ impl Scenario {
             Scenario::Mux(_) => "mux",
             Scenario::Routing(_) => "routing",
             Scenario::Galera(_) => "galera",
+            Scenario::Shard(_) => "shard",
             Scenario::All(_) => "all",
         }
     }
@@ -120,6 +136,7 @@ impl Scenario {
             Scenario::Mux(a) => &mut a.common,
             Scenario::Routing(a) => &mut a.common,
             Scenario::Galera(a) => &mut a.common,
+            Scenario::Shard(a) => &mut a.common,
             Scenario::All(a) => &mut a.common,
         }
     }
@@ -131,6 +148,7 @@ impl Scenario {
             Scenario::Mux(a) => mux::run(&a),
             Scenario::Routing(a) => routing::run(&a),
             Scenario::Galera(a) => galera::run(&a),
+            Scenario::Shard(a) => shard::run(&a),
             Scenario::All(a) => all::run(&a),
         }
     }
@@ -400,7 +418,7 @@ mod tests {
 
     #[test]
     fn common_flags_mean_the_same_in_every_scenario() {
-        for name in ["cache", "mux", "routing", "galera", "all"] {
+        for name in ["cache", "mux", "routing", "galera", "shard", "all"] {
             let mut args = parse(&[
                 name,
                 "--demo",
@@ -433,7 +451,7 @@ mod tests {
         };
         let each = Scenario::each(&all.common, std::path::Path::new("out"));
         let names: Vec<&str> = each.iter().map(Scenario::name).collect();
-        assert_eq!(names, ["cache", "mux", "routing", "galera"]);
+        assert_eq!(names, ["cache", "mux", "routing", "galera", "shard"]);
         for mut scenario in each {
             let name = scenario.name();
             let common = scenario.common_mut();

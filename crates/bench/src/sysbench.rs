@@ -213,6 +213,13 @@ impl SysbenchCommand {
         cmd
     }
 
+    /// One more option, before the trailing `run`/`prepare`/`cleanup` word.
+    pub fn with_arg(mut self, arg: &str) -> Self {
+        let at = self.args.len().saturating_sub(1);
+        self.args.insert(at, arg.to_string());
+        self
+    }
+
     /// The command line as a shell would take it, password hidden unless it is the
     /// embedded run's throwaway one.
     pub fn display(&self) -> String {

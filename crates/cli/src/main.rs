@@ -1,5 +1,5 @@
 //! The `sluice` command: `serve`, `check-config`, `admin` and `bench` (`cache`, `mux`,
-//! `routing`, `galera`, `all`), on the proxy library and the benchmark crate.
+//! `routing`, `galera`, `shard`, `all`), on the proxy library and the benchmark crate.
 
 mod admin;
 
@@ -41,7 +41,7 @@ enum Command {
     /// SLUICE_ADMIN_TOKEN environment variable. Exit status 1 when the server refuses the
     /// request, 2 when it cannot be reached.
     Admin(Box<admin::AdminArgs>),
-    /// Benchmarks: `sluice bench cache|mux|routing|galera|all` (no scenario: `cache`).
+    /// Benchmarks: `sluice bench cache|mux|routing|galera|shard|all` (no scenario: `cache`).
     ///
     /// Each scenario runs sysbench (and mysqlslap) straight at MariaDB and through Sluice
     /// in the same run, and writes the results as Markdown, CSV, JSON and HTML with

@@ -23,6 +23,8 @@ mod bench;
 mod bench_galera;
 #[path = "integration/bench_routing.rs"]
 mod bench_routing;
+#[path = "integration/bench_shard.rs"]
+mod bench_shard;
 #[path = "integration/binlog.rs"]
 mod binlog;
 #[path = "integration/cache.rs"]

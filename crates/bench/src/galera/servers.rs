@@ -85,7 +85,7 @@ impl NodeStatus {
 /// `name<TAB>value` lines of batch output (the header and non-numbers skipped). A flag
 /// counts as a number: `wsrep_flow_control_requested` says "true" or "false" (Galera
 /// 26.4), other flags ON or OFF.
-pub(super) fn parse_status(out: &str) -> HashMap<String, u64> {
+pub(crate) fn parse_status(out: &str) -> HashMap<String, u64> {
     out.lines()
         .filter_map(|line| {
             let (name, value) = line.split_once('\t')?;
