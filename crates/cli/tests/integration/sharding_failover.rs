@@ -170,3 +170,33 @@ fn a_failover_inside_one_shard_leaves_the_other_serving() {
         "after"
     );
 }
+
+/// A read over both shards whose second shard is down: the first shard's rows have
+/// gone out when the second can't be had, so its error ends that result, numbered
+/// after the rows as a server's error mid-result is; the session goes on.
+#[test]
+fn a_shard_down_ends_a_read_over_several_with_its_error() {
+    let (a, b, sluice, _) = crate::sharding::start_with(&[]);
+    let mut c = crate::sharding::shop(&sluice);
+    for id in 1..=20 {
+        ok(
+            &mut c,
+            &format!("INSERT INTO orders (id, v) VALUES ({id}, 'o{id}')"),
+        );
+    }
+    let on_a = ids(&a, "orders");
+    assert!(!on_a.is_empty() && !ids(&b, "orders").is_empty());
+    b.kill().unwrap();
+    // The RawConn checks every packet's sequence id. The first read may find a pooled
+    // connection to the dead server (its error comes from the relay); the later ones
+    // can't get a connection at all (it comes from the lease).
+    for _ in 0..3 {
+        match c.query("SELECT id, v FROM orders") {
+            Ok(Reply::Err(e)) => assert!(e.code >= 1000, "{e:?}"),
+            other => panic!("a read over a dead shard: {other:?}"),
+        }
+    }
+    let id = on_a.iter().next().unwrap();
+    let rows = c.query_rows(&format!("SELECT v FROM orders WHERE id = {id}"));
+    assert_eq!(rows, vec![vec![Some(format!("o{id}"))]]);
+}

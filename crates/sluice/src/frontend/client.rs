@@ -22,6 +22,10 @@ pub struct ClientConn {
     /// Sluice itself answered with an error packet (cleared by the session per
     /// statement): responses relayed from a server are tracked apart.
     pub answered_error: bool,
+    /// The sequence id the answer to the next skipped request must carry instead of the
+    /// one after the request's: set while that answer continues a result already begun
+    /// (a read over several shards whose later shard cannot be had).
+    pub continue_at: Option<u8>,
 }
 
 impl ClientConn {
@@ -34,6 +38,7 @@ impl ClientConn {
             mariadb_caps: 0,
             sent: 0,
             answered_error: false,
+            continue_at: None,
         }
     }
 
@@ -85,7 +90,7 @@ impl ClientConn {
             let (n, done) = span.scan(&self.rbuf)?;
             self.rbuf.advance(n);
             if done {
-                return Ok(span.next_seq());
+                return Ok(self.continue_at.take().unwrap_or(span.next_seq()));
             }
             self.read_more().await?;
         }

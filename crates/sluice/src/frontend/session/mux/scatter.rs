@@ -112,8 +112,7 @@ impl Session {
         let mut last: Option<Vec<u8>> = None;
         for (n, &shard) in targets.iter().enumerate() {
             // A shard that can't be had after others' rows went out ends the result with
-            // its error; the stage's own answer carries the request's sequence id, which
-            // a client reading rows may take as out of order (noted in OPERATIONS.md).
+            // its error, numbered after those rows.
             let Some(fx) = self
                 .enter_for(shards, shard, n, &request, len, (n > 0).then_some(seq))
                 .await?
@@ -179,7 +178,11 @@ impl Session {
             return Ok(None);
         }
         let router = shards.routers[shard].clone();
-        match self.mux_prepare(len, &router).await? {
+        // Whatever this stage answers instead continues the rows already sent.
+        self.client.continue_at = seq;
+        let ready = self.mux_prepare(len, &router).await;
+        self.client.continue_at = None;
+        match ready? {
             Ready::Go(fx) => {
                 // Each shard's server counts the statement it is sent (its traffic).
                 if let Some(b) = &self.backend {
