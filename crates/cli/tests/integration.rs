@@ -75,6 +75,8 @@ mod server_state;
 mod session_track;
 #[path = "integration/sharding.rs"]
 mod sharding;
+#[path = "integration/sharding_cache.rs"]
+mod sharding_cache;
 #[path = "integration/sharding_exact.rs"]
 mod sharding_exact;
 #[path = "integration/sharding_failover.rs"]

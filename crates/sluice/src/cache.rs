@@ -17,7 +17,7 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use stats::{Digests, Totals};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::Store;
@@ -333,9 +333,9 @@ pub struct QueryCache {
     entry_limit: u64,
     pub fill_wait: Duration,
     pub budget: u64,
-    /// Whether the binlog reader is following the primary (false without one).
-    binlog_up: AtomicBool,
-    binlog_status: Mutex<Option<Arc<crate::binlog::BinlogStatus>>>,
+    /// Binlog readers following their primary (one per shard with `[[shards]]`).
+    readers_up: AtomicUsize,
+    binlog_status: Mutex<Vec<Arc<crate::binlog::BinlogStatus>>>,
     /// The views on the server, lowercased; `None` until read, and again after DDL
     /// may have changed them.
     views: RwLock<Option<std::collections::HashSet<TableRef>>>,
@@ -356,8 +356,8 @@ impl QueryCache {
             entry_limit,
             fill_wait: config.fill_wait,
             budget: config.max_bytes,
-            binlog_up: AtomicBool::new(false),
-            binlog_status: Mutex::new(None),
+            readers_up: AtomicUsize::new(0),
+            binlog_status: Mutex::new(Vec::new()),
             views: RwLock::new(None),
         }))
     }
@@ -712,22 +712,25 @@ impl QueryCache {
         self.rules.load().iter().map(|r| r.config.clone()).collect()
     }
 
-    /// The binlog reader's state: while it is down, entries expire by TTL only.
-    pub fn set_binlog_state(&self, up: bool) {
-        self.binlog_up.store(up, Ordering::Relaxed);
+    /// One binlog reader started or stopped following its primary (each reports its
+    /// own changes once): while one is down, what its servers change expires by TTL only.
+    pub fn reader_state(&self, up: bool) {
+        if up {
+            self.readers_up.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.readers_up.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
-    /// The binlog reader whose state the statistics show.
+    /// A binlog reader whose state the statistics show (one per shard with shards).
     pub fn follow_binlog(&self, status: Arc<crate::binlog::BinlogStatus>) {
-        *self.binlog_status.lock() = Some(status);
-        self.set_binlog_state(false);
+        self.binlog_status.lock().push(status);
     }
 
+    /// Whether every binlog reader follows its primary; `None` without one.
     pub fn binlog_up(&self) -> Option<bool> {
-        self.binlog_status
-            .lock()
-            .is_some()
-            .then(|| self.binlog_up.load(Ordering::Relaxed))
+        let readers = self.binlog_status.lock().len();
+        (readers > 0).then(|| self.readers_up.load(Ordering::Relaxed) >= readers)
     }
 
     /// Every counter, per rule and per digest, as JSON.
@@ -739,11 +742,12 @@ impl QueryCache {
             .iter()
             .map(|r| r.stats.to_json(r.name()))
             .collect();
-        let reader = self
+        let readers: Vec<serde_json::Value> = self
             .binlog_status
             .lock()
-            .as_ref()
-            .map(|s| serde_json::to_value(s.snapshot()).unwrap_or_default());
+            .iter()
+            .map(|s| serde_json::to_value(s.snapshot()).unwrap_or_default())
+            .collect();
         serde_json::json!({
             "totals": self.totals.to_json(entries, bytes, self.budget),
             "binlog": match self.binlog_up() {
@@ -751,7 +755,8 @@ impl QueryCache {
                 Some(true) => serde_json::json!("following"),
                 Some(false) => serde_json::json!("down: entries expire by TTL only"),
             },
-            "binlog_reader": reader,
+            "binlog_reader": readers.first(),
+            "binlog_readers": readers,
             "rules": rules,
             "digests": self.digests.to_json(200),
         })

@@ -199,8 +199,13 @@ impl Config {
         if !self.pool.multiplex {
             p.push("[[shards]] need [pool] multiplex = true: statements go to the shard their rows are on, one by one".into());
         }
-        if self.cache.enabled() {
-            p.push("[cache] rules are not available with [[shards]] yet".into());
+        if self
+            .cache
+            .binlog
+            .as_ref()
+            .is_some_and(|b| b.server.is_some())
+        {
+            p.push("[cache.binlog] server can't be named with [[shards]]: a reader follows each shard's writer".into());
         }
     }
 

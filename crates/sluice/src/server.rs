@@ -274,36 +274,7 @@ pub async fn run(
     ));
     if let (Some(cache), Some(binlog)) = (&fe.cache, &config.cache.binlog) {
         if binlog.enabled {
-            let servers: Vec<Arc<Server>> = router.pools().map(|p| p.server.clone()).collect();
-            let server = binlog
-                .pick_server(&servers)
-                .context("cache.binlog.server names no server")?;
-            let status = Arc::new(crate::binlog::BinlogStatus::new());
-            cache.follow_binlog(status.clone());
-            let sink = Arc::new(crate::analytics::BinlogTee {
-                analytics: fe.analytics.clone(),
-                inner: Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
-                    cache.clone(),
-                )),
-            });
-            // Unless a server is named, the reader follows the writer.
-            let source: Option<crate::binlog::ServerSource> = match &binlog.server {
-                Some(_) => None,
-                None => {
-                    let fe = fe.clone();
-                    Some(Box::new(move || {
-                        fe.router.load().writer().map(|w| w.pool.server.clone())
-                    }))
-                }
-            };
-            tokio::spawn(crate::binlog::run(
-                server,
-                source,
-                binlog.clone(),
-                sink,
-                status,
-                shutdown.clone(),
-            ));
+            follow_binlogs(&fe, cache, binlog, &shutdown)?;
         }
     }
 
@@ -495,6 +466,59 @@ fn reload_logged(
             tracing::error!(problem = %p, "reload refused; keeping the running configuration");
         }
     }
+}
+
+/// Binlog readers that keep the cache right about writes made around Sluice: one for
+/// the cluster, or one per shard, each following its writer through failovers.
+fn follow_binlogs(
+    fe: &Arc<Frontend>,
+    cache: &Arc<QueryCache>,
+    binlog: &crate::binlog::BinlogConfig,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
+    let routers: Vec<Arc<crate::router::Router>> = match &fe.shards {
+        Some(s) => s.routers.clone(),
+        None => vec![fe.router.load_full()],
+    };
+    for (i, router) in routers.into_iter().enumerate() {
+        let servers: Vec<Arc<Server>> = router.pools().map(|p| p.server.clone()).collect();
+        let server = binlog
+            .pick_server(&servers)
+            .context("cache.binlog.server names no server")?;
+        let status = Arc::new(crate::binlog::BinlogStatus::new());
+        cache.follow_binlog(status.clone());
+        let sink = Arc::new(crate::analytics::BinlogTee {
+            analytics: fe.analytics.clone(),
+            inner: Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
+                cache.clone(),
+            )),
+        });
+        // Unless a server is named, the reader follows the writer.
+        let source: Option<crate::binlog::ServerSource> = match (&binlog.server, &fe.shards) {
+            (Some(_), _) => None,
+            (None, Some(shards)) => {
+                let shards = shards.clone();
+                Some(Box::new(move || {
+                    shards.routers[i].writer().map(|w| w.pool.server.clone())
+                }))
+            }
+            (None, None) => {
+                let fe = fe.clone();
+                Some(Box::new(move || {
+                    fe.router.load().writer().map(|w| w.pool.server.clone())
+                }))
+            }
+        };
+        tokio::spawn(crate::binlog::run(
+            server,
+            source,
+            binlog.clone(),
+            sink,
+            status,
+            shutdown.clone(),
+        ));
+    }
+    Ok(())
 }
 
 /// The cache's counters in the log at an interval.

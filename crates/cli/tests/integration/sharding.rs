@@ -30,6 +30,14 @@ fn start_with_config() -> (MariaDb, MariaDb, Sluice, Config) {
 /// Two servers as shards `s1` and `s2` (`shop.orders` by a hash of `id`), with these
 /// `[sharding]` settings besides.
 pub fn start_with(sharding: &[(&str, &str)]) -> (MariaDb, MariaDb, Sluice, Config) {
+    start_adjusted(sharding, |c| c)
+}
+
+/// [`start_with`], the configuration adjusted by `adjust` before Sluice starts.
+pub fn start_adjusted(
+    sharding: &[(&str, &str)],
+    adjust: impl FnOnce(Config) -> Config,
+) -> (MariaDb, MariaDb, Sluice, Config) {
     let (a, b) = (
         dedicated_server(MariaDbOptions::default()),
         dedicated_server(MariaDbOptions::default()),
@@ -55,7 +63,7 @@ pub fn start_with(sharding: &[(&str, &str)]) -> (MariaDb, MariaDb, Sluice, Confi
     for (key, value) in sharding {
         config.sharding.insert((*key).into(), (*value).into());
     }
-    let config = config.admin(crate::routing::ADMIN_TOKEN);
+    let config = adjust(config.admin(crate::routing::ADMIN_TOKEN));
     let sluice = Sluice::start(&config);
     (a, b, sluice, config)
 }

@@ -4,7 +4,7 @@
 use super::{Cause, QueryCache};
 use crate::binlog::{Batch, BinlogSink, Change};
 use crate::classify::sql::{self, Analysis, TableRef};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,6 +16,8 @@ const SETTLE: Duration = Duration::from_millis(100);
 pub struct BinlogInvalidator {
     pub cache: Arc<QueryCache>,
     batches: AtomicU64,
+    /// This reader is streaming (the cache counts its readers up).
+    up: AtomicBool,
 }
 
 impl BinlogInvalidator {
@@ -23,6 +25,7 @@ impl BinlogInvalidator {
         BinlogInvalidator {
             cache,
             batches: AtomicU64::new(0),
+            up: AtomicBool::new(false),
         }
     }
 
@@ -85,7 +88,9 @@ impl BinlogSink for BinlogInvalidator {
     fn up(&self) {
         // Whatever was written while the reader was away was never reported.
         self.cache.invalidate_all(Cause::Binlog);
-        self.cache.set_binlog_state(true);
+        if !self.up.swap(true, Ordering::Relaxed) {
+            self.cache.reader_state(true);
+        }
     }
 
     fn down(&self, reason: &str) {
@@ -93,6 +98,8 @@ impl BinlogSink for BinlogInvalidator {
             reason,
             "binlog reader down: cache entries now expire by TTL only"
         );
-        self.cache.set_binlog_state(false);
+        if self.up.swap(false, Ordering::Relaxed) {
+            self.cache.reader_state(false);
+        }
     }
 }

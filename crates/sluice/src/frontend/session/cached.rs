@@ -179,6 +179,13 @@ impl CacheState {
         }
     }
 
+    /// A statement Sluice answered itself wrote `tables` (`None`: it may have written
+    /// any) and left the session with `status`: as [`Self::response_ending`].
+    pub(super) fn wrote(&mut self, tables: Option<Vec<TableRef>>, status: StatusFlags) {
+        self.add_writes(tables);
+        self.response_ending(Some(status), status);
+    }
+
     /// The session's writes committed (or it is outside a transaction): make every
     /// entry that read those tables stale.
     fn flush(&mut self) {

@@ -170,7 +170,8 @@ impl Session {
             };
             if let Some((cut, parts)) = split {
                 self.stmt.scattered = true;
-                let going_on = self.split_insert(&shards, &text, cut, parts).await?;
+                let table = tables[0].clone();
+                let going_on = self.split_insert(&shards, &text, cut, parts, table).await?;
                 return Ok(Placed::Done(going_on));
             }
             match targets.as_slice() {

@@ -34,6 +34,7 @@ impl Session {
         text: &[u8],
         cut: InsertRows,
         parts: ShardRows,
+        table: crate::classify::sql::TableRef,
     ) -> Result<bool, SessionError> {
         if shards.cross_shard == CrossShard::Refuse {
             let err = super::shard::not_yet("a multi-row insert over several shards");
@@ -83,6 +84,9 @@ impl Session {
             (Err(_), false) => mux.status,
         };
         total.status = mux.status;
+        if let Some(c) = self.cache.as_mut() {
+            c.wrote(Some(vec![table]), total.status);
+        }
         match outcome {
             Ok(()) => self.client.write_ok(seq, &total).await?,
             Err(err) => self.client.write_err(seq, &err).await?,

@@ -150,6 +150,10 @@ impl Session {
         let mux = self.backing.muxed_mut();
         let status = StatusFlags(mux.status.0 & !StatusFlags::IN_TRANS);
         mux.status = status;
+        // What its statements wrote is stale once it ends, before the client hears so.
+        if let Some(c) = self.cache.as_mut() {
+            c.wrote(Some(Vec::new()), status);
+        }
         match result {
             Ok(()) => {
                 let ok = OkPacket {
@@ -209,6 +213,10 @@ impl Session {
             }
             let mux = self.backing.muxed_mut();
             mux.status = StatusFlags(mux.status.0 & !StatusFlags::IN_TRANS);
+            let status = mux.status;
+            if let Some(c) = self.cache.as_mut() {
+                c.wrote(Some(Vec::new()), status);
+            }
         }
     }
 
