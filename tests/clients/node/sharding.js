@@ -1,5 +1,5 @@
 // Sharding through Sluice with mysql2 (which negotiates CLIENT_DEPRECATE_EOF): a read
-// no key decides, a prepared read by key, a refused shape, and the session going on.
+// no key decides (text and prepared), a prepared read by key, a refused shape, and the session going on.
 // Prints one JSON document; the Rust test checks it.
 const mysql = require('mysql2/promise');
 
@@ -19,6 +19,8 @@ const arg = (name) => process.argv[process.argv.indexOf(`--${name}`) + 1];
   const [counted] = await c.query('SELECT COUNT(*) AS n, MAX(id) AS top FROM orders');
   out.count = Number(counted[0].n);
   out.top = counted[0].top;
+  const [prepared] = await c.execute('SELECT id FROM orders WHERE v LIKE ?', ['o%']);
+  out.prepared_ids = prepared.map((r) => r.id).sort((a, b) => a - b);
   const [byKey] = await c.execute('SELECT v FROM orders WHERE id = ?', [7]);
   out.by_key = byKey.map((r) => r.v);
   try {

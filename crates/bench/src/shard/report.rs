@@ -222,6 +222,10 @@ fn reading(r: &Results) -> Vec<String> {
                     ": the data fit in memory from the start, so these figures measure \
                      the cores shared by more processes, not memory added."
                 }
+                (Some(a), Some(b)) if b < 0.8 * a => {
+                    ": the buffer pools together hold more of the data, yet many reads \
+                     still go to disk."
+                }
                 _ => ": more instances did not bring the data into memory.",
             };
             notes.push(format!(

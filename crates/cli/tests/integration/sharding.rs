@@ -277,7 +277,12 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
         assert_eq!(code, 1235, "{sql}: {message}");
         assert!(message.contains(why), "{sql}: {message}");
     }
+    // Prepared, rows from both shards come together; what needs them merged does not.
     let stmt = c.prepare("SELECT id FROM orders WHERE v = ?").unwrap();
+    assert_eq!(c.execute_rows(stmt, &["v"]).unwrap(), 10);
+    let stmt = c
+        .prepare("SELECT id FROM orders WHERE v = ? ORDER BY id LIMIT 3")
+        .unwrap();
     // The harness reports the error packet's bytes.
     let e = c.execute_rows(stmt, &["v"]).unwrap_err().to_string();
     let bytes: Vec<u8> = e
@@ -289,7 +294,8 @@ fn what_needs_both_shards_is_refused_and_changes_nothing() {
     let err = crate::support::wire::ErrPacket::parse(&bytes).unwrap();
     assert_eq!(err.code, 1235, "{err:?}");
     assert!(
-        err.message.contains("a prepared read over several shards"),
+        err.message
+            .contains("a prepared read over several shards whose rows need merging"),
         "{err:?}"
     );
 
@@ -384,6 +390,7 @@ fn mysql2_reads_rows_put_together_from_both_shards() {
         serde_json::json!((1..=20).collect::<Vec<u32>>()),
         "{r}"
     );
+    assert_eq!(r["prepared_ids"], r["ids"], "{r}");
     assert_eq!(r["by_key"], serde_json::json!(["o7"]), "{r}");
     assert_eq!(
         (&r["count"], &r["top"]),
@@ -393,6 +400,62 @@ fn mysql2_reads_rows_put_together_from_both_shards() {
     assert_eq!(r["refused"]["errno"], 1235, "{r}");
     assert_eq!(r["refused"]["sqlState"], "42000", "{r}");
     assert_eq!(r["after"], 2, "{r}");
+}
+
+/// PyMySQL keeps autocommit off: every statement is in a transaction, so its reads over
+/// both shards run in it (a branch on each), see its own writes there, and go with it.
+#[test]
+fn pymysql_in_its_transactions_reads_over_both_shards() {
+    let root = crate::support::repo_root();
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "no Python environment; run `make test`, which makes it"
+    );
+    let script = root.join("tests/clients/python/sharding.py");
+    let (a, b, sluice) = start();
+    let mut c = shop(&sluice);
+    for id in 1..=20 {
+        ok(
+            &mut c,
+            &format!("INSERT INTO orders (id, v) VALUES ({id}, 'o{id}')"),
+        );
+    }
+    let (x, y) = (
+        *ids(&a, "orders").first().unwrap(),
+        *ids(&b, "orders").first().unwrap(),
+    );
+    let mut command = std::process::Command::new(python);
+    command
+        .arg(&script)
+        .args(["--host", "127.0.0.1", "--port", &sluice.port().to_string()])
+        .args(["--user", crate::support::NATIVE_USER])
+        .args(["--password", crate::support::NATIVE_PASSWORD])
+        .args(["--database", "shop", "--ids", &format!("{x},{y}")])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().expect("starting python");
+    let out = crate::support::cli::finish(child, Vec::new(), Duration::from_secs(60), "python");
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    let r: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("JSON");
+    let both = serde_json::json!([x.min(y), x.max(y)]);
+    assert_eq!(r["autocommit"], false, "{r}");
+    assert_eq!(r["count"], serde_json::json!([20, 20]), "{r}");
+    assert_eq!(
+        r["ids"],
+        serde_json::json!((1..=20).collect::<Vec<u32>>()),
+        "{r}"
+    );
+    assert_eq!(r["own_writes"], both, "{r}");
+    assert_eq!(r["after_rollback"], 0, "{r}");
+    assert_eq!(r["committed"], both, "{r}");
+    for (server, id) in [(&a, x), (&b, y)] {
+        let v = server
+            .query_value(&format!("SELECT v FROM shop.orders WHERE id = {id}"))
+            .unwrap();
+        assert_eq!(v, "py");
+    }
 }
 
 /// The servers API lists each shard, and says whether ids the shards' servers generate

@@ -9,9 +9,11 @@
 
 use super::*;
 use crate::error::BackendError;
+use crate::shard::config::CrossShard;
 use crate::shard::gather::{put_together, ColumnInfo};
 use crate::shard::plan::Gather;
 use crate::shard::{Merge, Shards};
+use sluice_wire::packet::Header;
 use sluice_wire::response::{
     eof_payload, ok_payload, terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER,
 };
@@ -107,6 +109,8 @@ impl Session {
             return self.scatter_gathered(len, shards, targets, g).await;
         }
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
+        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
+        let client_id = stmt_id(&self.client.rbuf);
         let mut seq = 1u8;
         let mut warnings = 0u16;
         let mut last: Option<Vec<u8>> = None;
@@ -119,6 +123,8 @@ impl Session {
             else {
                 return Ok(true);
             };
+            // Preparing it on this connection may have rewritten the request.
+            let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
             let outcome = self.scatter_one(len, n == 0, &mut seq).await?;
             let ended = match outcome {
                 Ok(Some(terminator)) => {
@@ -136,7 +142,7 @@ impl Session {
                     true
                 }
             };
-            self.mux_finish(&fx, Some(Command::Query), None).await?;
+            self.mux_finish(&fx, command, client_id).await?;
             if ended {
                 return Ok(true);
             }
@@ -150,7 +156,10 @@ impl Session {
     }
 
     /// Puts the connection of `shard` in line for the request of `len` bytes at the
-    /// front of the client buffer (put back there first unless `n` is 0).
+    /// front of the client buffer (put back there first unless `n` is 0). In a
+    /// transaction, the shard's part runs in it: on the connection the transaction
+    /// holds there, or a new XA branch. `None`: the client got the error (numbered
+    /// `seq` when rows went out before).
     async fn enter_for(
         &mut self,
         shards: &Shards,
@@ -171,11 +180,14 @@ impl Session {
             .shard
             .unwrap_or(shards.map.default_shard());
         if from != shard && !self.move_to_shard(shards, from, shard).await? {
-            let next = self.client.skip_packet().await?;
-            self.client
-                .write_err(seq.unwrap_or(next), &held_connection())
-                .await?;
-            return Ok(None);
+            if !self.in_transaction() || shards.cross_shard == CrossShard::Refuse {
+                let next = self.client.skip_packet().await?;
+                self.client
+                    .write_err(seq.unwrap_or(next), &held_connection())
+                    .await?;
+                return Ok(None);
+            }
+            self.spread_to(shards, from, shard);
         }
         let router = shards.routers[shard].clone();
         // Whatever this stage answers instead continues the rows already sent.
@@ -184,6 +196,12 @@ impl Session {
         self.client.continue_at = None;
         match ready? {
             Ready::Go(fx) => {
+                if let Err(err) = self.begin_deferred().await? {
+                    let next = self.client.skip_packet().await?;
+                    self.client.write_err(seq.unwrap_or(next), &err).await?;
+                    self.release_if_free().await?;
+                    return Ok(None);
+                }
                 // Each shard's server counts the statement it is sent (its traffic).
                 if let Some(b) = &self.backend {
                     b.server

@@ -95,6 +95,7 @@ impl Session {
         // A copy, so that what is read from it outlives the answers written meanwhile.
         let payload = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
         let mut types = None;
+        let mut cursor = false;
         let text: Vec<u8> = match command {
             Some(Command::StmtExecute) => {
                 let mux = self.backing.muxed();
@@ -104,6 +105,7 @@ impl Session {
                     return Ok(Placed::On(shards.routers[current].clone()));
                 };
                 let execute = Execute::parse(&payload, stmt.params);
+                cursor = execute.as_ref().is_some_and(|e| e.opens_cursor());
                 types = execute
                     .and_then(|e| e.types.map(<[u8]>::to_vec))
                     .or_else(|| stmt.types.clone())
@@ -177,7 +179,7 @@ impl Session {
             match targets.as_slice() {
                 [one] => *one,
                 _ => {
-                    return match self.scatter_merging(command, read, &text) {
+                    return match self.scatter_merging(&shards, command, read, &text, cursor) {
                         Ok(merge) => Ok(Placed::Scatter(shards.clone(), targets, merge)),
                         Err(why) => self.refuse(not_yet(why)).await,
                     };
@@ -204,31 +206,46 @@ impl Session {
     }
 
     /// How a statement over several shards is run on each and its rows put together
-    /// (see [`crate::shard::merging`]): a text read outside a transaction whose rows
-    /// concatenate, merge in order or whose aggregates combine exactly. `Err` names why
-    /// it cannot be.
+    /// (see [`crate::shard::merging`]): a read whose rows concatenate, merge in order or
+    /// whose aggregates combine exactly (prepared: concatenate only). In a transaction,
+    /// each shard's part runs in it (XA branches). `Err` names why it cannot be.
     fn scatter_merging(
         &self,
+        shards: &Shards,
         command: Option<Command>,
         read: bool,
         text: &[u8],
+        cursor: bool,
     ) -> Result<Merge, &'static str> {
         if !read {
             return Err("a write over several shards (no shard key decides where its rows are)");
         }
+        if self.in_transaction() && shards.cross_shard == CrossShard::Refuse {
+            return Err("a read over several shards in a transaction");
+        }
+        let merge = crate::shard::merging(text)?;
+        if command == Some(Command::StmtExecute) {
+            // A cursor's rows come by COM_STMT_FETCH, from one server.
+            if cursor {
+                return Err("a prepared read over several shards with a cursor");
+            }
+            if !matches!(merge, Merge::Concat) {
+                return Err("a prepared read over several shards whose rows need merging");
+            }
+        }
+        Ok(merge)
+    }
+
+    /// The session is in a transaction: begun (or about to be), a connection holding
+    /// one, or every statement under `autocommit = 0`.
+    pub(super) fn in_transaction(&self) -> bool {
         let mux = self.backing.muxed();
-        let in_trx = !mux.autocommits()
+        !mux.autocommits()
+            || mux.spread.is_some()
             || self
                 .backend
                 .as_ref()
-                .is_some_and(|b| b.status.in_transaction());
-        if in_trx {
-            return Err("a read over several shards in a transaction");
-        }
-        if command != Some(Command::Query) {
-            return Err("a prepared read over several shards");
-        }
-        crate::shard::merging(text)
+                .is_some_and(|b| b.status.in_transaction())
     }
 
     /// `BEGIN`/`START TRANSACTION` outside a transaction is answered here and kept for
