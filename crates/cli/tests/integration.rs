@@ -57,6 +57,8 @@ mod kill;
 mod large_packets;
 #[path = "integration/lifecycle.rs"]
 mod lifecycle;
+#[path = "integration/links.rs"]
+mod links;
 #[path = "integration/multiplex.rs"]
 mod multiplex;
 #[path = "integration/pool.rs"]

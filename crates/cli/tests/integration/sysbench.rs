@@ -29,7 +29,12 @@ const THREADS: u32 = 16;
 const SECONDS: u32 = 20;
 
 /// `sysbench oltp_read_write ... <action>` against 127.0.0.1:`port`; (exit code, output).
-fn sysbench(port: u16, database: &str, extra: &[String], action: &str) -> (Option<i32>, String) {
+pub(crate) fn sysbench(
+    port: u16,
+    database: &str,
+    extra: &[String],
+    action: &str,
+) -> (Option<i32>, String) {
     let mut command = Command::new("sysbench");
     command
         .arg("oltp_read_write")
@@ -67,7 +72,7 @@ fn sysbench(port: u16, database: &str, extra: &[String], action: &str) -> (Optio
 }
 
 /// The number on a statistics line such as `    ignored errors:   0   (0.00 per sec.)`.
-fn statistic(output: &str, name: &str) -> Option<u64> {
+pub(crate) fn statistic(output: &str, name: &str) -> Option<u64> {
     output.lines().find_map(|line| {
         let rest = line.trim_start().strip_prefix(name)?.strip_prefix(':')?;
         rest.split_whitespace().next()?.parse().ok()
@@ -75,7 +80,7 @@ fn statistic(output: &str, name: &str) -> Option<u64> {
 }
 
 /// The server's count of transactions it rolled back to break a deadlock.
-fn deadlocks(server: &MariaDb) -> u64 {
+pub(crate) fn deadlocks(server: &MariaDb) -> u64 {
     let out = server
         .execute("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
         .expect("reading Innodb_deadlocks");
