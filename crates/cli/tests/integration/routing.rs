@@ -250,6 +250,14 @@ fn rules_route_block_and_prefer_the_zone() {
     let reads = answers(&mut c, "SELECT @@server_id", 20);
     assert_eq!(reads.get("2"), Some(&20), "{reads:?}");
     set.replicas[1].start_replica_sql_thread().unwrap();
+
+    // Caught up, it has every read of its zone again; down, the others have them.
+    wait_role(&sluice, &config, "replica2", "reader", 10);
+    let reads = answers(&mut c, "SELECT @@server_id", 20);
+    assert_eq!(reads.get("3"), Some(&20), "{reads:?}");
+    set.replicas[1].kill().unwrap();
+    let reads = answers(&mut c, "SELECT @@server_id", 20);
+    assert_eq!(reads.get("2"), Some(&20), "{reads:?}");
 }
 
 #[test]
