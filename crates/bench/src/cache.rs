@@ -120,6 +120,19 @@ pub struct CacheArgs {
     /// Leave the sysbench tables in place at the end.
     #[arg(long)]
     pub keep_data: bool,
+
+    /// The client, each Sluice and MariaDB on simulated hosts of their own: every hop
+    /// between them (client to MariaDB, client to Sluice, Sluice to MariaDB) goes through
+    /// a delay link of --hop each way, so that Sluice's extra hop shows as on a network.
+    /// Embedded servers only.
+    #[arg(long, conflicts_with_all = [
+        "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
+    ])]
+    pub hosts: bool,
+
+    /// One-way delay of each hop with --hosts ("100us", "0.5ms").
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "100us", requires = "hosts")]
+    pub hop: std::time::Duration,
 }
 
 /// Where the load goes.

@@ -209,6 +209,7 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
             sluice_bin: sluice_bin.clone(),
             dir: out.clone(),
             extra_config: limits.clone(),
+            hop: None,
         },
         &creds,
     )?;
@@ -245,6 +246,7 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
             sluice_bin,
             dir: out.join("idle"),
             extra_config: limits,
+            hop: None,
         },
         &creds,
     );

@@ -89,9 +89,11 @@ impl Plan {
         if instances.iter().any(|&n| n as u64 > data.table_size) {
             bail!("--table-size must give every instance at least one row of each table");
         }
-        let warmup = args
-            .warmup
-            .unwrap_or(Duration::from_secs(if c.demo { 5 } else { 15 }));
+        // The demo warms up no longer than it runs: a short look stays short.
+        let warmup = args.warmup.unwrap_or(match c.demo {
+            true => duration.min(Duration::from_secs(5)),
+            false => Duration::from_secs(15),
+        });
         if warmup.subsec_nanos() != 0 {
             bail!("--warmup must be whole seconds (0s for none)");
         }

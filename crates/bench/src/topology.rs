@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::tool::{shell_quote, tail, with_raised_nofile};
+use sluice_sandbox::link::{relay_cost, DelayLink, LinkSpec, LinkStats};
 use sluice_sandbox::{self as sandbox, MariaDb, MariaDbOptions};
 
 /// A host and port sysbench connects to.
@@ -55,6 +56,9 @@ pub struct EmbeddedOptions {
     pub dir: PathBuf,
     /// Appended to each Sluice configuration (more sections, e.g. `[limits]`).
     pub extra_config: String,
+    /// Client, Sluice and MariaDB on hosts of their own: each hop between them (client
+    /// to MariaDB, client to each Sluice, each Sluice to MariaDB) is a delay link.
+    pub hop: Option<LinkSpec>,
 }
 
 /// A Sluice the benchmark talks to.
@@ -63,6 +67,10 @@ pub struct SluiceTarget {
     pub target: Target,
     /// The process whose CPU time is measured, if known.
     pub pid: Option<u32>,
+}
+
+fn micros(d: Duration) -> String {
+    format!("{} µs", d.as_micros())
 }
 
 /// The server's highest `max_prepared_stmt_count`, which the embedded MariaDB gets.
@@ -85,6 +93,8 @@ pub struct Topology {
     pub notes: Vec<String>,
     sluices: Vec<SluiceProcess>,
     mariadb: Option<MariaDb>,
+    /// The hops between simulated hosts, by what they join.
+    links: Vec<(String, DelayLink)>,
 }
 
 impl Topology {
@@ -114,8 +124,13 @@ impl Topology {
             notes: Vec::new(),
             sluices: Vec::new(),
             mariadb: None,
+            links: Vec::new(),
         };
-        let backend = mariadb.addr();
+        let mut backend = mariadb.addr();
+        if let Some(hop) = opts.hop {
+            topology.hosts(hop, &mariadb)?;
+            backend = topology.links[0].1.addr();
+        }
         topology.mariadb = Some(mariadb);
         let db = topology.mariadb.as_ref().expect("just set");
 
@@ -161,11 +176,12 @@ impl Topology {
             ));
         }
         topology.description.push(format!(
-            "MariaDB {}: embedded sandbox at {backend}, max_connections={}",
+            "MariaDB {}: embedded sandbox at {}, max_connections={}",
             topology
                 .mariadb_version
                 .as_deref()
                 .unwrap_or("(version unknown)"),
+            db.addr(),
             granted.unwrap_or(opts.max_connections)
         ));
 
@@ -182,13 +198,21 @@ impl Topology {
                 .with_context(|| format!("writing {}", config.display()))?;
             let log = opts.dir.join(format!("sluice-{name}.log"));
             let sluice = SluiceProcess::start(&opts.sluice_bin, &config, port, &log)?;
-            let target = SluiceTarget {
+            let mut target = SluiceTarget {
                 target: Target {
                     host: "127.0.0.1".into(),
                     port,
                 },
                 pid: Some(sluice.pid()),
             };
+            if let Some(hop) = opts.hop {
+                let listen = SocketAddr::from(([127, 0, 0, 1], port));
+                let link = DelayLink::start(listen, hop).context("starting a delay link")?;
+                target.target.port = link.port();
+                topology
+                    .links
+                    .push((format!("client to Sluice ({name})"), link));
+            }
             topology.description.push(format!(
                 "Sluice ({name}): child process (pid {}) on 127.0.0.1:{port}, configuration \
                  {}, log {}",
@@ -205,6 +229,40 @@ impl Topology {
             topology.sluices.push(sluice);
         }
         Ok(topology)
+    }
+
+    /// Puts MariaDB on a simulated host of its own: Sluice reaches it through one link
+    /// (the first), the client through another; the client-side links to each Sluice
+    /// follow as they start.
+    fn hosts(&mut self, hop: LinkSpec, mariadb: &MariaDb) -> anyhow::Result<()> {
+        let to_db = DelayLink::start(mariadb.addr(), hop).context("starting a delay link")?;
+        let direct = DelayLink::start(mariadb.addr(), hop).context("starting a delay link")?;
+        self.direct = Some(Target {
+            host: "127.0.0.1".into(),
+            port: direct.port(),
+        });
+        self.links.push(("Sluice to MariaDB".into(), to_db));
+        self.links.push(("client to MariaDB".into(), direct));
+        let cost = relay_cost(500).context("measuring a delay link's own cost")?;
+        self.description.push(format!(
+            "Hosts: the client, each Sluice and MariaDB on simulated hosts of their own;              every hop between them a delay link of {} each way{} (round trip {} plus the              relay's own {} µs, measured)",
+            micros(hop.one_way),
+            match hop.jitter.is_zero() {
+                true => String::new(),
+                false => format!(" ± {}", micros(hop.jitter)),
+            },
+            micros(2 * hop.one_way),
+            cost.as_micros()
+        ));
+        Ok(())
+    }
+
+    /// How each hop between simulated hosts kept its delay, by what it joins.
+    pub fn link_stats(&self) -> Vec<(String, LinkStats)> {
+        self.links
+            .iter()
+            .map(|(name, link)| (name.clone(), link.stats()))
+            .collect()
     }
 
     /// The embedded MariaDB's process id, to read its memory.
@@ -261,6 +319,7 @@ impl Topology {
             notes: Vec::new(),
             sluices: Vec::new(),
             mariadb: None,
+            links: Vec::new(),
         })
     }
 

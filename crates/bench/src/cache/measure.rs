@@ -270,6 +270,9 @@ impl Bench<'_> {
                     sluice_bin: args.common.sluice_bin()?,
                     dir: self.out.to_path_buf(),
                     extra_config: String::new(),
+                    hop: args
+                        .hosts
+                        .then(|| sluice_sandbox::link::LinkSpec::delay(args.hop)),
                 },
                 &creds,
             )?
@@ -340,6 +343,17 @@ impl Bench<'_> {
         }
 
         let result = self.run_steps(steps, &mut topology, &creds);
+        for (name, s) in topology.link_stats() {
+            // How far a busy machine kept the hops from their delay.
+            self.report.notes.push(format!(
+                "Hop {name}: {} connections, {} chunks passed on {} µs late on average, \
+                 {} µs at worst",
+                s.connections,
+                s.chunks,
+                s.mean_late.as_micros(),
+                s.worst_late.as_micros()
+            ));
+        }
 
         if manage_data && !args.keep_data {
             eprintln!("cleaning up the sysbench tables");

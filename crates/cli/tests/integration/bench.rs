@@ -537,7 +537,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
             SLUICE_BIN,
         ],
         &out,
-        Duration::from_secs(240),
+        Duration::from_secs(420),
     );
     let t = text(&output);
     assert!(output.status.success(), "{t}");
@@ -555,6 +555,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
         ("mux", "Sluice benchmark: mux"),
         ("routing", "Sluice benchmark: routing"),
         ("galera", "Sluice benchmark: Galera"),
+        ("shard", "Sluice benchmark: shard"),
     ] {
         assert!(
             page.contains(&format!("<h2>{title}")),
@@ -564,9 +565,9 @@ fn every_scenario_runs_and_lands_on_one_page() {
             assert!(out.join(name).join(file).is_file(), "{name}/{file}");
         }
     }
-    assert_eq!(page.matches("<article>").count(), 4);
-    assert!(page.matches("<svg").count() >= 4, "charts inline");
-    for name in ["cache", "mux", "routing", "galera"] {
+    assert_eq!(page.matches("<article>").count(), 5);
+    assert!(page.matches("<svg").count() >= 5, "charts inline");
+    for name in ["cache", "mux", "routing", "galera", "shard"] {
         assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
     }
 }
