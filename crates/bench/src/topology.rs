@@ -245,7 +245,9 @@ impl Topology {
         self.links.push(("client to MariaDB".into(), direct));
         let cost = relay_cost(500).context("measuring a delay link's own cost")?;
         self.description.push(format!(
-            "Hosts: the client, each Sluice and MariaDB on simulated hosts of their own;              every hop between them a delay link of {} each way{} (round trip {} plus the              relay's own {} µs, measured)",
+            "Hosts: the client, each Sluice and MariaDB on simulated hosts of their own; \
+             every hop between them a delay link of {} each way{} (round trip {} plus the \
+             relay's own {} µs, measured)",
             micros(hop.one_way),
             match hop.jitter.is_zero() {
                 true => String::new(),

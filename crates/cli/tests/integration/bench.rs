@@ -324,6 +324,72 @@ fn missing_tools_and_unreachable_servers_are_named() {
 
 /// A benchmark killed outright (SIGKILL: no cleanup code runs) leaves no Sluice and no
 /// MariaDB behind: both run under the sandbox's watchdog.
+/// With `--hosts`, every hop is a delay link: a direct query crosses one (client to
+/// MariaDB), a pass-through one two (client to Sluice, Sluice to MariaDB), a cache hit
+/// one. Delays are never shorter than asked, so latencies have floors to check.
+#[test]
+fn over_simulated_hosts_each_hop_costs_its_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hosts");
+    let output = bench(
+        &[
+            "--hosts",
+            "--hop",
+            "2ms",
+            "--threads",
+            "1",
+            "--duration",
+            "2s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--workloads",
+            "oltp_point_select",
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    let topology = r["topology"].to_string();
+    assert!(
+        topology.contains("delay link of 2000 µs each way"),
+        "{topology}"
+    );
+    let notes = r["notes"].to_string();
+    for hop in [
+        "Sluice to MariaDB",
+        "client to MariaDB",
+        "client to Sluice (passthrough)",
+        "client to Sluice (cached)",
+    ] {
+        assert!(notes.contains(&format!("Hop {hop}:")), "{hop}: {notes}");
+    }
+    let avg = |scenario: &str| {
+        let run = rows(&r, "runs")
+            .iter()
+            .find(|x| x["scenario"] == scenario)
+            .unwrap_or_else(|| panic!("no {scenario} run: {t}"));
+        assert_eq!(run["status"], "ok", "{run}");
+        assert_eq!(run["stats"]["ignored_errors"], 0, "{run}");
+        run["stats"]["latency_avg_ms"].as_f64().unwrap()
+    };
+    let (direct, passthrough, cached) = (avg("direct"), avg("passthrough"), avg("cached"));
+    assert!(direct >= 4.0, "one hop there and back: {direct} ms");
+    assert!(
+        passthrough >= 8.0,
+        "two hops there and back: {passthrough} ms"
+    );
+    assert!(
+        cached >= 4.0 && cached < passthrough,
+        "{cached} ms, {passthrough} ms"
+    );
+}
+
 #[test]
 fn a_killed_benchmark_leaves_nothing_running() {
     let dir = tempfile::tempdir().unwrap();
