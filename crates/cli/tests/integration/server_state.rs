@@ -120,7 +120,10 @@ fn closed_within(conn: &mut RawConn, limit: Duration) -> Option<Duration> {
 
 fn idle_session_times_out(multiplex: bool) {
     let server = shared_server();
-    fresh_database(server, "statedb");
+    // Other tests log in to it at the same time: made once, never dropped here.
+    server
+        .execute("CREATE DATABASE IF NOT EXISTS statedb")
+        .unwrap();
     let sluice = sluice(server, multiplex);
     let mut conn = login(&sluice);
     ok(&mut conn, "SET SESSION wait_timeout = 1");
@@ -152,7 +155,10 @@ fn idle_session_times_out_dedicated() {
 /// the client's connection closes too, promptly, instead of a later error.
 fn server_side_close_is_a_close(multiplex: bool) {
     let server = shared_server();
-    fresh_database(server, "statedb");
+    // Other tests log in to it at the same time: made once, never dropped here.
+    server
+        .execute("CREATE DATABASE IF NOT EXISTS statedb")
+        .unwrap();
     let sluice = sluice(server, multiplex);
     let mut conn = login(&sluice);
     ok(&mut conn, "SET SESSION idle_transaction_timeout = 1");
