@@ -369,10 +369,15 @@ const SLUICE: &str = "sluice";
 /// length...) direct and Sluice take turns, so drift of the machine over time hits both
 /// alike.
 fn alternating(steps: &[u32], repeat: u32) -> Vec<(u32, u32, &'static str)> {
+    alternating_over(steps, repeat, &[DIRECT, SLUICE])
+}
+
+/// [`alternating`] over any set of paths, each taking its turn in the order given.
+fn alternating_over<T: Copy>(steps: &[u32], repeat: u32, paths: &[T]) -> Vec<(u32, u32, T)> {
     let mut runs = Vec::new();
     for &step in steps {
         for repetition in 1..=repeat {
-            for path in [DIRECT, SLUICE] {
+            for &path in paths {
                 runs.push((step, repetition, path));
             }
         }
