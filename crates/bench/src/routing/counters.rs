@@ -105,6 +105,11 @@ pub(crate) struct Snapshot {
     /// Sluice's `reads` per server, in the order of the names taken; `None` for direct
     /// runs.
     pub(crate) reads: Option<Vec<Option<u64>>>,
+    /// Sluice's `writes` per server: what it sent the writer as such (every statement,
+    /// with the split off).
+    pub(crate) writes: Option<Vec<Option<u64>>>,
+    /// Sluice's time to first byte per server, which its balancing weighs.
+    pub(crate) ttfb_ms: Option<Vec<Option<f64>>>,
     pub(crate) com_select: Vec<Option<u64>>,
     pub(crate) reads_to_readers: Option<u64>,
     pub(crate) reads_to_writer: Option<u64>,
@@ -140,6 +145,8 @@ impl Snapshot {
         };
         Snapshot {
             reads: counts("reads"),
+            writes: counts("writes"),
+            ttfb_ms: admin.map(|_| per_server("ttfb_ms")),
             com_select: databases
                 .iter()
                 .map(|d| {
