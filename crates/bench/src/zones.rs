@@ -45,15 +45,15 @@ use crate::{CommonArgs, Ran, Resolved, Sizes};
 pub struct ZonesArgs {
     #[command(flatten)]
     pub common: CommonArgs,
-    /// One-way delay between two hosts of the same zone ("100us", "0.2ms").
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "100us")]
+    /// One-way delay between two hosts of the same zone ("100us", "1ms").
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "100us", value_name = "DURATION")]
     pub intra_zone: Duration,
     /// One-way delay between two hosts in different zones.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "1ms")]
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "1ms", value_name = "DURATION")]
     pub cross_zone: Duration,
     /// Each chunk's delay varies by up to this much either way, on every link; at
-    /// most --intra-zone [default: none].
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s")]
+    /// most --intra-zone.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "0s", value_name = "DURATION")]
     pub jitter: Duration,
     /// Backend connections Sluice may open to each server (it multiplexes onto them).
     #[arg(long, default_value_t = 64)]

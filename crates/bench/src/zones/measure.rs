@@ -120,7 +120,12 @@ impl Bench<'_> {
                     writes: delta(writes(before), writes(after)),
                     com_select,
                     selects: com_select.map(|n| n.saturating_sub(idle)),
-                    ttfb_ms: after.ttfb_ms.as_ref().and_then(|t| t[i]),
+                    // Sluice times reads only: 0 is "not measured", not a latency.
+                    ttfb_ms: after
+                        .ttfb_ms
+                        .as_ref()
+                        .and_then(|t| t[i])
+                        .filter(|t| *t > 0.0),
                 }
             })
             .collect()

@@ -58,26 +58,26 @@ fn ratios(r: &Results) -> Option<String> {
 }
 
 /// What one read of the primary and nearest runs took, how much of it was the
-/// configured delay, and how long a primary read would have to take for the saving to
-/// be only the published ratio.
+/// configured delay, and what share of a primary read nearest saved against the share
+/// the published ratio means.
 fn budget(r: &Results, placement: Placement, threads: u32) -> Option<String> {
     let p = row(r, placement, Mode::Primary, threads)?;
     let n = row(r, placement, Mode::Nearest, threads)?;
     let (p_ms, n_ms) = (p.ms_per_read?, n.ms_per_read?);
     let saved = p_ms - n_ms;
     let target = published(placement);
-    let needed = saved * target / (target - 1.0);
     Some(format!(
-        "{} {}, {threads} threads: a read took {p_ms:.3} ms on the primary ({} ms of it \
+        "Client {}, {threads} threads: a read took {p_ms:.3} ms on the primary ({} ms of it \
          configured round trip) and {n_ms:.3} ms on the near replica ({} ms of it round \
          trip, {} ms the machine: sysbench, Sluice, the server and the relays). Nearest \
-         saved {saved:.3} ms a read; for that saving to be worth only the published \
-         {target:.2}x, a read on the primary would have had to take {needed:.2} ms.",
-        "Client",
+         saved {saved:.3} ms a read, {} of a primary read; the published {target:.2}x is a \
+         saving of {}.",
         placement_words(placement),
         cell(p.round_trip_ms, 3),
         cell(n.round_trip_ms, 3),
         cell(n.round_trip_ms.map(|rt| n_ms - rt), 3),
+        percent(Some(saved / p_ms)),
+        percent(Some(1.0 - 1.0 / target)),
     ))
 }
 
@@ -137,7 +137,8 @@ fn threads(r: &Results) -> Vec<String> {
             "Client {}: the ratio falls from {} at {} threads to {} at {}. The primary runs \
              gained more from the added threads (tps {} to {}) than the near-replica runs \
              ({} to {}, CPU {} busy): more threads overlap more of the primary's round \
-             trips, while the near replica's reads were already short.",
+             trips, while the near-replica runs, the cores already busy, could not turn \
+             more threads into more reads.",
             placement_words(placement),
             ratio(first.ratio),
             first.threads,
@@ -168,15 +169,17 @@ fn links(r: &Results) -> Option<String> {
         .iter()
         .filter_map(|run| run.links.worst_late_us)
         .fold(0.0, f64::max);
+    let mean = late / chunks as f64;
     Some(format!(
-        "Links: chunks were passed on {:.1} µs after their due time on average over every \
-         run (worst {:.0} µs), against delays of {} and {} µs; each relay also costs {} µs \
-         per round trip by itself, paid once per read colocated and twice with the client \
-         hop (direct: once).",
-        late / chunks as f64,
-        worst,
+        "Links: chunks were passed on {mean:.1} µs after their due time on average over \
+         every run (worst {worst:.0} µs), against delays of {} and {} µs: a read, whose \
+         question and answer each cross a link, waited about {:.0} µs more than configured \
+         per link it crossed (one colocated and direct, two with the client hop). With no \
+         delay at all, a link costs {} µs per round trip (its socket hops and thread \
+         wake-ups).",
         r.intra_zone_us,
         r.cross_zone_us,
+        2.0 * mean,
         cell(r.relay_cost_us, 1)
     ))
 }
@@ -198,9 +201,11 @@ fn spread(r: &Results) -> Vec<String> {
             .filter(|s| s.name != "replica1")
             .map(|s| format!("{} {}", s.name, percent(s.share)))
             .collect();
-        let verdict = if share > fair + 0.1 {
+        let verdict = if share >= fair + 0.15 {
             "latency-aware balancing already favours the near replica, but only nearest \
              sends it every read"
+        } else if share > fair + 0.03 {
+            "latency-aware balancing favours the near replica only a little"
         } else {
             "latency-aware balancing does not favour the near replica here"
         };

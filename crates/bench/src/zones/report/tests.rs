@@ -169,7 +169,16 @@ fn ratios_round_trips_and_shares() {
         "{md}"
     );
     assert!(md.contains("bound by CPU per read"), "{md}");
+    // 2.381 ms on the primary, 0.794 ms on the near replica: two thirds saved.
+    assert!(
+        md.contains("saved 1.587 ms a read, 66.7% of a primary read; the published 1.50x is a saving of 33.3%"),
+        "{md}"
+    );
     assert!(md.contains("25.0 µs per round trip"), "{md}");
+    assert!(
+        md.contains("waited about 24 µs more than configured"),
+        "{md}"
+    );
     assert!(md.contains("| primary | b | 1000 | writer | 2.0 |"), "{md}");
 }
 
@@ -182,6 +191,7 @@ fn failures_and_a_falling_ratio_read_as_such() {
     let mut r = results(vec![
         run(Primary, Colocated, 8, 200.0, [1000, 0, 0, 0]),
         run(Nearest, Colocated, 8, 600.0, [0, 3000, 0, 0]),
+        run(Spread, Colocated, 8, 300.0, [0, 400, 300, 300]),
         run(Primary, Colocated, 16, 400.0, [1000, 0, 0, 0]),
         run(Nearest, Colocated, 16, 700.0, [0, 3000, 0, 0]),
         run(Primary, Colocated, 32, 500.0, [1000, 0, 0, 0]),
@@ -201,6 +211,10 @@ fn failures_and_a_falling_ratio_read_as_such() {
     );
     assert!(
         md.contains("the ratio falls from 3.00 at 8 threads to 1.75 at 16"),
+        "{md}"
+    );
+    assert!(
+        md.contains("replica1 ran 40.0% of the SELECTs (primary 0.0%, replica2 30.0%, replica3 30.0%) where equal weights give 33.3%: latency-aware balancing favours the near replica only a little"),
         "{md}"
     );
 }
