@@ -476,7 +476,7 @@ fn reads_table(r: &Results) -> Table {
             cells.push(joined(&|s| match (s.statements, s.ttfb_ms) {
                 (Some(0), _) => "—".into(),
                 (_, Some(v)) => format!("{v:.2}"),
-                (_, None) => "?".into(),
+                (_, None) => "n/a".into(),
             }));
         }
         t.rows.push(cells);
