@@ -5,7 +5,8 @@
 //! One module per scenario: [`cache`] (the published caching-proxy benchmark; what
 //! `sluice bench` alone runs), [`mux`] (multiplexing), [`routing`] (read scale-out),
 //! [`galera`] (multi-master inserts and flow control), [`shard`] (one database over
-//! several instances), and [`all`] (every other scenario, one page). They share the flags of
+//! several instances), [`zones`] (the nearest replica across availability zones), and
+//! [`all`] (every other scenario, one page). They share the flags of
 //! [`CommonArgs`] (and [`ServerArgs`] where existing servers can be targeted) and one
 //! report format, [`document`]. Underneath: [`topology`] starts or finds the servers,
 //! [`sysbench`] and [`mysqlslap`] run and parse the load generators, [`report`] and
@@ -29,6 +30,7 @@ pub mod shard;
 mod sysbench;
 mod tool;
 mod topology;
+pub mod zones;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -109,6 +111,20 @@ pub enum Scenario {
     /// 4 tables x 50,000 rows; 16 MiB buffer pool each. --demo (under 5 minutes on 2
     /// cores): instances 1,2,4; 5 s after 5 s; 2 tables x 40,000 rows; 6 MiB.
     Shard(Box<shard::ShardArgs>),
+    /// Nearest replica: reads in Sluice's zone against reads on a primary in another.
+    ///
+    /// A primary (zone b) and 3 replicas (replica1 in a, replica2 in b, replica3 in c),
+    /// sysbench and Sluice in zone a, every server reached through a delay link of
+    /// --intra-zone within a zone and --cross-zone across. sysbench oltp_read_only
+    /// straight at the primary, then through Sluice with every read on the primary
+    /// (read_write_split = false), on the replica of its zone (zone = "a") and spread
+    /// over the replicas (no zone), each with the client beside Sluice and one
+    /// intra-zone hop away. Starts its own servers.
+    ///
+    /// Defaults: threads 8,32; 20 s per run; 4 tables x 10,000 rows; 100us within a
+    /// zone, 1ms across. --demo (under 5 minutes on 2 cores): threads 8; 5 s; 2 tables
+    /// x 1,000 rows.
+    Zones(Box<zones::ZonesArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
     /// The common flags go to every scenario (with --demo, each runs in its demo
@@ -126,6 +142,7 @@ impl Scenario {
             Scenario::Routing(_) => "routing",
             Scenario::Galera(_) => "galera",
             Scenario::Shard(_) => "shard",
+            Scenario::Zones(_) => "zones",
             Scenario::All(_) => "all",
         }
     }
@@ -137,6 +154,7 @@ impl Scenario {
             Scenario::Routing(a) => &mut a.common,
             Scenario::Galera(a) => &mut a.common,
             Scenario::Shard(a) => &mut a.common,
+            Scenario::Zones(a) => &mut a.common,
             Scenario::All(a) => &mut a.common,
         }
     }
@@ -149,6 +167,7 @@ impl Scenario {
             Scenario::Routing(a) => routing::run(&a),
             Scenario::Galera(a) => galera::run(&a),
             Scenario::Shard(a) => shard::run(&a),
+            Scenario::Zones(a) => zones::run(&a),
             Scenario::All(a) => all::run(&a),
         }
     }
@@ -369,10 +388,15 @@ const SLUICE: &str = "sluice";
 /// length...) direct and Sluice take turns, so drift of the machine over time hits both
 /// alike.
 fn alternating(steps: &[u32], repeat: u32) -> Vec<(u32, u32, &'static str)> {
+    alternating_over(steps, repeat, &[DIRECT, SLUICE])
+}
+
+/// [`alternating`] over any set of paths, each taking its turn in the order given.
+fn alternating_over<T: Copy>(steps: &[u32], repeat: u32, paths: &[T]) -> Vec<(u32, u32, T)> {
     let mut runs = Vec::new();
     for &step in steps {
         for repetition in 1..=repeat {
-            for path in [DIRECT, SLUICE] {
+            for &path in paths {
                 runs.push((step, repetition, path));
             }
         }
@@ -418,7 +442,7 @@ mod tests {
 
     #[test]
     fn common_flags_mean_the_same_in_every_scenario() {
-        for name in ["cache", "mux", "routing", "galera", "shard", "all"] {
+        for name in ["cache", "mux", "routing", "galera", "shard", "zones", "all"] {
             let mut args = parse(&[
                 name,
                 "--demo",
@@ -451,7 +475,10 @@ mod tests {
         };
         let each = Scenario::each(&all.common, std::path::Path::new("out"));
         let names: Vec<&str> = each.iter().map(Scenario::name).collect();
-        assert_eq!(names, ["cache", "mux", "routing", "galera", "shard"]);
+        assert_eq!(
+            names,
+            ["cache", "mux", "routing", "galera", "shard", "zones"]
+        );
         for mut scenario in each {
             let name = scenario.name();
             let common = scenario.common_mut();

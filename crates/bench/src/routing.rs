@@ -9,9 +9,16 @@
 //! report sets against the share the weights promise.
 //!
 //! Everything runs embedded (a sandbox replica set and a Sluice child) and is removed at
-//! the end, on error too; the report ([`report`]) is written after every run.
+//! the end, on error too; the report ([`report`]) is written after every run. What is
+//! read from Sluice and the servers around a run ([`counters`]) serves the zones
+//! scenario too.
 
+mod counters;
 mod report;
+
+pub(crate) use counters::{
+    delta, last_line, server_entry, servers_json, wait_for_routing, AdminApi, Snapshot,
+};
 
 use crate::document::Document;
 use crate::mux::{cell, outcome, spec};
@@ -21,7 +28,6 @@ use crate::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
 use crate::{CommonArgs, Ran, Resolved, Sizes, DIRECT, SLUICE};
 use anyhow::{bail, Context};
 use serde::Serialize;
-use serde_json::Value;
 use sluice_sandbox::{self as sandbox, MariaDb, ReplicaSet, ReplicaSetOptions};
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -45,9 +51,7 @@ pub struct RoutingArgs {
 }
 
 /// Database of the sysbench tables.
-const DATABASE: &str = "sbtest";
-/// How long the monitor gets to find the writer and the readers after Sluice starts.
-const ROUTING_READY_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DATABASE: &str = "sbtest";
 
 /// The flags checked and resolved.
 #[derive(Debug, Clone)]
@@ -121,6 +125,11 @@ impl Plan {
     /// (threads, repetition, scenario) of every run, in order.
     fn runs(&self) -> Vec<(u32, u32, &'static str)> {
         crate::alternating(&self.threads, self.repeat)
+    }
+
+    /// The servers' names, the primary first.
+    fn names(&self) -> Vec<&str> {
+        self.servers.iter().map(|(name, _)| name.as_str()).collect()
     }
 }
 
@@ -341,7 +350,7 @@ fn measure(
 
     let port = sandbox::free_port();
     let admin_port = sandbox::free_port();
-    let token = admin_token();
+    let token = admin_token("routing");
     let addresses: Vec<SocketAddr> = databases.iter().map(|d| d.addr()).collect();
     let config = out.join("sluice.toml");
     std::fs::write(
@@ -352,7 +361,7 @@ fn measure(
     let mut sluice = SluiceProcess::start(sluice_bin, &config, port, &out.join("sluice.log"))?;
     results.sluice_command = Some(sluice.command.clone());
     let admin = AdminApi::new(format!("127.0.0.1:{admin_port}"), token);
-    let roles = wait_for_routing(&admin, plan)?;
+    let roles = wait_for_routing(&admin, &plan.names())?;
     results.servers = plan
         .servers
         .iter()
@@ -411,150 +420,6 @@ fn measure(
     Ok(())
 }
 
-/// Waits until Sluice's monitor has elected the primary as the writer and sees every
-/// replica as a reader; the role of each server, in plan order.
-fn wait_for_routing(admin: &AdminApi, plan: &Plan) -> anyhow::Result<Vec<String>> {
-    let deadline = Instant::now() + ROUTING_READY_TIMEOUT;
-    loop {
-        let last = servers_json(admin);
-        if let Ok(json) = &last {
-            let roles: Vec<String> = plan
-                .servers
-                .iter()
-                .map(|(name, _)| {
-                    server_entry(json, name)
-                        .and_then(|s| s["role"].as_str())
-                        .unwrap_or("missing")
-                        .to_string()
-                })
-                .collect();
-            if json["writer"] == "primary" && roles[1..].iter().all(|r| r == "reader") {
-                return Ok(roles);
-            }
-        }
-        if Instant::now() >= deadline {
-            let last = match last {
-                Ok(json) => json.to_string(),
-                Err(e) => format!("{e:#}"),
-            };
-            bail!(
-                "Sluice did not route within {ROUTING_READY_TIMEOUT:?} (the primary as \
-                 writer, every replica a reader); /v1/servers said: {last}"
-            );
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
-}
-
-/// Sluice's admin API as this benchmark reads it: `GET` with the run's token.
-pub(crate) struct AdminApi {
-    agent: ureq::Agent,
-    /// "host:port".
-    address: String,
-    token: String,
-}
-
-impl AdminApi {
-    pub(crate) fn new(address: String, token: String) -> AdminApi {
-        let agent = ureq::Agent::config_builder()
-            .timeout_connect(Some(Duration::from_secs(5)))
-            .timeout_global(Some(Duration::from_secs(30)))
-            // A refusal's status and body are part of the error message we build.
-            .http_status_as_error(false)
-            .build()
-            .into();
-        AdminApi {
-            agent,
-            address,
-            token,
-        }
-    }
-
-    /// The status and the body of `GET path`.
-    fn get(&self, path: &str) -> anyhow::Result<(ureq::http::StatusCode, String)> {
-        let mut response = self
-            .agent
-            .get(format!("http://{}{path}", self.address))
-            .header("Authorization", format!("Bearer {}", self.token))
-            .call()?;
-        let body = response.body_mut().read_to_string()?;
-        Ok((response.status(), body))
-    }
-}
-
-/// `GET /v1/servers`.
-pub(crate) fn servers_json(admin: &AdminApi) -> anyhow::Result<Value> {
-    let (status, body) = admin
-        .get("/v1/servers")
-        .context("asking Sluice's admin API for /v1/servers")?;
-    if status != 200 {
-        bail!("/v1/servers answered {status}: {body}");
-    }
-    serde_json::from_str(&body).context("/v1/servers is not JSON")
-}
-
-pub(crate) fn server_entry<'a>(json: &'a Value, name: &str) -> Option<&'a Value> {
-    json["servers"]
-        .as_array()?
-        .iter()
-        .find(|s| s["name"] == name)
-}
-
-/// The counters read around a run.
-struct Snapshot {
-    /// Sluice's `reads` per server, in plan order; `None` for direct runs.
-    reads: Option<Vec<Option<u64>>>,
-    com_select: Vec<Option<u64>>,
-    reads_to_readers: Option<u64>,
-    reads_to_writer: Option<u64>,
-}
-
-impl Snapshot {
-    fn take(plan: &Plan, databases: &[&MariaDb], admin: Option<&AdminApi>) -> Snapshot {
-        let json = admin.and_then(|a| servers_json(a).ok());
-        let stat = |key: &str| json.as_ref().and_then(|j| j["stats"][key].as_u64());
-        Snapshot {
-            reads: admin.map(|_| {
-                plan.servers
-                    .iter()
-                    .map(|(name, _)| {
-                        json.as_ref()
-                            .and_then(|j| server_entry(j, name))
-                            .and_then(|s| s["reads"].as_u64())
-                    })
-                    .collect()
-            }),
-            com_select: databases
-                .iter()
-                .map(|d| {
-                    d.execute("SHOW GLOBAL STATUS LIKE 'Com_select'")
-                        .ok()
-                        .and_then(|out| status_value(&out))
-                })
-                .collect(),
-            reads_to_readers: stat("reads_to_readers"),
-            reads_to_writer: stat("reads_to_writer"),
-        }
-    }
-}
-
-/// The value of a `SHOW GLOBAL STATUS LIKE ...` answer in batch mode (a header line,
-/// then `name<TAB>value`).
-fn status_value(out: &str) -> Option<u64> {
-    last_line(out)?.split_whitespace().last()?.parse().ok()
-}
-
-pub(crate) fn last_line(out: &str) -> Option<String> {
-    out.lines()
-        .map(str::trim)
-        .rfind(|l| !l.is_empty())
-        .map(String::from)
-}
-
-fn delta(before: Option<u64>, after: Option<u64>) -> Option<u64> {
-    Some(after?.saturating_sub(before?))
-}
-
 /// One sysbench run against `target`, with the counters read around it (Sluice's only
 /// when `admin` is given).
 fn one_run(
@@ -570,9 +435,10 @@ fn one_run(
     let command = SysbenchCommand::run(&args.common.sysbench, &endpoint(target), &spec, out);
     let output_file = format!("raw/{scenario}-t{threads}-r{repetition}.txt");
     let log = out.join(&output_file);
-    let before = Snapshot::take(plan, databases, admin);
+    let names = plan.names();
+    let before = Snapshot::take(&names, databases, admin);
     let stats = sysbench_run(&command, &log, threads, plan.duration);
-    let after = Snapshot::take(plan, databases, admin);
+    let after = Snapshot::take(&names, databases, admin);
     let reads = |i: usize| {
         let at = |s: &Snapshot| s.reads.as_ref().and_then(|r| r[i]);
         delta(at(&before), at(&after))
@@ -604,7 +470,8 @@ fn one_run(
     run
 }
 
-fn sysbench_run(
+/// A measured `oltp_read_only` run: its summary, or why there is none.
+pub(crate) fn sysbench_run(
     command: &SysbenchCommand,
     log: &Path,
     threads: u32,
@@ -625,7 +492,7 @@ fn sysbench_run(
 
 /// Where sysbench connects: the sandbox admin account, which every server of the set
 /// has (replicated accounts would have to be created first), and Sluice forwards.
-fn endpoint(target: SocketAddr) -> Endpoint {
+pub(crate) fn endpoint(target: SocketAddr) -> Endpoint {
     Endpoint {
         host: target.ip().to_string(),
         port: target.port(),
@@ -637,11 +504,11 @@ fn endpoint(target: SocketAddr) -> Endpoint {
 }
 
 /// A token for this run's admin API, which only listens on loopback and dies with it.
-fn admin_token() -> String {
+pub(crate) fn admin_token(scenario: &str) -> String {
     let nanos = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    format!("bench-routing-{:x}{:x}", std::process::id(), nanos)
+    format!("bench-{scenario}-{:x}{:x}", std::process::id(), nanos)
 }
 
 /// The Sluice configuration: every server with its weight, the monitor finding the
@@ -771,16 +638,5 @@ mod tests {
         assert_eq!(config["pool"]["multiplex"].as_bool(), Some(true));
         assert_eq!(config["pool"]["max_connections"].as_integer(), Some(64));
         assert_eq!(config["admin"]["token"].as_str(), Some("t0ken"));
-    }
-
-    #[test]
-    fn status_values_come_from_batch_output() {
-        assert_eq!(
-            status_value("Variable_name\tValue\nCom_select\t1234\n"),
-            Some(1234)
-        );
-        assert_eq!(status_value(""), None);
-        assert_eq!(delta(Some(10), Some(25)), Some(15));
-        assert_eq!(delta(None, Some(25)), None);
     }
 }

@@ -25,6 +25,8 @@ mod bench_galera;
 mod bench_routing;
 #[path = "integration/bench_shard.rs"]
 mod bench_shard;
+#[path = "integration/bench_zones.rs"]
+mod bench_zones;
 #[path = "integration/binlog.rs"]
 mod binlog;
 #[path = "integration/cache.rs"]

@@ -603,7 +603,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
             SLUICE_BIN,
         ],
         &out,
-        Duration::from_secs(420),
+        Duration::from_secs(540),
     );
     let t = text(&output);
     assert!(output.status.success(), "{t}");
@@ -622,6 +622,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
         ("routing", "Sluice benchmark: routing"),
         ("galera", "Sluice benchmark: Galera"),
         ("shard", "Sluice benchmark: shard"),
+        ("zones", "Sluice benchmark: zones"),
     ] {
         assert!(
             page.contains(&format!("<h2>{title}")),
@@ -631,9 +632,9 @@ fn every_scenario_runs_and_lands_on_one_page() {
             assert!(out.join(name).join(file).is_file(), "{name}/{file}");
         }
     }
-    assert_eq!(page.matches("<article>").count(), 5);
-    assert!(page.matches("<svg").count() >= 5, "charts inline");
-    for name in ["cache", "mux", "routing", "galera", "shard"] {
+    assert_eq!(page.matches("<article>").count(), 6);
+    assert!(page.matches("<svg").count() >= 6, "charts inline");
+    for name in ["cache", "mux", "routing", "galera", "shard", "zones"] {
         assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
     }
 }
