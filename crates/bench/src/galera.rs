@@ -300,27 +300,7 @@ fn run_into(args: &GaleraArgs, document: &mut Option<Document>) -> anyhow::Resul
     };
     *document = Some(report::write(&out, &mut bench.results)?);
     let measured = bench.measure();
-    let results = &mut bench.results;
-    results.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-    results.error = measured.as_ref().err().map(|e| format!("{e:#}"));
-    let written = report::write(&out, results)?;
-    print!("{}", crate::document::markdown_sections(&written.sections));
-    println!("\nreport: {}", out.join("report.html").display());
-    println!("results: {}", out.join("results.md").display());
-    *document = Some(written);
-    measured?;
-    let failed = results.runs.iter().filter(|r| r.failure.is_some()).count()
-        + results
-            .flow
-            .as_ref()
-            .map_or(0, |f| f.runs.iter().filter(|r| r.failure.is_some()).count());
-    if failed > 0 {
-        bail!(
-            "{failed} runs failed; see {}",
-            out.join("results.md").display()
-        );
-    }
-    Ok(())
+    crate::report::conclude(&out, &mut bench.results, measured, document, report::write)
 }
 
 /// The run's state: flags, plan, where files go, what was measured so far.
@@ -589,6 +569,20 @@ fn describe(run: &InsertRun) -> String {
         run.seconds.unwrap_or(0.0),
         spread.join(" / ")
     )
+}
+
+impl crate::report::Ending for Results {
+    fn ended(&mut self, at: String, error: Option<String>) {
+        self.finished_at = Some(at);
+        self.error = error;
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        let flow = self.flow.as_ref().map_or(&[][..], |f| &f.runs[..]);
+        let failed = self.runs.iter().filter(|r| r.failure.is_some()).count()
+            + flow.iter().filter(|r| r.failure.is_some()).count();
+        (self.runs.len() + flow.len(), failed)
+    }
 }
 
 #[cfg(test)]

@@ -63,6 +63,44 @@ pub fn status_fact(started_at: &str, finished_at: Option<&str>, error: Option<&s
     format!("Started {started_at}, {how}.")
 }
 
+/// What a scenario's results say of how its run went, for [`conclude`].
+pub trait Ending {
+    /// Records when the run ended and, if it stopped early, why.
+    fn ended(&mut self, at: String, error: Option<String>);
+    /// Runs measured, and how many of them failed.
+    fn counts(&self) -> (usize, usize);
+}
+
+/// The end of a scenario run: its report written a last time (`write`) and printed,
+/// where the files are said, and an error if the run stopped early (`measured`) or any
+/// of its runs failed.
+pub fn conclude<R: Ending>(
+    out: &std::path::Path,
+    results: &mut R,
+    measured: anyhow::Result<()>,
+    document: &mut Option<crate::document::Document>,
+    write: impl FnOnce(&std::path::Path, &mut R) -> anyhow::Result<crate::document::Document>,
+) -> anyhow::Result<()> {
+    let at = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    results.ended(at, measured.as_ref().err().map(|e| format!("{e:#}")));
+    let written = write(out, results)?;
+    if results.counts().0 > 0 {
+        print!("{}", crate::document::markdown_sections(&written.sections));
+    }
+    println!("\nreport: {}", out.join("report.html").display());
+    println!("results: {}", out.join("results.md").display());
+    *document = Some(written);
+    measured?;
+    let (total, failed) = results.counts();
+    if failed > 0 {
+        anyhow::bail!(
+            "{failed} of {total} runs failed; see {}",
+            out.join("results.md").display()
+        );
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cpu: String,

@@ -268,25 +268,7 @@ fn run_into(args: &RoutingArgs, document: &mut Option<Document>) -> anyhow::Resu
     *document = Some(report::write(&out, &mut results)?);
 
     let measured = measure(args, &plan, &sluice_bin, &out, &mut results);
-    results.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-    results.error = measured.as_ref().err().map(|e| format!("{e:#}"));
-    let written = report::write(&out, &mut results)?;
-    if !results.runs.is_empty() {
-        print!("{}", crate::document::markdown_sections(&written.sections));
-    }
-    println!("\nreport: {}", out.join("report.html").display());
-    println!("results: {}", out.join("results.md").display());
-    *document = Some(written);
-    measured?;
-    let failed = results.runs.iter().filter(|r| r.failure.is_some()).count();
-    if failed > 0 {
-        bail!(
-            "{failed} of {} runs failed; see {}",
-            results.runs.len(),
-            out.join("results.md").display()
-        );
-    }
-    Ok(())
+    crate::report::conclude(&out, &mut results, measured, document, report::write)
 }
 
 /// Starts the servers and Sluice, prepares the data, runs every step. Whatever was
@@ -567,6 +549,18 @@ fn describe(run: &Run) -> String {
         let _ = write!(s, "; reads: {}", reads.join(", "));
     }
     s
+}
+
+impl crate::report::Ending for Results {
+    fn ended(&mut self, at: String, error: Option<String>) {
+        self.finished_at = Some(at);
+        self.error = error;
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        let failed = self.runs.iter().filter(|r| r.failure.is_some()).count();
+        (self.runs.len(), failed)
+    }
 }
 
 #[cfg(test)]

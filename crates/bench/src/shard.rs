@@ -278,26 +278,7 @@ fn run_into(args: &ShardArgs, document: &mut Option<Document>) -> anyhow::Result
     };
     *document = Some(report::write(&out, &mut bench.results)?);
     let measured = bench.measure();
-    let results = &mut bench.results;
-    results.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-    results.error = measured.as_ref().err().map(|e| format!("{e:#}"));
-    let written = report::write(&out, results)?;
-    if !results.runs.is_empty() {
-        print!("{}", crate::document::markdown_sections(&written.sections));
-    }
-    println!("\nreport: {}", out.join("report.html").display());
-    println!("results: {}", out.join("results.md").display());
-    *document = Some(written);
-    measured?;
-    let failed = results.runs.iter().filter(|r| r.failure.is_some()).count();
-    if failed > 0 {
-        bail!(
-            "{failed} of {} runs failed; see {}",
-            results.runs.len(),
-            out.join("results.md").display()
-        );
-    }
-    Ok(())
+    crate::report::conclude(&out, &mut bench.results, measured, document, report::write)
 }
 
 /// The run's state: flags, plan, where files go, what was measured so far.
@@ -515,6 +496,18 @@ fn describe(run: &Run) -> String {
         run.errors.unwrap_or(0),
         executes.join(" / ")
     )
+}
+
+impl crate::report::Ending for Results {
+    fn ended(&mut self, at: String, error: Option<String>) {
+        self.finished_at = Some(at);
+        self.error = error;
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        let failed = self.runs.iter().filter(|r| r.failure.is_some()).count();
+        (self.runs.len(), failed)
+    }
 }
 
 #[cfg(test)]

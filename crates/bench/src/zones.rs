@@ -419,26 +419,7 @@ fn run_into(args: &ZonesArgs, document: &mut Option<Document>) -> anyhow::Result
     };
     *document = Some(report::write(&out, &mut bench.results)?);
     let measured = bench.measure();
-    let results = &mut bench.results;
-    results.finished_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
-    results.error = measured.as_ref().err().map(|e| format!("{e:#}"));
-    let written = report::write(&out, results)?;
-    if !results.runs.is_empty() {
-        print!("{}", crate::document::markdown_sections(&written.sections));
-    }
-    println!("\nreport: {}", out.join("report.html").display());
-    println!("results: {}", out.join("results.md").display());
-    *document = Some(written);
-    measured?;
-    let failed = results.runs.iter().filter(|r| r.failure.is_some()).count();
-    if failed > 0 {
-        bail!(
-            "{failed} of {} runs failed; see {}",
-            results.runs.len(),
-            out.join("results.md").display()
-        );
-    }
-    Ok(())
+    crate::report::conclude(&out, &mut bench.results, measured, document, report::write)
 }
 
 /// The run's state: flags, plan, where files go, what was measured so far.
@@ -568,6 +549,18 @@ impl Bench<'_> {
 /// The servers' names in [`SERVERS`] order.
 fn names() -> Vec<&'static str> {
     SERVERS.iter().map(|(name, _)| *name).collect()
+}
+
+impl crate::report::Ending for Results {
+    fn ended(&mut self, at: String, error: Option<String>) {
+        self.finished_at = Some(at);
+        self.error = error;
+    }
+
+    fn counts(&self) -> (usize, usize) {
+        let failed = self.runs.iter().filter(|r| r.failure.is_some()).count();
+        (self.runs.len(), failed)
+    }
 }
 
 #[cfg(test)]

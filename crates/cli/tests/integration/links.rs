@@ -14,31 +14,24 @@ fn a_link_adds_the_delay_it_is_given() {
     for micros in [500, 1000] {
         let one_way = Duration::from_micros(micros);
         let link = DelayLink::start(echo.addr(), LinkSpec::delay(one_way)).unwrap();
-        let expected = 2 * one_way + cost;
-        // Other tests load the same two cores and can wake the relay late: a few
-        // attempts, the closest kept (a link that adds the wrong delay misses them all).
-        let mut measured = Vec::new();
-        for _ in 0..5 {
-            let rtt = round_trip(link.addr(), 200).unwrap();
-            measured.push(rtt);
-            if rtt.abs_diff(expected) <= 2 * one_way / 10 {
-                break;
-            }
-        }
-        let best = *measured
-            .iter()
-            .min_by_key(|m| m.abs_diff(expected))
-            .unwrap();
-        assert!(
-            best.abs_diff(expected) <= 2 * one_way / 10,
-            "{one_way:?} each way: round trips {measured:?}, expected {expected:?} \
-             (relay's own cost {cost:?}); {:?}",
-            link.stats()
-        );
+        let measured = round_trip(link.addr(), 200).unwrap();
         let stats = link.stats();
-        assert_eq!(stats.connections, measured.len() as u64);
-        assert_eq!(stats.bytes_forward, 205 * measured.len() as u64);
-        assert_eq!(stats.bytes_back, stats.bytes_forward);
+        // Never early. Under load (other tests share the two cores) the relay's threads
+        // wake late; the link measures by how much, and that is part of its own cost
+        // there: each round trip crosses it twice.
+        assert!(
+            measured >= 2 * one_way,
+            "{measured:?} for {one_way:?} each way"
+        );
+        let expected = 2 * one_way + cost + 2 * stats.mean_late;
+        assert!(
+            measured.abs_diff(expected) <= 2 * one_way / 10,
+            "{one_way:?} each way: round trip {measured:?}, expected {expected:?} \
+             (relay's own cost {cost:?}, late {:?} a crossing); {stats:?}",
+            stats.mean_late
+        );
+        assert_eq!(stats.connections, 1);
+        assert_eq!((stats.bytes_forward, stats.bytes_back), (205, 205));
     }
 }
 
