@@ -342,12 +342,20 @@ fn precise_sleeps() {
 /// Median round trip of `count` one-byte exchanges with an echo service at `addr`
 /// (started by [`EchoServer`]), after a few to warm up.
 pub fn round_trip(addr: SocketAddr, count: usize) -> Result<Duration> {
+    let mut times = round_trips(addr, count)?;
+    times.sort();
+    Ok(times[times.len() / 2])
+}
+
+/// Every round trip of `count` one-byte exchanges with an echo service at `addr`, in
+/// order, after a few to warm up.
+pub fn round_trips(addr: SocketAddr, count: usize) -> Result<Vec<Duration>> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut times = Vec::with_capacity(count);
     let mut byte = [0u8; 1];
-    for i in 0..count + 5 {
+    for i in 0..count.max(1) + 5 {
         let t = Instant::now();
         s.write_all(b"x")?;
         s.read_exact(&mut byte)?;
@@ -355,8 +363,7 @@ pub fn round_trip(addr: SocketAddr, count: usize) -> Result<Duration> {
             times.push(t.elapsed());
         }
     }
-    times.sort();
-    Ok(times[times.len() / 2])
+    Ok(times)
 }
 
 /// A loopback service that sends back every byte it gets: what [`round_trip`] measures

