@@ -7,17 +7,13 @@ use crate::sysbench::{deadlocks, statistic, sysbench};
 use sluice_sandbox::link::{relay_cost, round_trip, round_trips, DelayLink, EchoServer, LinkSpec};
 use std::time::Duration;
 
-/// One measurement through a fresh link of `one_way`: whether its round trip is the
-/// delay plus the relay's `cost`, within 10% of the delay, and what was seen. Under load
-/// (other tests share the two cores) the relay's threads wake late; the link measures
-/// by how much on average, and that is part of its own cost then (each round trip
-/// crosses it twice), so the mean round trip may count it. It is never early.
+/// One try through a fresh link of `one_way`: whether the median round trip is the delay
+/// there and back plus the relay's `cost`, within 10% of the delay; never early.
 fn measure_link(echo: &EchoServer, one_way: Duration, cost: Duration) -> (bool, String) {
     let link = DelayLink::start(echo.addr(), LinkSpec::delay(one_way)).unwrap();
-    let mut times = round_trips(link.addr(), 100).unwrap();
+    let mut times = round_trips(link.addr(), 50).unwrap();
     let stats = link.stats();
-    assert_eq!(stats.connections, 1);
-    assert_eq!((stats.bytes_forward, stats.bytes_back), (105, 105));
+    assert_eq!((stats.bytes_forward, stats.bytes_back), (55, 55));
     times.sort();
     assert!(
         times[0] >= 2 * one_way,
@@ -25,29 +21,28 @@ fn measure_link(echo: &EchoServer, one_way: Duration, cost: Duration) -> (bool, 
         times[0]
     );
     let median = times[times.len() / 2];
-    let mean = times.iter().sum::<Duration>() / times.len() as u32;
-    let close =
-        |measured: Duration, expected: Duration| measured.abs_diff(expected) <= 2 * one_way / 10;
-    let ok =
-        close(median, 2 * one_way + cost) || close(mean, 2 * one_way + cost + 2 * stats.mean_late);
+    let expected = 2 * one_way + cost;
     let seen = format!(
-        "median {median:?}, mean {mean:?}, relay's own cost {cost:?}, late {:?} a crossing \
-         on average, {:?} at worst",
+        "median {median:?}, expected {expected:?} (relay's own cost {cost:?}), late \
+         {:?} a crossing on average, {:?} at worst",
         stats.mean_late, stats.worst_late
     );
-    (ok, seen)
+    (median.abs_diff(expected) <= 2 * one_way / 10, seen)
 }
 
+/// Delays of milliseconds, so that what other tests' load adds to a wake-up (a few
+/// hundred microseconds at worst here) stays inside the 10%; the benchmarks' shorter
+/// delays are reported with the lateness each link measured.
 #[test]
 fn a_link_adds_the_delay_it_is_given() {
     let echo = EchoServer::start().unwrap();
     let cost = relay_cost(200).unwrap();
-    for micros in [500, 1000] {
-        let one_way = Duration::from_micros(micros);
-        // A few tries: a burst of load elsewhere can delay the echo and the client too,
-        // which no link measures; a link adding the wrong delay fails them all.
+    for millis in [2, 5] {
+        let one_way = Duration::from_millis(millis);
+        // A few tries: a burst of load elsewhere can stall the client or the echo too;
+        // a link adding the wrong delay fails them all.
         let mut seen = Vec::new();
-        let ok = (0..8).any(|_| {
+        let ok = (0..5).any(|_| {
             let (ok, what) = measure_link(&echo, one_way, cost);
             seen.push(what);
             ok
