@@ -102,10 +102,11 @@ fn the_galera_benchmark_inserts_every_row_and_reports_flow_control() {
     for run in flow_runs {
         assert!(run["failure"].is_null(), "{run}");
         assert_eq!(run["rows_inserted"], 800, "{run}");
-        // Granted before mysqlslap started, released by its holder a second later.
+        // Granted before mysqlslap started, released by its holder a second later (as
+        // the benchmark reads the holder's output lines, either may be seen a little late).
         let from = run["locked_from"].as_f64().unwrap();
         let until = run["locked_until"].as_f64().unwrap();
-        assert!(until - from >= 1.0, "{run}");
+        assert!(until - from >= 0.9, "{run}");
         let nodes = run["nodes"].as_array().unwrap();
         assert_eq!(nodes.len(), 2, "{run}");
         // The locked node stayed synced and asked the cluster to pause, and the other
