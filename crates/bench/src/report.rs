@@ -63,6 +63,26 @@ pub fn status_fact(started_at: &str, finished_at: Option<&str>, error: Option<&s
     format!("Started {started_at}, {how}.")
 }
 
+/// The end of a report's command list: every distinct sysbench command of its runs, in
+/// the order first run, then the benchmark's own command line.
+pub fn run_commands<'a>(
+    mut commands: Vec<(String, Vec<String>)>,
+    runs: impl Iterator<Item = &'a str>,
+    this: &str,
+) -> Vec<(String, Vec<String>)> {
+    let mut sysbench: Vec<String> = Vec::new();
+    for command in runs {
+        if !command.is_empty() && !sysbench.iter().any(|c| c == command) {
+            sysbench.push(command.to_string());
+        }
+    }
+    if !sysbench.is_empty() {
+        commands.push(("sysbench".to_string(), sysbench));
+    }
+    commands.push(("This benchmark".to_string(), vec![this.to_string()]));
+    commands
+}
+
 /// What a scenario's results say of how its run went, for [`conclude`].
 pub trait Ending {
     /// Records when the run ended and, if it stopped early, why.

@@ -271,17 +271,11 @@ fn commands(r: &Results) -> Vec<(String, Vec<String>)> {
     if !r.sluice_commands.is_empty() {
         commands.push(("Sluice".to_string(), r.sluice_commands.clone()));
     }
-    let mut sysbench: Vec<String> = Vec::new();
-    for run in &r.runs {
-        if !run.command.is_empty() && !sysbench.contains(&run.command) {
-            sysbench.push(run.command.clone());
-        }
-    }
-    if !sysbench.is_empty() {
-        commands.push(("sysbench".to_string(), sysbench));
-    }
-    commands.push(("This benchmark".to_string(), vec![r.command.clone()]));
-    commands
+    crate::report::run_commands(
+        commands,
+        r.runs.iter().map(|run| run.command.as_str()),
+        &r.command,
+    )
 }
 
 fn summary_table(r: &Results) -> Table {
