@@ -9,8 +9,9 @@ pub mod merge;
 pub mod plan;
 pub mod xa;
 
+use crate::classify::keys::canon::{canonical, Canon};
 use crate::classify::keys::{KeyColumn, Keys, Value};
-use crate::classify::sql::{fnv1a, TableRef};
+use crate::classify::sql::TableRef;
 use crate::router::Router;
 use config::{KeyType, Method, ShardConfig, ShardingConfig};
 use sluice_wire::statement::Bound;
@@ -101,22 +102,6 @@ pub enum Placement {
     Several(Vec<usize>),
     /// Every shard: no key decided.
     All,
-}
-
-/// A key value in the form the server compares it in.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum Canon {
-    Int(i128),
-    Bytes(Vec<u8>),
-}
-
-impl Canon {
-    fn hash(&self) -> u64 {
-        match self {
-            Canon::Int(i) => fnv1a(i.to_string().as_bytes()),
-            Canon::Bytes(b) => fnv1a(b),
-        }
-    }
 }
 
 enum Rule {
@@ -317,7 +302,7 @@ impl ShardMap {
     fn shard_of(&self, t: &Sharded, v: &Value, params: Option<&[Bound]>) -> Option<usize> {
         let canon = canonical(t.key_type, v, params)?;
         Some(match &t.rule {
-            Rule::Hash => ((canon.hash() % BUCKETS) % self.names.len() as u64) as usize,
+            Rule::Hash => ((canon.stable_hash() % BUCKETS) % self.names.len() as u64) as usize,
             Rule::Range(ranges) => {
                 let Canon::Int(k) = canon else { return None };
                 ranges
@@ -588,54 +573,6 @@ fn lists(
         }
     }
     out
-}
-
-/// A value as the key column holds it; `None` when the server would compare it in a way
-/// that matches other values too, or when it generates one (`NULL` into an
-/// auto-increment key).
-fn canonical(key_type: KeyType, v: &Value, params: Option<&[Bound]>) -> Option<Canon> {
-    match (key_type, v) {
-        (_, Value::Null) => None,
-        (_, Value::Param(i)) => bound(key_type, params?.get(*i)?),
-        (KeyType::Integer, Value::Number(n)) => integer(n.as_bytes()).map(Canon::Int),
-        (KeyType::Integer, Value::Str(s)) => integer(s).map(Canon::Int),
-        // A string column compared with a number is compared as numbers.
-        (KeyType::Binary | KeyType::Ci, Value::Number(_)) => None,
-        (KeyType::Binary, Value::Str(s)) => Some(Canon::Bytes(s.clone())),
-        (KeyType::Ci, Value::Str(s)) => ci(s),
-    }
-}
-
-fn bound(key_type: KeyType, b: &Bound) -> Option<Canon> {
-    match (key_type, b) {
-        (KeyType::Integer, Bound::Int(i)) => Some(Canon::Int(i128::from(*i))),
-        (KeyType::Integer, Bound::UInt(u)) => Some(Canon::Int(i128::from(*u))),
-        (KeyType::Integer, Bound::Bytes(s)) => integer(s).map(Canon::Int),
-        (KeyType::Integer, Bound::Double(d)) if d.fract() == 0.0 && d.abs() < 9e15 => {
-            Some(Canon::Int(*d as i128))
-        }
-        (KeyType::Binary, Bound::Bytes(s)) => Some(Canon::Bytes(s.to_vec())),
-        (KeyType::Ci, Bound::Bytes(s)) => ci(s),
-        _ => None,
-    }
-}
-
-/// An integer written exactly as one (`-12`, `0x1F`, `7.00`); anything the server would
-/// read with a warning or round (`' 7'`, `7abc`, `7.5`) is not.
-fn integer(s: &[u8]) -> Option<i128> {
-    if let Some(hex) = s.strip_prefix(b"0x") {
-        return i128::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok();
-    }
-    merge::Num::parse(s)?.integer()
-}
-
-/// An ASCII string as a case-insensitive pad-space collation compares it.
-fn ci(s: &[u8]) -> Option<Canon> {
-    if !s.is_ascii() {
-        return None;
-    }
-    let end = s.iter().rposition(|&b| b != b' ').map_or(0, |i| i + 1);
-    Some(Canon::Bytes(s[..end].to_ascii_lowercase()))
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@
 //! `INSERT ... SELECT`. Comparing values (numbers against strings, a case-insensitive
 //! collation, trailing spaces) is the caller's business: values are returned as written.
 
+pub mod canon;
+
 use super::sql::{code_token, ident_text, Kind, Lexer, Tok};
 use std::ops::Range;
 

@@ -67,19 +67,7 @@ pub struct TableConfig {
     pub lists: Vec<ListConfig>,
 }
 
-#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum KeyType {
-    /// An integer column (any size, signed or not).
-    #[default]
-    Integer,
-    /// A string under a binary collation (`_bin`, `binary`): values as bytes.
-    Binary,
-    /// A string under an ASCII case-insensitive, pad-space collation (`_general_ci`,
-    /// `_ci` for ASCII keys): values compared lowercased, trailing spaces ignored;
-    /// a value with non-ASCII bytes could equal other spellings, so it decides nothing.
-    Ci,
-}
+pub use crate::classify::keys::canon::KeyType;
 
 #[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]

@@ -263,16 +263,6 @@ fn configuration_problems_are_all_listed() {
 }
 
 #[test]
-fn integers_are_read_as_the_server_would_exactly() {
-    assert_eq!(integer(b"-12"), Some(-12));
-    assert_eq!(integer(b"7.00"), Some(7));
-    assert_eq!(integer(b"0x1F"), Some(31));
-    for inexact in [&b" 7"[..], b"7abc", b"7.5", b"", b"-", b"1e3"] {
-        assert_eq!(integer(inexact), None, "{inexact:?}");
-    }
-}
-
-#[test]
 fn only_shapes_that_concatenate_exactly_are_scattered() {
     for sql in [
         "SELECT * FROM orders",
