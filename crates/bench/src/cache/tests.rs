@@ -1,0 +1,265 @@
+//! The plan: how the flags resolve, and the order the runs take.
+
+use super::*;
+use clap::Parser;
+use std::time::Duration;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    bench: CacheArgs,
+}
+
+fn plan(argv: &[&str]) -> anyhow::Result<Plan> {
+    let cli = Cli::try_parse_from(std::iter::once("bench").chain(argv.iter().copied()))?;
+    Plan::resolve(
+        &cli.bench,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_714_557_600),
+    )
+}
+
+/// (workload, ps_mode, threads or inserts per transaction, repetition, scenario).
+fn order(p: &Plan) -> Vec<(Workload, Option<PsMode>, u32, u32, Scenario)> {
+    p.steps()
+        .iter()
+        .map(|s| match *s {
+            Step::Sysbench {
+                workload,
+                ps_mode,
+                threads,
+                repetition,
+                scenario,
+            } => (workload, Some(ps_mode), threads, repetition, scenario),
+            Step::Insert {
+                per_trx,
+                repetition,
+                scenario,
+            } => (Workload::Insert, None, per_trx, repetition, scenario),
+        })
+        .collect()
+}
+
+#[test]
+fn defaults_follow_the_published_benchmark() {
+    let p = plan(&[]).unwrap();
+    assert!(p.embedded());
+    assert_eq!(
+        p.scenarios,
+        [Scenario::Direct, Scenario::Passthrough, Scenario::Cached]
+    );
+    assert_eq!(
+        p.workloads,
+        [
+            Workload::OltpReadOnly,
+            Workload::OltpPointSelect,
+            Workload::OltpReadWriteSplit,
+            Workload::Insert
+        ]
+    );
+    assert_eq!(p.ps_modes, [PsMode::Auto]);
+    assert_eq!(p.threads, [1, 4, 8, 16, 32, 64, 128, 256]);
+    assert_eq!(p.duration_secs, 30);
+    assert_eq!((p.data.tables, p.data.table_size), (64, 10_000));
+    assert_eq!(
+        p.insert,
+        Some(InsertSettings {
+            clients: 16,
+            rows: 100_000,
+            per_trx: vec![1, 10, 100, 1000]
+        })
+    );
+    assert_eq!(p.max_connections, 1124);
+    assert_eq!(p.pool_max(), 272);
+    assert_eq!(
+        p.out_dir,
+        std::path::Path::new("bench-results/cache-20240501T100000Z")
+    );
+    // 3 sysbench workloads x 8 steps x 3 scenarios, then 4 insert steps x 2.
+    assert_eq!(p.steps().len(), 3 * 8 * 3 + 4 * 2);
+    let o = order(&p);
+    assert_eq!(
+        o[72..],
+        [
+            (Workload::Insert, None, 1, 1, Scenario::Direct),
+            (Workload::Insert, None, 1, 1, Scenario::Passthrough),
+            (Workload::Insert, None, 10, 1, Scenario::Direct),
+            (Workload::Insert, None, 10, 1, Scenario::Passthrough),
+            (Workload::Insert, None, 100, 1, Scenario::Direct),
+            (Workload::Insert, None, 100, 1, Scenario::Passthrough),
+            (Workload::Insert, None, 1000, 1, Scenario::Direct),
+            (Workload::Insert, None, 1000, 1, Scenario::Passthrough),
+        ]
+    );
+}
+
+#[test]
+fn demo_is_short_and_explicit_flags_win() {
+    let p = plan(&["--demo"]).unwrap();
+    assert_eq!(
+        p.workloads,
+        [Workload::OltpReadOnly, Workload::OltpPointSelect]
+    );
+    assert_eq!(p.insert, None);
+    assert_eq!(p.threads, [1, 4, 16]);
+    assert_eq!(p.duration_secs, 5);
+    assert_eq!((p.data.tables, p.data.table_size), (4, 10_000));
+    // 2 workloads x 3 steps x 3 scenarios of 5 s: 90 s of load.
+    assert_eq!(p.steps().len() as u64 * p.duration_secs, 90);
+    let p = plan(&["--demo", "--threads", "2,2,8", "--duration", "1s"]).unwrap();
+    assert_eq!(p.threads, [2, 8]);
+    assert_eq!(p.duration_secs, 1);
+    assert!(plan(&["--demo", "--mysql-port", "3306"]).is_err());
+    assert!(plan(&["--demo", "--cached-port", "6034"]).is_err());
+}
+
+#[test]
+fn scenarios_alternate_within_a_step() {
+    let p = plan(&[
+        "--threads",
+        "1,8",
+        "--repeat",
+        "2",
+        "--workloads",
+        "point_select",
+        "--ps-modes",
+        "auto,disable",
+        "--scenarios",
+        "direct,passthrough",
+    ])
+    .unwrap();
+    let order: Vec<(Option<PsMode>, u32, u32, Scenario)> = order(&p)
+        .into_iter()
+        .map(|(_, p, t, r, s)| (p, t, r, s))
+        .collect();
+    use PsMode::*;
+    use Scenario::*;
+    assert_eq!(
+        order,
+        [
+            (Some(Auto), 1, 1, Direct),
+            (Some(Auto), 1, 1, Passthrough),
+            (Some(Auto), 1, 2, Direct),
+            (Some(Auto), 1, 2, Passthrough),
+            (Some(Auto), 8, 1, Direct),
+            (Some(Auto), 8, 1, Passthrough),
+            (Some(Auto), 8, 2, Direct),
+            (Some(Auto), 8, 2, Passthrough),
+            (Some(Disable), 1, 1, Direct),
+            (Some(Disable), 1, 1, Passthrough),
+            (Some(Disable), 1, 2, Direct),
+            (Some(Disable), 1, 2, Passthrough),
+            (Some(Disable), 8, 1, Direct),
+            (Some(Disable), 8, 1, Passthrough),
+            (Some(Disable), 8, 2, Direct),
+            (Some(Disable), 8, 2, Passthrough),
+        ]
+    );
+}
+
+#[test]
+fn unavailable_scenarios_are_reported_not_run() {
+    let mut p = plan(&["--workloads", "read_only,insert", "--threads", "4"]).unwrap();
+    p.unavailable.push(Unavailable {
+        scenario: Scenario::Cached,
+        reason: "no query cache".into(),
+    });
+    assert!(!p.runnable(Scenario::Cached));
+    assert!(p.scenarios.contains(&Scenario::Cached));
+    let scenarios: Vec<Scenario> = order(&p).iter().map(|s| s.4).collect();
+    assert!(!scenarios.contains(&Scenario::Cached), "{scenarios:?}");
+    // 1 thread step x 2 scenarios, 4 insert steps x 2.
+    assert_eq!(scenarios.len(), 2 + 8);
+}
+
+#[test]
+fn external_targets() {
+    let p = plan(&["--mysql-host", "db.example", "--workloads", "read_only"]).unwrap();
+    assert!(!p.embedded());
+    assert_eq!(p.scenarios, [Scenario::Direct]);
+    assert_eq!(
+        p.direct,
+        Some(Target {
+            host: "db.example".into(),
+            port: 3306
+        })
+    );
+    assert_eq!(p.workloads, [Workload::OltpReadOnly]);
+    assert!(p.notes.iter().any(|n| n.contains("max_connections")));
+    let p = plan(&[
+        "--mysql-port",
+        "3307",
+        "--sluice-port",
+        "6033",
+        "--cached-port",
+        "6034",
+        "--cached-pid",
+        "42",
+    ])
+    .unwrap();
+    assert_eq!(
+        p.scenarios,
+        [Scenario::Direct, Scenario::Passthrough, Scenario::Cached]
+    );
+    assert_eq!(
+        p.passthrough,
+        Some(SluiceTarget {
+            target: Target {
+                host: "127.0.0.1".into(),
+                port: 6033
+            },
+            pid: None
+        })
+    );
+    assert_eq!(p.cached.as_ref().and_then(|c| c.pid), Some(42));
+    let err = plan(&["--mysql-port", "3307", "--scenarios", "passthrough"]).unwrap_err();
+    assert!(err.to_string().contains("--sluice-host"), "{err}");
+    let err = plan(&["--mysql-port", "3307", "--scenarios", "cached"]).unwrap_err();
+    assert!(err.to_string().contains("--cached-host"), "{err}");
+    assert!(plan(&["--sluice-pid", "42"]).is_err());
+    assert!(plan(&["--cached-pid", "42"]).is_err());
+}
+
+#[test]
+fn bad_values_are_refused() {
+    assert!(plan(&["--threads", "0"]).is_err());
+    assert!(plan(&["--duration", "1500ms"]).is_err());
+    assert!(plan(&["--duration", "0s"]).is_err());
+    assert!(plan(&["--repeat", "0"]).is_err());
+    assert!(plan(&["--tables", "0"]).is_err());
+    assert!(plan(&["--workloads", "oltp_write_only"]).is_err());
+    assert!(plan(&["--ps-modes", "sometimes"]).is_err());
+    assert!(plan(&["--insert-trx", "0,10"]).is_err());
+    assert!(plan(&["--insert-clients", "0"]).is_err());
+    assert!(plan(&["--insert-rows", "3"]).is_err());
+    assert!(plan(&["--insert-schema", "sbtest"]).is_err());
+    assert!(plan(&["--workloads", "insert", "--scenarios", "cached"]).is_err());
+    // Without the insert workload its flags are not checked.
+    assert!(plan(&["--workloads", "read_only", "--insert-rows", "3"]).is_ok());
+    let p = plan(&["--duration", "2m", "--ps-modes", "disable"]).unwrap();
+    assert_eq!(p.duration_secs, 120);
+    assert_eq!(p.ps_modes, [PsMode::Disable]);
+}
+
+#[test]
+fn large_ramps_are_checked_against_the_descriptor_limit() {
+    assert_eq!(descriptor_shortage(2048, Some(65536)), None);
+    assert_eq!(descriptor_shortage(2048, None), None);
+    let note = descriptor_shortage(2048, Some(1024)).unwrap();
+    assert!(note.contains("1024") && note.contains("4196"), "{note}");
+    let p = plan(&["--threads", "1,2048"]).unwrap();
+    assert_eq!(p.max_connections, 8292);
+    // 64 x 2048 x 9 prepared statements are more than any MariaDB allows.
+    assert!(
+        p.notes.iter().any(|n| n.contains("error 1461")),
+        "{:?}",
+        p.notes
+    );
+    assert!(!plan(&["--threads", "1,256"])
+        .unwrap()
+        .notes
+        .iter()
+        .any(|n| n.contains("1461")));
+    assert_eq!(p.pool_max(), 2064);
+    // This process can read its own limit.
+    assert!(hard_nofile_limit().is_some_and(|l| l > 0));
+}
