@@ -147,6 +147,14 @@ pub enum Scenario {
     Cached,
 }
 
+impl Scenario {
+    /// Whether the scenario's Sluice caches reads: its throughput is also set against
+    /// pass-through's, and it has no part in the insert series (nothing to serve there).
+    pub fn caches(self) -> bool {
+        matches!(self, Scenario::Cached)
+    }
+}
+
 impl fmt::Display for Scenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -28,12 +28,14 @@ pub fn sections(report: &Report) -> Vec<Section> {
 /// One figure of a summary row, when it has one.
 type Figure<'a> = &'a dyn Fn(&SummaryRow) -> Option<f64>;
 
-/// A numeric column per scenario, and one ratio column per scenario that is not direct.
+/// A numeric column per scenario, one ratio column per scenario that is not direct, and
+/// one per caching scenario against passthrough.
 struct Metric<'a> {
     title: &'a str,
     value: Figure<'a>,
     format: &'a dyn Fn(f64) -> String,
     ratio: Option<Figure<'a>>,
+    vs_passthrough: Option<Figure<'a>>,
 }
 
 fn sysbench_section(report: &Report, w: Workload, p: PsMode) -> Section {
@@ -45,6 +47,7 @@ fn sysbench_section(report: &Report, w: Workload, p: PsMode) -> Section {
     let p95 = |r: &SummaryRow| r.p95_latency_ms;
     let qps_ratio = |r: &SummaryRow| r.qps_ratio_vs_direct;
     let avg_ratio = |r: &SummaryRow| r.avg_latency_ratio_vs_direct;
+    let qps_vs_passthrough = |r: &SummaryRow| r.qps_ratio_vs_passthrough;
     let count = |v: f64| thousands(v.round() as u64);
     let ms = |v: f64| format!("{v:.2}");
     let metrics = [
@@ -53,24 +56,28 @@ fn sysbench_section(report: &Report, w: Workload, p: PsMode) -> Section {
             value: &qps,
             format: &count,
             ratio: Some(&qps_ratio),
+            vs_passthrough: Some(&qps_vs_passthrough),
         },
         Metric {
             title: "Total reads",
             value: &reads,
             format: &count,
             ratio: None,
+            vs_passthrough: None,
         },
         Metric {
             title: "Average latency (ms)",
             value: &avg,
             format: &ms,
             ratio: Some(&avg_ratio),
+            vs_passthrough: None,
         },
         Metric {
             title: "95th percentile latency (ms)",
             value: &p95,
             format: &ms,
             ratio: None,
+            vs_passthrough: None,
         },
     ];
     let mut tables: Vec<Table> = metrics
@@ -140,11 +147,19 @@ fn metric_table<'r>(
         .filter(|s| *s != Scenario::Direct)
         .collect();
     let has_direct = scenarios.contains(&Scenario::Direct);
+    let caching: Vec<Scenario> = match m.vs_passthrough {
+        Some(_) if scenarios.contains(&Scenario::Passthrough) => {
+            scenarios.iter().copied().filter(|s| s.caches()).collect()
+        }
+        _ => Vec::new(),
+    };
     let mut header = vec!["threads".to_string()];
     header.extend(scenarios.iter().map(|s| s.to_string()));
     if let (Some(_), true) = (m.ratio, has_direct) {
         header.extend(others.iter().map(|s| format!("{s} ÷ direct")));
     }
+    header.extend(caching.iter().map(|s| format!("{s} ÷ passthrough")));
+    let ratio_cell = |r: Option<f64>| r.map_or_else(|| "—".to_string(), |v| format!("{v:.2}"));
     let rows = threads
         .iter()
         .map(|&t| {
@@ -154,11 +169,12 @@ fn metric_table<'r>(
             }
             if let (Some(ratio), true) = (m.ratio, has_direct) {
                 for &sc in &others {
-                    cells.push(
-                        row(t, sc)
-                            .and_then(ratio)
-                            .map_or_else(|| "—".to_string(), |v| format!("{v:.2}")),
-                    );
+                    cells.push(ratio_cell(row(t, sc).and_then(ratio)));
+                }
+            }
+            if let Some(ratio) = m.vs_passthrough {
+                for &sc in &caching {
+                    cells.push(ratio_cell(row(t, sc).and_then(ratio)));
                 }
             }
             cells
@@ -455,6 +471,7 @@ const LEGEND: &str = "queries/s and total reads: as sysbench counts them over th
     Latency: per event as sysbench reports it (an event is 1 query in oltp_point_select, \
     14 in oltp_read_only, 14 reads and a 4-write transaction in oltp_read_write_split), in \
     ms with sysbench's two decimals. ÷ direct: the scenario's value over direct's at the \
+    same step; ÷ passthrough: a caching scenario's queries/s over passthrough's at the \
     same step. Sluice CPU µs/query: the Sluice process's user+system CPU time during the \
     run divided by the queries of the run. errors: sysbench's ignored errors. n/a: the \
     scenario cannot run here; FAILED / skipped: no measurement, reason under the table.";

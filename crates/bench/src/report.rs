@@ -199,7 +199,7 @@ impl Settings {
         self.scenarios
             .iter()
             .copied()
-            .filter(|s| *s != Scenario::Cached)
+            .filter(|s| !s.caches())
             .collect()
     }
 }
@@ -314,6 +314,9 @@ pub struct SummaryRow {
     pub qps_ratio_vs_direct: Option<f64>,
     /// This scenario's average latency over direct's at the same step.
     pub avg_latency_ratio_vs_direct: Option<f64>,
+    /// A caching scenario's qps over passthrough's at the same step: what the cache
+    /// gains over the same proxy without it.
+    pub qps_ratio_vs_passthrough: Option<f64>,
     /// Why there is no number, when there is none.
     pub missing: Option<String>,
 }
@@ -363,6 +366,16 @@ impl Report {
             if let Some(d) = direct.get(&(row.workload, row.ps_mode, row.threads)) {
                 row.qps_ratio_vs_direct = ratio(row.qps, d.qps);
                 row.avg_latency_ratio_vs_direct = ratio(row.avg_latency_ms, d.avg_latency_ms);
+            }
+        }
+        let passthrough: HashMap<Step, Option<f64>> = rows
+            .iter()
+            .filter(|r| r.scenario == Scenario::Passthrough)
+            .map(|r| ((r.workload, r.ps_mode, r.threads), r.qps))
+            .collect();
+        for row in rows.iter_mut().filter(|r| r.scenario.caches()) {
+            if let Some(&p) = passthrough.get(&(row.workload, row.ps_mode, row.threads)) {
+                row.qps_ratio_vs_passthrough = ratio(row.qps, p);
             }
         }
         self.summary = rows;
@@ -447,7 +460,7 @@ impl Report {
         let mut out = String::from(
             "workload,ps_mode,threads,inserts_per_trx,scenario,runs_ok,runs_failed,qps,tps,\
              reads,rows_per_sec,avg_latency_ms,p95_latency_ms,errors,sluice_cpu_us_per_query,\
-             ratio_vs_direct,avg_latency_ratio_vs_direct,missing\n",
+             ratio_vs_direct,avg_latency_ratio_vs_direct,ratio_vs_passthrough,missing\n",
         );
         let num = |v: Option<f64>, decimals: usize| {
             v.map(|v| format!("{v:.decimals$}")).unwrap_or_default()
@@ -455,7 +468,7 @@ impl Report {
         for r in &self.summary {
             let _ = writeln!(
                 out,
-                "{},{},{},,{},{},{},{},{},{},,{},{},{},{},{},{},{}",
+                "{},{},{},,{},{},{},{},{},{},,{},{},{},{},{},{},{},{}",
                 r.workload,
                 r.ps_mode,
                 r.threads,
@@ -471,13 +484,14 @@ impl Report {
                 num(r.sluice_cpu_us_per_query, 2),
                 num(r.qps_ratio_vs_direct, 4),
                 num(r.avg_latency_ratio_vs_direct, 4),
+                num(r.qps_ratio_vs_passthrough, 4),
                 csv_field(r.missing.as_deref().unwrap_or("")),
             );
         }
         for r in &self.insert_summary {
             let _ = writeln!(
                 out,
-                "insert,,{},{},{},{},{},,,,{},{},,,{},{},,{}",
+                "insert,,{},{},{},{},{},,,,{},{},,,{},{},,,{}",
                 self.settings.insert.as_ref().map_or(0, |i| i.clients),
                 r.per_trx,
                 r.scenario,
@@ -585,6 +599,7 @@ fn summarize_runs(key: Key, runs: &[&Outcome<RunStats>], unavailable: Option<&st
         sluice_cpu_us_per_query: median(ok.iter().filter_map(|(_, c)| *c).collect()),
         qps_ratio_vs_direct: None,
         avg_latency_ratio_vs_direct: None,
+        qps_ratio_vs_passthrough: None,
         missing,
     }
 }
@@ -850,10 +865,10 @@ mod tests {
         assert_eq!(lines.len(), 5);
         assert_eq!(
             lines[1],
-            "oltp_read_only,auto,1,,direct,1,0,36303.36,2593.10,108990,,0.77,1.12,0,,,,"
+            "oltp_read_only,auto,1,,direct,1,0,36303.36,2593.10,108990,,0.77,1.12,0,,,,,"
         );
         assert!(
-            lines[2].starts_with("oltp_read_only,auto,1,,passthrough,0,1,,,,,,,,,,,FAILED:"),
+            lines[2].starts_with("oltp_read_only,auto,1,,passthrough,0,1,,,,,,,,,,,,FAILED:"),
             "{}",
             lines[2]
         );
@@ -889,11 +904,15 @@ mod tests {
         let md = render::document(&r).markdown();
         assert!(
             md.contains(
-                "| threads | direct | passthrough | cached | passthrough ÷ direct | cached ÷ direct |"
+                "| threads | direct | passthrough | cached | passthrough ÷ direct | cached ÷ direct \
+                 | cached ÷ passthrough |"
             ),
             "{md}"
         );
-        assert!(md.contains("| 1 | 1,000 | 800 | n/a | 0.80 | — |"), "{md}");
+        assert!(
+            md.contains("| 1 | 1,000 | 800 | n/a | 0.80 | — | — |"),
+            "{md}"
+        );
         // One note for the whole ramp, not one per step.
         assert_eq!(
             md.matches("cached: n/a: this Sluice has no query cache yet")
@@ -907,6 +926,43 @@ mod tests {
             .series
             .iter()
             .all(|s| s.name != "cached"));
+    }
+
+    #[test]
+    fn a_cache_is_set_against_passthrough_too() {
+        let mut r = report();
+        r.settings.scenarios.push(Scenario::Cached);
+        for (scenario, qps) in [
+            (Scenario::Direct, 1000.0),
+            (Scenario::Passthrough, 800.0),
+            (Scenario::Cached, 1200.0),
+        ] {
+            r.runs.push(record(16, scenario, 1, ok(qps, 1.0, None)));
+        }
+        r.summarize();
+        let row = |sc| r.row(Workload::OltpReadOnly, PsMode::Auto, 16, sc).unwrap();
+        assert_eq!(row(Scenario::Cached).qps_ratio_vs_passthrough, Some(1.5));
+        assert_eq!(row(Scenario::Cached).qps_ratio_vs_direct, Some(1.2));
+        // Only a cache is measured against the proxy without one.
+        assert_eq!(row(Scenario::Passthrough).qps_ratio_vs_passthrough, None);
+        assert_eq!(row(Scenario::Direct).qps_ratio_vs_passthrough, None);
+        let md = render::document(&r).markdown();
+        assert!(
+            md.contains("| 16 | 1,000 | 800 | 1,200 | 0.80 | 1.20 | 1.50 |"),
+            "{md}"
+        );
+        // Latency has ratios to direct only.
+        assert!(
+            md.contains("| 16 | 1.00 | 1.00 | 1.00 | 1.00 | 1.00 |\n"),
+            "{md}"
+        );
+        assert!(
+            r.csv()
+                .contains("\noltp_read_only,auto,16,,cached,1,0,1200.00,"),
+            "{}",
+            r.csv()
+        );
+        assert!(r.csv().contains(",1.2000,1.0000,1.5000,\n"), "{}", r.csv());
     }
 
     #[test]
@@ -952,7 +1008,7 @@ mod tests {
         );
         let csv = r.csv();
         assert!(
-            csv.contains("\ninsert,,16,1,passthrough,1,0,,,,6000.00,2666.67,,,12.50,0.7500,,\n"),
+            csv.contains("\ninsert,,16,1,passthrough,1,0,,,,6000.00,2666.67,,,12.50,0.7500,,,\n"),
             "{csv}"
         );
     }
