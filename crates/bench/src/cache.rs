@@ -9,6 +9,7 @@
 //! a [`Report`](crate::report::Report) that [`render`](crate::render) presents.
 
 mod measure;
+mod progress;
 
 pub use measure::run;
 

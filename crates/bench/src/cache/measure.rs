@@ -2,7 +2,6 @@
 //! every step measured with progress on the terminal, the report rewritten after each
 //! run, and everything started removed at the end (or on Ctrl-C).
 
-use std::io::{IsTerminal, Write as _};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -10,6 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 
+use super::progress::Progress;
 use super::{CacheArgs, Plan, Scenario, Step};
 use crate::document::{self, Document};
 use crate::mysqlslap::{self, InsertSpec, SlapCommand};
@@ -17,73 +17,9 @@ use crate::report::{
     self, Commands, InsertRecord, InsertStats, Machine, Outcome, Report, RunRecord, Settings,
     Status, Unavailable,
 };
-use crate::sysbench::{self, Endpoint, Interval, RunSpec, SysbenchCommand};
+use crate::sysbench::{self, Endpoint, RunSpec, SysbenchCommand};
 use crate::topology::{self, Credentials, EmbeddedOptions, Target, Topology};
 use crate::Ran;
-
-/// Where in the plan we are: a line per run, and on a terminal a live status line.
-struct Progress {
-    started: Instant,
-    total: usize,
-    clk_tck: u64,
-    live: bool,
-    /// Off a terminal: the run time at which the next progress line is due.
-    next_line_secs: std::cell::Cell<u64>,
-}
-
-impl Progress {
-    /// `[ 5/24 1:40, ~6:40 left]` for the run at 0-based `index`.
-    fn prefix(&self, index: usize) -> String {
-        let elapsed = self.started.elapsed();
-        let left = match index {
-            0 => String::new(),
-            done => {
-                let per_run = elapsed.as_secs_f64() / done as f64;
-                let left = per_run * (self.total - done) as f64;
-                format!(", ~{} left", clock(Duration::from_secs_f64(left)))
-            }
-        };
-        format!(
-            "[{:>width$}/{} {}{left}]",
-            index + 1,
-            self.total,
-            clock(elapsed),
-            width = self.total.to_string().len()
-        )
-    }
-
-    /// Called about once a second while a tool runs: on a terminal, the status line is
-    /// rewritten in place; elsewhere (a log file, CI) a line is printed every 10 s.
-    fn tick(&self, elapsed: Duration, planned_secs: Option<u64>, last: Option<&Interval>) {
-        let secs = elapsed.as_secs();
-        let of = planned_secs.map(|p| format!("/{p}s")).unwrap_or_default();
-        let live = last
-            .map(|i| {
-                format!(
-                    ", {} qps, p95 {:.2} ms, {} errors/s",
-                    report::thousands(i.qps.round() as u64),
-                    i.latency_percentile_ms,
-                    i.errors_per_sec
-                )
-            })
-            .unwrap_or_default();
-        if self.live {
-            eprint!("\r\x1b[K    {secs}s{of}{live}");
-            let _ = std::io::stderr().flush();
-        } else if secs >= self.next_line_secs.get() {
-            self.next_line_secs.set(secs + 10);
-            eprintln!("    {secs}s{of}{live}");
-        }
-    }
-
-    /// Ends the status line before the run's result is printed.
-    fn done(&self) {
-        self.next_line_secs.set(10);
-        if self.live {
-            eprint!("\r\x1b[K");
-        }
-    }
-}
 
 /// Runs the benchmark; blocks until done. Results are written (and rewritten after
 /// every run) to the output directory; an error after measuring began still leaves the
@@ -394,13 +330,7 @@ impl Bench<'_> {
         topology: &mut Topology,
         creds: &Credentials,
     ) -> anyhow::Result<()> {
-        let progress = Progress {
-            started: Instant::now(),
-            total: steps.len(),
-            clk_tck: topology::clock_ticks_per_sec(),
-            live: std::io::stderr().is_terminal(),
-            next_line_secs: std::cell::Cell::new(10),
-        };
+        let progress = Progress::new(steps.len(), topology::clock_ticks_per_sec());
         // Scenarios whose Sluice exited: their later runs are skipped, not attempted.
         let mut gone: Vec<Scenario> = Vec::new();
         for (index, step) in steps.iter().enumerate() {
@@ -783,19 +713,12 @@ fn watch_interrupt() -> Arc<AtomicBool> {
     flag
 }
 
-/// `m:ss`.
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    format!("{}:{:02}", s / 60, s % 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn formatting() {
-        assert_eq!(clock(Duration::from_secs(65)), "1:05");
         assert_eq!(per_unit(250, 100, 1000), Some(2500.0));
         assert_eq!(per_unit(250, 100, 0), None);
     }
