@@ -3,7 +3,9 @@
 //! (direct), through Sluice with no cache rules (passthrough) and through Sluice caching
 //! every read (cached), the scenarios taking turns at every step of a thread ramp; then
 //! the mysqlslap insert series, direct and through Sluice. The report sets throughput,
-//! total reads, latency and the proxy's CPU cost side by side.
+//! total reads, latency and the proxy's CPU cost side by side. On request a fourth
+//! scenario (cached_by_table) caches as cached does with row-level invalidation turned
+//! off, so that one interleaved run compares the cache before and after it.
 //!
 //! This module turns the flags into a [`Plan`]; [`measure`] runs it, filing every run in
 //! a [`Report`](crate::report::Report) that [`render`](crate::render) presents.
@@ -28,9 +30,9 @@ use crate::{dedup, CommonArgs, Resolved, ServerArgs, Sizes};
 /// Flags of `sluice bench cache` (and of `sluice bench` with no scenario).
 ///
 /// By default the benchmark starts its own MariaDB (a sandbox) and two Sluice processes
-/// (this binary, `serve`: one pass-through, one caching), creates the data with
-/// `sysbench prepare`, runs every workload's thread ramp and the insert series, and
-/// removes everything. With --mysql-*, --sluice-* or --cached-* host/port flags it targets
+/// (this binary, `serve`: one pass-through, one caching; a third, caching by table, when
+/// cached_by_table is asked for), creates the data with `sysbench prepare`, runs every
+/// workload's thread ramp and the insert series, and removes everything. With --mysql-*, --sluice-* or --cached-* host/port flags it targets
 /// servers that already run instead, and starts nothing. Its defaults are in the
 /// `Scenario::Cache` help.
 #[derive(clap::Args, Debug, Clone)]
@@ -43,7 +45,9 @@ pub struct CacheArgs {
 
     /// Scenarios to run, in this order at every step [default: direct,passthrough,cached;
     /// with existing servers, those given]. `cached` needs a Sluice with a query cache;
-    /// without one it is reported as not available.
+    /// `cached_by_table` (only when asked for) caches the same reads with `by_key = false`,
+    /// any write to a table dropping all its entries, and needs a Sluice that has that
+    /// option. A scenario this Sluice cannot run is reported as not available.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenarios: Option<Vec<Scenario>>,
 
@@ -100,6 +104,20 @@ pub struct CacheArgs {
     #[arg(long, value_name = "PID")]
     pub cached_pid: Option<u32>,
 
+    /// Host of an existing Sluice that caches every read with `by_key = false` in its
+    /// `[cache]` section, for the cached_by_table scenario, or the path of its Unix
+    /// socket [default: 127.0.0.1].
+    #[arg(long, value_name = "HOST", conflicts_with = "demo")]
+    pub cached_by_table_host: Option<String>,
+
+    /// Port of that Sluice [default: 3306].
+    #[arg(long, value_name = "PORT", conflicts_with = "demo")]
+    pub cached_by_table_port: Option<u16>,
+
+    /// Process id of that Sluice, to measure its CPU time per query.
+    #[arg(long, value_name = "PID")]
+    pub cached_by_table_pid: Option<u32>,
+
     /// Schema the insert series creates, fills and drops: never one that holds data.
     #[arg(long, default_value = "sluice_slap")]
     pub insert_schema: String,
@@ -128,6 +146,7 @@ pub struct CacheArgs {
     /// Embedded servers only.
     #[arg(long, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
+        "cached_by_table_host", "cached_by_table_port",
     ])]
     pub hosts: bool,
 
@@ -146,13 +165,17 @@ pub enum Scenario {
     Passthrough,
     /// Through Sluice with every read cached.
     Cached,
+    /// As cached, with `by_key = false`: any write to a table drops all its entries.
+    #[value(name = "cached_by_table", alias = "cached-by-table")]
+    #[serde(rename = "cached_by_table")]
+    CachedByTable,
 }
 
 impl Scenario {
     /// Whether the scenario's Sluice caches reads: its throughput is also set against
     /// pass-through's, and it has no part in the insert series (nothing to serve there).
     pub fn caches(self) -> bool {
-        matches!(self, Scenario::Cached)
+        matches!(self, Scenario::Cached | Scenario::CachedByTable)
     }
 }
 
@@ -162,6 +185,7 @@ impl fmt::Display for Scenario {
             Scenario::Direct => "direct",
             Scenario::Passthrough => "passthrough",
             Scenario::Cached => "cached",
+            Scenario::CachedByTable => "cached-by-table",
         })
     }
 }
@@ -185,6 +209,7 @@ struct Plan {
     direct: Option<Target>,
     passthrough: Option<SluiceTarget>,
     cached: Option<SluiceTarget>,
+    cached_by_table: Option<SluiceTarget>,
     max_connections: u32,
     notes: Vec<String>,
 }
@@ -203,12 +228,25 @@ impl Plan {
             |t: Option<Target>, pid: Option<u32>| t.map(|target| SluiceTarget { target, pid });
         let passthrough = sluice(target(&args.sluice_host, args.sluice_port), args.sluice_pid);
         let cached = sluice(target(&args.cached_host, args.cached_port), args.cached_pid);
-        let external = direct.is_some() || passthrough.is_some() || cached.is_some();
+        let cached_by_table = sluice(
+            target(&args.cached_by_table_host, args.cached_by_table_port),
+            args.cached_by_table_pid,
+        );
+        let external = direct.is_some()
+            || passthrough.is_some()
+            || cached.is_some()
+            || cached_by_table.is_some();
         if args.sluice_pid.is_some() && passthrough.is_none() {
             bail!("--sluice-pid is for an existing Sluice (--sluice-host/--sluice-port)");
         }
         if args.cached_pid.is_some() && cached.is_none() {
             bail!("--cached-pid is for an existing caching Sluice (--cached-host/--cached-port)");
+        }
+        if args.cached_by_table_pid.is_some() && cached_by_table.is_none() {
+            bail!(
+                "--cached-by-table-pid is for an existing Sluice caching by table \
+                 (--cached-by-table-host/--cached-by-table-port)"
+            );
         }
 
         let scenarios = match &args.scenarios {
@@ -217,6 +255,7 @@ impl Plan {
                 (Scenario::Direct, direct.is_some()),
                 (Scenario::Passthrough, passthrough.is_some()),
                 (Scenario::Cached, cached.is_some()),
+                (Scenario::CachedByTable, cached_by_table.is_some()),
             ]
             .into_iter()
             .filter_map(|(s, given)| given.then_some(s))
@@ -242,6 +281,11 @@ impl Plan {
                     Scenario::Cached,
                     cached.is_some(),
                     "--cached-host/--cached-port",
+                ),
+                (
+                    Scenario::CachedByTable,
+                    cached_by_table.is_some(),
+                    "--cached-by-table-host/--cached-by-table-port",
                 ),
             ];
             for (scenario, given, flags) in needs {
@@ -356,13 +400,17 @@ impl Plan {
             direct,
             passthrough,
             cached,
+            cached_by_table,
             max_connections,
             notes,
         })
     }
 
     fn embedded(&self) -> bool {
-        self.direct.is_none() && self.passthrough.is_none() && self.cached.is_none()
+        self.direct.is_none()
+            && self.passthrough.is_none()
+            && self.cached.is_none()
+            && self.cached_by_table.is_none()
     }
 
     fn runnable(&self, scenario: Scenario) -> bool {
@@ -399,7 +447,7 @@ impl Plan {
                 let Some(insert) = &self.insert else { continue };
                 for &per_trx in &insert.per_trx {
                     for repetition in 1..=self.repeat {
-                        for &scenario in scenarios.iter().filter(|s| **s != Scenario::Cached) {
+                        for &scenario in scenarios.iter().filter(|s| !s.caches()) {
                             steps.push(Step::Insert {
                                 per_trx,
                                 repetition,

@@ -57,7 +57,8 @@ pub enum Scenario {
     ///
     /// sysbench and mysqlslap straight at MariaDB, through Sluice with no cache rules,
     /// and through Sluice caching every read, taking turns at every step of a thread
-    /// ramp. By default it starts its own MariaDB and Sluice processes and removes them
+    /// ramp; on request (--scenarios ...,cached_by_table) also through Sluice caching
+    /// the same reads with row-level invalidation off. By default it starts its own MariaDB and Sluice processes and removes them
     /// at the end; the --mysql-*, --sluice-* and --cached-* host/port flags target
     /// servers that already run instead.
     ///

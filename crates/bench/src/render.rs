@@ -434,6 +434,14 @@ fn facts(report: &Report) -> Vec<String> {
         format!("Sluice {}.", report.sluice_version),
     ];
     facts.extend(report.topology.iter().cloned());
+    if s.scenarios.contains(&Scenario::CachedByTable) {
+        facts.push(
+            "cached-by-table: the cached scenario's rule in a Sluice with `by_key = false` in \
+             `[cache]`, where any write to a table drops all of its entries (the cache before \
+             row-level invalidation); cached keeps this Sluice's default."
+                .to_string(),
+        );
+    }
     if s.sysbench_workloads().next().is_some() {
         facts.push(format!(
             "sysbench: {} tables x {} rows; threads {}; {} s per step; {} repetition(s) per \

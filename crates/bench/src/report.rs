@@ -966,6 +966,86 @@ mod tests {
     }
 
     #[test]
+    fn caching_by_table_appears_wherever_cached_does() {
+        let mut r = report();
+        r.settings.scenarios = vec![
+            Scenario::Direct,
+            Scenario::Passthrough,
+            Scenario::Cached,
+            Scenario::CachedByTable,
+        ];
+        r.settings.workloads = vec![Workload::OltpReadOnly, Workload::Insert];
+        r.settings.insert = Some(InsertSettings {
+            clients: 16,
+            rows: 16_000,
+            per_trx: vec![1],
+        });
+        for (scenario, qps, cpu) in [
+            (Scenario::Direct, 1000.0, None),
+            (Scenario::Passthrough, 800.0, Some(20.0)),
+            (Scenario::Cached, 1200.0, Some(12.0)),
+            (Scenario::CachedByTable, 600.0, Some(30.0)),
+        ] {
+            r.runs.push(record(16, scenario, 1, ok(qps, 1.0, cpu)));
+        }
+        r.summarize();
+        let row = |sc| r.row(Workload::OltpReadOnly, PsMode::Auto, 16, sc).unwrap();
+        let by_table = row(Scenario::CachedByTable);
+        assert_eq!(by_table.qps_ratio_vs_direct, Some(0.6));
+        assert_eq!(by_table.qps_ratio_vs_passthrough, Some(0.75));
+        // A cache has no part in the insert series.
+        assert_eq!(
+            r.settings.insert_scenarios(),
+            [Scenario::Direct, Scenario::Passthrough]
+        );
+        let sections = render::sections(&r);
+        let md = crate::document::markdown_sections(&sections);
+        assert!(
+            md.contains(
+                "| threads | direct | passthrough | cached | cached-by-table | passthrough ÷ \
+                 direct | cached ÷ direct | cached-by-table ÷ direct | cached ÷ passthrough | \
+                 cached-by-table ÷ passthrough |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 16 | 1,000 | 800 | 1,200 | 600 | 0.80 | 1.20 | 0.60 | 1.50 | 0.75 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cached-by-table: Sluice CPU µs/query |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 20.0 | 12.0 | 30.0 | 0 | 0 | 0 | 0 |"),
+            "{md}"
+        );
+        for chart in &sections[0].charts {
+            let names: Vec<&str> = chart.chart.series.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(
+                names,
+                ["direct", "passthrough", "cached", "cached-by-table"],
+                "{}",
+                chart.file_stem
+            );
+        }
+        let csv = r.csv();
+        assert!(
+            csv.contains("\noltp_read_only,auto,16,,cached-by-table,1,0,600.00,"),
+            "{csv}"
+        );
+        assert!(csv.contains(",0.6000,1.0000,0.7500,\n"), "{csv}");
+        let json: serde_json::Value =
+            serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+        assert_eq!(json["settings"]["scenarios"][3], "cached_by_table");
+        // Threads 1 (not run), then 16: direct, passthrough, cached, cached_by_table.
+        assert_eq!(json["summary"][7]["scenario"], "cached_by_table");
+        assert_eq!(json["summary"][7]["qps_ratio_vs_passthrough"], 0.75);
+        let facts = render::document(&r).facts.join("\n");
+        assert!(facts.contains("`by_key = false`"), "{facts}");
+    }
+
+    #[test]
     fn insert_series_summary_and_table() {
         let mut r = report();
         r.settings.workloads = vec![Workload::Insert];

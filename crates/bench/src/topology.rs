@@ -1,6 +1,7 @@
-//! Where the benchmark's load goes: an embedded topology (a sandbox MariaDB and up to two
-//! Sluice child processes, pass-through and caching, all torn down at the end) or servers
-//! that already run. Also the proxy's CPU clock, read from `/proc`.
+//! Where the benchmark's load goes: an embedded topology (a sandbox MariaDB and up to
+//! three Sluice child processes, pass-through, caching and caching by table, all torn
+//! down at the end) or servers that already run. Also the proxy's CPU clock, read from
+//! `/proc`.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,8 @@ pub struct EmbeddedOptions {
     pub passthrough: bool,
     /// Start a caching Sluice.
     pub cached: bool,
+    /// Start a Sluice caching as `cached` does with `by_key = false`.
+    pub cached_by_table: bool,
     /// Backend connections each Sluice may open: at least one per client thread, since
     /// a session keeps its backend connection for its whole life.
     pub pool_max: u32,
@@ -59,6 +62,29 @@ pub struct EmbeddedOptions {
     /// Client, Sluice and MariaDB on hosts of their own: each hop between them (client
     /// to MariaDB, client to each Sluice, each Sluice to MariaDB) is a delay link.
     pub hop: Option<LinkSpec>,
+}
+
+/// What an embedded Sluice does with reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// No cache rules.
+    Passthrough,
+    /// One rule caching every read, invalidated as this Sluice does by default.
+    Cached,
+    /// The same rule with `by_key = false`: any write to a table drops all its entries,
+    /// the cache as it was before row-level invalidation.
+    CachedByTable,
+}
+
+impl Role {
+    /// As the scenario is named in the report, its files and its hops.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Passthrough => "passthrough",
+            Role::Cached => "cached",
+            Role::CachedByTable => "cached-by-table",
+        }
+    }
 }
 
 /// A Sluice the benchmark talks to.
@@ -84,6 +110,8 @@ pub struct Topology {
     pub passthrough: Option<SluiceTarget>,
     /// Sluice caching every read.
     pub cached: Option<SluiceTarget>,
+    /// Sluice caching every read, invalidating by table.
+    pub cached_by_table: Option<SluiceTarget>,
     /// How each Sluice was started (embedded runs).
     pub sluice_commands: Vec<String>,
     pub mariadb_version: Option<String>,
@@ -118,6 +146,7 @@ impl Topology {
             }),
             passthrough: None,
             cached: None,
+            cached_by_table: None,
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description: Vec::new(),
@@ -185,50 +214,65 @@ impl Topology {
             granted.unwrap_or(opts.max_connections)
         ));
 
-        for (wanted, cached) in [(opts.passthrough, false), (opts.cached, true)] {
-            if !wanted {
-                continue;
+        for (wanted, role) in [
+            (opts.passthrough, Role::Passthrough),
+            (opts.cached, Role::Cached),
+            (opts.cached_by_table, Role::CachedByTable),
+        ] {
+            if wanted {
+                topology.start_sluice(opts, creds, backend, role)?;
             }
-            let name = if cached { "cached" } else { "passthrough" };
-            let port = sandbox::free_port();
-            let config = opts.dir.join(format!("sluice-{name}.toml"));
-            let mut text = sluice_config(port, backend, creds, opts.pool_max, cached);
-            text.push_str(&opts.extra_config);
-            std::fs::write(&config, text)
-                .with_context(|| format!("writing {}", config.display()))?;
-            let log = opts.dir.join(format!("sluice-{name}.log"));
-            let sluice = SluiceProcess::start(&opts.sluice_bin, &config, port, &log)?;
-            let mut target = SluiceTarget {
-                target: Target {
-                    host: "127.0.0.1".into(),
-                    port,
-                },
-                pid: Some(sluice.pid()),
-            };
-            if let Some(hop) = opts.hop {
-                let listen = SocketAddr::from(([127, 0, 0, 1], port));
-                let link = DelayLink::start(listen, hop).context("starting a delay link")?;
-                target.target.port = link.port();
-                topology
-                    .links
-                    .push((format!("client to Sluice ({name})"), link));
-            }
-            topology.description.push(format!(
-                "Sluice ({name}): child process (pid {}) on 127.0.0.1:{port}, configuration \
-                 {}, log {}",
-                sluice.pid(),
-                config.display(),
-                log.display()
-            ));
-            topology.sluice_commands.push(sluice.command.clone());
-            if cached {
-                topology.cached = Some(target);
-            } else {
-                topology.passthrough = Some(target);
-            }
-            topology.sluices.push(sluice);
         }
         Ok(topology)
+    }
+
+    /// Starts the Sluice of `role` in front of `backend`, behind a delay link of its own
+    /// with --hosts.
+    fn start_sluice(
+        &mut self,
+        opts: &EmbeddedOptions,
+        creds: &Credentials,
+        backend: SocketAddr,
+        role: Role,
+    ) -> anyhow::Result<()> {
+        let name = role.name();
+        let port = sandbox::free_port();
+        let config = opts.dir.join(format!("sluice-{name}.toml"));
+        let mut text = sluice_config(port, backend, creds, opts.pool_max, role);
+        text.push_str(&opts.extra_config);
+        std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+        let log = opts.dir.join(format!("sluice-{name}.log"));
+        let sluice = SluiceProcess::start(&opts.sluice_bin, &config, port, &log)?;
+        let mut target = SluiceTarget {
+            target: Target {
+                host: "127.0.0.1".into(),
+                port,
+            },
+            pid: Some(sluice.pid()),
+        };
+        if let Some(hop) = opts.hop {
+            let listen = SocketAddr::from(([127, 0, 0, 1], port));
+            let link = DelayLink::start(listen, hop).context("starting a delay link")?;
+            target.target.port = link.port();
+            self.links
+                .push((format!("client to Sluice ({name})"), link));
+        }
+        self.description.push(format!(
+            "Sluice ({name}): child process (pid {}) on 127.0.0.1:{port}, configuration {}, \
+             log {}",
+            sluice.pid(),
+            config.display(),
+            log.display()
+        ));
+        self.sluice_commands.push(sluice.command.clone());
+        let slot = match role {
+            Role::Passthrough => &mut self.passthrough,
+            Role::Cached => &mut self.cached,
+            Role::CachedByTable => &mut self.cached_by_table,
+        };
+        *slot = Some(target);
+        self.sluices.push(sluice);
+        Ok(())
     }
 
     /// Puts MariaDB on a simulated host of its own: Sluice reaches it through one link
@@ -286,6 +330,7 @@ impl Topology {
         direct: Option<Target>,
         passthrough: Option<SluiceTarget>,
         cached: Option<SluiceTarget>,
+        cached_by_table: Option<SluiceTarget>,
     ) -> anyhow::Result<Topology> {
         let mut description = Vec::new();
         if let Some(target) = &direct {
@@ -295,6 +340,11 @@ impl Topology {
         for (sluice, name, flags) in [
             (&passthrough, "passthrough", "--sluice-host/--sluice-port"),
             (&cached, "cached", "--cached-host/--cached-port"),
+            (
+                &cached_by_table,
+                "cached-by-table",
+                "--cached-by-table-host/--cached-by-table-port",
+            ),
         ] {
             let Some(sluice) = sluice else { continue };
             check_reachable(&sluice.target, &format!("the {name} Sluice ({flags})"))?;
@@ -315,6 +365,7 @@ impl Topology {
             direct,
             passthrough,
             cached,
+            cached_by_table,
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description,
@@ -360,8 +411,9 @@ pub fn sluice_config(
     backend: SocketAddr,
     creds: &Credentials,
     pool_max: u32,
-    cached: bool,
+    role: Role,
 ) -> String {
+    let cached = role != Role::Passthrough;
     let mut text = format!(
         "# Written by `sluice bench` for its {} scenario.\n\
          [log]\nlevel = \"{}\"\n\n\
@@ -369,8 +421,8 @@ pub fn sluice_config(
          [[users]]\nname = {}\npassword = {}\n\n\
          [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n\
          [pool]\nmax_connections = {pool_max}\n",
-        if cached { "cached" } else { "passthrough" },
-        // The cached Sluice logs its hit and miss counts every 10 s.
+        role.name(),
+        // A caching Sluice logs its hit and miss counts every 10 s.
         if cached {
             "warn,sluice::server=info"
         } else {
@@ -380,8 +432,14 @@ pub fn sluice_config(
         toml_string(&creds.password),
     );
     if cached {
+        // Only the by-table Sluice names `by_key`: the cached one keeps this Sluice's
+        // default, so that a build from before the option still runs the cached scenario.
+        let by_key = match role {
+            Role::CachedByTable => "by_key = false\n",
+            _ => "",
+        };
         text.push_str(&format!(
-            "\n[cache]\nmax_bytes = \"{CACHE_BUDGET}\"\nlog_interval = \"10s\"\n\n\
+            "\n[cache]\nmax_bytes = \"{CACHE_BUDGET}\"\nlog_interval = \"10s\"\n{by_key}\n\
              [[cache.rules]]\nname = \"every-select\"\nmatch = {}\nttl = \"1d\"\n",
             toml_string(CACHE_ALL_SELECTS)
         ));
@@ -389,15 +447,17 @@ pub fn sluice_config(
     text
 }
 
-/// Whether `sluice_bin` can cache: `sluice check-config` on a configuration with a
-/// cache rule. The error is the reason to show in place of the cached results.
+/// Whether `sluice_bin` can take the part of `role`: `sluice check-config` on its
+/// configuration (a cache rule; `by_key = false`). The error is the reason to show in
+/// place of the scenario's results.
 pub fn check_cache_support(
     sluice_bin: &Path,
     dir: &Path,
     creds: &Credentials,
+    role: Role,
 ) -> Result<(), String> {
-    let config = dir.join("sluice-cached-check.toml");
-    let text = sluice_config(1, SocketAddr::from(([127, 0, 0, 1], 1)), creds, 1, true);
+    let config = dir.join(format!("sluice-{}-check.toml", role.name()));
+    let text = sluice_config(1, SocketAddr::from(([127, 0, 0, 1], 1)), creds, 1, role);
     std::fs::write(&config, text).map_err(|e| format!("writing {}: {e}", config.display()))?;
     let out = Command::new(sluice_bin)
         .arg("check-config")
@@ -421,10 +481,16 @@ pub fn check_cache_support(
         .find(|l| l.contains("unknown field") || l.starts_with("- "))
         .or(lines.last())
         .map_or("", |l| l.split(", expected").next().unwrap_or(l));
-    Err(format!(
-        "this Sluice has no query cache yet (its configuration check rejects a cache rule: \
-         {why})"
-    ))
+    Err(match role {
+        Role::CachedByTable => format!(
+            "this Sluice has no row-level invalidation to turn off (its configuration check \
+             rejects `by_key = false`: {why})"
+        ),
+        _ => format!(
+            "this Sluice has no query cache yet (its configuration check rejects a cache \
+             rule: {why})"
+        ),
+    })
 }
 
 /// A TOML basic string.
@@ -622,6 +688,34 @@ mod tests {
         assert!(x != 1);
         assert!(cpu_ticks(std::process::id()).unwrap() >= ticks);
         assert!(clock_ticks_per_sec() >= 1);
+    }
+
+    #[test]
+    fn only_the_by_table_sluice_turns_row_level_invalidation_off() {
+        let creds = Credentials {
+            user: "sbtest".into(),
+            password: "pw".into(),
+            database: "sbtest".into(),
+            insert_schema: "sluice_slap".into(),
+        };
+        let backend = SocketAddr::from(([127, 0, 0, 1], 3306));
+        let config = |role| -> toml::Table {
+            sluice_config(6033, backend, &creds, 100, role)
+                .parse()
+                .unwrap()
+        };
+        let cache = |t: &toml::Table| t.get("cache").and_then(|c| c.as_table()).cloned();
+        assert_eq!(cache(&config(Role::Passthrough)), None);
+        let cached = cache(&config(Role::Cached)).unwrap();
+        assert_eq!(cached.get("by_key"), None);
+        let by_table = cache(&config(Role::CachedByTable)).unwrap();
+        assert_eq!(by_table.get("by_key"), Some(&toml::Value::Boolean(false)));
+        // Otherwise the same cache: the same rule and budget.
+        let without = |mut t: toml::Table| {
+            t.remove("by_key");
+            t
+        };
+        assert_eq!(without(by_table), cached);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::report::{
     Status, Unavailable,
 };
 use crate::sysbench::{self, Endpoint, RunSpec, SysbenchCommand};
-use crate::topology::{self, Credentials, EmbeddedOptions, Target, Topology};
+use crate::topology::{self, Credentials, EmbeddedOptions, Role, Target, Topology};
 use crate::Ran;
 
 /// Runs the benchmark; blocks until done. Results are written (and rewritten after
@@ -47,14 +47,8 @@ fn run_into(args: &CacheArgs, document: &mut Option<Document>) -> anyhow::Result
     let out = plan.out_dir.clone();
     std::fs::create_dir_all(out.join("raw"))
         .with_context(|| format!("creating the output directory {}", out.display()))?;
-    if plan.embedded() && plan.scenarios.contains(&Scenario::Cached) {
-        let bin = args.common.sluice_bin()?;
-        if let Err(reason) = topology::check_cache_support(&bin, &out, &credentials(args)) {
-            plan.unavailable.push(Unavailable {
-                scenario: Scenario::Cached,
-                reason,
-            });
-        }
+    if plan.embedded() {
+        check_cache_support(&mut plan, args)?;
     }
     for u in &plan.unavailable {
         eprintln!(
@@ -161,6 +155,37 @@ fn run_into(args: &CacheArgs, document: &mut Option<Document>) -> anyhow::Result
     Ok(())
 }
 
+/// Marks the caching scenarios the embedded Sluice cannot run as unavailable, with the
+/// reason. Caching by table needs the cache first, then its `by_key` option.
+fn check_cache_support(plan: &mut Plan, args: &CacheArgs) -> anyhow::Result<()> {
+    let wanted: Vec<Scenario> = plan
+        .scenarios
+        .iter()
+        .copied()
+        .filter(|s| s.caches())
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let bin = args.common.sluice_bin()?;
+    let creds = credentials(args);
+    let check = |role| topology::check_cache_support(&bin, &plan.out_dir, &creds, role);
+    let no_cache = check(Role::Cached).err();
+    let mut unavailable = Vec::new();
+    for scenario in wanted {
+        let reason = match (&no_cache, scenario) {
+            (Some(reason), _) => Some(reason.clone()),
+            (None, Scenario::CachedByTable) => check(Role::CachedByTable).err(),
+            (None, _) => None,
+        };
+        if let Some(reason) = reason {
+            unavailable.push(Unavailable { scenario, reason });
+        }
+    }
+    plan.unavailable.extend(unavailable);
+    Ok(())
+}
+
 fn credentials(args: &CacheArgs) -> Credentials {
     Credentials {
         user: args.server.mysql_user.clone(),
@@ -184,41 +209,7 @@ impl Bench<'_> {
     fn measure(&mut self, steps: &[Step]) -> anyhow::Result<()> {
         let (args, plan) = (self.args, self.plan);
         let creds = credentials(args);
-        let mut topology = if plan.embedded() {
-            let passthrough = plan.runnable(Scenario::Passthrough);
-            let cached = plan.runnable(Scenario::Cached);
-            eprintln!(
-                "starting MariaDB (max_connections={}){}",
-                plan.max_connections,
-                match (passthrough, cached) {
-                    (true, true) => " and two Sluice instances (passthrough, cached)",
-                    (true, false) => " and Sluice (passthrough)",
-                    (false, true) => " and Sluice (cached)",
-                    (false, false) => "",
-                }
-            );
-            Topology::embedded(
-                &EmbeddedOptions {
-                    max_connections: plan.max_connections,
-                    passthrough,
-                    cached,
-                    pool_max: plan.pool_max(),
-                    sluice_bin: args.common.sluice_bin()?,
-                    dir: self.out.to_path_buf(),
-                    extra_config: String::new(),
-                    hop: args
-                        .hosts
-                        .then(|| sluice_sandbox::link::LinkSpec::delay(args.hop)),
-                },
-                &creds,
-            )?
-        } else {
-            Topology::external(
-                plan.direct.clone(),
-                plan.passthrough.clone(),
-                plan.cached.clone(),
-            )?
-        };
+        let mut topology = self.topology(&creds)?;
         for line in &topology.description {
             eprintln!("  {line}");
         }
@@ -235,6 +226,7 @@ impl Bench<'_> {
             .clone()
             .or_else(|| topology.passthrough.as_ref().map(|s| s.target.clone()))
             .or_else(|| topology.cached.as_ref().map(|s| s.target.clone()))
+            .or_else(|| topology.cached_by_table.as_ref().map(|s| s.target.clone()))
             .expect("a plan has at least one scenario with a target");
         let data_endpoint = self.endpoint(&data_target, &creds.database);
         let prepare_threads = plan
@@ -312,6 +304,53 @@ impl Bench<'_> {
         result
     }
 
+    /// The servers of the run: started (embedded), or checked (external).
+    fn topology(&self, creds: &Credentials) -> anyhow::Result<Topology> {
+        let (args, plan) = (self.args, self.plan);
+        if !plan.embedded() {
+            return Topology::external(
+                plan.direct.clone(),
+                plan.passthrough.clone(),
+                plan.cached.clone(),
+                plan.cached_by_table.clone(),
+            );
+        }
+        let sluices: Vec<String> = [
+            Scenario::Passthrough,
+            Scenario::Cached,
+            Scenario::CachedByTable,
+        ]
+        .into_iter()
+        .filter(|s| plan.runnable(*s))
+        .map(|s| s.to_string())
+        .collect();
+        eprintln!(
+            "starting MariaDB (max_connections={}){}",
+            plan.max_connections,
+            match sluices.len() {
+                0 => String::new(),
+                1 => format!(" and Sluice ({})", sluices[0]),
+                n => format!(" and {n} Sluice instances ({})", sluices.join(", ")),
+            }
+        );
+        Topology::embedded(
+            &EmbeddedOptions {
+                max_connections: plan.max_connections,
+                passthrough: plan.runnable(Scenario::Passthrough),
+                cached: plan.runnable(Scenario::Cached),
+                cached_by_table: plan.runnable(Scenario::CachedByTable),
+                pool_max: plan.pool_max(),
+                sluice_bin: args.common.sluice_bin()?,
+                dir: self.out.to_path_buf(),
+                extra_config: String::new(),
+                hop: args
+                    .hosts
+                    .then(|| sluice_sandbox::link::LinkSpec::delay(args.hop)),
+            },
+            creds,
+        )
+    }
+
     fn endpoint(&self, target: &Target, database: &str) -> Endpoint {
         Endpoint {
             host: target.host.clone(),
@@ -338,6 +377,9 @@ impl Bench<'_> {
                 Scenario::Direct => topology.direct.clone().map(|t| (t, None)),
                 Scenario::Passthrough => topology.passthrough.clone().map(|s| (s.target, s.pid)),
                 Scenario::Cached => topology.cached.clone().map(|s| (s.target, s.pid)),
+                Scenario::CachedByTable => {
+                    topology.cached_by_table.clone().map(|s| (s.target, s.pid))
+                }
             };
             let label = self.label(step, index, &progress);
             let skip = match &target {

@@ -263,3 +263,117 @@ fn large_ramps_are_checked_against_the_descriptor_limit() {
     // This process can read its own limit.
     assert!(hard_nofile_limit().is_some_and(|l| l > 0));
 }
+
+#[test]
+fn caching_by_table_runs_only_when_asked_for() {
+    assert!(!plan(&[])
+        .unwrap()
+        .scenarios
+        .contains(&Scenario::CachedByTable));
+    assert!(!plan(&["--demo"])
+        .unwrap()
+        .scenarios
+        .contains(&Scenario::CachedByTable));
+    let p = plan(&[
+        "--scenarios",
+        "direct,passthrough,cached,cached_by_table",
+        "--workloads",
+        "read_write,insert",
+        "--threads",
+        "16,64",
+        "--insert-trx",
+        "10",
+    ])
+    .unwrap();
+    assert!(p.embedded());
+    use Scenario::*;
+    assert_eq!(p.scenarios, [Direct, Passthrough, Cached, CachedByTable]);
+    let o = order(&p);
+    // Every step: four turns; the insert series: direct and passthrough only.
+    assert_eq!(o.len(), 2 * 4 + 2);
+    let at_16: Vec<Scenario> = o.iter().filter(|s| s.2 == 16).map(|s| s.4).collect();
+    assert_eq!(at_16, [Direct, Passthrough, Cached, CachedByTable]);
+    assert_eq!(
+        o[8..],
+        [
+            (Workload::Insert, None, 10, 1, Direct),
+            (Workload::Insert, None, 10, 1, Passthrough),
+        ]
+    );
+    // The spelling of its Display is taken too.
+    let p = plan(&["--scenarios", "cached-by-table,passthrough"]).unwrap();
+    assert_eq!(p.scenarios, [CachedByTable, Passthrough]);
+    assert!(plan(&["--workloads", "insert", "--scenarios", "cached_by_table"]).is_err());
+}
+
+#[test]
+fn caching_by_table_names_itself_apart_from_cached() {
+    assert_eq!(Scenario::CachedByTable.to_string(), "cached-by-table");
+    assert_eq!(
+        serde_json::to_string(&Scenario::CachedByTable).unwrap(),
+        "\"cached_by_table\""
+    );
+    assert!(Scenario::CachedByTable.caches() && Scenario::Cached.caches());
+    assert!(!Scenario::Passthrough.caches() && !Scenario::Direct.caches());
+}
+
+#[test]
+fn an_existing_sluice_caching_by_table_needs_its_flags() {
+    let p = plan(&[
+        "--mysql-port",
+        "3307",
+        "--sluice-port",
+        "6033",
+        "--cached-port",
+        "6034",
+        "--cached-by-table-port",
+        "6035",
+        "--cached-by-table-pid",
+        "43",
+    ])
+    .unwrap();
+    assert!(!p.embedded());
+    use Scenario::*;
+    assert_eq!(p.scenarios, [Direct, Passthrough, Cached, CachedByTable]);
+    assert_eq!(
+        p.cached_by_table,
+        Some(SluiceTarget {
+            target: Target {
+                host: "127.0.0.1".into(),
+                port: 6035
+            },
+            pid: Some(43)
+        })
+    );
+    // Given alone, it is the one scenario run, and the plan is not embedded.
+    let p = plan(&[
+        "--cached-by-table-host",
+        "/run/sluice-bt.sock",
+        "--workloads",
+        "read_only",
+    ])
+    .unwrap();
+    assert!(!p.embedded());
+    assert_eq!(p.scenarios, [CachedByTable]);
+    let err = plan(&[
+        "--mysql-port",
+        "3307",
+        "--scenarios",
+        "direct,cached_by_table",
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("--cached-by-table-host"), "{err}");
+    // The other caching Sluice's flags are not its own.
+    let err = plan(&[
+        "--cached-port",
+        "6034",
+        "--scenarios",
+        "cached,cached_by_table",
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("--cached-by-table-port"), "{err}");
+    let err = plan(&["--cached-by-table-pid", "43"]).unwrap_err();
+    assert!(err.to_string().contains("--cached-by-table-host"), "{err}");
+    assert!(plan(&["--demo", "--cached-by-table-port", "6035"]).is_err());
+    assert!(plan(&["--hosts", "--cached-by-table-port", "6035"]).is_err());
+}
