@@ -186,6 +186,68 @@ fn embedded_run_measures_every_workload_and_writes_the_report() {
     assert!(!logs.contains("panicked"), "{logs}");
 }
 
+/// The before/after of row-level invalidation in miniature: a third Sluice, caching as
+/// the cached one does with `by_key = false`, takes its turn at the step and is in every
+/// result. One client, so the read-write transactions cannot deadlock each other and
+/// every run must be free of errors.
+#[test]
+fn caching_by_table_takes_its_turn_beside_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let output = bench(
+        &[
+            "--scenarios",
+            "direct,passthrough,cached,cached_by_table",
+            "--workloads",
+            "oltp_read_write_split",
+            "--threads",
+            "1",
+            "--duration",
+            "2s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{t}");
+    assert_eq!(rows(&r["settings"], "unavailable").len(), 0, "{t}");
+    let runs = rows(&r, "runs");
+    let order: Vec<&str> = runs
+        .iter()
+        .map(|x| x["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        ["direct", "passthrough", "cached", "cached_by_table"]
+    );
+    let run = &runs[3];
+    assert_eq!(run["status"], "ok", "{run}");
+    assert_eq!(run["stats"]["ignored_errors"], 0, "{run}");
+    assert!(run["stats"]["writes"].as_u64().unwrap() > 0, "{run}");
+    let row = rows(&r, "summary")
+        .iter()
+        .find(|x| x["scenario"] == "cached_by_table")
+        .unwrap_or_else(|| panic!("no cached_by_table summary: {t}"));
+    assert!(row["qps"].as_f64().is_some_and(|q| q > 0.0), "{row}");
+    assert!(row["qps_ratio_vs_passthrough"].as_f64().is_some(), "{row}");
+    assert!(row["sluice_cpu_us_per_query"].as_f64().is_some(), "{row}");
+    // Its own Sluice, with the option that makes it differ from cached.
+    let config = std::fs::read_to_string(out.join("sluice-cached-by-table.toml")).unwrap();
+    assert!(config.contains("by_key = false"), "{config}");
+    let log = std::fs::read_to_string(out.join("sluice-cached-by-table.log")).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("cached-by-table ÷ passthrough"), "{md}");
+}
+
 /// Existing servers. A failed data setup stops the run with sysbench's own words. Then
 /// direct works and Sluice cannot log in to its backend: the run goes on, writes what it
 /// measured, marks every missing cell with the reason, and exits with an error that says
