@@ -1,10 +1,12 @@
 //! Decoding of the few binlog events cache invalidation needs, and their grouping into
 //! transactions. No I/O: the reader feeds it one event at a time.
 
+use super::rows::{RowImages, RowsKind, TableColumns, MAX_GROUP_IMAGE_BYTES};
 use super::{Batch, Change};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::ProtocolError;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Event type codes (MySQL's, then MariaDB's from 160 on).
 pub(super) mod kind {
@@ -16,6 +18,7 @@ pub(super) mod kind {
     pub const TABLE_MAP: u8 = 19;
     /// Pre-GA row events of MySQL 5.1: same layout as v1.
     pub const WRITE_ROWS_V0: u8 = 20;
+    pub const UPDATE_ROWS_V0: u8 = 21;
     pub const DELETE_ROWS_V0: u8 = 22;
     pub const WRITE_ROWS_V1: u8 = 23;
     pub const UPDATE_ROWS_V1: u8 = 24;
@@ -135,8 +138,11 @@ struct Group {
     /// Inside BEGIN/GTID ... COMMIT/XID: changes wait for the end.
     open: bool,
     changes: Vec<Change>,
-    seen: HashSet<(String, String)>,
+    /// Where each table's `Change::Rows` is in `changes`.
+    seen: HashMap<(String, String), usize>,
     statements: usize,
+    /// Row-image bytes taken in, against [`MAX_GROUP_IMAGE_BYTES`].
+    image_bytes: usize,
     unknown: bool,
     time: u32,
     gtid: Option<String>,
@@ -144,12 +150,12 @@ struct Group {
 
 impl Group {
     fn add(&mut self, change: Change) {
-        match &change {
-            Change::Rows { schema, table } => {
-                if !self.seen.insert((schema.clone(), table.clone())) {
-                    return;
-                }
-            }
+        match change {
+            Change::Rows {
+                schema,
+                table,
+                rows,
+            } => return self.add_rows(schema, table, rows),
             // One is enough: it already means "drop everything".
             Change::Unknown { .. } if self.unknown => return,
             Change::Unknown { .. } => self.unknown = true,
@@ -162,6 +168,32 @@ impl Group {
             Change::Statement { .. } => self.statements += 1,
         }
         self.changes.push(change);
+    }
+
+    /// Lists each table once, its images those of all its row events in the group.
+    fn add_rows(&mut self, schema: String, table: String, rows: Option<RowImages>) {
+        let rows =
+            rows.filter(|r| self.image_bytes.saturating_add(r.len()) <= MAX_GROUP_IMAGE_BYTES);
+        if let Some(r) = &rows {
+            self.image_bytes += r.len();
+        }
+        let key = (schema, table);
+        if let Some(&at) = self.seen.get(&key) {
+            if let Some(Change::Rows { rows: kept, .. }) = self.changes.get_mut(at) {
+                *kept = match (kept.take(), rows) {
+                    (Some(all), Some(more)) => all.merged(more),
+                    _ => None,
+                };
+            }
+            return;
+        }
+        self.seen.insert(key.clone(), self.changes.len());
+        let (schema, table) = key;
+        self.changes.push(Change::Rows {
+            schema,
+            table,
+            rows,
+        });
     }
 
     /// Ends the group: its batch, if anything changed.
@@ -178,10 +210,19 @@ impl Group {
     }
 }
 
+/// A table a table map named, by its id.
+struct MappedTable {
+    schema: String,
+    table: String,
+    /// None when the map's column part could not be read: the table's row images are
+    /// not kept, the table is still reported.
+    columns: Option<Arc<TableColumns>>,
+}
+
 /// Turns a stream of events into per-transaction batches of changed tables.
 pub(super) struct Decoder {
     format: Option<Format>,
-    tables: HashMap<u64, (String, String)>,
+    tables: HashMap<u64, MappedTable>,
     group: Group,
 }
 
@@ -223,8 +264,8 @@ impl Decoder {
                 out.rotate = Some((file, position));
             }
             kind::TABLE_MAP => {
-                let (id, schema, table) = self.table_map(body)?;
-                self.tables.insert(id, (schema, table));
+                let (id, mapped) = self.table_map(body)?;
+                self.tables.insert(id, mapped);
             }
             kind::WRITE_ROWS_V0..=kind::DELETE_ROWS_V0
             | kind::WRITE_ROWS_V1
@@ -409,7 +450,7 @@ impl Decoder {
         Ok(id)
     }
 
-    fn table_map(&self, body: &[u8]) -> Result<(u64, String, String), EventError> {
+    fn table_map(&self, body: &[u8]) -> Result<(u64, MappedTable), EventError> {
         let post = self.post_header_len(kind::TABLE_MAP, 8);
         let mut r = Reader::new(body);
         let id = Self::table_id(&mut r, post)?;
@@ -422,10 +463,19 @@ impl Decoder {
         r.u8("schema name terminator")?;
         let table_len = r.u8("table name length")?;
         let table = r.take(usize::from(table_len), "table name")?;
+        // A column part that does not parse costs the table its row images (it is then
+        // invalidated whole), not the stream.
+        let columns = match r.rest().split_first() {
+            Some((0, columns)) => TableColumns::parse(columns).map(Arc::new),
+            _ => None,
+        };
         Ok((
             id,
-            String::from_utf8_lossy(schema).into_owned(),
-            String::from_utf8_lossy(table).into_owned(),
+            MappedTable {
+                schema: String::from_utf8_lossy(schema).into_owned(),
+                table: String::from_utf8_lossy(table).into_owned(),
+                columns,
+            },
         ))
     }
 
@@ -439,10 +489,17 @@ impl Decoder {
         let id = Self::table_id(&mut r, post)?;
         let flags = r.u16("rows event flags")?;
         match self.tables.get(&id) {
-            Some((schema, table)) => self.group.add(Change::Rows {
-                schema: schema.clone(),
-                table: table.clone(),
-            }),
+            Some(mapped) => {
+                let rows = mapped
+                    .columns
+                    .as_ref()
+                    .and_then(|columns| row_images(event_kind, post, columns, r));
+                self.group.add(Change::Rows {
+                    schema: mapped.schema.clone(),
+                    table: mapped.table.clone(),
+                    rows,
+                })
+            }
             None => self.group.add(Change::Unknown {
                 schema: None,
                 reason: format!("a row event for table id {id}, which no table map named"),
@@ -524,6 +581,36 @@ impl Decoder {
             }
         }
     }
+}
+
+/// The row images of a rows event, `r` at the end of its table id and flags. None for
+/// events whose images are compressed or partial, and for what does not parse: the
+/// event was read as far as the table before images were kept, and stays so.
+fn row_images(
+    event_kind: u8,
+    post_header_len: usize,
+    columns: &Arc<TableColumns>,
+    mut r: Reader<'_>,
+) -> Option<RowImages> {
+    let rows_kind = match event_kind {
+        kind::WRITE_ROWS_V0 | kind::WRITE_ROWS_V1 | kind::WRITE_ROWS_V2 => RowsKind::Write,
+        kind::UPDATE_ROWS_V0 | kind::UPDATE_ROWS_V1 | kind::UPDATE_ROWS_V2 => RowsKind::Update,
+        kind::DELETE_ROWS_V0 | kind::DELETE_ROWS_V1 | kind::DELETE_ROWS_V2 => RowsKind::Delete,
+        _ => return None,
+    };
+    let id_len = if post_header_len == 6 { 4 } else { 6 };
+    let mut post_left = post_header_len.checked_sub(id_len + 2)?;
+    if matches!(event_kind, kind::WRITE_ROWS_V2..=kind::DELETE_ROWS_V2) {
+        // v2 post-headers end with the length of the extra data after them, itself
+        // included.
+        let extra = usize::from(r.u16("extra data length").ok()?);
+        post_left = post_left.checked_sub(2)?;
+        r.take(post_left, "rows post-header").ok()?;
+        r.take(extra.checked_sub(2)?, "extra data").ok()?;
+    } else {
+        r.take(post_left, "rows post-header").ok()?;
+    }
+    RowImages::new(columns.clone(), rows_kind, r.rest())
 }
 
 /// What a statement in a query event means for transaction grouping.

@@ -39,7 +39,7 @@ pub fn changed_tables(batch: &Batch) -> Option<Vec<TableRef>> {
     let mut tables = Vec::new();
     for change in &batch.changes {
         match change {
-            Change::Rows { schema, table } => tables.push(TableRef {
+            Change::Rows { schema, table, .. } => tables.push(TableRef {
                 schema: schema.to_ascii_lowercase(),
                 table: table.to_ascii_lowercase(),
             }),
