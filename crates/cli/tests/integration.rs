@@ -31,6 +31,8 @@ mod bench_zones;
 mod binlog;
 #[path = "integration/cache.rs"]
 mod cache;
+#[path = "integration/cache_rows.rs"]
+mod cache_rows;
 #[path = "integration/check_config.rs"]
 mod check_config;
 #[path = "integration/commands.rs"]
