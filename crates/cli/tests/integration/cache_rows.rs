@@ -258,6 +258,48 @@ fn direct_writes_invalidate_by_the_keys_in_their_row_images() {
     );
 }
 
+/// A delete cascading through a foreign key changes the child's rows, which neither the
+/// statement nor the binlog's row events name: the child table's map in the binlog does,
+/// and its entries go (with the binlog's delay, also for a write through Sluice).
+#[test]
+fn a_foreign_key_cascade_reaches_the_child_tables_entries() {
+    let server = dedicated_server(MariaDbOptions::default());
+    fresh_database(&server, "rowfk");
+    server
+        .execute(
+            "CREATE TABLE rowfk.p (id INT PRIMARY KEY);
+             CREATE TABLE rowfk.c (id INT PRIMARY KEY, p INT,
+               FOREIGN KEY (p) REFERENCES rowfk.p (id) ON DELETE CASCADE);
+             INSERT INTO rowfk.p VALUES (1), (2);
+             INSERT INTO rowfk.c VALUES (10, 1), (20, 2);",
+        )
+        .unwrap();
+    let config = config(&server, true).admin(crate::routing::ADMIN_TOKEN);
+    let sluice = Sluice::start(&config);
+    let stats = || admin_get(&sluice, &config, "/v1/cache/stats");
+    assert!(
+        wait_until(Duration::from_secs(15), || stats()["binlog"] == "following"),
+        "{}",
+        stats()
+    );
+    let mut c = login(&sluice, "rowfk");
+    let child = |c: &mut RawConn| c.query_rows("SELECT p FROM c WHERE id = 10").len();
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let before = hits(&sluice, &config);
+            child(&mut c) == 1 && hits(&sluice, &config) == before + 1
+        }),
+        "never cached: {}",
+        stats()
+    );
+    ok(&mut c, "DELETE FROM p WHERE id = 1");
+    assert!(
+        wait_until(Duration::from_secs(5), || child(&mut c) == 0),
+        "the cascaded delete never reached the child's entry: {}",
+        stats()
+    );
+}
+
 /// Who writes a row of the checker's table, and how.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Writer {

@@ -5,7 +5,7 @@ use super::rows::{RowImages, RowsKind, TableColumns, MAX_GROUP_IMAGE_BYTES};
 use super::{Batch, Change};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::ProtocolError;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Event type codes (MySQL's, then MariaDB's from 160 on).
@@ -223,6 +223,8 @@ struct MappedTable {
 pub(super) struct Decoder {
     format: Option<Format>,
     tables: HashMap<u64, MappedTable>,
+    /// Tables of the current statement that a rows event changed.
+    written: HashSet<u64>,
     group: Group,
 }
 
@@ -231,6 +233,7 @@ impl Decoder {
         Decoder {
             format: None,
             tables: HashMap::new(),
+            written: HashSet::new(),
             group: Group::default(),
         }
     }
@@ -488,6 +491,7 @@ impl Decoder {
         let mut r = Reader::new(body);
         let id = Self::table_id(&mut r, post)?;
         let flags = r.u16("rows event flags")?;
+        self.written.insert(id);
         match self.tables.get(&id) {
             Some(mapped) => {
                 let rows = mapped
@@ -508,8 +512,30 @@ impl Decoder {
         if flags & STMT_END_F == 0 {
             return Ok(None);
         }
+        // A table mapped but not written is one a foreign key's cascade may have changed:
+        // the primary logs the statement's change to the parent only, and the child's
+        // rows only through the table map (no row images to read keys from).
+        let mut cascaded: Vec<&MappedTable> = self
+            .tables
+            .iter()
+            .filter(|(id, _)| !self.written.contains(id))
+            .map(|(_, mapped)| mapped)
+            .collect();
+        cascaded.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
+        let cascaded: Vec<Change> = cascaded
+            .into_iter()
+            .map(|mapped| Change::Rows {
+                schema: mapped.schema.clone(),
+                table: mapped.table.clone(),
+                rows: None,
+            })
+            .collect();
+        for change in cascaded {
+            self.group.add(change);
+        }
         // The primary maps tables again for every statement.
         self.tables.clear();
+        self.written.clear();
         Ok(if self.group.open {
             None
         } else {

@@ -419,7 +419,11 @@ fn six_byte_table_ids_above_four_billion() {
         .1
         .batch
         .unwrap();
-    assert_eq!(names(batch.changes), vec![rows("s", "big")]);
+    // The written table first; the other, mapped but unwritten, counts as cascaded.
+    assert_eq!(
+        names(batch.changes),
+        vec![rows("s", "big"), rows("s", "small")]
+    );
 }
 
 #[test]
@@ -436,6 +440,29 @@ fn rows_for_an_unmapped_table_are_reported_as_unknown_once() {
         ],
     );
     assert!(matches!(&batches[0].changes[..], [Change::Unknown { .. }]));
+}
+
+/// A delete cascading through a foreign key maps the child table but logs rows of the
+/// parent only: the child counts as changed, whole.
+#[test]
+fn tables_mapped_but_not_written_are_changed_by_a_cascade() {
+    let b = CRC;
+    let mut d = decoder(&b);
+    let batches = feed_all(
+        &mut d,
+        &[
+            b.gtid(1, 0, 0),
+            b.table_map(18, "fk", "parent"),
+            b.table_map(22, "fk", "child"),
+            b.rows(kind::DELETE_ROWS_V1, 18, true),
+            b.xid(),
+        ],
+    );
+    assert_eq!(
+        batches[0].changes,
+        [rows("fk", "parent"), rows("fk", "child")],
+        "{batches:?}"
+    );
 }
 
 #[test]
