@@ -68,8 +68,9 @@ pub enum ColumnValue {
         width: u8,
     },
     /// VARCHAR, VAR_STRING, STRING (CHAR and BINARY, not ENUM or SET): the bytes after
-    /// the length prefix, as the image holds them (MariaDB and MySQL strip a CHAR's
-    /// trailing spaces in images; a BINARY's 0x00 padding stays).
+    /// the length prefix, as the image holds them. Servers strip a CHAR's trailing
+    /// spaces and a BINARY's trailing 0x00 bytes from images: 'b' in a BINARY(4) is
+    /// `b"b"` here, not the `b"b\0\0\0"` a SELECT gives. A VARCHAR keeps its spaces.
     Bytes(Vec<u8>),
     /// Any other type (the caller never keys on these).
     Other,
