@@ -8,9 +8,9 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Row-image bytes kept per table and transaction. Past it the table's images are
-/// dropped and the cache treats the whole table as changed: a change that large
-/// invalidates most of what is cached of the table anyway, and the reader must not
-/// hold a bulk load's rows in memory.
+/// dropped and the cache treats the whole table as changed: the reader must not hold
+/// a bulk load's rows in memory, and for a change of thousands of rows dropping the
+/// table's entries costs less than checking every key.
 pub const MAX_TABLE_IMAGE_BYTES: usize = 256 * 1024;
 
 /// Row-image bytes kept per transaction over all its tables, so that a transaction
