@@ -29,8 +29,12 @@ mod bench_shard;
 mod bench_zones;
 #[path = "integration/binlog.rs"]
 mod binlog;
+#[path = "integration/binlog_rows.rs"]
+mod binlog_rows;
 #[path = "integration/cache.rs"]
 mod cache;
+#[path = "integration/cache_rows.rs"]
+mod cache_rows;
 #[path = "integration/check_config.rs"]
 mod check_config;
 #[path = "integration/commands.rs"]

@@ -1,7 +1,9 @@
 //! Follows the primary's binlog as a replica would and reports which tables each
-//! transaction changed. It feeds cache invalidation for writes that bypass Sluice.
+//! transaction changed, with their row images when it can keep them. It feeds cache
+//! invalidation for writes that bypass Sluice.
 
 mod events;
+pub mod rows;
 
 pub use events::EventError;
 
@@ -150,8 +152,14 @@ impl BinlogConfig {
 /// One thing a transaction changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
-    /// Rows of this table were inserted, updated or deleted (row-based binlog).
-    Rows { schema: String, table: String },
+    /// Rows of this table were inserted, updated or deleted (row-based binlog). `rows`
+    /// holds their images when they were kept (None: over the size bound, compressed
+    /// row events, a layout we can't walk...): the cache then treats the whole table as changed.
+    Rows {
+        schema: String,
+        table: String,
+        rows: Option<rows::RowImages>,
+    },
     /// A statement logged as text: DDL, TRUNCATE, statement-based DML, account
     /// management... `schema` is the default schema it ran in (it may name others).
     /// The cache works out what it touches.
@@ -667,7 +675,7 @@ fn summary(changes: &[Change]) -> String {
     let parts: Vec<String> = changes
         .iter()
         .map(|c| match c {
-            Change::Rows { schema, table } => format!("{schema}.{table}"),
+            Change::Rows { schema, table, .. } => format!("{schema}.{table}"),
             Change::Statement { sql, .. } => {
                 format!("statement {:?}", sql.chars().take(60).collect::<String>())
             }

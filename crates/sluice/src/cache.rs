@@ -4,9 +4,11 @@
 //! backend; it does no I/O itself.
 
 pub mod config;
+mod generations;
 pub mod invalidation;
 mod stats;
 mod store;
+pub mod table_keys;
 
 pub use config::{CacheConfig, RuleConfig};
 pub use stats::{DigestStats, RuleStats};
@@ -17,10 +19,13 @@ use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use stats::{Digests, Totals};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::Store;
+
+pub use generations::RowSet;
+use generations::{Generations, Snapshot};
 
 /// Why entries stopped being valid.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -42,110 +47,6 @@ impl Cause {
             1 => Cause::Binlog,
             _ => Cause::Admin,
         }
-    }
-}
-
-/// One table's generation: bumped by every write to it.
-pub struct TableGen {
-    gen: AtomicU64,
-    last_cause: AtomicU8,
-}
-
-/// The generations an entry was filled under, captured before its query was sent.
-pub struct Snapshot {
-    global: u64,
-    tables: Box<[(Arc<TableGen>, u64)]>,
-}
-
-/// Per-table generation counters, plus a global one for writes whose tables are
-/// unknown, and one bumped by every write (what reads through views depend on: their
-/// base tables are not in the statement).
-pub struct Generations {
-    tables: RwLock<HashMap<TableRef, Arc<TableGen>>>,
-    global: AtomicU64,
-    global_cause: AtomicU8,
-    any: Arc<TableGen>,
-}
-
-impl Default for Generations {
-    fn default() -> Self {
-        Generations {
-            tables: RwLock::default(),
-            global: AtomicU64::new(0),
-            global_cause: AtomicU8::new(0),
-            any: Arc::new(TableGen {
-                gen: AtomicU64::new(0),
-                last_cause: AtomicU8::new(0),
-            }),
-        }
-    }
-}
-
-impl Generations {
-    /// Captures the current generations of `tables`, creating counters as needed. Must
-    /// happen before the query is sent: a write committing after this makes it stale.
-    pub fn capture(&self, tables: &[TableRef], any_write: bool) -> Snapshot {
-        let global = self.global.load(Ordering::Acquire);
-        let mut deps = Vec::with_capacity(tables.len() + 1);
-        if any_write {
-            deps.push((self.any.clone(), self.any.gen.load(Ordering::Acquire)));
-        }
-        for t in tables {
-            let found = self.tables.read().get(t).cloned();
-            let gen = found.unwrap_or_else(|| {
-                self.tables
-                    .write()
-                    .entry(t.clone())
-                    .or_insert_with(|| {
-                        Arc::new(TableGen {
-                            gen: AtomicU64::new(0),
-                            last_cause: AtomicU8::new(0),
-                        })
-                    })
-                    .clone()
-            });
-            let value = gen.gen.load(Ordering::Acquire);
-            deps.push((gen, value));
-        }
-        Snapshot {
-            global,
-            tables: deps.into_boxed_slice(),
-        }
-    }
-
-    /// Bumps each table; returns how many had entries depending on them.
-    pub fn bump<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>, cause: Cause) -> u64 {
-        let map = self.tables.read();
-        let mut n = 0;
-        self.any.last_cause.store(cause as u8, Ordering::Relaxed);
-        self.any.gen.fetch_add(1, Ordering::AcqRel);
-        for t in tables {
-            if let Some(g) = map.get(t) {
-                g.last_cause.store(cause as u8, Ordering::Relaxed);
-                g.gen.fetch_add(1, Ordering::AcqRel);
-                n += 1;
-            }
-        }
-        n
-    }
-
-    pub fn bump_all(&self, cause: Cause) {
-        self.global_cause.store(cause as u8, Ordering::Relaxed);
-        self.global.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// `Ok` while nothing the snapshot depends on was written since; otherwise the cause
-    /// of the write that made it stale.
-    fn check(&self, s: &Snapshot) -> Result<(), Cause> {
-        if self.global.load(Ordering::Acquire) != s.global {
-            return Err(Cause::from_u8(self.global_cause.load(Ordering::Relaxed)));
-        }
-        for (gen, value) in s.tables.iter() {
-            if gen.gen.load(Ordering::Acquire) != *value {
-                return Err(Cause::from_u8(gen.last_cause.load(Ordering::Relaxed)));
-            }
-        }
-        Ok(())
     }
 }
 
@@ -178,7 +79,7 @@ impl std::fmt::Debug for Entry {
 
 impl Entry {
     fn deps_len(&self) -> usize {
-        self.snapshot.tables.len()
+        self.snapshot.len()
     }
 }
 
@@ -339,6 +240,11 @@ pub struct QueryCache {
     /// The views on the server, lowercased; `None` until read, and again after DDL
     /// may have changed them.
     views: RwLock<Option<std::collections::HashSet<TableRef>>>,
+    /// Each table's key, for reads and writes by key.
+    pub keys: table_keys::TableKeys,
+    /// `[cache] by_key`: without it no table's key is learnt, so every write counts
+    /// for its whole table.
+    pub by_key: bool,
 }
 
 impl QueryCache {
@@ -359,6 +265,8 @@ impl QueryCache {
             readers_up: AtomicUsize::new(0),
             binlog_status: Mutex::new(Vec::new()),
             views: RwLock::new(None),
+            keys: table_keys::TableKeys::default(),
+            by_key: config.by_key,
         }))
     }
 
@@ -453,14 +361,13 @@ impl QueryCache {
         }
     }
 
-    /// Asks to fill `key`: the first asker becomes the leader and captures the
-    /// generations of `tables` now, before its query is sent.
+    /// Asks to fill `key`: the first asker becomes the leader, who must then say what
+    /// the result depends on ([`Self::depend_on`]) before its query is sent.
     pub fn begin_fill(
         self: &Arc<Self>,
         key: Vec<u8>,
         rule: Arc<Rule>,
         digest: Arc<DigestStats>,
-        tables: &[TableRef],
     ) -> Fill {
         rule.stats.miss();
         digest.misses.fetch_add(1, Ordering::Relaxed);
@@ -487,17 +394,26 @@ impl QueryCache {
             key,
             rule,
             digest,
-            snapshot: Some(self.gens.capture(tables, self.reads_view(tables))),
+            snapshot: None,
             started: Instant::now(),
             flight,
             rows: 0,
         })
     }
 
+    /// Captures the generations a fill's result depends on, now: those of `tables` (of
+    /// `rows`' table, only those of its keys). Must happen before the query is sent.
+    pub fn depend_on(&self, ticket: &mut FillTicket, tables: &[TableRef], rows: Option<&RowSet>) {
+        ticket.snapshot = Some(self.gens.capture(tables, rows, self.reads_view(tables)));
+    }
+
     /// Stores the response the leader recorded. Refused when a write to its tables
     /// committed since the generations were captured: the result may predate it.
     pub fn store(&self, mut ticket: FillTicket, response: Vec<u8>) -> bool {
-        let snapshot = ticket.snapshot.take().expect("a ticket is stored once");
+        let Some(snapshot) = ticket.snapshot.take() else {
+            debug_assert!(false, "a fill stored without its dependencies");
+            return false;
+        };
         let rule = ticket.rule.clone();
         if let Err(cause) = self.gens.check(&snapshot) {
             rule.stats.raced(cause);
@@ -545,19 +461,14 @@ impl QueryCache {
     }
 
     /// A fill ticket for refreshing a stale entry (no single flight: only the session
-    /// that won `refresh` asks).
-    pub fn begin_refresh(
-        self: &Arc<Self>,
-        key: Vec<u8>,
-        entry: &Entry,
-        tables: &[TableRef],
-    ) -> FillTicket {
+    /// that won `refresh` asks), depending on what the entry depended on.
+    pub fn begin_refresh(self: &Arc<Self>, key: Vec<u8>, entry: &Entry) -> FillTicket {
         FillTicket {
             cache: self.clone(),
             key: key.into(),
             rule: entry.rule.clone(),
             digest: entry.digest.clone(),
-            snapshot: Some(self.gens.capture(tables, self.reads_view(tables))),
+            snapshot: Some(self.gens.recapture(&entry.snapshot)),
             started: Instant::now(),
             flight: Arc::new(Flight::default()),
             rows: entry.rows,
@@ -622,11 +533,19 @@ impl QueryCache {
         self.totals.table_bumps(cause, n);
     }
 
+    /// Writes to only these keys of a table committed: entries that read other keys of it
+    /// stay.
+    pub fn invalidate_rows(&self, rows: &RowSet, cause: Cause) {
+        let n = self.gens.bump_rows(rows, cause);
+        self.totals.row_bumps(cause, n, rows.keys.len());
+    }
+
     /// Everything is stale: a write whose tables are unknown, an admin call, or a gap
     /// in the binlog.
     pub fn invalidate_all(&self, cause: Cause) -> u64 {
-        // Unknown writes include DDL that creates or drops views.
+        // Unknown writes include DDL that creates or drops views or alters keys.
         *self.views.write() = None;
+        self.keys.forget_all();
         self.gens.bump_all(cause);
         self.totals.invalidated(cause);
         self.drop_where(cause, |_| true)
@@ -834,10 +753,7 @@ pub(crate) mod tests {
             filled_at: Instant::now(),
             rule: Arc::new(Rule::compile(rule("t", "x", Duration::from_secs(1))).unwrap()),
             digest: Arc::new(DigestStats::new(String::new(), 0)),
-            snapshot: Snapshot {
-                global: 0,
-                tables: Box::new([]),
-            },
+            snapshot: Snapshot::empty(),
             cost_micros: cost,
             rows: 0,
             refreshing: AtomicBool::new(false),
@@ -867,7 +783,7 @@ pub(crate) mod tests {
             schema: None,
         };
         let (rule, digest) = c.rule_for(&q).unwrap();
-        c.begin_fill(key.to_vec(), rule, digest, &[])
+        c.begin_fill(key.to_vec(), rule, digest)
     }
 
     fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
@@ -880,8 +796,11 @@ pub(crate) mod tests {
             schema: None,
         };
         let (rule, digest) = c.rule_for(&q).unwrap();
-        match c.begin_fill(key.to_vec(), rule, digest, tables) {
-            Fill::Leader(t) => t,
+        match c.begin_fill(key.to_vec(), rule, digest) {
+            Fill::Leader(mut t) => {
+                c.depend_on(&mut t, tables, None);
+                t
+            }
             Fill::Follower(_) => panic!("expected to lead"),
         }
     }

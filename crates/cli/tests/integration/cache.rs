@@ -22,6 +22,17 @@ fn caching_sluice(server: &MariaDb) -> Sluice {
     Sluice::start(&Config::for_server(server).cache_rule("all-selects", "(?i)^\\s*SELECT", "1h"))
 }
 
+/// The same, invalidating by table only (`by_key = false`): a write anywhere in a table
+/// drops the entry of a row changed straight on the server, which shows it did.
+/// Invalidation by key is tested in cache_rows.rs.
+fn caching_sluice_by_table(server: &MariaDb) -> Sluice {
+    Sluice::start(
+        &Config::for_server(server)
+            .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
+            .cache("by_key", false),
+    )
+}
+
 /// Database `db` with table `t (id, v)` holding (1, 'a'), (2, 'b').
 fn table(server: &MariaDb, db: &str) {
     fresh_database(server, db);
@@ -52,7 +63,7 @@ fn login(sluice: &Sluice, db: &str) -> RawConn {
 fn reads_are_served_from_the_cache_until_a_write_through_sluice() {
     let server = shared_server();
     table(server, "cache_basic");
-    let sluice = caching_sluice(server);
+    let sluice = caching_sluice_by_table(server);
     let mut c = login(&sluice, "cache_basic");
     let read = "SELECT v FROM t WHERE id = 1";
     assert_eq!(one(&mut c, read), "a");
@@ -299,7 +310,7 @@ fn hints_bypass_and_wipe_an_entry() {
 }
 
 /// COM_STMT_PREPARE; returns the statement id.
-fn prepare(c: &mut RawConn, sql: &str) -> u32 {
+pub(crate) fn prepare(c: &mut RawConn, sql: &str) -> u32 {
     c.send_command(0x16, sql.as_bytes()).unwrap();
     let ok = c.read_message().unwrap();
     assert_eq!(ok[0], 0, "prepare failed: {ok:?}");
@@ -318,7 +329,7 @@ fn prepare(c: &mut RawConn, sql: &str) -> u32 {
 }
 
 /// COM_STMT_EXECUTE with one BIGINT parameter; the first column of each row (a string).
-fn execute(c: &mut RawConn, id: u32, param: i64, send_types: bool) -> Vec<String> {
+pub(crate) fn execute(c: &mut RawConn, id: u32, param: i64, send_types: bool) -> Vec<String> {
     let mut body = id.to_le_bytes().to_vec();
     body.push(0); // no cursor
     body.extend_from_slice(&1u32.to_le_bytes());
@@ -370,6 +381,7 @@ fn prepared_statements_cached(multiplex: bool, db: &str) {
     let sluice = Sluice::start(
         &Config::for_server(server)
             .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
+            .cache("by_key", false)
             .pool("multiplex", multiplex),
     );
     let mut c = login(&sluice, db);
@@ -1026,8 +1038,16 @@ fn concurrent_misses_make_one_backend_query() {
             let (addr, ready, go) = (sluice.addr(), ready.clone(), go.clone());
             std::thread::spawn(move || {
                 let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
-                // Learns the session's settings (and the views) before the count starts.
+                // Learns the session's settings, the views and the table's key before
+                // the count starts.
                 assert_eq!(one(&mut c, "SELECT 1"), "1");
+                assert_eq!(
+                    one(
+                        &mut c,
+                        "SELECT seq FROM single.seq_1_to_3000000 WHERE seq = 1"
+                    ),
+                    "1"
+                );
                 ready.wait();
                 go.wait();
                 (one(&mut c, slow), c)

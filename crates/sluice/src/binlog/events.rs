@@ -1,10 +1,12 @@
 //! Decoding of the few binlog events cache invalidation needs, and their grouping into
 //! transactions. No I/O: the reader feeds it one event at a time.
 
+use super::rows::{RowImages, RowsKind, TableColumns, MAX_GROUP_IMAGE_BYTES};
 use super::{Batch, Change};
 use sluice_wire::lenenc::Reader;
 use sluice_wire::ProtocolError;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Event type codes (MySQL's, then MariaDB's from 160 on).
 pub(super) mod kind {
@@ -16,6 +18,7 @@ pub(super) mod kind {
     pub const TABLE_MAP: u8 = 19;
     /// Pre-GA row events of MySQL 5.1: same layout as v1.
     pub const WRITE_ROWS_V0: u8 = 20;
+    pub const UPDATE_ROWS_V0: u8 = 21;
     pub const DELETE_ROWS_V0: u8 = 22;
     pub const WRITE_ROWS_V1: u8 = 23;
     pub const UPDATE_ROWS_V1: u8 = 24;
@@ -135,8 +138,11 @@ struct Group {
     /// Inside BEGIN/GTID ... COMMIT/XID: changes wait for the end.
     open: bool,
     changes: Vec<Change>,
-    seen: HashSet<(String, String)>,
+    /// Where each table's `Change::Rows` is in `changes`.
+    seen: HashMap<(String, String), usize>,
     statements: usize,
+    /// Row-image bytes taken in, against [`MAX_GROUP_IMAGE_BYTES`].
+    image_bytes: usize,
     unknown: bool,
     time: u32,
     gtid: Option<String>,
@@ -144,12 +150,12 @@ struct Group {
 
 impl Group {
     fn add(&mut self, change: Change) {
-        match &change {
-            Change::Rows { schema, table } => {
-                if !self.seen.insert((schema.clone(), table.clone())) {
-                    return;
-                }
-            }
+        match change {
+            Change::Rows {
+                schema,
+                table,
+                rows,
+            } => return self.add_rows(schema, table, rows),
             // One is enough: it already means "drop everything".
             Change::Unknown { .. } if self.unknown => return,
             Change::Unknown { .. } => self.unknown = true,
@@ -162,6 +168,32 @@ impl Group {
             Change::Statement { .. } => self.statements += 1,
         }
         self.changes.push(change);
+    }
+
+    /// Lists each table once, its images those of all its row events in the group.
+    fn add_rows(&mut self, schema: String, table: String, rows: Option<RowImages>) {
+        let rows =
+            rows.filter(|r| self.image_bytes.saturating_add(r.len()) <= MAX_GROUP_IMAGE_BYTES);
+        if let Some(r) = &rows {
+            self.image_bytes += r.len();
+        }
+        let key = (schema, table);
+        if let Some(&at) = self.seen.get(&key) {
+            if let Some(Change::Rows { rows: kept, .. }) = self.changes.get_mut(at) {
+                *kept = match (kept.take(), rows) {
+                    (Some(all), Some(more)) => all.merged(more),
+                    _ => None,
+                };
+            }
+            return;
+        }
+        self.seen.insert(key.clone(), self.changes.len());
+        let (schema, table) = key;
+        self.changes.push(Change::Rows {
+            schema,
+            table,
+            rows,
+        });
     }
 
     /// Ends the group: its batch, if anything changed.
@@ -178,10 +210,21 @@ impl Group {
     }
 }
 
+/// A table a table map named, by its id.
+struct MappedTable {
+    schema: String,
+    table: String,
+    /// None when the map's column part could not be read: the table's row images are
+    /// not kept, the table is still reported.
+    columns: Option<Arc<TableColumns>>,
+}
+
 /// Turns a stream of events into per-transaction batches of changed tables.
 pub(super) struct Decoder {
     format: Option<Format>,
-    tables: HashMap<u64, (String, String)>,
+    tables: HashMap<u64, MappedTable>,
+    /// Tables of the current statement that a rows event changed.
+    written: HashSet<u64>,
     group: Group,
 }
 
@@ -190,6 +233,7 @@ impl Decoder {
         Decoder {
             format: None,
             tables: HashMap::new(),
+            written: HashSet::new(),
             group: Group::default(),
         }
     }
@@ -223,8 +267,8 @@ impl Decoder {
                 out.rotate = Some((file, position));
             }
             kind::TABLE_MAP => {
-                let (id, schema, table) = self.table_map(body)?;
-                self.tables.insert(id, (schema, table));
+                let (id, mapped) = self.table_map(body)?;
+                self.tables.insert(id, mapped);
             }
             kind::WRITE_ROWS_V0..=kind::DELETE_ROWS_V0
             | kind::WRITE_ROWS_V1
@@ -409,7 +453,7 @@ impl Decoder {
         Ok(id)
     }
 
-    fn table_map(&self, body: &[u8]) -> Result<(u64, String, String), EventError> {
+    fn table_map(&self, body: &[u8]) -> Result<(u64, MappedTable), EventError> {
         let post = self.post_header_len(kind::TABLE_MAP, 8);
         let mut r = Reader::new(body);
         let id = Self::table_id(&mut r, post)?;
@@ -422,10 +466,19 @@ impl Decoder {
         r.u8("schema name terminator")?;
         let table_len = r.u8("table name length")?;
         let table = r.take(usize::from(table_len), "table name")?;
+        // A column part that does not parse costs the table its row images (it is then
+        // invalidated whole), not the stream.
+        let columns = match r.rest().split_first() {
+            Some((0, columns)) => TableColumns::parse(columns).map(Arc::new),
+            _ => None,
+        };
         Ok((
             id,
-            String::from_utf8_lossy(schema).into_owned(),
-            String::from_utf8_lossy(table).into_owned(),
+            MappedTable {
+                schema: String::from_utf8_lossy(schema).into_owned(),
+                table: String::from_utf8_lossy(table).into_owned(),
+                columns,
+            },
         ))
     }
 
@@ -438,11 +491,19 @@ impl Decoder {
         let mut r = Reader::new(body);
         let id = Self::table_id(&mut r, post)?;
         let flags = r.u16("rows event flags")?;
+        self.written.insert(id);
         match self.tables.get(&id) {
-            Some((schema, table)) => self.group.add(Change::Rows {
-                schema: schema.clone(),
-                table: table.clone(),
-            }),
+            Some(mapped) => {
+                let rows = mapped
+                    .columns
+                    .as_ref()
+                    .and_then(|columns| row_images(event_kind, post, columns, r));
+                self.group.add(Change::Rows {
+                    schema: mapped.schema.clone(),
+                    table: mapped.table.clone(),
+                    rows,
+                })
+            }
             None => self.group.add(Change::Unknown {
                 schema: None,
                 reason: format!("a row event for table id {id}, which no table map named"),
@@ -451,8 +512,30 @@ impl Decoder {
         if flags & STMT_END_F == 0 {
             return Ok(None);
         }
+        // A table mapped but not written is one a foreign key's cascade may have changed:
+        // the primary logs the statement's change to the parent only, and the child's
+        // rows only through the table map (no row images to read keys from).
+        let mut cascaded: Vec<&MappedTable> = self
+            .tables
+            .iter()
+            .filter(|(id, _)| !self.written.contains(id))
+            .map(|(_, mapped)| mapped)
+            .collect();
+        cascaded.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
+        let cascaded: Vec<Change> = cascaded
+            .into_iter()
+            .map(|mapped| Change::Rows {
+                schema: mapped.schema.clone(),
+                table: mapped.table.clone(),
+                rows: None,
+            })
+            .collect();
+        for change in cascaded {
+            self.group.add(change);
+        }
         // The primary maps tables again for every statement.
         self.tables.clear();
+        self.written.clear();
         Ok(if self.group.open {
             None
         } else {
@@ -526,6 +609,36 @@ impl Decoder {
     }
 }
 
+/// The row images of a rows event, `r` at the end of its table id and flags. None for
+/// events whose images are compressed or partial, and for what does not parse: the
+/// event was read as far as the table before images were kept, and stays so.
+fn row_images(
+    event_kind: u8,
+    post_header_len: usize,
+    columns: &Arc<TableColumns>,
+    mut r: Reader<'_>,
+) -> Option<RowImages> {
+    let rows_kind = match event_kind {
+        kind::WRITE_ROWS_V0 | kind::WRITE_ROWS_V1 | kind::WRITE_ROWS_V2 => RowsKind::Write,
+        kind::UPDATE_ROWS_V0 | kind::UPDATE_ROWS_V1 | kind::UPDATE_ROWS_V2 => RowsKind::Update,
+        kind::DELETE_ROWS_V0 | kind::DELETE_ROWS_V1 | kind::DELETE_ROWS_V2 => RowsKind::Delete,
+        _ => return None,
+    };
+    let id_len = if post_header_len == 6 { 4 } else { 6 };
+    let mut post_left = post_header_len.checked_sub(id_len + 2)?;
+    if matches!(event_kind, kind::WRITE_ROWS_V2..=kind::DELETE_ROWS_V2) {
+        // v2 post-headers end with the length of the extra data after them, itself
+        // included.
+        let extra = usize::from(r.u16("extra data length").ok()?);
+        post_left = post_left.checked_sub(2)?;
+        r.take(post_left, "rows post-header").ok()?;
+        r.take(extra.checked_sub(2)?, "extra data").ok()?;
+    } else {
+        r.take(post_left, "rows post-header").ok()?;
+    }
+    RowImages::new(columns.clone(), rows_kind, r.rest())
+}
+
 /// What a statement in a query event means for transaction grouping.
 #[derive(Debug, PartialEq, Eq)]
 enum Boundary {
@@ -591,603 +704,4 @@ fn has_valid_checksum(event: &[u8]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Builds events the way a server writes them.
-    struct Builder {
-        crc32: bool,
-    }
-
-    impl Builder {
-        fn event(&self, kind: u8, timestamp: u32, flags: u16, body: &[u8]) -> Vec<u8> {
-            let size = HEADER_LEN + body.len() + if self.crc32 { CHECKSUM_LEN } else { 0 };
-            let mut e = Vec::with_capacity(size);
-            e.extend_from_slice(&timestamp.to_le_bytes());
-            e.push(kind);
-            e.extend_from_slice(&1u32.to_le_bytes());
-            e.extend_from_slice(&(size as u32).to_le_bytes());
-            e.extend_from_slice(&1000u32.to_le_bytes());
-            e.extend_from_slice(&flags.to_le_bytes());
-            e.extend_from_slice(body);
-            if self.crc32 {
-                let c = crc32fast::hash(&e);
-                e.extend_from_slice(&c.to_le_bytes());
-            }
-            e
-        }
-
-        /// A MariaDB 10.11 format description; `table_map_post` and `rows_post` let
-        /// tests mimic old servers' 4-byte table ids.
-        fn fde_with(&self, version: &str, table_map_post: u8, rows_post: u8) -> Vec<u8> {
-            let mut body = Vec::new();
-            body.extend_from_slice(&4u16.to_le_bytes());
-            let mut v = [0u8; 50];
-            v[..version.len()].copy_from_slice(version.as_bytes());
-            body.extend_from_slice(&v);
-            body.extend_from_slice(&0u32.to_le_bytes());
-            body.push(HEADER_LEN as u8);
-            let mut post = vec![0u8; 171];
-            post[usize::from(kind::QUERY) - 1] = 13;
-            post[usize::from(kind::ROTATE) - 1] = 8;
-            post[usize::from(kind::TABLE_MAP) - 1] = table_map_post;
-            for k in kind::WRITE_ROWS_V1..=kind::DELETE_ROWS_V1 {
-                post[usize::from(k) - 1] = rows_post;
-            }
-            for k in kind::WRITE_ROWS_V2..=kind::DELETE_ROWS_V2 {
-                post[usize::from(k) - 1] = 10;
-            }
-            post[usize::from(kind::GTID) - 1] = 19;
-            post[usize::from(kind::QUERY_COMPRESSED) - 1] = 13;
-            for k in kind::WRITE_ROWS_COMPRESSED_FIRST..=kind::WRITE_ROWS_COMPRESSED_LAST {
-                post[usize::from(k) - 1] = if k < 169 { 10 } else { 8 };
-            }
-            body.extend_from_slice(&post);
-            body.push(if self.crc32 {
-                CHECKSUM_CRC32
-            } else {
-                CHECKSUM_OFF
-            });
-            // The format description always has the 4-byte slot; built by hand here
-            // because it is filled even when the algorithm is off.
-            let size = HEADER_LEN + body.len() + CHECKSUM_LEN;
-            let mut e = Vec::new();
-            e.extend_from_slice(&0u32.to_le_bytes());
-            e.push(kind::FORMAT_DESCRIPTION);
-            e.extend_from_slice(&1u32.to_le_bytes());
-            e.extend_from_slice(&(size as u32).to_le_bytes());
-            e.extend_from_slice(&0u32.to_le_bytes());
-            e.extend_from_slice(&0u16.to_le_bytes());
-            e.extend_from_slice(&body);
-            let c = if self.crc32 {
-                crc32fast::hash(&e)
-            } else {
-                0xdead_beef
-            };
-            e.extend_from_slice(&c.to_le_bytes());
-            e
-        }
-
-        fn fde(&self) -> Vec<u8> {
-            self.fde_with("10.11.19-MariaDB-log", 8, 8)
-        }
-
-        fn table_map(&self, id: u64, schema: &str, table: &str) -> Vec<u8> {
-            let mut b = id.to_le_bytes()[..6].to_vec();
-            b.extend_from_slice(&1u16.to_le_bytes());
-            b.push(schema.len() as u8);
-            b.extend_from_slice(schema.as_bytes());
-            b.push(0);
-            b.push(table.len() as u8);
-            b.extend_from_slice(table.as_bytes());
-            b.push(0);
-            // Column count, types, metadata, null bitmap: ignored by the decoder.
-            b.extend_from_slice(&[1, 3, 0, 0]);
-            self.event(kind::TABLE_MAP, 100, 0, &b)
-        }
-
-        fn rows(&self, kind: u8, id: u64, stmt_end: bool) -> Vec<u8> {
-            let mut b = id.to_le_bytes()[..6].to_vec();
-            b.extend_from_slice(&u16::from(stmt_end).to_le_bytes());
-            if (kind::WRITE_ROWS_V2..=kind::DELETE_ROWS_V2).contains(&kind) {
-                b.extend_from_slice(&2u16.to_le_bytes());
-            }
-            b.extend_from_slice(&[1, 0xff, 0, 5, 0, 0, 0]);
-            self.event(kind, 101, 0, &b)
-        }
-
-        fn query(&self, schema: &str, sql: &str) -> Vec<u8> {
-            let mut b = Vec::new();
-            b.extend_from_slice(&7u32.to_le_bytes());
-            b.extend_from_slice(&0u32.to_le_bytes());
-            b.push(schema.len() as u8);
-            b.extend_from_slice(&0u16.to_le_bytes());
-            let status = [0u8, 0, 0, 0, 0]; // Q_FLAGS2_CODE and its value
-            b.extend_from_slice(&(status.len() as u16).to_le_bytes());
-            b.extend_from_slice(&status);
-            b.extend_from_slice(schema.as_bytes());
-            b.push(0);
-            b.extend_from_slice(sql.as_bytes());
-            self.event(kind::QUERY, 102, 0, &b)
-        }
-
-        fn xid(&self) -> Vec<u8> {
-            self.event(kind::XID, 103, 0, &42u64.to_le_bytes())
-        }
-
-        fn gtid(&self, seq: u64, domain: u32, flags: u8) -> Vec<u8> {
-            let mut b = seq.to_le_bytes().to_vec();
-            b.extend_from_slice(&domain.to_le_bytes());
-            b.push(flags);
-            b.extend_from_slice(&[0; 6]);
-            self.event(kind::GTID, 99, 0, &b)
-        }
-
-        fn rotate(&self, file: &str, pos: u64, flags: u16) -> Vec<u8> {
-            let mut b = pos.to_le_bytes().to_vec();
-            b.extend_from_slice(file.as_bytes());
-            self.event(kind::ROTATE, 0, flags, &b)
-        }
-    }
-
-    const CRC: Builder = Builder { crc32: true };
-    const PLAIN: Builder = Builder { crc32: false };
-
-    fn rows(schema: &str, table: &str) -> Change {
-        Change::Rows {
-            schema: schema.into(),
-            table: table.into(),
-        }
-    }
-
-    fn decoder(b: &Builder) -> Decoder {
-        let mut d = Decoder::new();
-        d.feed(&b.rotate("mariadb-bin.000001", 4, ARTIFICIAL_F))
-            .unwrap();
-        d.feed(&b.fde()).unwrap();
-        d
-    }
-
-    /// Feeds events, returning every batch delivered.
-    fn feed_all(d: &mut Decoder, events: &[Vec<u8>]) -> Vec<Batch> {
-        events
-            .iter()
-            .filter_map(|e| d.feed(e).unwrap().1.batch)
-            .collect()
-    }
-
-    #[test]
-    fn crc32_matches_the_standard_check_value() {
-        assert_eq!(crc32fast::hash(b"123456789"), 0xcbf4_3926);
-        assert_eq!(crc32fast::hash(b""), 0);
-    }
-
-    #[test]
-    fn transaction_with_v1_rows_is_one_batch() {
-        for b in [CRC, PLAIN] {
-            let mut d = decoder(&b);
-            let batches = feed_all(
-                &mut d,
-                &[
-                    b.gtid(7, 0, 0),
-                    b.table_map(70, "shop", "orders"),
-                    b.rows(kind::WRITE_ROWS_V1, 70, true),
-                    b.table_map(71, "shop", "stock"),
-                    b.rows(kind::UPDATE_ROWS_V1, 71, true),
-                    b.table_map(70, "shop", "orders"),
-                    b.rows(kind::DELETE_ROWS_V1, 70, true),
-                    b.xid(),
-                ],
-            );
-            assert_eq!(
-                batches,
-                vec![Batch {
-                    changes: vec![rows("shop", "orders"), rows("shop", "stock")],
-                    event_time: 103,
-                    gtid: Some("0-1-7".into()),
-                }],
-                "checksum {}",
-                b.crc32
-            );
-        }
-    }
-
-    #[test]
-    fn v2_rows_and_begin_commit_boundaries() {
-        for b in [CRC, PLAIN] {
-            let mut d = decoder(&b);
-            let batches = feed_all(
-                &mut d,
-                &[
-                    b.query("", "BEGIN"),
-                    b.table_map(5, "a", "t1"),
-                    b.table_map(6, "b", "t2"),
-                    b.rows(kind::WRITE_ROWS_V2, 5, false),
-                    b.rows(kind::UPDATE_ROWS_V2, 6, true),
-                    b.table_map(6, "b", "t2"),
-                    b.rows(kind::DELETE_ROWS_V2, 6, true),
-                    b.query("", "COMMIT"),
-                ],
-            );
-            assert_eq!(batches.len(), 1);
-            assert_eq!(batches[0].changes, vec![rows("a", "t1"), rows("b", "t2")]);
-            assert_eq!(batches[0].gtid, None);
-        }
-    }
-
-    #[test]
-    fn rows_outside_a_transaction_are_delivered_at_statement_end() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        assert_eq!(
-            d.feed(&b.table_map(1, "s", "myisam")).unwrap().1.batch,
-            None
-        );
-        assert_eq!(
-            d.feed(&b.rows(kind::WRITE_ROWS_V1, 1, false))
-                .unwrap()
-                .1
-                .batch,
-            None
-        );
-        let batch = d
-            .feed(&b.rows(kind::WRITE_ROWS_V1, 1, true))
-            .unwrap()
-            .1
-            .batch
-            .unwrap();
-        assert_eq!(batch.changes, vec![rows("s", "myisam")]);
-    }
-
-    #[test]
-    fn standalone_gtid_delivers_the_ddl_at_once() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let (_, g) = d.feed(&b.gtid(9, 2, GTID_STANDALONE)).unwrap();
-        assert_eq!(g.gtid.as_deref(), Some("2-1-9"));
-        let batch = d
-            .feed(&b.query("shop", "ALTER TABLE orders ADD c INT"))
-            .unwrap()
-            .1
-            .batch
-            .unwrap();
-        assert_eq!(
-            batch,
-            Batch {
-                changes: vec![Change::Statement {
-                    schema: Some("shop".into()),
-                    sql: "ALTER TABLE orders ADD c INT".into()
-                }],
-                event_time: 102,
-                gtid: Some("2-1-9".into()),
-            }
-        );
-    }
-
-    #[test]
-    fn statements_inside_a_transaction_wait_for_its_end() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let batches = feed_all(
-            &mut d,
-            &[
-                b.gtid(1, 0, 0),
-                b.query("", "INSERT INTO t VALUES (1)"),
-                b.query("", "SAVEPOINT `a`"),
-                b.query("", "ROLLBACK TO `a`"),
-                b.xid(),
-            ],
-        );
-        assert_eq!(
-            batches
-                .iter()
-                .map(|b| b.changes.clone())
-                .collect::<Vec<_>>(),
-            vec![vec![Change::Statement {
-                schema: None,
-                sql: "INSERT INTO t VALUES (1)".into()
-            }]]
-        );
-    }
-
-    #[test]
-    fn rollback_delivers_non_transactional_changes_and_empty_groups_nothing() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let batches = feed_all(
-            &mut d,
-            &[
-                b.query("", "BEGIN"),
-                b.table_map(3, "s", "m"),
-                b.rows(kind::WRITE_ROWS_V1, 3, true),
-                b.query("", "ROLLBACK"),
-                b.gtid(2, 0, 0),
-                b.xid(),
-            ],
-        );
-        assert_eq!(batches.len(), 1);
-        assert_eq!(batches[0].changes, vec![rows("s", "m")]);
-    }
-
-    #[test]
-    fn xa_transactions_end_at_prepare_and_commit_is_reported() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let batches = feed_all(
-            &mut d,
-            &[
-                b.gtid(3, 0, 0),
-                b.query("", "XA START X'31',X'',1"),
-                b.table_map(3, "s", "t"),
-                b.rows(kind::WRITE_ROWS_V1, 3, true),
-                b.query("", "XA END X'31',X'',1"),
-                b.event(kind::XA_PREPARE, 104, 0, &[0; 10]),
-                b.gtid(4, 0, 0),
-                b.query("", "XA COMMIT X'31',X'',1"),
-            ],
-        );
-        assert_eq!(batches.len(), 2);
-        assert_eq!(batches[0].changes, vec![rows("s", "t")]);
-        assert!(
-            matches!(&batches[1].changes[..], [Change::Statement { sql, .. }] if sql.starts_with("XA COMMIT"))
-        );
-    }
-
-    #[test]
-    fn four_byte_table_ids_of_old_servers() {
-        let mut tm = 9u32.to_le_bytes().to_vec();
-        tm.extend_from_slice(&0u16.to_le_bytes());
-        tm.extend_from_slice(&[1, b'd', 0, 1, b't', 0, 0]);
-        // A 5.1 server writes no checksum: its format description has no algorithm byte.
-        let plain = PLAIN;
-        let mut d = Decoder::new();
-        let mut fde = plain.fde_with("5.1.73-log", 6, 6);
-        fde.truncate(fde.len() - 5);
-        let size = fde.len() as u32;
-        fde[9..13].copy_from_slice(&size.to_le_bytes());
-        d.feed(&fde).unwrap();
-        d.feed(&plain.event(kind::TABLE_MAP, 1, 0, &tm)).unwrap();
-        let mut rows_ev = 9u32.to_le_bytes().to_vec();
-        rows_ev.extend_from_slice(&STMT_END_F.to_le_bytes());
-        rows_ev.extend_from_slice(&[1, 0xff, 0]);
-        let batch = d
-            .feed(&plain.event(kind::WRITE_ROWS_V1, 2, 0, &rows_ev))
-            .unwrap()
-            .1
-            .batch
-            .unwrap();
-        assert_eq!(batch.changes, vec![rows("d", "t")]);
-    }
-
-    #[test]
-    fn six_byte_table_ids_above_four_billion() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let id = (1u64 << 40) + 5;
-        d.feed(&b.table_map(id, "s", "big")).unwrap();
-        d.feed(&b.table_map(5, "s", "small")).unwrap();
-        let batch = d
-            .feed(&b.rows(kind::WRITE_ROWS_V1, id, true))
-            .unwrap()
-            .1
-            .batch
-            .unwrap();
-        assert_eq!(batch.changes, vec![rows("s", "big")]);
-    }
-
-    #[test]
-    fn rows_for_an_unmapped_table_are_reported_as_unknown_once() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let batches = feed_all(
-            &mut d,
-            &[
-                b.gtid(1, 0, 0),
-                b.rows(kind::WRITE_ROWS_V1, 77, true),
-                b.rows(kind::WRITE_ROWS_V1, 78, true),
-                b.xid(),
-            ],
-        );
-        assert!(matches!(&batches[0].changes[..], [Change::Unknown { .. }]));
-    }
-
-    #[test]
-    fn huge_statement_based_transactions_stay_bounded() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        d.feed(&b.gtid(1, 0, 0)).unwrap();
-        for i in 0..MAX_STATEMENTS + 50 {
-            let (_, out) = d
-                .feed(&b.query("s", &format!("INSERT INTO t VALUES ({i})")))
-                .unwrap();
-            assert_eq!(out.batch, None);
-        }
-        let batch = d.feed(&b.xid()).unwrap().1.batch.unwrap();
-        assert_eq!(batch.changes.len(), MAX_STATEMENTS + 1);
-        assert!(matches!(batch.changes.last(), Some(Change::Unknown { .. })));
-    }
-
-    #[test]
-    fn rotate_reports_the_new_file() {
-        for b in [CRC, PLAIN] {
-            let mut d = decoder(&b);
-            let (_, out) = d.feed(&b.rotate("mariadb-bin.000002", 4, 0)).unwrap();
-            assert_eq!(out.rotate, Some(("mariadb-bin.000002".into(), 4)));
-        }
-    }
-
-    #[test]
-    fn artificial_events_carry_a_checksum_or_not() {
-        // Whatever the file's setting, a fake rotate is read right in both forms.
-        for fake in [CRC, PLAIN] {
-            let mut d = Decoder::new();
-            let (_, out) = d
-                .feed(&fake.rotate("mariadb-bin.000009", 1234, ARTIFICIAL_F))
-                .unwrap();
-            assert_eq!(out.rotate, Some(("mariadb-bin.000009".into(), 1234)));
-        }
-        let mut d = decoder(&PLAIN);
-        let hb = CRC.event(kind::HEARTBEAT, 0, 0, b"mariadb-bin.000001");
-        assert_eq!(d.feed(&hb).unwrap().1, Decoded::default());
-    }
-
-    #[test]
-    fn skipped_and_mariadb_specific_events() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        for kind in [
-            kind::ANNOTATE_ROWS,
-            kind::BINLOG_CHECKPOINT,
-            kind::GTID_LIST,
-            kind::STOP + 100,
-            kind::HEARTBEAT,
-        ] {
-            let (h, out) = d.feed(&b.event(kind, 1, 0, b"whatever")).unwrap();
-            assert_eq!(h.kind, kind);
-            assert_eq!(out, Decoded::default());
-        }
-        let ignorable = b.event(kind::START_ENCRYPTION, 1, IGNORABLE_F, &[1; 17]);
-        assert_eq!(d.feed(&ignorable).unwrap().1, Decoded::default());
-        let encrypted = b.event(kind::START_ENCRYPTION, 1, 0, &[1; 17]);
-        assert!(matches!(
-            d.feed(&encrypted),
-            Err(EventError::Unsupported(_))
-        ));
-    }
-
-    #[test]
-    fn incidents_and_compressed_statements_are_unknown_changes() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let batch = d
-            .feed(&b.event(kind::INCIDENT, 5, 0, &[1, 0, 0]))
-            .unwrap()
-            .1
-            .batch
-            .unwrap();
-        assert!(matches!(&batch.changes[..], [Change::Unknown { .. }]));
-        let mut q = b.query("shop", "x");
-        q[4] = kind::QUERY_COMPRESSED;
-        let n = q.len() - CHECKSUM_LEN;
-        let c = crc32fast::hash(&q[..n]);
-        q[n..].copy_from_slice(&c.to_le_bytes());
-        let batch = d.feed(&q).unwrap().1.batch.unwrap();
-        assert!(matches!(
-            &batch.changes[..],
-            [Change::Unknown { schema: Some(s), .. }] if s == "shop"
-        ));
-    }
-
-    #[test]
-    fn compressed_row_events_name_their_table() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        d.feed(&b.table_map(4, "s", "z")).unwrap();
-        // Post-header of 10 bytes (per the format description): table id, flags, and
-        // the extra-data length; the row images after it stay compressed.
-        let mut body = 4u64.to_le_bytes()[..6].to_vec();
-        body.extend_from_slice(&STMT_END_F.to_le_bytes());
-        body.extend_from_slice(&2u16.to_le_bytes());
-        body.extend_from_slice(&[0x81, 9, 0x78, 0x9c]);
-        let batch = d
-            .feed(&b.event(kind::WRITE_ROWS_COMPRESSED_FIRST, 1, 0, &body))
-            .unwrap()
-            .1
-            .batch
-            .unwrap();
-        assert_eq!(batch.changes, vec![rows("s", "z")]);
-    }
-
-    #[test]
-    fn corrupted_checksum_is_an_error() {
-        let b = CRC;
-        let mut d = decoder(&b);
-        let mut e = b.query("s", "DROP TABLE t");
-        let at = e.len() - 6;
-        e[at] ^= 1;
-        assert_eq!(
-            d.feed(&e).unwrap_err(),
-            EventError::Checksum { kind: kind::QUERY }
-        );
-        let mut fde = b.fde();
-        fde[30] ^= 1;
-        assert!(matches!(
-            Decoder::new().feed(&fde),
-            Err(EventError::Checksum { .. })
-        ));
-    }
-
-    #[test]
-    fn truncated_or_inconsistent_input_is_an_error_not_a_panic() {
-        for b in [CRC, PLAIN] {
-            let events = [
-                b.fde(),
-                b.rotate("f", 4, 0),
-                b.table_map(1, "schema", "table"),
-                b.rows(kind::WRITE_ROWS_V2, 1, true),
-                b.rows(kind::WRITE_ROWS_V1, 1, true),
-                b.query("schema", "BEGIN"),
-                b.gtid(1, 1, 0),
-                b.xid(),
-            ];
-            for e in &events {
-                for cut in 0..e.len() {
-                    let mut d = decoder(&b);
-                    // As sent, with a size field that does not match.
-                    assert!(d.feed(&e[..cut]).is_err(), "cut {cut} of {e:?}");
-                    // With a size field that matches but a body too short.
-                    let mut short = e[..cut.max(HEADER_LEN)].to_vec();
-                    if short.len() >= HEADER_LEN {
-                        let n = short.len() as u32;
-                        short[9..13].copy_from_slice(&n.to_le_bytes());
-                        if b.crc32 && short.len() >= HEADER_LEN + CHECKSUM_LEN {
-                            let at = short.len() - CHECKSUM_LEN;
-                            let c = crc32fast::hash(&short[..at]);
-                            short[at..].copy_from_slice(&c.to_le_bytes());
-                        }
-                        let _ = decoder(&b).feed(&short);
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn bad_format_descriptions_are_refused() {
-        let b = CRC;
-        let mut fde = b.fde();
-        fde[HEADER_LEN] = 3;
-        let n = fde.len() - CHECKSUM_LEN;
-        let c = crc32fast::hash(&fde[..n]);
-        fde[n..].copy_from_slice(&c.to_le_bytes());
-        assert!(matches!(
-            Decoder::new().feed(&fde),
-            Err(EventError::Unsupported(_))
-        ));
-    }
-
-    #[test]
-    fn statement_classification() {
-        assert_eq!(classify("BEGIN"), Boundary::Begin);
-        assert_eq!(classify("commit"), Boundary::End);
-        assert_eq!(classify("ROLLBACK"), Boundary::End);
-        assert_eq!(classify("COMMIT /* implicit */"), Boundary::End);
-        assert_eq!(classify("ROLLBACK TO `sp`"), Boundary::Ignore);
-        assert_eq!(classify("SAVEPOINT `sp`"), Boundary::Ignore);
-        assert_eq!(classify("XA END X'31'"), Boundary::Ignore);
-        assert_eq!(classify("XA ROLLBACK X'31'"), Boundary::EndWith);
-        assert_eq!(classify("TRUNCATE TABLE t"), Boundary::None);
-        assert_eq!(classify("BEGIN NOT ATOMIC SELECT 1; END"), Boundary::None);
-    }
-
-    #[test]
-    fn version_checks() {
-        assert!(checksum_aware(b"10.11.19-MariaDB-log\0\0"));
-        assert!(checksum_aware(b"5.3.12-MariaDB"));
-        assert!(checksum_aware(b"8.0.36"));
-        assert!(checksum_aware(b"5.6.1"));
-        assert!(!checksum_aware(b"5.6.0-log"));
-        assert!(!checksum_aware(b"5.5.62"));
-        assert!(!checksum_aware(b""));
-    }
-}
+mod tests;

@@ -35,6 +35,12 @@ pub struct CacheConfig {
     pub warm_file: Option<PathBuf>,
     /// Follow the primary's binlog to invalidate on writes that bypass Sluice.
     pub binlog: Option<crate::binlog::BinlogConfig>,
+    /// Invalidate by key: an entry whose rows a table's primary key decides (`WHERE id
+    /// = ?`, `id IN (...)`) is dropped only by writes to those keys (through Sluice or in
+    /// the binlog's row images); `false` drops every entry of a table on any write to
+    /// it. Default true.
+    #[serde(default = "default_by_key")]
+    pub by_key: bool,
 }
 
 impl Default for CacheConfig {
@@ -48,10 +54,14 @@ impl Default for CacheConfig {
             log_interval: default_log_interval(),
             warm_file: None,
             binlog: None,
+            by_key: default_by_key(),
         }
     }
 }
 
+fn default_by_key() -> bool {
+    true
+}
 fn default_max_bytes() -> u64 {
     256 << 20
 }

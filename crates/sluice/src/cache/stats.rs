@@ -143,13 +143,21 @@ impl DigestStats {
 /// The digests seen so far, bounded.
 pub struct Digests {
     map: Mutex<HashMap<u64, Arc<DigestStats>>>,
+    /// Each statement shape's digest ([`crate::classify::sql::digest_shape`]): a miss
+    /// of a shape seen before finds its counters without lexing the statement or
+    /// building its digest text.
+    shapes: Mutex<HashMap<u64, Arc<DigestStats>>>,
     other: Arc<DigestStats>,
 }
+
+/// Shapes remembered; past this many they are forgotten and learnt again.
+const MAX_SHAPES: usize = 4 * MAX_DIGESTS;
 
 impl Default for Digests {
     fn default() -> Self {
         Digests {
             map: Mutex::new(HashMap::new()),
+            shapes: Mutex::new(HashMap::new()),
             other: Arc::new(DigestStats::new("(other digests)".into(), 0)),
         }
     }
@@ -159,6 +167,22 @@ impl Digests {
     /// The counters of `sql`'s digest. Runs on misses only: hits reach the digest
     /// through their entry.
     pub fn of(&self, sql: &[u8]) -> Arc<DigestStats> {
+        let Some((shape, _)) = crate::classify::sql::digest_shape(sql) else {
+            return self.by_digest(sql);
+        };
+        if let Some(d) = self.shapes.lock().get(&shape) {
+            return d.clone();
+        }
+        let d = self.by_digest(sql);
+        let mut shapes = self.shapes.lock();
+        if shapes.len() >= MAX_SHAPES {
+            shapes.clear();
+        }
+        shapes.insert(shape, d.clone());
+        d
+    }
+
+    fn by_digest(&self, sql: &[u8]) -> Arc<DigestStats> {
         let (text, hash) = crate::classify::sql::digest(sql);
         let mut map = self.map.lock();
         if let Some(d) = map.get(&hash) {
@@ -213,6 +237,9 @@ pub struct Totals {
     pub evictions: AtomicU64,
     invalidations: [AtomicU64; 3],
     table_bumps: [AtomicU64; 3],
+    /// Key values written (by a write whose rows a key tells), when entries depended on
+    /// their table.
+    key_bumps: [AtomicU64; 3],
 }
 
 impl Totals {
@@ -222,6 +249,12 @@ impl Totals {
     pub fn table_bumps(&self, cause: Cause, n: u64) {
         inc(&self.invalidations[cause as usize]);
         self.table_bumps[cause as usize].fetch_add(n, Relaxed);
+    }
+    pub fn row_bumps(&self, cause: Cause, read: bool, keys: usize) {
+        inc(&self.invalidations[cause as usize]);
+        if read {
+            self.key_bumps[cause as usize].fetch_add(keys as u64, Relaxed);
+        }
     }
 
     pub fn to_json(&self, entries: u64, bytes: u64, budget: u64) -> Value {
@@ -236,6 +269,7 @@ impl Totals {
             "evictions": get(&self.evictions),
             "invalidation_events": by_cause(&self.invalidations),
             "tables_invalidated": by_cause(&self.table_bumps),
+            "keys_invalidated": by_cause(&self.key_bumps),
         })
     }
 
@@ -248,5 +282,24 @@ impl Totals {
             get(&self.invalidations[1]),
             get(&self.invalidations[2]),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shape_seen_before_finds_its_digest_without_a_lex() {
+        let d = Digests::default();
+        let first = d.of(b"SELECT c FROM t WHERE id = 1");
+        assert_eq!(first.text, "SELECT c FROM t WHERE id = ?");
+        assert!(Arc::ptr_eq(&first, &d.of(b"SELECT c FROM t WHERE id = 22")));
+        assert_eq!(d.shapes.lock().len(), 1);
+        // Statements the shape can't vouch for (a string) still reach the same digest.
+        let quoted = d.of(b"SELECT c FROM t WHERE id = '3'");
+        assert_eq!(quoted.text, "SELECT c FROM t WHERE id = ?");
+        assert!(Arc::ptr_eq(&first, &quoted));
+        assert!(!Arc::ptr_eq(&first, &d.of(b"SELECT c FROM t WHERE k = 1")));
     }
 }

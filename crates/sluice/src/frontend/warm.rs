@@ -193,10 +193,11 @@ pub async fn warm_group(
             continue;
         };
         let key = cache::key(&prefix, Command::Query as u8, text, &[]);
-        let Fill::Leader(ticket) = cache.begin_fill(key, rule, digest, &tables) else {
+        let Fill::Leader(mut ticket) = cache.begin_fill(key, rule, digest) else {
             report.skipped += 1;
             continue;
         };
+        cache.depend_on(&mut ticket, &tables, None);
         let mut request = bytes::BytesMut::with_capacity(text.len() + 5);
         let mut payload = Vec::with_capacity(text.len() + 1);
         payload.push(Command::Query as u8);

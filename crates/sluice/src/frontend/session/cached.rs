@@ -4,7 +4,9 @@
 
 use super::relay::Relayed;
 use super::Session;
-use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache};
+use crate::cache::table_keys::{self, TableKeys};
+use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache, RowSet};
+use crate::classify::keys::canon::Canon;
 use crate::classify::sql::{self, Analysis, Hints, TableRef};
 use crate::error::{BackendError, SessionError};
 use crate::stats::Stats;
@@ -12,11 +14,11 @@ use bytes::{Buf, Bytes};
 use sluice_wire::command::Command;
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::response::{terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER};
-use sluice_wire::statement::{Execute, PrepareOk};
+use sluice_wire::statement::{Bound, Execute, PrepareOk};
 use sluice_wire::tracker::{Event, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, StatusFlags};
 use std::borrow::Cow;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 mod hit;
@@ -100,8 +102,14 @@ struct Prepared {
 #[derive(Default)]
 struct Pending {
     tables: BTreeSet<TableRef>,
+    /// Tables of which only rows of these keys were written.
+    rows: BTreeMap<TableRef, BTreeSet<Canon>>,
     all: bool,
 }
+
+/// Keys of one table a transaction's writes are remembered by; past this many, its
+/// whole table is invalidated at commit instead.
+const MAX_PENDING_KEYS: usize = 10_000;
 
 pub struct CacheState {
     cache: Arc<QueryCache>,
@@ -165,6 +173,31 @@ impl CacheState {
         }
     }
 
+    /// A write statement (`params`: a prepared one's bound values): by key when its one
+    /// table's key tells its rows, else by table.
+    fn add_write(&mut self, sql: &[u8], tables: Option<Vec<TableRef>>, params: Option<&[Bound]>) {
+        if table_keys::may_change_keys(sql) {
+            match &tables {
+                Some(t) => self.cache.keys.forget(t),
+                None => self.cache.keys.forget_all(),
+            }
+        }
+        if let Some([t]) = tables.as_deref() {
+            let key = self.cache.keys.get(t).flatten();
+            if let Some(rows) = key.and_then(|k| table_keys::rows_by_key(&k, t, sql, params, true))
+            {
+                let keys = self.pending.rows.entry(rows.table).or_default();
+                keys.extend(rows.keys);
+                if keys.len() > MAX_PENDING_KEYS {
+                    self.pending.rows.remove(t);
+                    self.pending.tables.insert(t.clone());
+                }
+                return;
+            }
+        }
+        self.add_writes(tables);
+    }
+
     /// A response is about to reach the client, ending with `status` (`None` for an
     /// error, which leaves the session's `previous` status as it was). Session state
     /// the server reports changed makes the settings unknown; if no transaction is open,
@@ -192,8 +225,19 @@ impl CacheState {
         let pending = std::mem::take(&mut self.pending);
         if pending.all {
             self.cache.invalidate_all(Cause::Write);
-        } else if !pending.tables.is_empty() {
+            return;
+        }
+        if !pending.tables.is_empty() {
             self.cache.invalidate_tables(&pending.tables, Cause::Write);
+        }
+        for (table, keys) in pending.rows {
+            if !pending.tables.contains(&table) {
+                let rows = RowSet {
+                    table,
+                    keys: keys.into_iter().collect(),
+                };
+                self.cache.invalidate_rows(&rows, Cause::Write);
+            }
         }
     }
 
@@ -351,7 +395,6 @@ impl Session {
         key: &[u8],
         request: &Bytes,
         kind: ResponseKind,
-        tables: impl FnOnce() -> Vec<TableRef>,
     ) -> Result<Option<Relayed>, SessionError> {
         let cache = self.cache_state().cache.clone();
         let (entry, refresh) = match cache.lookup(key) {
@@ -367,7 +410,7 @@ impl Session {
         self.stmt.outcome.rows = entry.rows;
         if refresh {
             return self
-                .refresh(key.to_vec(), &entry, request, kind, tables())
+                .refresh(key.to_vec(), &entry, request, kind)
                 .await
                 .map(Some);
         }
@@ -382,10 +425,9 @@ impl Session {
         stale: &Entry,
         request: &Bytes,
         kind: ResponseKind,
-        tables: Vec<TableRef>,
     ) -> Result<Relayed, SessionError> {
         let cache = self.cache_state().cache.clone();
-        let ticket = cache.begin_refresh(key, stale, &tables);
+        let ticket = cache.begin_refresh(key, stale);
         let limit = cache.entry_limit();
         let translate = self
             .backing
@@ -431,8 +473,7 @@ impl Session {
     }
 
     /// A cacheable read that missed: find its rule, then fill (or wait for the session
-    /// already filling it).
-    #[allow(clippy::too_many_arguments)]
+    /// already filling it). `params` are a prepared statement's bound values.
     async fn read_missed(
         &mut self,
         key: Vec<u8>,
@@ -440,6 +481,7 @@ impl Session {
         tables: Vec<TableRef>,
         request: &Bytes,
         kind: ResponseKind,
+        params: Option<&[Bound<'_>]>,
     ) -> Result<Relayed, SessionError> {
         let state = self.cache_state();
         let cache = state.cache.clone();
@@ -462,16 +504,47 @@ impl Session {
                 }
             }
         }
-        match cache.begin_fill(key.clone(), rule, digest, &tables) {
-            Fill::Leader(ticket) => self.fill(ticket, kind).await,
+        match cache.begin_fill(key.clone(), rule, digest) {
+            Fill::Leader(mut ticket) => {
+                // Only the leader learns the table's key: waiters need none.
+                let rows = self.read_by_key(text, &tables, params).await?;
+                cache.depend_on(&mut ticket, &tables, rows.as_ref());
+                self.fill(ticket, kind).await
+            }
             Fill::Follower(flight) => {
                 flight.wait(cache.fill_wait).await;
-                if let Some(r) = self.try_serve(&key, request, kind, || tables).await? {
+                if let Some(r) = self.try_serve(&key, request, kind).await? {
                     return Ok(r);
                 }
                 self.relay(kind).await
             }
         }
+    }
+
+    /// The keys of its one table that decide a read's result, when they do; the table's
+    /// key is learnt from the server the first time.
+    async fn read_by_key(
+        &mut self,
+        text: &[u8],
+        tables: &[TableRef],
+        params: Option<&[Bound<'_>]>,
+    ) -> Result<Option<RowSet>, SessionError> {
+        let cache = self.cache_state().cache.clone();
+        let ([t], true) = (tables, cache.by_key) else {
+            return Ok(None);
+        };
+        let key = match cache.keys.get(t) {
+            Some(key) => key,
+            None => {
+                let answer = match (TableKeys::query(t), self.backend.as_mut()) {
+                    (Some(q), Some(backend)) => backend.query_scalar(&q).await?.ok().flatten(),
+                    _ => None,
+                };
+                cache.keys.learn(t, answer.as_deref());
+                cache.keys.get(t).flatten()
+            }
+        };
+        Ok(key.and_then(|k| table_keys::rows_by_key(&k, t, text, params, false)))
     }
 
     async fn query_cached(
@@ -504,9 +577,7 @@ impl Session {
                 if hints.wipe {
                     state.cache.wipe(&key);
                 } else {
-                    let schema = state.known_schema().map(str::to_owned);
-                    let tables = || read_tables(&stripped, schema.as_deref());
-                    if let Some(r) = self.try_serve(&key, &request, kind, tables).await? {
+                    if let Some(r) = self.try_serve(&key, &request, kind).await? {
                         return Ok(r);
                     }
                 }
@@ -540,19 +611,18 @@ impl Session {
                 let key = cache::key(prefix, command, &stripped, &[]);
                 if unresolved && !hints.wipe {
                     // Settings were just learnt: the entry may exist after all.
-                    let t = tables.clone();
-                    if let Some(r) = self.try_serve(&key, &request, kind, || t).await? {
+                    if let Some(r) = self.try_serve(&key, &request, kind).await? {
                         return Ok(r);
                     }
                 }
-                self.read_missed(key, &stripped, tables, &request, kind)
+                self.read_missed(key, &stripped, tables, &request, kind, None)
                     .await
             }
             Analysis::Write { tables } => {
                 if creates_temporary(&stripped) {
                     self.cache_state().temp_tables = true;
                 }
-                self.cache_state().add_writes(tables);
+                self.cache_state().add_write(&stripped, tables, None);
                 self.relay(kind).await
             }
             Analysis::SessionChange => {
@@ -627,14 +697,6 @@ fn own_id_uncacheable(analysis: Analysis, rewritten: bool) -> Analysis {
             uncacheable: Some("CONNECTION_ID()"),
         },
         other => other,
-    }
-}
-
-/// The tables a read depends on, for a refresh's snapshot.
-fn read_tables(text: &[u8], schema: Option<&str>) -> Vec<TableRef> {
-    match sql::analyze(text, schema) {
-        Analysis::Read { tables, .. } => tables,
-        _ => Vec::new(),
     }
 }
 

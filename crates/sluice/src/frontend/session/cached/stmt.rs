@@ -156,15 +156,21 @@ impl Session {
                 }
                 let prefix = self.cache_state().prefix.as_ref().expect("known");
                 let key = cache::key(prefix, Command::StmtExecute as u8, &text, &params);
-                let t = tables.clone();
-                if let Some(r) = self.try_serve(&key, &request, kind, || t).await? {
+                if let Some(r) = self.try_serve(&key, &request, kind).await? {
                     return Ok(r);
                 }
-                self.read_missed(key, &text, tables, &request, kind).await
+                let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
+                let values = stmt.and_then(|s| bound_values(&request, s));
+                self.read_missed(key, &text, tables, &request, kind, values.as_deref())
+                    .await
             }
             StmtKind::Write(tables) => {
                 let tables = tables.clone();
-                self.cache_state().add_writes(tables);
+                let text = stmt.text.clone();
+                // Values sent apart (COM_STMT_SEND_LONG_DATA) are not in the packet.
+                let values = (!long_data).then(|| bound_values(&request, stmt)).flatten();
+                self.cache_state()
+                    .add_write(&text, tables, values.as_deref());
                 self.relay(kind).await
             }
             StmtKind::SessionChange => {
@@ -175,6 +181,13 @@ impl Session {
             StmtKind::Other => self.relay(kind).await,
         }
     }
+}
+
+/// An execute's parameter values, read with the types it carries or last carried.
+fn bound_values<'a>(request: &'a [u8], stmt: &Prepared) -> Option<Vec<Bound<'a>>> {
+    let execute = Execute::parse(&request[HEADER_LEN..], stmt.params)?;
+    let types = execute.types.or(stmt.types.as_deref())?;
+    execute.bound(types)
 }
 
 /// The key material of an execute's parameters: their types (sent now or remembered),

@@ -1,0 +1,305 @@
+//! Generation counters, the cache's proof that an entry is current: an entry records the
+//! counters it depends on *before* its query is sent, a write bumps them once committed,
+//! and a lookup compares. Per table, and within a table per key value for entries and
+//! writes whose rows a key decides (docs/ARCHITECTURE.md, "Cache invalidation").
+
+use super::Cause;
+use crate::classify::keys::canon::Canon;
+use crate::classify::sql::TableRef;
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Per-key counters of a table, by a hash of the key: two keys sharing one only cost a
+/// needless invalidation. 128 KiB per table read by key.
+const SLOTS: usize = 16 * 1024;
+
+/// Which of a table's counters a dependency reads.
+const WHOLE: u32 = u32::MAX;
+const WIDE: u32 = u32::MAX - 1;
+
+/// One table's generations.
+pub struct TableGen {
+    /// Bumped by every write to the table: what an entry that read the whole table checks.
+    gen: AtomicU64,
+    /// Bumped by writes whose rows no key tells: what an entry that read only some keys
+    /// checks, with those keys' slots.
+    wide: AtomicU64,
+    last_cause: AtomicU8,
+    /// Per-key generations, made when an entry first depends on a key.
+    slots: OnceLock<Box<[AtomicU64]>>,
+}
+
+impl TableGen {
+    fn new() -> TableGen {
+        TableGen {
+            gen: AtomicU64::new(0),
+            wide: AtomicU64::new(0),
+            last_cause: AtomicU8::new(0),
+            slots: OnceLock::new(),
+        }
+    }
+
+    fn slots(&self) -> &[AtomicU64] {
+        self.slots
+            .get_or_init(|| (0..SLOTS).map(|_| AtomicU64::new(0)).collect())
+    }
+
+    fn counter(&self, which: u32) -> &AtomicU64 {
+        match which {
+            WHOLE => &self.gen,
+            WIDE => &self.wide,
+            slot => &self.slots()[slot as usize],
+        }
+    }
+}
+
+/// The slot of a key value.
+fn slot(key: &Canon) -> u32 {
+    let h = match key {
+        Canon::Int(i) => crate::classify::sql::fnv1a(&i.to_le_bytes()),
+        Canon::Bytes(b) => crate::classify::sql::fnv1a(b),
+    };
+    (h % SLOTS as u64) as u32
+}
+
+/// Only these key values of `table` decide a read's result, or a write's rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowSet {
+    pub table: TableRef,
+    pub keys: Vec<Canon>,
+}
+
+/// The generations an entry was filled under, captured before its query was sent.
+pub struct Snapshot {
+    global: u64,
+    deps: Box<[(Arc<TableGen>, u32, u64)]>,
+}
+
+impl Snapshot {
+    #[cfg(test)]
+    pub fn empty() -> Snapshot {
+        Snapshot {
+            global: 0,
+            deps: Box::new([]),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.deps.len()
+    }
+
+    /// Whether some dependency is on key values rather than whole tables.
+    #[cfg(test)]
+    pub fn by_key(&self) -> bool {
+        self.deps.iter().any(|(_, which, _)| *which == WIDE)
+    }
+}
+
+/// Per-table generation counters, plus a global one for writes whose tables are
+/// unknown, and one bumped by every write (what reads through views depend on: their
+/// base tables are not in the statement).
+pub struct Generations {
+    tables: RwLock<HashMap<TableRef, Arc<TableGen>>>,
+    global: AtomicU64,
+    global_cause: AtomicU8,
+    any: Arc<TableGen>,
+}
+
+impl Default for Generations {
+    fn default() -> Self {
+        Generations {
+            tables: RwLock::default(),
+            global: AtomicU64::new(0),
+            global_cause: AtomicU8::new(0),
+            any: Arc::new(TableGen::new()),
+        }
+    }
+}
+
+impl Generations {
+    fn table(&self, t: &TableRef) -> Arc<TableGen> {
+        if let Some(found) = self.tables.read().get(t) {
+            return found.clone();
+        }
+        self.tables
+            .write()
+            .entry(t.clone())
+            .or_insert_with(|| Arc::new(TableGen::new()))
+            .clone()
+    }
+
+    /// Captures the current generations of `tables` (of `rows`' table, only its keys'),
+    /// creating counters as needed. Must happen before the query is sent: a write
+    /// committing after this makes the result stale.
+    pub fn capture(&self, tables: &[TableRef], rows: Option<&RowSet>, any_write: bool) -> Snapshot {
+        let global = self.global.load(Ordering::Acquire);
+        let mut deps = Vec::with_capacity(tables.len() + 1);
+        let mut read = |gen: &Arc<TableGen>, which: u32| {
+            let value = gen.counter(which).load(Ordering::Acquire);
+            deps.push((gen.clone(), which, value));
+        };
+        if any_write {
+            read(&self.any, WHOLE);
+        }
+        for t in tables {
+            let gen = self.table(t);
+            match rows.filter(|r| &r.table == t) {
+                Some(r) => {
+                    read(&gen, WIDE);
+                    let mut slots: Vec<u32> = r.keys.iter().map(slot).collect();
+                    slots.sort_unstable();
+                    slots.dedup();
+                    for s in slots {
+                        read(&gen, s);
+                    }
+                }
+                None => read(&gen, WHOLE),
+            }
+        }
+        Snapshot {
+            global,
+            deps: deps.into_boxed_slice(),
+        }
+    }
+
+    /// The same dependencies as `s`, at their current values: for refreshing an entry.
+    pub fn recapture(&self, s: &Snapshot) -> Snapshot {
+        let global = self.global.load(Ordering::Acquire);
+        let deps = s
+            .deps
+            .iter()
+            .map(|(gen, which, _)| {
+                let value = gen.counter(*which).load(Ordering::Acquire);
+                (gen.clone(), *which, value)
+            })
+            .collect();
+        Snapshot { global, deps }
+    }
+
+    fn bumped(gen: &TableGen, cause: Cause) {
+        gen.last_cause.store(cause as u8, Ordering::Relaxed);
+    }
+
+    /// Bumps each whole table; returns how many had entries depending on them.
+    pub fn bump<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>, cause: Cause) -> u64 {
+        let map = self.tables.read();
+        let mut n = 0;
+        Self::bumped(&self.any, cause);
+        self.any.gen.fetch_add(1, Ordering::AcqRel);
+        for t in tables {
+            if let Some(g) = map.get(t) {
+                Self::bumped(g, cause);
+                g.wide.fetch_add(1, Ordering::AcqRel);
+                g.gen.fetch_add(1, Ordering::AcqRel);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Bumps the keys of `rows` only (and what depends on the whole table). Returns
+    /// whether entries depended on the table.
+    pub fn bump_rows(&self, rows: &RowSet, cause: Cause) -> bool {
+        Self::bumped(&self.any, cause);
+        self.any.gen.fetch_add(1, Ordering::AcqRel);
+        let Some(g) = self.tables.read().get(&rows.table).cloned() else {
+            return false;
+        };
+        Self::bumped(&g, cause);
+        // Made by the first capture by key: absent, no entry depends on a key yet, and
+        // one captured from now on reads after this write committed.
+        if let Some(slots) = g.slots.get() {
+            for k in &rows.keys {
+                slots[slot(k) as usize].fetch_add(1, Ordering::AcqRel);
+            }
+        }
+        g.gen.fetch_add(1, Ordering::AcqRel);
+        true
+    }
+
+    pub fn bump_all(&self, cause: Cause) {
+        self.global_cause.store(cause as u8, Ordering::Relaxed);
+        self.global.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// `Ok` while nothing the snapshot depends on was written since; otherwise the cause
+    /// of the write that made it stale.
+    pub fn check(&self, s: &Snapshot) -> Result<(), Cause> {
+        if self.global.load(Ordering::Acquire) != s.global {
+            return Err(Cause::from_u8(self.global_cause.load(Ordering::Relaxed)));
+        }
+        for (gen, which, value) in s.deps.iter() {
+            if gen.counter(*which).load(Ordering::Acquire) != *value {
+                return Err(Cause::from_u8(gen.last_cause.load(Ordering::Relaxed)));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(name: &str) -> TableRef {
+        TableRef {
+            schema: "db".into(),
+            table: name.into(),
+        }
+    }
+
+    fn rows(table: &str, keys: &[i128]) -> RowSet {
+        RowSet {
+            table: t(table),
+            keys: keys.iter().map(|&k| Canon::Int(k)).collect(),
+        }
+    }
+
+    #[test]
+    fn a_write_by_key_reaches_only_entries_of_that_key_and_of_the_whole_table() {
+        let g = Generations::default();
+        let one = g.capture(&[t("a")], Some(&rows("a", &[1])), false);
+        let two = g.capture(&[t("a")], Some(&rows("a", &[2, 3])), false);
+        let whole = g.capture(&[t("a")], None, false);
+        assert!(one.by_key() && !whole.by_key());
+        g.bump_rows(&rows("a", &[3]), Cause::Write);
+        assert!(g.check(&one).is_ok());
+        assert_eq!(g.check(&two), Err(Cause::Write));
+        assert_eq!(g.check(&whole), Err(Cause::Write));
+        let two = g.recapture(&two);
+        assert!(g.check(&two).is_ok());
+        // A write whose rows no key tells reaches every entry of the table.
+        g.bump([&t("a")], Cause::Binlog);
+        assert_eq!(g.check(&one), Err(Cause::Binlog));
+        assert_eq!(g.check(&two), Err(Cause::Binlog));
+    }
+
+    #[test]
+    fn keys_of_another_table_and_writes_before_the_first_capture() {
+        let g = Generations::default();
+        // No counters yet: nothing can depend on them.
+        assert!(!g.bump_rows(&rows("a", &[1]), Cause::Write));
+        let one = g.capture(&[t("a"), t("b")], Some(&rows("a", &[1])), false);
+        g.bump_rows(&rows("b", &[1]), Cause::Write);
+        assert_eq!(g.check(&one), Err(Cause::Write), "b is read whole");
+        let one = g.recapture(&one);
+        let strings = RowSet {
+            table: t("a"),
+            keys: vec![Canon::Bytes(b"x".to_vec())],
+        };
+        g.bump_rows(&strings, Cause::Write);
+        assert!(g.check(&one).is_ok());
+        g.bump_all(Cause::Admin);
+        assert_eq!(g.check(&one), Err(Cause::Admin));
+    }
+
+    #[test]
+    fn reads_through_views_depend_on_every_write_even_by_key() {
+        let g = Generations::default();
+        let view = g.capture(&[t("v")], None, true);
+        g.bump_rows(&rows("a", &[1]), Cause::Binlog);
+        assert_eq!(g.check(&view), Err(Cause::Binlog));
+    }
+}
