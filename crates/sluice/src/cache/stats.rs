@@ -261,7 +261,11 @@ impl Admission {
         if wasted < Self::MIN_WASTED || useful.saturating_mul(Self::USEFUL_SHARE) >= wasted {
             return true;
         }
-        if self.asked.fetch_add(1, Relaxed).is_multiple_of(Self::SAMPLE) {
+        if self
+            .asked
+            .fetch_add(1, Relaxed)
+            .is_multiple_of(Self::SAMPLE)
+        {
             return true;
         }
         inc(&self.declined);
