@@ -66,6 +66,8 @@ pub struct Entry {
     pub rows: u64,
     /// Set by the one session that refreshes a stale entry.
     refreshing: AtomicBool,
+    /// Served at least once: what admission learns from when a write drops it.
+    read: AtomicBool,
 }
 
 impl std::fmt::Debug for Entry {
@@ -166,6 +168,8 @@ pub enum Lookup {
 
 /// Outcome of asking to fill an entry.
 pub enum Fill {
+    /// Not worth storing (see [`stats::Admission`]): go to the server as if uncached.
+    Declined,
     /// This session fetches; others wait on it.
     Leader(FillTicket),
     /// Another session is fetching the same entry: wait, then look up again.
@@ -307,6 +311,10 @@ impl QueryCache {
             if self.store.remove_if(key, &entry) {
                 rule.invalidated(cause, entry.response.len());
                 self.totals.invalidated(cause);
+                entry
+                    .digest
+                    .admission
+                    .dropped(entry.read.load(Ordering::Relaxed));
             }
             return Lookup::Miss;
         }
@@ -349,6 +357,9 @@ impl QueryCache {
     }
 
     fn count_hit(&self, entry: Arc<Entry>, age: Duration) -> Arc<Entry> {
+        if !entry.read.load(Ordering::Relaxed) {
+            entry.read.store(true, Ordering::Relaxed);
+        }
         entry.rule.stats.hit(age);
         entry.digest.hits.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.totals.hits);
@@ -372,6 +383,9 @@ impl QueryCache {
         rule.stats.miss();
         digest.misses.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.totals.misses);
+        if !digest.admission.admit() {
+            return Fill::Declined;
+        }
         let key: Arc<[u8]> = key.into();
         let flight = {
             let mut inflight = self.inflight.lock();
@@ -417,6 +431,7 @@ impl QueryCache {
         let rule = ticket.rule.clone();
         if let Err(cause) = self.gens.check(&snapshot) {
             rule.stats.raced(cause);
+            ticket.digest.admission.dropped(false);
             return false;
         }
         if !rule.active.load(Ordering::Relaxed) {
@@ -432,6 +447,7 @@ impl QueryCache {
             cost_micros: ticket.started.elapsed().as_micros() as u64,
             rows: ticket.rows,
             refreshing: AtomicBool::new(false),
+            read: AtomicBool::new(false),
         });
         match self.store.insert(ticket.key.clone(), entry) {
             Ok(evicted) => {
@@ -757,6 +773,7 @@ pub(crate) mod tests {
             cost_micros: cost,
             rows: 0,
             refreshing: AtomicBool::new(false),
+            read: AtomicBool::new(false),
         })
     }
 
@@ -801,7 +818,7 @@ pub(crate) mod tests {
                 c.depend_on(&mut t, tables, None);
                 t
             }
-            Fill::Follower(_) => panic!("expected to lead"),
+            Fill::Follower(_) | Fill::Declined => panic!("expected to lead"),
         }
     }
 

@@ -258,6 +258,40 @@ fn direct_writes_invalidate_by_the_keys_in_their_row_images() {
     );
 }
 
+/// Entries a write always drops before they are read again stop being stored: after a
+/// while most misses of such a digest go to the server without filling, and every
+/// answer stays right.
+#[test]
+fn entries_writes_drop_unread_stop_being_stored() {
+    let server = shared_server();
+    tables(server, "rowadmit");
+    let config = config(server, false).admin(crate::routing::ADMIN_TOKEN);
+    let sluice = Sluice::start(&config);
+    let mut c = login(&sluice, "rowadmit");
+    for round in 1..=300 {
+        // A range read (the whole table counts), then a write to it.
+        assert_eq!(
+            crate::routing::one(&mut c, "SELECT COUNT(*) FROM t WHERE v LIKE 'w%'"),
+            (round - 1).min(ROWS).to_string()
+        );
+        let id = 1 + (round - 1) % ROWS;
+        ok(
+            &mut c,
+            &format!("UPDATE t SET v = 'w{round}' WHERE id = {id}"),
+        );
+    }
+    let stats = admin_get(&sluice, &config, "/v1/cache/stats");
+    let digest = stats["digests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["text"].as_str().unwrap().contains("LIKE"))
+        .unwrap_or_else(|| panic!("{stats:#}"));
+    let declined = digest["not_admitted"].as_u64().unwrap();
+    assert!(declined > 150, "{digest:#}");
+    assert!(digest["fills"].as_u64().unwrap() < 120, "{digest:#}");
+}
+
 /// A delete cascading through a foreign key changes the child's rows, which neither the
 /// statement nor the binlog's row events name: the child table's map in the binlog does,
 /// and its entries go (with the binlog's delay, also for a write through Sluice).

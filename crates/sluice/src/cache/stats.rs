@@ -5,7 +5,7 @@ use super::Cause;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -126,6 +126,7 @@ pub struct DigestStats {
     pub hits: AtomicU64,
     pub misses: AtomicU64,
     pub fills: AtomicU64,
+    pub admission: Admission,
 }
 
 impl DigestStats {
@@ -136,6 +137,7 @@ impl DigestStats {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             fills: AtomicU64::new(0),
+            admission: Admission::default(),
         }
     }
 }
@@ -223,10 +225,62 @@ impl Digests {
                         "hits": get(&d.hits),
                         "misses": get(&d.misses),
                         "fills": get(&d.fills),
+                        "not_admitted": get(&d.admission.declined),
                     })
                 })
                 .collect(),
         )
+    }
+}
+
+/// Whether a digest's results are worth storing. An entry a write drops before anyone
+/// read it cost a recording and a store and saved nothing: while, over a digest's recent
+/// entries, fewer than one in [`Admission::USEFUL_SHARE`] of those dropped by a write had
+/// been read, only one miss in [`Admission::SAMPLE`] fills (the others go to the server as
+/// if uncached), which goes on measuring. Reads no write ever drops are always admitted,
+/// so a cache still warming up (entries not read *yet*) is never held back.
+#[derive(Default)]
+pub struct Admission {
+    /// Entries dropped by a write (or whose fill one raced) unread, and read, lately.
+    wasted: AtomicU32,
+    useful: AtomicU32,
+    asked: AtomicU64,
+    pub declined: AtomicU64,
+}
+
+impl Admission {
+    const WINDOW: u32 = 1024;
+    const MIN_WASTED: u32 = 64;
+    const USEFUL_SHARE: u32 = 8;
+    const SAMPLE: u64 = 16;
+
+    /// Whether this miss should fill.
+    pub fn admit(&self) -> bool {
+        let wasted = self.wasted.load(Relaxed);
+        let useful = self.useful.load(Relaxed);
+        if wasted < Self::MIN_WASTED || useful.saturating_mul(Self::USEFUL_SHARE) >= wasted {
+            return true;
+        }
+        if self
+            .asked
+            .fetch_add(1, Relaxed)
+            .is_multiple_of(Self::SAMPLE)
+        {
+            return true;
+        }
+        inc(&self.declined);
+        false
+    }
+
+    /// An entry of the digest was dropped by a write, after `read` hits or none.
+    pub fn dropped(&self, read: bool) {
+        let counter = if read { &self.useful } else { &self.wasted };
+        counter.fetch_add(1, Relaxed);
+        // Halving keeps the window on recent entries (racing halvings only blur it).
+        if self.wasted.load(Relaxed) + self.useful.load(Relaxed) >= Self::WINDOW {
+            self.wasted.store(self.wasted.load(Relaxed) / 2, Relaxed);
+            self.useful.store(self.useful.load(Relaxed) / 2, Relaxed);
+        }
     }
 }
 
@@ -288,6 +342,29 @@ impl Totals {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_whose_entries_writes_drop_unread_fills_one_miss_in_sixteen() {
+        let a = Admission::default();
+        // Warming up: nothing dropped yet, everything admitted.
+        assert!((0..1000).all(|_| a.admit()));
+        for _ in 0..100 {
+            a.dropped(false);
+        }
+        let admitted = (0..1600).filter(|_| a.admit()).count();
+        assert_eq!(admitted, 100);
+        assert_eq!(get(&a.declined), 1500);
+        // Read entries make it worth storing again.
+        for _ in 0..20 {
+            a.dropped(true);
+        }
+        assert!((0..100).all(|_| a.admit()));
+        // The window forgets old entries: only recent ones count.
+        for _ in 0..2000 {
+            a.dropped(true);
+        }
+        assert!(a.wasted.load(Relaxed) + a.useful.load(Relaxed) < Admission::WINDOW);
+    }
 
     #[test]
     fn a_shape_seen_before_finds_its_digest_without_a_lex() {

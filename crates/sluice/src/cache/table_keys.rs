@@ -5,9 +5,9 @@
 use super::RowSet;
 use crate::binlog::rows::ColumnValue;
 use crate::classify::keys::canon::{self, Canon, KeyType};
-use crate::classify::keys::{key_values, KeyColumn, Keys};
+use crate::classify::keys::{key_values, KeyColumn, Keys, Value};
 use crate::classify::sql::{code_token, is_one_of, Lexer, TableRef};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use sluice_wire::statement::Bound;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,7 +36,46 @@ pub struct TableKey {
     /// rows `REPLACE` and `ON DUPLICATE KEY UPDATE` change.
     pub triggers: bool,
     pub other_unique: bool,
+    /// What prepared statements' texts say of the key, so that each is lexed once.
+    pub prepared: Shapes,
 }
+
+/// How many prepared statements' shapes a table remembers; past it they are forgotten.
+const MAX_SHAPES: usize = 1024;
+
+/// What a statement says of the key, apart from bound values.
+#[derive(Clone)]
+struct Shape {
+    /// The values that decide its rows (`?` as parameters); `None`: none do.
+    values: Option<Vec<Value>>,
+    /// `REPLACE` or `ON DUPLICATE KEY UPDATE`.
+    conflicts: bool,
+}
+
+/// Prepared statements' shapes by text.
+#[derive(Default)]
+pub struct Shapes(Mutex<HashMap<Box<[u8]>, Shape>>);
+
+impl std::fmt::Debug for Shapes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} prepared shapes", self.0.lock().len())
+    }
+}
+
+impl Clone for Shapes {
+    fn clone(&self) -> Self {
+        Shapes::default()
+    }
+}
+
+/// A cache of derived facts: two keys are the same whatever they remember.
+impl PartialEq for Shapes {
+    fn eq(&self, _: &Shapes) -> bool {
+        true
+    }
+}
+
+impl Eq for Shapes {}
 
 impl TableKey {
     /// The key as `classify::keys` looks for it in a statement.
@@ -143,6 +182,7 @@ pub fn may_change_keys(sql: &[u8]) -> bool {
 /// way: the whole table then counts. `t` is the statement's one table as it was
 /// resolved: an unqualified name in `sql` is in `t`'s schema (the default schema when
 /// it was analysed, or prepared: a prepared statement's names are bound then).
+/// A prepared statement (`params` given) is lexed once per table key.
 pub fn rows_by_key(
     key: &TableKey,
     t: &TableRef,
@@ -150,13 +190,29 @@ pub fn rows_by_key(
     params: Option<&[Bound]>,
     write: bool,
 ) -> Option<RowSet> {
-    if write && (key.triggers || key.other_unique && conflicts_decide(sql)) {
+    if write && key.triggers {
         return None;
     }
-    let (Keys::Values(values), false) = key_values(sql, Some(&t.schema), &key.column_of(t)) else {
-        return None;
+    let shape = match params {
+        Some(_) => {
+            let known = key.prepared.0.lock().get(sql).cloned();
+            known.unwrap_or_else(|| {
+                let shape = shape_of(key, t, sql);
+                let mut shapes = key.prepared.0.lock();
+                if shapes.len() >= MAX_SHAPES {
+                    shapes.clear();
+                }
+                shapes.insert(sql.into(), shape.clone());
+                shape
+            })
+        }
+        None => shape_of(key, t, sql),
     };
-    let keys = values
+    if write && key.other_unique && shape.conflicts {
+        return None;
+    }
+    let keys = shape
+        .values?
         .iter()
         .map(|v| canon::canonical(key.key_type, v, params))
         .collect::<Option<Vec<_>>>()?;
@@ -164,6 +220,17 @@ pub fn rows_by_key(
         table: t.clone(),
         keys,
     })
+}
+
+fn shape_of(key: &TableKey, t: &TableRef, sql: &[u8]) -> Shape {
+    let values = match key_values(sql, Some(&t.schema), &key.column_of(t)) {
+        (Keys::Values(values), false) => Some(values),
+        _ => None,
+    };
+    Shape {
+        values,
+        conflicts: key.other_unique && conflicts_decide(sql),
+    }
 }
 
 /// `REPLACE` and `INSERT ... ON DUPLICATE KEY UPDATE` change the rows another unique key
@@ -217,6 +284,7 @@ fn parse(json: &[u8]) -> Option<TableKey> {
         columns: d.columns,
         triggers: d.triggers > 0,
         other_unique: keys.len() > 1,
+        prepared: Shapes::default(),
     })
 }
 
@@ -267,6 +335,7 @@ mod tests {
             columns: 3,
             triggers,
             other_unique,
+            prepared: Shapes::default(),
         }
     }
 
@@ -337,6 +406,14 @@ mod tests {
             by(&int_key(true, false), "SELECT c FROM t WHERE id = 2", false),
             ints(&[2])
         );
+        // A prepared statement's text is lexed once; its bound values differ each time.
+        let ps = b"UPDATE t SET c = 1 WHERE id = ?";
+        let k = int_key(false, false);
+        for (v, want) in [(Bound::Int(1), 1), (Bound::Int(2), 2)] {
+            let rows = rows_by_key(&k, &t, ps, Some(&[v]), true).unwrap();
+            assert_eq!(rows.keys, [Canon::Int(want)]);
+        }
+        assert_eq!(k.prepared.0.lock().len(), 1);
         assert!(may_change_keys(b"/* x */ alter table t add unique (c)"));
         assert!(!may_change_keys(b"UPDATE t SET c = 1"));
     }

@@ -505,6 +505,7 @@ impl Session {
             }
         }
         match cache.begin_fill(key.clone(), rule, digest) {
+            Fill::Declined => self.relay(kind).await,
             Fill::Leader(mut ticket) => {
                 // Only the leader learns the table's key: waiters need none.
                 let rows = self.read_by_key(text, &tables, params).await?;
