@@ -437,8 +437,8 @@ fn facts(report: &Report) -> Vec<String> {
     if s.scenarios.contains(&Scenario::CachedByTable) {
         facts.push(
             "cached-by-table: the cached scenario's rule in a Sluice with `by_key = false` in \
-             `[cache]`, where any write to a table drops all of its entries (the cache before \
-             row-level invalidation); cached keeps this Sluice's default."
+             `[cache]`, where any write to a table drops all of its entries, as before \
+             row-level invalidation; cached keeps this Sluice's default (by key)."
                 .to_string(),
         );
     }

@@ -72,7 +72,7 @@ pub enum Role {
     /// One rule caching every read, invalidated as this Sluice does by default.
     Cached,
     /// The same rule with `by_key = false`: any write to a table drops all its entries,
-    /// the cache as it was before row-level invalidation.
+    /// as before row-level invalidation.
     CachedByTable,
 }
 
