@@ -217,83 +217,9 @@ struct Plan {
 impl Plan {
     fn resolve(args: &CacheArgs, now: SystemTime) -> anyhow::Result<Plan> {
         let mut notes = Vec::new();
-        let target = |host: &Option<String>, port: Option<u16>| {
-            (host.is_some() || port.is_some()).then(|| Target {
-                host: host.clone().unwrap_or_else(|| "127.0.0.1".into()),
-                port: port.unwrap_or(3306),
-            })
-        };
-        let direct = target(&args.server.mysql_host, args.server.mysql_port);
-        let sluice =
-            |t: Option<Target>, pid: Option<u32>| t.map(|target| SluiceTarget { target, pid });
-        let passthrough = sluice(target(&args.sluice_host, args.sluice_port), args.sluice_pid);
-        let cached = sluice(target(&args.cached_host, args.cached_port), args.cached_pid);
-        let cached_by_table = sluice(
-            target(&args.cached_by_table_host, args.cached_by_table_port),
-            args.cached_by_table_pid,
-        );
-        let external = direct.is_some()
-            || passthrough.is_some()
-            || cached.is_some()
-            || cached_by_table.is_some();
-        if args.sluice_pid.is_some() && passthrough.is_none() {
-            bail!("--sluice-pid is for an existing Sluice (--sluice-host/--sluice-port)");
-        }
-        if args.cached_pid.is_some() && cached.is_none() {
-            bail!("--cached-pid is for an existing caching Sluice (--cached-host/--cached-port)");
-        }
-        if args.cached_by_table_pid.is_some() && cached_by_table.is_none() {
-            bail!(
-                "--cached-by-table-pid is for an existing Sluice caching by table \
-                 (--cached-by-table-host/--cached-by-table-port)"
-            );
-        }
-
-        let scenarios = match &args.scenarios {
-            Some(list) => dedup(list),
-            None if external => [
-                (Scenario::Direct, direct.is_some()),
-                (Scenario::Passthrough, passthrough.is_some()),
-                (Scenario::Cached, cached.is_some()),
-                (Scenario::CachedByTable, cached_by_table.is_some()),
-            ]
-            .into_iter()
-            .filter_map(|(s, given)| given.then_some(s))
-            .collect(),
-            None => vec![Scenario::Direct, Scenario::Passthrough, Scenario::Cached],
-        };
-        if scenarios.is_empty() {
-            bail!("--scenarios needs at least one scenario");
-        }
-        if external {
-            let needs = [
-                (
-                    Scenario::Direct,
-                    direct.is_some(),
-                    "--mysql-host/--mysql-port",
-                ),
-                (
-                    Scenario::Passthrough,
-                    passthrough.is_some(),
-                    "--sluice-host/--sluice-port",
-                ),
-                (
-                    Scenario::Cached,
-                    cached.is_some(),
-                    "--cached-host/--cached-port",
-                ),
-                (
-                    Scenario::CachedByTable,
-                    cached_by_table.is_some(),
-                    "--cached-by-table-host/--cached-by-table-port",
-                ),
-            ];
-            for (scenario, given, flags) in needs {
-                if scenarios.contains(&scenario) && !given {
-                    bail!("the {scenario} scenario needs {flags} when targeting existing servers");
-                }
-            }
-        }
+        let targets = Targets::from_args(args)?;
+        let external = targets.external();
+        let scenarios = targets.scenarios(args.scenarios.as_deref())?;
 
         let demo = args.common.demo;
         let default_workloads: &[Workload] = if demo {
@@ -322,27 +248,7 @@ impl Plan {
             bail!("--workloads and --ps-modes need at least one value each");
         }
         let insert = if workloads.contains(&Workload::Insert) {
-            let per_trx = dedup(&args.insert_trx);
-            if per_trx.is_empty() || per_trx.contains(&0) {
-                bail!("--insert-trx needs one or more transaction lengths of at least 1");
-            }
-            if args.insert_clients == 0 || args.insert_rows < u64::from(args.insert_clients) {
-                bail!("--insert-clients must be at least 1 and --insert-rows at least that many");
-            }
-            if !scenarios
-                .iter()
-                .any(|s| matches!(s, Scenario::Direct | Scenario::Passthrough))
-            {
-                bail!("the insert workload runs direct and passthrough: ask for either scenario");
-            }
-            if args.insert_schema == args.server.mysql_db {
-                bail!("--insert-schema must differ from --mysql-db: mysqlslap drops its schema");
-            }
-            Some(InsertSettings {
-                clients: args.insert_clients,
-                rows: args.insert_rows,
-                per_trx,
-            })
+            Some(insert_settings(args, &scenarios)?)
         } else {
             None
         };
@@ -397,10 +303,10 @@ impl Plan {
             data,
             insert,
             out_dir,
-            direct,
-            passthrough,
-            cached,
-            cached_by_table,
+            direct: targets.direct,
+            passthrough: targets.passthrough,
+            cached: targets.cached,
+            cached_by_table: targets.cached_by_table,
             max_connections,
             notes,
         })
@@ -478,6 +384,106 @@ impl Plan {
     }
 }
 
+/// The existing servers the flags name; all `None` for the embedded topology.
+struct Targets {
+    direct: Option<Target>,
+    passthrough: Option<SluiceTarget>,
+    cached: Option<SluiceTarget>,
+    cached_by_table: Option<SluiceTarget>,
+}
+
+impl Targets {
+    fn from_args(args: &CacheArgs) -> anyhow::Result<Targets> {
+        let target = |host: &Option<String>, port: Option<u16>| {
+            (host.is_some() || port.is_some()).then(|| Target {
+                host: host.clone().unwrap_or_else(|| "127.0.0.1".into()),
+                port: port.unwrap_or(3306),
+            })
+        };
+        let sluice = |host: &Option<String>, port: Option<u16>, pid: Option<u32>| {
+            target(host, port).map(|target| SluiceTarget { target, pid })
+        };
+        let targets = Targets {
+            direct: target(&args.server.mysql_host, args.server.mysql_port),
+            passthrough: sluice(&args.sluice_host, args.sluice_port, args.sluice_pid),
+            cached: sluice(&args.cached_host, args.cached_port, args.cached_pid),
+            cached_by_table: sluice(
+                &args.cached_by_table_host,
+                args.cached_by_table_port,
+                args.cached_by_table_pid,
+            ),
+        };
+        if args.sluice_pid.is_some() && targets.passthrough.is_none() {
+            bail!("--sluice-pid is for an existing Sluice (--sluice-host/--sluice-port)");
+        }
+        if args.cached_pid.is_some() && targets.cached.is_none() {
+            bail!("--cached-pid is for an existing caching Sluice (--cached-host/--cached-port)");
+        }
+        if args.cached_by_table_pid.is_some() && targets.cached_by_table.is_none() {
+            bail!(
+                "--cached-by-table-pid is for an existing Sluice caching by table \
+                 (--cached-by-table-host/--cached-by-table-port)"
+            );
+        }
+        Ok(targets)
+    }
+
+    fn external(&self) -> bool {
+        self.given().iter().any(|(_, given, _)| *given)
+    }
+
+    /// Each scenario, whether its server is named, and the flags that name it.
+    fn given(&self) -> [(Scenario, bool, &'static str); 4] {
+        [
+            (
+                Scenario::Direct,
+                self.direct.is_some(),
+                "--mysql-host/--mysql-port",
+            ),
+            (
+                Scenario::Passthrough,
+                self.passthrough.is_some(),
+                "--sluice-host/--sluice-port",
+            ),
+            (
+                Scenario::Cached,
+                self.cached.is_some(),
+                "--cached-host/--cached-port",
+            ),
+            (
+                Scenario::CachedByTable,
+                self.cached_by_table.is_some(),
+                "--cached-by-table-host/--cached-by-table-port",
+            ),
+        ]
+    }
+
+    /// The scenarios `asked` for, else those whose servers are named, else the default
+    /// three. With existing servers, each scenario needs its own named.
+    fn scenarios(&self, asked: Option<&[Scenario]>) -> anyhow::Result<Vec<Scenario>> {
+        let given = self.given();
+        let scenarios = match asked {
+            Some(list) => dedup(list),
+            None if self.external() => given
+                .iter()
+                .filter_map(|(s, given, _)| given.then_some(*s))
+                .collect(),
+            None => vec![Scenario::Direct, Scenario::Passthrough, Scenario::Cached],
+        };
+        if scenarios.is_empty() {
+            bail!("--scenarios needs at least one scenario");
+        }
+        if self.external() {
+            for (scenario, given, flags) in given {
+                if scenarios.contains(&scenario) && !given {
+                    bail!("the {scenario} scenario needs {flags} when targeting existing servers");
+                }
+            }
+        }
+        Ok(scenarios)
+    }
+}
+
 /// One run of the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
@@ -502,6 +508,31 @@ impl Step {
             Step::Sysbench { scenario, .. } | Step::Insert { scenario, .. } => scenario,
         }
     }
+}
+
+/// The insert series' settings, checked.
+fn insert_settings(args: &CacheArgs, scenarios: &[Scenario]) -> anyhow::Result<InsertSettings> {
+    let per_trx = dedup(&args.insert_trx);
+    if per_trx.is_empty() || per_trx.contains(&0) {
+        bail!("--insert-trx needs one or more transaction lengths of at least 1");
+    }
+    if args.insert_clients == 0 || args.insert_rows < u64::from(args.insert_clients) {
+        bail!("--insert-clients must be at least 1 and --insert-rows at least that many");
+    }
+    if !scenarios
+        .iter()
+        .any(|s| matches!(s, Scenario::Direct | Scenario::Passthrough))
+    {
+        bail!("the insert workload runs direct and passthrough: ask for either scenario");
+    }
+    if args.insert_schema == args.server.mysql_db {
+        bail!("--insert-schema must differ from --mysql-db: mysqlslap drops its schema");
+    }
+    Ok(InsertSettings {
+        clients: args.insert_clients,
+        rows: args.insert_rows,
+        per_trx,
+    })
 }
 
 /// Server-side prepared statements sysbench holds at once: up to 9 per table (the reads
