@@ -53,6 +53,25 @@ fn login(sluice: &Sluice, db: &str) -> RawConn {
     c
 }
 
+/// Waits until the binlog reader follows the primary.
+fn following(sluice: &Sluice, config: &Config) {
+    let stats = || admin_get(sluice, config, "/v1/cache/stats");
+    assert!(
+        wait_until(Duration::from_secs(15), || stats()["binlog"] == "following"),
+        "{}",
+        stats()
+    );
+}
+
+/// Waits until row `id` reads `want` through Sluice (a direct write seen in the binlog).
+fn reads_soon(c: &mut RawConn, id: i64, want: Option<&str>, stats: impl Fn() -> serde_json::Value) {
+    assert!(
+        wait_until(Duration::from_secs(5), || read(c, id).as_deref() == want),
+        "row {id} never read {want:?}: {}",
+        stats()
+    );
+}
+
 fn hits(sluice: &Sluice, config: &Config) -> u64 {
     admin_get(sluice, config, "/v1/cache/stats")["totals"]["hits"]
         .as_u64()
@@ -201,11 +220,7 @@ fn direct_writes_invalidate_by_the_keys_in_their_row_images() {
     let config = config(&server, true).admin(crate::routing::ADMIN_TOKEN);
     let sluice = Sluice::start(&config);
     let stats = || admin_get(&sluice, &config, "/v1/cache/stats");
-    assert!(
-        wait_until(Duration::from_secs(15), || stats()["binlog"] == "following"),
-        "{}",
-        stats()
-    );
+    following(&sluice, &config);
     let mut c = login(&sluice, "rowbin");
     // The first fills may race the inserts' own binlog events: read until all are hits.
     assert!(
@@ -219,12 +234,7 @@ fn direct_writes_invalidate_by_the_keys_in_their_row_images() {
     server
         .execute("UPDATE rowbin.t SET v = 'direct' WHERE id = 7")
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(5), || read(&mut c, 7).as_deref()
-            == Some("direct")),
-        "the direct write never reached the cache: {}",
-        stats()
-    );
+    reads_soon(&mut c, 7, Some("direct"), stats);
     // The binlog's second look (after the primary made it visible) may still drop an
     // entry of that key; every other row stays a hit.
     let (hit, values) = read_all(&mut c, &sluice, &config);
@@ -241,21 +251,12 @@ fn direct_writes_invalidate_by_the_keys_in_their_row_images() {
     server
         .execute("UPDATE rowbin.t SET v = 'range' WHERE id BETWEEN 40 AND 42")
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(5), || read(&mut c, 41).as_deref()
-            == Some("range")),
-        "{}",
-        stats()
-    );
+    reads_soon(&mut c, 41, Some("range"), stats);
     // MINIMAL row images hold only the key in a delete's before image.
     server
         .execute("SET SESSION binlog_row_image = 'MINIMAL'; DELETE FROM rowbin.t WHERE id = 30")
         .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(5), || read(&mut c, 30).is_none()),
-        "{}",
-        stats()
-    );
+    reads_soon(&mut c, 30, None, stats);
 }
 
 /// Entries a write always drops before they are read again stop being stored: after a
@@ -311,11 +312,7 @@ fn a_foreign_key_cascade_reaches_the_child_tables_entries() {
     let config = config(&server, true).admin(crate::routing::ADMIN_TOKEN);
     let sluice = Sluice::start(&config);
     let stats = || admin_get(&sluice, &config, "/v1/cache/stats");
-    assert!(
-        wait_until(Duration::from_secs(15), || stats()["binlog"] == "following"),
-        "{}",
-        stats()
-    );
+    following(&sluice, &config);
     let mut c = login(&sluice, "rowfk");
     let child = |c: &mut RawConn| c.query_rows("SELECT p FROM c WHERE id = 10").len();
     assert!(
@@ -440,11 +437,7 @@ fn interleaved_writers_and_readers_see_every_acknowledged_write() {
     let config = config(&server, true).admin(crate::routing::ADMIN_TOKEN);
     let sluice = Sluice::start(&config);
     let stats = || admin_get(&sluice, &config, "/v1/cache/stats");
-    assert!(
-        wait_until(Duration::from_secs(15), || stats()["binlog"] == "following"),
-        "{}",
-        stats()
-    );
+    following(&sluice, &config);
     // Rows 1-3 straight on the server, the rest shared by the two writers through Sluice.
     let mut owner = vec![Writer::Text; ROWS as usize + 1];
     let mut assigned: Vec<(Writer, Vec<i64>)> = Vec::new();
