@@ -133,7 +133,11 @@ impl TableKeys {
         }
         let (s, n) = (&t.schema, &t.table);
         Some(format!(
-            "SELECT JSON_OBJECT('columns', (SELECT COUNT(*) FROM information_schema.COLUMNS \
+            "SELECT JSON_OBJECT('namesakes', (SELECT COUNT(*) FROM \
+             information_schema.SCHEMATA WHERE LOWER(SCHEMA_NAME) = '{s}') * (SELECT \
+             COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{s}' AND \
+             LOWER(TABLE_NAME) = '{n}'), \
+             'columns', (SELECT COUNT(*) FROM information_schema.COLUMNS \
              WHERE TABLE_SCHEMA = '{s}' AND TABLE_NAME = '{n}'), 'keys', (SELECT \
              JSON_ARRAYAGG(JSON_ARRAY(k.INDEX_NAME, LOWER(k.COLUMN_NAME), c.ORDINAL_POSITION, \
              c.DATA_TYPE, c.COLUMN_TYPE, c.CHARACTER_SET_NAME)) FROM \
@@ -253,6 +257,10 @@ type UniqueColumn = (String, String, usize, String, String, Option<String>);
 
 #[derive(serde::Deserialize)]
 struct Described {
+    /// Schemas and tables whose names are the learnt one but for case: statements and
+    /// row events are matched by lowercase names, so two such tables (or a table whose
+    /// name is not all lowercase) could lend one its key's position: no key then.
+    namesakes: u64,
     columns: usize,
     keys: Option<Vec<UniqueColumn>>,
     triggers: u64,
@@ -260,6 +268,9 @@ struct Described {
 
 fn parse(json: &[u8]) -> Option<TableKey> {
     let d: Described = serde_json::from_slice(json).ok()?;
+    if d.namesakes != 1 {
+        return None;
+    }
     let keys = d.keys.unwrap_or_default();
     let primary: Vec<_> = keys.iter().filter(|k| k.0 == "PRIMARY").collect();
     let [(_, column, ordinal, data_type, column_type, charset)] = primary[..] else {
@@ -295,7 +306,7 @@ mod tests {
     #[test]
     fn a_single_column_primary_key_of_integers_or_ascii_strings() {
         let key = parse(
-            br#"{"columns": 4, "keys": [["PRIMARY", "id", 1, "bigint", "bigint(20) unsigned", null]], "triggers": 0}"#,
+            br#"{"namesakes": 1, "columns": 4, "keys": [["PRIMARY", "id", 1, "bigint", "bigint(20) unsigned", null]], "triggers": 0}"#,
         )
         .unwrap();
         assert_eq!(
@@ -315,7 +326,7 @@ mod tests {
         );
 
         let key = parse(
-            br#"{"columns": 2, "keys": [["PRIMARY", "name", 2, "varchar", "varchar(20)", "utf8mb4"], ["u", "x", 1, "int", "int(11)", null]], "triggers": 1}"#,
+            br#"{"namesakes": 1, "columns": 2, "keys": [["PRIMARY", "name", 2, "varchar", "varchar(20)", "utf8mb4"], ["u", "x", 1, "int", "int(11)", null]], "triggers": 1}"#,
         )
         .unwrap();
         assert_eq!((key.position, key.key_type), (1, KeyType::Ci));
@@ -421,11 +432,12 @@ mod tests {
     #[test]
     fn other_tables_have_no_key() {
         for json in [
-            r#"{"columns": 2, "keys": null, "triggers": 0}"#,
-            r#"{"columns": 2, "keys": [["PRIMARY", "a", 1, "int", "int", null], ["PRIMARY", "b", 2, "int", "int", null]], "triggers": 0}"#,
-            r#"{"columns": 2, "keys": [["PRIMARY", "a", 1, "varchar", "varchar(5)", "ucs2"]], "triggers": 0}"#,
-            r#"{"columns": 2, "keys": [["PRIMARY", "a", 1, "decimal", "decimal(5,0)", null]], "triggers": 0}"#,
-            r#"{"columns": 2, "keys": [["u", "a", 1, "int", "int", null]], "triggers": 0}"#,
+            r#"{"namesakes": 1, "columns": 2, "keys": null, "triggers": 0}"#,
+            r#"{"namesakes": 1, "columns": 2, "keys": [["PRIMARY", "a", 1, "int", "int", null], ["PRIMARY", "b", 2, "int", "int", null]], "triggers": 0}"#,
+            r#"{"namesakes": 1, "columns": 2, "keys": [["PRIMARY", "a", 1, "varchar", "varchar(5)", "ucs2"]], "triggers": 0}"#,
+            r#"{"namesakes": 1, "columns": 2, "keys": [["PRIMARY", "a", 1, "decimal", "decimal(5,0)", null]], "triggers": 0}"#,
+            r#"{"namesakes": 1, "columns": 2, "keys": [["u", "a", 1, "int", "int", null]], "triggers": 0}"#,
+            r#"{"namesakes": 2, "columns": 2, "keys": [["PRIMARY", "a", 1, "int", "int", null]], "triggers": 0}"#,
             "not json",
         ] {
             assert_eq!(parse(json.as_bytes()), None, "{json}");
