@@ -864,7 +864,7 @@ fn com_select(server: &MariaDb) -> u64 {
 }
 
 /// A global status counter of `server`.
-fn status(server: &MariaDb, name: &str) -> u64 {
+pub(crate) fn status(server: &MariaDb, name: &str) -> u64 {
     let out = server
         .execute(&format!("SHOW GLOBAL STATUS LIKE '{name}'"))
         .unwrap();

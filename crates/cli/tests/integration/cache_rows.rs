@@ -293,6 +293,36 @@ fn entries_writes_drop_unread_stop_being_stored() {
     assert!(digest["fills"].as_u64().unwrap() < 120, "{digest:#}");
 }
 
+/// A COMMIT's OK reports `last_gtid` and MariaDB then flags every result set as having
+/// changed the session until the next OK: neither is a change of the settings entries
+/// are keyed by, so a session's hits after each transaction need no server statement.
+#[test]
+fn transactions_leave_the_session_settings_known() {
+    let server = dedicated_server(MariaDbOptions::default());
+    tables(&server, "rowtrx");
+    let config = config(&server, false).admin(crate::routing::ADMIN_TOKEN);
+    let sluice = Sluice::start(&config);
+    let mut c = login(&sluice, "rowtrx");
+    assert_eq!(read(&mut c, 1).as_deref(), Some("v1"));
+    let before = crate::cache::status(&server, "Com_select");
+    for round in 0..20 {
+        ok(&mut c, "BEGIN");
+        ok(&mut c, &format!("UPDATE t SET v = 'r{round}' WHERE id = 2"));
+        ok(&mut c, "COMMIT");
+        assert_eq!(read(&mut c, 1).as_deref(), Some("v1"));
+        assert_eq!(read(&mut c, 1).as_deref(), Some("v1"));
+    }
+    // The count's own statement is one.
+    let selects = crate::cache::status(&server, "Com_select") - before;
+    assert!(
+        selects <= 2,
+        "{selects} SELECTs reached the server for 40 hits"
+    );
+    // A setting that is in the key still makes the session probe again.
+    ok(&mut c, "SET time_zone = '+01:00'");
+    assert_eq!(read(&mut c, 1).as_deref(), Some("v1"));
+}
+
 /// A delete cascading through a foreign key changes the child's rows, which neither the
 /// statement nor the binlog's row events name: the child table's map in the binlog does,
 /// and its entries go (with the binlog's delay, also for a write through Sluice).

@@ -14,6 +14,7 @@ use bytes::{Buf, Bytes};
 use sluice_wire::command::Command;
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::response::{terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER};
+use sluice_wire::session_track::StateChange;
 use sluice_wire::statement::{Bound, Execute, PrepareOk};
 use sluice_wire::tracker::{Event, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, StatusFlags};
@@ -127,6 +128,8 @@ pub struct CacheState {
     stmts: HashMap<u32, Prepared>,
     /// The command in flight, or the last one, was answered from the cache.
     served: bool,
+    /// The command in flight is a read the cache would store (a miss going to the server).
+    reading: bool,
     /// The buffer lookups build their keys in, kept for the next.
     key: Vec<u8>,
 }
@@ -142,6 +145,7 @@ impl CacheState {
             temp_tables: false,
             stmts: HashMap::new(),
             served: false,
+            reading: false,
             key: Vec::new(),
         }
     }
@@ -199,13 +203,32 @@ impl CacheState {
     }
 
     /// A response is about to reach the client, ending with `status` (`None` for an
-    /// error, which leaves the session's `previous` status as it was). Session state
-    /// the server reports changed makes the settings unknown; if no transaction is open,
-    /// the writes the statement made (or committed) are bumped now. A response that
-    /// never ends loses the backend, and so the session, whose drop bumps them.
-    pub fn response_ending(&mut self, status: Option<StatusFlags>, previous: StatusFlags) {
+    /// error, which leaves the session's `previous` status as it was), its last packet
+    /// `ok` when that is an OK packet the caller has whole. Session state the server
+    /// reports changed makes the settings unknown, unless what it reports leaves them
+    /// as they were ([`settings_may_have_changed`]); if no transaction is open, the
+    /// writes the statement made (or committed) are bumped now. A response that never
+    /// ends loses the backend, and so the session, whose drop bumps them.
+    ///
+    /// A result set's end carries no report, and MariaDB leaves the flag set on every
+    /// result set after an OK that reported a change (any COMMIT reports `last_gtid`)
+    /// until the next OK: on the end of a read the cache would store (no user variable,
+    /// no `SET`, nothing the analysis sees changing the session) the flag is that
+    /// leftover and is not taken for a change.
+    pub fn response_ending(
+        &mut self,
+        status: Option<StatusFlags>,
+        previous: StatusFlags,
+        ok: Option<&[u8]>,
+    ) {
         if status.is_some_and(|s| s.contains(StatusFlags::SESSION_STATE_CHANGED)) {
-            self.settings_changed();
+            let changed = match ok {
+                Some(ok) => settings_may_have_changed(ok),
+                None => !self.reading,
+            };
+            if changed {
+                self.settings_changed();
+            }
         }
         if !status.unwrap_or(previous).in_transaction() {
             self.flush();
@@ -216,7 +239,7 @@ impl CacheState {
     /// any) and left the session with `status`: as [`Self::response_ending`].
     pub(super) fn wrote(&mut self, tables: Option<Vec<TableRef>>, status: StatusFlags) {
         self.add_writes(tables);
-        self.response_ending(Some(status), status);
+        self.response_ending(Some(status), status, None);
     }
 
     /// The session's writes committed (or it is outside a transaction): make every
@@ -295,7 +318,9 @@ impl Session {
         client_id: Option<u32>,
     ) -> Result<Relayed, SessionError> {
         let command = Command::from_byte(self.client.rbuf[4]);
-        self.cache_state().served = false;
+        let state = self.cache_state();
+        state.served = false;
+        state.reading = false;
         let going_on = match command {
             Some(Command::Query) => self.query_cached(kind, len).await?,
             Some(Command::StmtPrepare) => self.prepare_tracked(kind, len).await?,
@@ -494,6 +519,7 @@ impl Session {
         let Some((rule, digest)) = cache.rule_for(&candidate) else {
             return self.relay(kind).await;
         };
+        self.cache_state().reading = true;
         self.stmt.cache_use = crate::analytics::CacheUse::Miss;
         if cache.views_unknown() {
             if let Some(backend) = self.backend.as_mut() {
@@ -649,6 +675,49 @@ impl Session {
         }
         self.relay(kind).await
     }
+}
+
+/// Whether an OK packet's session-state block (its payload, as a client with
+/// `CLIENT_SESSION_TRACK` receives it) may mean a setting in the key changed: the schema,
+/// a variable [`SETTINGS_PROBE`] reads, or a change the server did not name (variable
+/// tracking may be off). A COMMIT's `last_gtid` changes no result.
+pub(crate) fn settings_may_have_changed(ok: &[u8]) -> bool {
+    const KEYED: &[&str] = &[
+        "character_set_client",
+        "character_set_connection",
+        "character_set_results",
+        "collation_connection",
+        "sql_mode",
+        "time_zone",
+        "lc_time_names",
+        "div_precision_increment",
+        "group_concat_max_len",
+        "sql_select_limit",
+        "max_sort_length",
+        "default_week_format",
+        "sql_auto_is_null",
+    ];
+    let Ok(ok) = sluice_wire::session_track::parse_full_ok(ok, true) else {
+        return true;
+    };
+    let (mut named, mut unnamed) = (false, false);
+    for change in &ok.changes {
+        match change {
+            StateChange::Schema(_) => return true,
+            StateChange::SystemVariable { name, .. } => {
+                if KEYED
+                    .iter()
+                    .any(|k| name.eq_ignore_ascii_case(k.as_bytes()))
+                {
+                    return true;
+                }
+                named = true;
+            }
+            StateChange::StateChanged => unnamed = true,
+            _ => {}
+        }
+    }
+    ok.changes.is_empty() || unnamed && !named
 }
 
 /// The session part of keys, from the user, the client's wire flags and the values of
@@ -847,6 +916,44 @@ mod tests {
         assert!(!storable(&failed, ok));
         assert!(!storable(&packets(&[b"\x00\x00\x00\x02\x00\x00\x00"]), ok));
         assert!(!storable(&rows[..rows.len() - 2], ok), "truncated");
+    }
+
+    /// An OK payload with these session-state entries (type, data).
+    fn ok_with(entries: &[(u8, Vec<u8>)]) -> Vec<u8> {
+        let mut block = Vec::new();
+        for (kind, data) in entries {
+            block.push(*kind);
+            block.push(data.len() as u8);
+            block.extend_from_slice(data);
+        }
+        let status = StatusFlags::AUTOCOMMIT | StatusFlags::SESSION_STATE_CHANGED;
+        let mut ok = vec![0, 0, 0];
+        ok.extend_from_slice(&status.to_le_bytes());
+        ok.extend_from_slice(&[0, 0, 0]);
+        ok.push(block.len() as u8);
+        ok.extend_from_slice(&block);
+        ok
+    }
+
+    fn variable(name: &str, value: &str) -> (u8, Vec<u8>) {
+        let mut d = vec![name.len() as u8];
+        d.extend_from_slice(name.as_bytes());
+        d.push(value.len() as u8);
+        d.extend_from_slice(value.as_bytes());
+        (0, d)
+    }
+
+    #[test]
+    fn only_changes_to_keyed_settings_make_them_unknown() {
+        let commit = ok_with(&[variable("last_gtid", "0-1-7")]);
+        assert!(!settings_may_have_changed(&commit));
+        let sql_mode = ok_with(&[variable("sql_mode", "ANSI"), (2, vec![1, b'1'])]);
+        assert!(settings_may_have_changed(&sql_mode));
+        let schema = ok_with(&[(1, vec![2, b'd', b'b'])]);
+        assert!(settings_may_have_changed(&schema));
+        // Something changed and no variable is named: tracking may be off.
+        assert!(settings_may_have_changed(&ok_with(&[(2, vec![1, b'1'])])));
+        assert!(settings_may_have_changed(b"\xff\x01"), "not an OK");
     }
 
     #[test]

@@ -68,6 +68,8 @@ impl Session {
         scanner.intercept_rows(processlist.is_some());
         let (fe, id) = (&self.fe, self.id);
         let mut first = true;
+        // The response's last OK was intercepted and told to the cache.
+        let mut ended_with_ok = false;
         let mut received = 0u64;
         let sent_at = Instant::now();
         loop {
@@ -75,10 +77,14 @@ impl Session {
                 Ok(r) => r,
                 Err(e) => return Err(broke_protocol(backend, e)),
             };
-            if let (Some(Event::Done(status)), Some(c)) = (event, cache.as_deref_mut()) {
+            let cache_now = cache.as_deref_mut().filter(|_| !ended_with_ok);
+            if let (Some(Event::Done(status)), Some(c)) = (event, cache_now) {
                 // Before the client can see its statement end: once it has, anything it
-                // tells others ("committed") must already hold for the cache.
-                c.response_ending(status, backend.status);
+                // tells others ("committed") must already hold for the cache. (An OK the
+                // multiplexer intercepted was already told, with its session state.)
+                let tracked = backend.caps.contains(CapabilityFlags::SESSION_TRACK);
+                let ok = sole_ok(&backend.rbuf[..n]).filter(|_| tracked);
+                c.response_ending(status, backend.status, ok);
             }
             if first
                 && conflict_retry
@@ -112,7 +118,9 @@ impl Session {
                     if let Some(c) = cache.as_deref_mut() {
                         // The response's last packet: as for Done, before the client can
                         // see it.
-                        c.response_ending(Some(status), backend.status);
+                        let ok = &backend.rbuf[n + HEADER_LEN..n + len];
+                        c.response_ending(Some(status), backend.status, Some(ok));
+                        ended_with_ok = true;
                     }
                 }
                 ok_len = len;
@@ -360,4 +368,11 @@ impl Relayed {
     pub(super) fn goes_on(self) -> bool {
         self != Relayed::End
     }
+}
+
+/// The payload of `buf` when it is one OK packet, the whole of a response such as a
+/// COMMIT's: what the cache reads the session's changes from.
+fn sole_ok(buf: &[u8]) -> Option<&[u8]> {
+    let (_, payload) = sluice_wire::packet::split_packet(buf)?;
+    (payload.first() == Some(&0x00)).then_some(payload)
 }
