@@ -91,6 +91,25 @@ pub trait Ending {
     fn counts(&self) -> (usize, usize);
 }
 
+/// [`Ending`] for a scenario's results with `finished_at`, `error` and `runs` whose
+/// items have a `failure`: what most scenarios' results are.
+macro_rules! ending_by_runs {
+    ($results:ty) => {
+        impl $crate::report::Ending for $results {
+            fn ended(&mut self, at: String, error: Option<String>) {
+                self.finished_at = Some(at);
+                self.error = error;
+            }
+
+            fn counts(&self) -> (usize, usize) {
+                let failed = self.runs.iter().filter(|r| r.failure.is_some()).count();
+                (self.runs.len(), failed)
+            }
+        }
+    };
+}
+pub(crate) use ending_by_runs;
+
 /// The end of a scenario run: its report written a last time (`write`) and printed,
 /// where the files are said, and an error if the run stopped early (`measured`) or any
 /// of its runs failed.

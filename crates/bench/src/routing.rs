@@ -551,17 +551,7 @@ fn describe(run: &Run) -> String {
     s
 }
 
-impl crate::report::Ending for Results {
-    fn ended(&mut self, at: String, error: Option<String>) {
-        self.finished_at = Some(at);
-        self.error = error;
-    }
-
-    fn counts(&self) -> (usize, usize) {
-        let failed = self.runs.iter().filter(|r| r.failure.is_some()).count();
-        (self.runs.len(), failed)
-    }
-}
+crate::report::ending_by_runs!(Results);
 
 #[cfg(test)]
 mod tests {

@@ -82,8 +82,13 @@ impl Session {
                 // Before the client can see its statement end: once it has, anything it
                 // tells others ("committed") must already hold for the cache. (An OK the
                 // multiplexer intercepted was already told, with its session state.)
+                // Read only when there is a change to judge.
+                let changed =
+                    status.is_some_and(|s| s.contains(StatusFlags::SESSION_STATE_CHANGED));
                 let tracked = backend.caps.contains(CapabilityFlags::SESSION_TRACK);
-                let ok = sole_ok(&backend.rbuf[..n]).filter(|_| tracked);
+                let ok = (changed && tracked)
+                    .then(|| sole_ok(&backend.rbuf[..n]))
+                    .flatten();
                 c.response_ending(status, backend.status, ok);
             }
             if first
