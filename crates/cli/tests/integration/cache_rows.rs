@@ -298,9 +298,21 @@ fn entries_writes_drop_unread_stop_being_stored() {
 /// are keyed by, so a session's hits after each transaction need no server statement.
 #[test]
 fn transactions_leave_the_session_settings_known() {
+    settings_known_across_transactions(true);
+}
+
+/// The same with a connection per session: the COMMIT's OK reaches the cache whole.
+#[test]
+fn transactions_leave_the_session_settings_known_dedicated() {
+    settings_known_across_transactions(false);
+}
+
+fn settings_known_across_transactions(multiplex: bool) {
     let server = dedicated_server(MariaDbOptions::default());
     tables(&server, "rowtrx");
-    let config = config(&server, false).admin(crate::routing::ADMIN_TOKEN);
+    let config = config(&server, false)
+        .pool("multiplex", multiplex)
+        .admin(crate::routing::ADMIN_TOKEN);
     let sluice = Sluice::start(&config);
     let mut c = login(&sluice, "rowtrx");
     assert_eq!(read(&mut c, 1).as_deref(), Some("v1"));
