@@ -93,6 +93,18 @@ fn quit(mut c: RawConn) {
     c.send_command(COM_QUIT, b"").unwrap();
 }
 
+/// `Com_stmt_prepare`: prepares the whole server has run.
+fn prepares_run(server: &MariaDb) -> u64 {
+    let out = server
+        .execute("SHOW GLOBAL STATUS LIKE 'Com_stmt_prepare'")
+        .expect("reading Com_stmt_prepare");
+    out.lines()
+        .nth(1)
+        .and_then(|l| l.split('\t').nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("unexpected SHOW STATUS output: {out}"))
+}
+
 fn settles_at(server: &MariaDb, most: u64) -> bool {
     wait_until(SETTLE, || server_count(server) <= most)
 }
@@ -299,4 +311,59 @@ fn copies_of_a_statement_in_use_make_room_multiplexed() {
         "{} statements still open on the server after the clients left",
         server_count(&server)
     );
+}
+
+/// Multiplexed, a session running more statements than `max_prepared_per_connection`
+/// in turn keeps them all on its connection while the server's budget has room for
+/// them (the connection's share of it: the budget over `max_connections`), so executes
+/// don't prepare again; with a budget whose share is below that floor, the floor holds
+/// and the least recently used statements are closed.
+#[test]
+fn a_connection_keeps_its_share_of_the_budget_multiplexed() {
+    let server = dedicated_server(MariaDbOptions::default());
+    let statements = 40;
+    let run = |budget: i64| {
+        let (sluice, _) = sluice(
+            &server,
+            true,
+            &[
+                ("max_prepared_per_connection", 16),
+                ("max_prepared_statements", budget),
+                ("max_connections", 8),
+            ],
+        );
+        let mut c = login(&sluice);
+        let ids: Vec<u32> = (0..statements)
+            .map(|i| prepare(&mut c, &format!("SELECT {i} + ? AS n{i}")))
+            .collect();
+        let round = |c: &mut RawConn| {
+            for id in &ids {
+                assert_eq!(c.execute_rows(*id, &["1"]).unwrap(), 1);
+            }
+        };
+        round(&mut c);
+        let before = prepares_run(&server);
+        round(&mut c);
+        round(&mut c);
+        let again = prepares_run(&server) - before;
+        let open = server_count(&server);
+        quit(c);
+        assert!(
+            settles_at(&server, 0),
+            "{} statements still open on the server after the client left",
+            server_count(&server)
+        );
+        (again, open)
+    };
+    // A share of 50 statements per connection.
+    let (again, open) = run(400);
+    assert_eq!(again, 0, "prepared again in two rounds of {statements} executes");
+    assert!(open >= statements, "{open} statements open");
+    // A share of 8: the floor of 16 per connection holds.
+    let (again, open) = run(64);
+    assert!(
+        again >= statements,
+        "{again} prepares in two rounds of {statements} executes over 16 statements"
+    );
+    assert!(open <= 16, "{open} statements open, 16 kept per connection");
 }

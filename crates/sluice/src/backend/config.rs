@@ -54,8 +54,9 @@ pub struct PoolConfig {
     /// true.
     #[serde(default = "default_true")]
     pub forward_attributes: bool,
-    /// Backend prepared statements kept per connection for multiplexed sessions; the
-    /// least recently used is closed past it. Default 256.
+    /// Backend prepared statements a connection keeps for multiplexed sessions at
+    /// least; the least recently used is closed past it, or past the connection's
+    /// share of the server's statement budget when that is larger. Default 256.
     #[serde(default = "default_prepared_per_connection")]
     pub max_prepared_per_connection: u32,
     /// Prepared statements Sluice keeps open on one server, across all its connections

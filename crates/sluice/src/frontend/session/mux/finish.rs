@@ -87,7 +87,9 @@ impl Session {
                 if let (Some(Preparing { key, text, id }), Some((bid, params))) =
                     (mux.preparing.take(), mux.prepared.take())
                 {
-                    let max = self.fe.pool_config.max_prepared_per_connection as usize;
+                    let floor = self.fe.pool_config.max_prepared_per_connection as usize;
+                    let max = (backend.stmts.server())
+                        .per_connection(floor, backend.server.max_connections);
                     // Held before the connection's statement exists, so that no sweep
                     // sees it unreferenced.
                     let key = crate::backend::refs().hold(key);

@@ -393,7 +393,7 @@ impl Session {
         command: Option<Command>,
         len: usize,
     ) -> Result<Result<bool, ErrPacket>, SessionError> {
-        let max = self.fe.pool_config.max_prepared_per_connection as usize;
+        let floor = self.fe.pool_config.max_prepared_per_connection as usize;
         let found = {
             let mux = self.backing.muxed();
             let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
@@ -430,6 +430,8 @@ impl Session {
                     Err(err) => return Ok(Err(err)),
                 };
                 stmt.params = params;
+                let max =
+                    (backend.stmts.server()).per_connection(floor, backend.server.max_connections);
                 let evicted = backend.stmts.evict_to(max);
                 backend.stmts.insert(stmt.key.key().into(), bid, params);
                 close_on(backend, &evicted).await?;
