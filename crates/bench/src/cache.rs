@@ -153,6 +153,26 @@ pub struct CacheArgs {
     /// One-way delay of each hop with --hosts ("100us", "0.5ms").
     #[arg(long, value_parser = humantime::parse_duration, default_value = "100us", requires = "hosts")]
     pub hop: std::time::Duration,
+
+    /// CPUs of the embedded MariaDB ("0", "0-1"), as `taskset -c` takes them; sysbench,
+    /// mysqlslap and every Sluice run on the others. The database then has cores of its
+    /// own, as on a machine of its own, instead of sharing every core with the load
+    /// generator and the proxy. Embedded servers only.
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus, conflicts_with_all = [
+        "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
+        "cached_by_table_host", "cached_by_table_port",
+    ])]
+    pub server_cpus: Option<CpuList>,
+}
+
+/// A CPU list given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_cpus(text: &str) -> Result<CpuList, String> {
+    sluice_sandbox::cpus::parse_list(text)
+        .map(CpuList)
+        .map_err(|e| format!("{e:#}"))
 }
 
 /// Where the load goes.

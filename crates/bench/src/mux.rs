@@ -211,6 +211,7 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
             dir: out.clone(),
             extra_config: limits.clone(),
             hop: None,
+            server_cpus: None,
         },
         &creds,
     )?;
@@ -249,6 +250,7 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
             dir: out.join("idle"),
             extra_config: limits,
             hop: None,
+            server_cpus: None,
         },
         &creds,
     );

@@ -62,6 +62,8 @@ pub struct EmbeddedOptions {
     /// Client, Sluice and MariaDB on hosts of their own: each hop between them (client
     /// to MariaDB, client to each Sluice, each Sluice to MariaDB) is a delay link.
     pub hop: Option<LinkSpec>,
+    /// The CPUs MariaDB runs on; everything else the benchmark starts gets the others.
+    pub server_cpus: Option<Vec<usize>>,
 }
 
 /// What an embedded Sluice does with reads.
@@ -123,12 +125,69 @@ pub struct Topology {
     mariadb: Option<MariaDb>,
     /// The hops between simulated hosts, by what they join.
     links: Vec<(String, DelayLink)>,
+    /// The benchmark's own CPUs before --server-cpus took some for MariaDB, given back
+    /// when the servers stop (`sluice bench all` runs more benchmarks after).
+    cpus_before: Option<Vec<usize>>,
+}
+
+/// --server-cpus: MariaDB's CPUs and the others, which the benchmark keeps.
+struct CpuSplit {
+    before: Vec<usize>,
+    server: Vec<usize>,
+}
+
+impl CpuSplit {
+    /// Pins this process to the CPUs `server` leaves.
+    fn pin_self(server: &[usize]) -> anyhow::Result<CpuSplit> {
+        use sluice_sandbox::cpus;
+        let before = cpus::allowed()?;
+        if let Some(c) = server.iter().find(|c| !before.contains(c)) {
+            anyhow::bail!(
+                "--server-cpus: CPU {c} is not one this process may use ({})",
+                cpus::format_list(&before)
+            );
+        }
+        let rest: Vec<usize> = before
+            .iter()
+            .copied()
+            .filter(|c| !server.contains(c))
+            .collect();
+        if rest.is_empty() {
+            anyhow::bail!(
+                "--server-cpus: {} leaves no CPU for sysbench and Sluice (this process may use {})",
+                cpus::format_list(server),
+                cpus::format_list(&before)
+            );
+        }
+        cpus::pin(std::process::id(), &rest).context("pinning the benchmark's own threads")?;
+        Ok(CpuSplit {
+            before,
+            server: server.to_vec(),
+        })
+    }
+
+    /// As the kernel has them, read back: MariaDB's (`pid`) and the benchmark's own.
+    fn describe(&self, pid: u32) -> anyhow::Result<String> {
+        use sluice_sandbox::cpus::{allowed, format_list, of};
+        Ok(format!(
+            "CPUs: MariaDB on {}, the load generators and every Sluice on {} (--server-cpus {})",
+            format_list(&of(pid)?),
+            format_list(&allowed()?),
+            format_list(&self.server),
+        ))
+    }
 }
 
 impl Topology {
     /// Starts a sandbox MariaDB with the benchmark user and database and, if asked, Sluice
     /// in front of it.
     pub fn embedded(opts: &EmbeddedOptions, creds: &Credentials) -> anyhow::Result<Topology> {
+        // Pinned before anything starts, so that every process and thread the benchmark
+        // starts from here on inherits the CPUs left to it.
+        let pinned = match &opts.server_cpus {
+            Some(server) => Some(CpuSplit::pin_self(server)?),
+            None => None,
+        };
         let mariadb = MariaDb::start(MariaDbOptions {
             max_connections: opts.max_connections,
             // sysbench prepares up to 9 statements per table in every thread: 64 tables
@@ -154,7 +213,13 @@ impl Topology {
             sluices: Vec::new(),
             mariadb: None,
             links: Vec::new(),
+            cpus_before: pinned.as_ref().map(|p| p.before.clone()),
         };
+        if let Some(split) = &pinned {
+            sluice_sandbox::cpus::pin(mariadb.pid(), &split.server)
+                .context("pinning the embedded MariaDB to --server-cpus")?;
+            topology.description.push(split.describe(mariadb.pid())?);
+        }
         let mut backend = mariadb.addr();
         if let Some(hop) = opts.hop {
             topology.hosts(hop, &mariadb)?;
@@ -373,6 +438,7 @@ impl Topology {
             sluices: Vec::new(),
             mariadb: None,
             links: Vec::new(),
+            cpus_before: None,
         })
     }
 
@@ -393,6 +459,11 @@ impl Drop for Topology {
         }
         if let Some(mariadb) = self.mariadb.take() {
             mariadb.stop();
+        }
+        if let Some(before) = self.cpus_before.take() {
+            if let Err(e) = sluice_sandbox::cpus::pin(std::process::id(), &before) {
+                eprintln!("warning: could not give the benchmark its CPUs back: {e:#}");
+            }
         }
     }
 }

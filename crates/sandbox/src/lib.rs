@@ -12,6 +12,7 @@
 //! ([`MariaDb::restart`]), and several make a topology (the `replication` module): a
 //! GTID primary with replicas ([`ReplicaSet`]) or a Galera cluster ([`GaleraCluster`]).
 
+pub mod cpus;
 pub mod link;
 mod replication;
 

@@ -346,6 +346,7 @@ impl Bench<'_> {
                 hop: args
                     .hosts
                     .then(|| sluice_sandbox::link::LinkSpec::delay(args.hop)),
+                server_cpus: args.server_cpus.as_ref().map(|c| c.0.clone()),
             },
             creds,
         )

@@ -377,3 +377,19 @@ fn an_existing_sluice_caching_by_table_needs_its_flags() {
     assert!(plan(&["--demo", "--cached-by-table-port", "6035"]).is_err());
     assert!(plan(&["--hosts", "--cached-by-table-port", "6035"]).is_err());
 }
+
+#[test]
+fn server_cpus_take_a_cpu_list_for_embedded_servers_only() {
+    let cli = Cli::try_parse_from(["bench", "--server-cpus", "0,2-3"]).unwrap();
+    assert_eq!(cli.bench.server_cpus, Some(CpuList(vec![0, 2, 3])));
+    assert!(Cli::try_parse_from(["bench"])
+        .unwrap()
+        .bench
+        .server_cpus
+        .is_none());
+    for bad in ["", "one", "3-1"] {
+        assert!(plan(&["--server-cpus", bad]).is_err(), "{bad:?}");
+    }
+    let err = plan(&["--server-cpus", "0", "--mysql-port", "3307"]).unwrap_err();
+    assert!(err.to_string().contains("--mysql-port"), "{err}");
+}

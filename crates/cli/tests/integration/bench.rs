@@ -700,3 +700,53 @@ fn every_scenario_runs_and_lands_on_one_page() {
         assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
     }
 }
+
+/// --server-cpus: the embedded MariaDB runs on the CPUs given and everything else the
+/// benchmark starts on the others, as the report says from what the kernel reports for
+/// each. Needs two CPUs; with one there is nothing to split and the benchmark refuses.
+#[test]
+fn the_database_gets_cpus_of_its_own() {
+    let allowed = sluice_sandbox::cpus::allowed().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let server = allowed[0].to_string();
+    let output = bench(
+        &[
+            "--scenarios",
+            "direct,passthrough",
+            "--workloads",
+            "oltp_point_select",
+            "--threads",
+            "1",
+            "--duration",
+            "1s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--server-cpus",
+            &server,
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    let t = text(&output);
+    if allowed.len() < 2 {
+        assert!(!output.status.success(), "{t}");
+        assert!(t.contains("leaves no CPU"), "{t}");
+        return;
+    }
+    assert!(output.status.success(), "{t}");
+    let rest = sluice_sandbox::cpus::format_list(&allowed[1..]);
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(
+        md.contains(&format!(
+            "CPUs: MariaDB on {server}, the load generators and every Sluice on {rest}"
+        )),
+        "{md}"
+    );
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{t}");
+}

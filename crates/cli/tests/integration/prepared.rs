@@ -357,7 +357,10 @@ fn a_connection_keeps_its_share_of_the_budget_multiplexed() {
     };
     // A share of 50 statements per connection.
     let (again, open) = run(400);
-    assert_eq!(again, 0, "prepared again in two rounds of {statements} executes");
+    assert_eq!(
+        again, 0,
+        "prepared again in two rounds of {statements} executes"
+    );
     assert!(open >= statements, "{open} statements open");
     // A share of 8: the floor of 16 per connection holds.
     let (again, open) = run(64);
