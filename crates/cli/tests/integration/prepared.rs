@@ -43,16 +43,21 @@ fn login(sluice: &Sluice) -> RawConn {
     c
 }
 
-/// `Prepared_stmt_count`: the statements open on the whole server.
-fn server_count(server: &MariaDb) -> u64 {
+/// A counter of the server's `SHOW GLOBAL STATUS`.
+fn global_status(server: &MariaDb, name: &str) -> u64 {
     let out = server
-        .execute("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'")
-        .expect("reading Prepared_stmt_count");
+        .execute(&format!("SHOW GLOBAL STATUS LIKE '{name}'"))
+        .unwrap_or_else(|e| panic!("reading {name}: {e}"));
     out.lines()
         .nth(1)
         .and_then(|l| l.split('\t').nth(1))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or_else(|| panic!("unexpected SHOW STATUS output: {out}"))
+}
+
+/// `Prepared_stmt_count`: the statements open on the whole server.
+fn server_count(server: &MariaDb) -> u64 {
+    global_status(server, "Prepared_stmt_count")
 }
 
 /// COM_STMT_PREPARE: the id, or the error packet the client got.
@@ -95,14 +100,7 @@ fn quit(mut c: RawConn) {
 
 /// `Com_stmt_prepare`: prepares the whole server has run.
 fn prepares_run(server: &MariaDb) -> u64 {
-    let out = server
-        .execute("SHOW GLOBAL STATUS LIKE 'Com_stmt_prepare'")
-        .expect("reading Com_stmt_prepare");
-    out.lines()
-        .nth(1)
-        .and_then(|l| l.split('\t').nth(1))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unexpected SHOW STATUS output: {out}"))
+    global_status(server, "Com_stmt_prepare")
 }
 
 fn settles_at(server: &MariaDb, most: u64) -> bool {
