@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod command;
+pub mod digest;
 pub mod flags;
 pub mod handshake;
 pub mod lenenc;
