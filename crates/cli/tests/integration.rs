@@ -73,6 +73,8 @@ mod pool;
 mod prepared;
 #[path = "integration/proxy_paths.rs"]
 mod proxy_paths;
+#[path = "integration/replay.rs"]
+mod replay;
 #[path = "integration/replication_sandbox.rs"]
 mod replication_sandbox;
 #[path = "integration/routing.rs"]

@@ -92,6 +92,12 @@ pub struct RouterStats {
     pub gtid_waits: AtomicU64,
     pub gtid_wait_timeouts: AtomicU64,
     pub retried_reads: AtomicU64,
+    /// Transactions run again on a new writer after theirs was lost, how many went on,
+    /// and how many could not, by why.
+    pub replays_attempted: AtomicU64,
+    pub replays_succeeded: AtomicU64,
+    pub replays_refused: AtomicU64,
+    pub replays_refused_by: parking_lot::Mutex<std::collections::BTreeMap<&'static str, u64>>,
     pub writer_waits: AtomicU64,
     pub writer_wait_timeouts: AtomicU64,
     pub failovers: AtomicU64,

@@ -237,14 +237,14 @@ fn prepare(set: &ReplicaSet) {
     set.wait_caught_up(Duration::from_secs(30)).unwrap();
 }
 
-fn failover_config(set: &ReplicaSet) -> Config {
+pub(super) fn failover_config(set: &ReplicaSet) -> Config {
     config(set)
         .failover("replication_user", REPL_USER)
         .failover("replication_password", REPL_PASSWORD)
 }
 
 /// Waits for a failover away from "primary"; the new writer's name and its server.
-fn wait_failover<'a>(
+pub(super) fn wait_failover<'a>(
     sluice: &Sluice,
     config: &Config,
     set: &'a ReplicaSet,

@@ -451,6 +451,45 @@ impl AnalyticsAdmin for AnalyticsHandle {
             );
         }
         metrics::galera_flow(&mut e, &members);
+        let replays = |f: fn(&crate::router::RouterStats) -> u64| -> f64 {
+            routers.iter().map(|r| f(&r.stats)).sum::<u64>() as f64
+        };
+        e.single(
+            "sluice_transaction_replays_attempted_total",
+            Type::Counter,
+            "transactions run again on a new writer after theirs was lost",
+            replays(|s| {
+                s.replays_attempted
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            }),
+        );
+        e.single(
+            "sluice_transaction_replays_succeeded_total",
+            Type::Counter,
+            "replayed transactions whose every answer matched what the client saw",
+            replays(|s| {
+                s.replays_succeeded
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            }),
+        );
+        e.family(
+            "sluice_transaction_replays_refused_total",
+            Type::Counter,
+            "replays that could not go on, by why (the client got error 1213)",
+        );
+        let mut refused = std::collections::BTreeMap::new();
+        for r in routers.iter() {
+            for (why, n) in r.stats.replays_refused_by.lock().iter() {
+                *refused.entry(*why).or_insert(0u64) += n;
+            }
+        }
+        for (why, n) in refused {
+            e.sample(
+                "sluice_transaction_replays_refused_total",
+                &[("reason", why)],
+                n as f64,
+            );
+        }
 
         let users = a.users();
         e.family(

@@ -347,7 +347,7 @@ impl Session {
                     continue;
                 }
                 _ = backend_closed(self.backend.as_mut()), if holding => {
-                    if self.server_closed_idle() {
+                    if self.server_closed_idle().await {
                         return Ok(());
                     }
                     continue;
@@ -434,7 +434,7 @@ impl Session {
     /// statements: a timeout, a KILL from elsewhere, a restart. When the session's state
     /// lived there (a dedicated connection, an open transaction, a pin) the session ends
     /// now, as a direct connection would; otherwise it only loses that connection.
-    fn server_closed_idle(&mut self) -> bool {
+    async fn server_closed_idle(&mut self) -> bool {
         let Some(mut backend) = self.backend.take() else {
             return false;
         };
@@ -443,8 +443,34 @@ impl Session {
             Backing::Dedicated => true,
             Backing::Multiplexed(m) => m.pin_reason(backend.status).is_some(),
         };
+        // A server that went away (it closed the connection without a word and takes
+        // no new one: a crash, not a KILL or a timeout) leaves a transaction, if that
+        // is all the session had there, that can run again on the next writer at the
+        // session's next statement.
+        let silent = backend.rbuf.is_empty();
+        let member = self.member.clone();
+        let candidate = self.backing.mux().is_some_and(|m| {
+            state_there
+                && silent
+                && m.replay.usable()
+                && m.pin_reason(sluice_wire::StatusFlags(0)).is_none()
+        });
+        let replay_later = match member {
+            Some(m) if candidate => {
+                let gone = !server_answers(&m.pool.server.endpoint).await;
+                if gone {
+                    if let Some(mux) = self.backing.mux_mut() {
+                        mux.replay.lost_on = Some(m);
+                    }
+                }
+                gone
+            }
+            _ => false,
+        };
+        let state_there = state_there && !replay_later;
         tracing::debug!(
             state_there,
+            replay_later,
             "the server closed the session's idle connection"
         );
         drop(backend);
@@ -454,6 +480,16 @@ impl Session {
         self.publish();
         state_there
     }
+}
+
+/// Whether a server still takes connections (within half a second): one that closed a
+/// connection on purpose does, one that went away does not.
+async fn server_answers(endpoint: &crate::stream::Endpoint) -> bool {
+    let wait = std::time::Duration::from_millis(500);
+    matches!(
+        tokio::time::timeout(wait, endpoint.connect()).await,
+        Ok(Ok(_))
+    )
 }
 
 /// Resolves when the server sends anything on, or closes, a connection nobody is

@@ -48,7 +48,7 @@ pub struct Recording {
 }
 
 impl Recording {
-    fn new(limit: usize) -> Recording {
+    pub(super) fn new(limit: usize) -> Recording {
         Recording {
             buf: Vec::new(),
             limit,
@@ -70,6 +70,11 @@ impl Recording {
     pub fn abandon(&mut self) {
         self.abandoned = true;
         self.buf = Vec::new();
+    }
+
+    /// What was recorded, unless it outgrew its limit.
+    pub(super) fn finished(self) -> Option<Vec<u8>> {
+        (!self.abandoned).then_some(self.buf)
     }
 }
 

@@ -11,6 +11,7 @@
 
 mod finish;
 mod lease;
+pub(super) mod replay;
 mod scatter;
 mod shard;
 mod split;
@@ -310,6 +311,8 @@ pub(super) struct Mux {
     /// The values its variables it never set have: those the server's globals gave the
     /// session's first connection (`session/globals.rs`).
     pub globals: Option<std::sync::Arc<crate::backend::Globals>>,
+    /// The transaction open on the writer, kept to run it again on a new writer.
+    pub(in crate::frontend::session) replay: replay::ReplayLog,
 }
 
 impl Mux {
@@ -348,6 +351,7 @@ impl Mux {
             tracking: None,
             own_tracking: false,
             globals: None,
+            replay: replay::ReplayLog::default(),
         }
     }
 

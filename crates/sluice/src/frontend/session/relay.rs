@@ -166,6 +166,10 @@ impl Session {
                     r.push(before);
                     r.push(ok);
                 }
+                if let Some(r) = self.stmt.replay_record.as_mut() {
+                    r.push(before);
+                    r.push(ok);
+                }
                 let written = if translated.is_some() {
                     client.stream_write_two(before, ok).await
                 } else {
@@ -211,6 +215,9 @@ impl Session {
                 }
                 Some(Event::LocalInfile) => {
                     if let Some(r) = record.as_deref_mut() {
+                        r.abandon();
+                    }
+                    if let Some(r) = self.stmt.replay_record.as_mut() {
                         r.abandon();
                     }
                     client.flush().await?;

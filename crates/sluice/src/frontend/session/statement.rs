@@ -56,6 +56,8 @@ pub(super) struct InFlight {
     pub(super) processlist: Option<identity::ProcesslistIds>,
     /// Its `CONNECTION_ID()` was replaced: never cached.
     pub(super) identity_rewritten: bool,
+    /// The answer the client sees, recorded for transaction replay's digest.
+    pub(super) replay_record: Option<super::cached::Recording>,
     /// It may set a server global: new sessions read them again.
     pub(super) may_set_global: bool,
 }
@@ -225,7 +227,11 @@ impl Session {
         let conflicts_retry = router.multi_writer()
             && matches!(command, Some(Command::Query | Command::StmtExecute))
             && self.backing.muxed().autocommits();
-        let copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
+        // A text statement on the writer may be part of a transaction to replay on a
+        // new writer if this one is lost (`mux/replay.rs`).
+        let replays =
+            !router.multi_writer() && self.fe.shards.is_none() && command == Some(Command::Query);
+        let copy = if (reads_retry || conflicts_retry || replays) && len <= mux::MAX_BUFFERED {
             while self.client.rbuf.len() < HEADER_LEN + len {
                 self.client.read_more().await?;
             }
@@ -235,6 +241,12 @@ impl Session {
         };
         let mut attempts = 0;
         let mut conflicts = 0;
+        let mut replay_pending: Option<ErrPacket> = None;
+        if let Some(lost) = self.backing.muxed_mut().replay.lost_on.take() {
+            // Its transaction's server went away while the session was idle.
+            replay_pending = Some(mux::replay::transaction_lost());
+            self.stmt.avoid = Some(lost);
+        }
         let fx = loop {
             let fx = match self.mux_prepare(len, &router).await? {
                 mux::Ready::Go(fx) => fx,
@@ -246,6 +258,28 @@ impl Session {
                 self.release_if_free().await?;
                 return Ok(true);
             }
+            if let Some(err) = replay_pending.take() {
+                if let Err(why) = self.replay_on_new_writer(&router).await? {
+                    tracing::warn!(why, "transaction lost with its writer, not replayed");
+                    let seq = self.client.skip_packet().await?;
+                    self.client.write_err(seq, &err).await?;
+                    self.release_if_free().await?;
+                    return Ok(true);
+                }
+            }
+            let in_trx = self
+                .backend
+                .as_ref()
+                .is_some_and(|b| b.status.in_transaction());
+            let on_writer = matches!(self.stmt.target, Some(crate::router::Target::Writer));
+            let logs = replays && on_writer && copy.is_some() && {
+                let text = &self.client.rbuf[HEADER_LEN + 1..];
+                in_trx
+                    || !self.backing.muxed().autocommits()
+                    || mux::replay::opens_transaction(text)
+            };
+            self.stmt.replay_record =
+                logs.then(|| super::cached::Recording::new(mux::replay::MAX_ANSWER_BYTES));
             let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
                 (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
                     &router,
@@ -261,6 +295,16 @@ impl Session {
                 client_id,
                 reads_retry && copy.is_some() && attempts < 2,
             );
+            // Inside a transaction that can run again, a lost writer replays it; a
+            // COMMIT's own outcome can't be known, so it is never sent again.
+            let replay_armed = logs
+                && in_trx
+                && attempts < 2
+                && self.backing.muxed().replay.usable()
+                && !mux::replay::ends_transaction(&self.client.rbuf[HEADER_LEN + 1..]);
+            if replay_armed {
+                self.stmt.retry_armed = true;
+            }
             // Only while its connection is outside a transaction too.
             self.stmt.conflict_retry = conflicts_retry
                 && copy.is_some()
@@ -287,7 +331,18 @@ impl Session {
             if relayed == Relayed::LostBeforeReply {
                 // Nothing reached the client: the same bytes go to another server.
                 attempts += 1;
-                Stats::incr(&router.stats.retried_reads);
+                if replay_armed {
+                    // After the transaction so far, on the new writer.
+                    replay_pending = Some(
+                        self.stmt
+                            .loss_error
+                            .take()
+                            .unwrap_or_else(mux::replay::transaction_lost),
+                    );
+                } else {
+                    Stats::incr(&router.stats.retried_reads);
+                    tracing::info!("read retried on another server after its server was lost");
+                }
                 if let Some(b) = self.backend.as_mut() {
                     b.mark_broken();
                 }
@@ -298,7 +353,6 @@ impl Session {
                 let rest = self.client.rbuf.split();
                 self.client.rbuf.extend_from_slice(copy);
                 self.client.rbuf.extend_from_slice(&rest);
-                tracing::info!("read retried on another server after its server was lost");
                 continue;
             }
             if relayed == Relayed::Conflict {
@@ -319,6 +373,8 @@ impl Session {
             if !relayed.goes_on() {
                 return Ok(false);
             }
+            let answer = self.stmt.replay_record.take();
+            self.log_for_replay(copy.as_deref().filter(|_| logs), answer);
             break fx;
         };
         if command == Some(Command::SetOption) {

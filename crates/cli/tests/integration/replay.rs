@@ -1,0 +1,148 @@
+//! Transaction replay: a multiplexed session's transaction open on the primary when the
+//! primary is SIGKILLed goes on on the promoted replica, run again there up to the
+//! statement in flight, when every answer there is the one the client saw; a
+//! transaction whose answers differ there gets the error it always got (1213, rolled
+//! back), and the counts of both are in the API.
+
+use super::failover::{failover_config, wait_failover};
+use super::routing::{admin_get, login, one, replica_set};
+use crate::support::wire::Reply;
+use crate::support::Sluice;
+use std::time::Duration;
+
+#[test]
+fn an_open_transaction_goes_on_on_the_new_writer() {
+    let set = replica_set(true);
+    set.primary
+        .execute(
+            "CREATE DATABASE rp; CREATE TABLE rp.t (id BIGINT PRIMARY KEY, v INT); \
+             INSERT INTO rp.t VALUES (1, 10)",
+        )
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(30)).unwrap();
+    let config = failover_config(&set);
+    let sluice = Sluice::start(&config);
+
+    let mut kept = login(&sluice);
+    kept.query("BEGIN").unwrap().expect_ok();
+    kept.query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    assert_eq!(one(&mut kept, "SELECT SUM(v) FROM rp.t"), "30");
+    // Its answer names the server: it can't be the same on another one.
+    let mut differs = login(&sluice);
+    differs.query("BEGIN").unwrap().expect_ok();
+    assert_eq!(one(&mut differs, "SELECT @@server_id"), "1");
+
+    set.primary.kill().unwrap();
+    // Sent while the primary is gone: it waits for the new writer, where the
+    // transaction runs again first.
+    kept.query("INSERT INTO rp.t VALUES (3, 30)")
+        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()))
+        .expect_ok();
+    assert_eq!(one(&mut kept, "SELECT SUM(v) FROM rp.t"), "60");
+    kept.query("COMMIT").unwrap().expect_ok();
+    let (writer, new) = wait_failover(&sluice, &config, &set);
+
+    let rows = new.execute("SELECT id, v FROM rp.t ORDER BY id").unwrap();
+    assert_eq!(
+        rows.lines().skip(1).collect::<Vec<_>>(),
+        ["1\t10", "2\t20", "3\t30"],
+        "on {writer}"
+    );
+    match differs
+        .query("SELECT 1")
+        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()))
+    {
+        Reply::Err(e) => assert_eq!(e.code, 1213, "{e:?}"),
+        other => panic!("{other:?}\n{}", sluice.log()),
+    }
+    // The session goes on, outside a transaction, on the new writer.
+    differs.query("BEGIN").unwrap().expect_ok();
+    assert_ne!(one(&mut differs, "SELECT @@server_id"), "1");
+    differs.query("ROLLBACK").unwrap().expect_ok();
+
+    let stats = &admin_get(&sluice, &config, "/v1/servers")["stats"];
+    assert_eq!(stats["replays_attempted"], 2, "{stats}");
+    assert_eq!(stats["replays_succeeded"], 1, "{stats}");
+    assert_eq!(stats["replays_refused"], 1, "{stats}");
+    assert_eq!(stats["replays_refused_by"]["mismatch"], 1, "{stats}");
+    let client = crate::support::http::Client::new(
+        config.admin_address().unwrap(),
+        Some(sluice::config::Secret(super::routing::ADMIN_TOKEN.into())),
+    );
+    let metrics = String::from_utf8(client.get("/metrics").unwrap().body).unwrap();
+    for line in [
+        "sluice_transaction_replays_attempted_total 2",
+        "sluice_transaction_replays_succeeded_total 1",
+        "sluice_transaction_replays_refused_total{reason=\"mismatch\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
+    }
+}
+
+/// The writer dies while a statement of the transaction waits for a row lock there:
+/// the statement is lost before any reply, and runs on the new writer after the
+/// transaction so far.
+#[test]
+fn a_statement_in_flight_when_the_writer_dies_runs_on_the_new_one() {
+    let set = replica_set(true);
+    set.primary
+        .execute(
+            "CREATE DATABASE rp; CREATE TABLE rp.t (id BIGINT PRIMARY KEY, v INT); \
+             INSERT INTO rp.t VALUES (1, 10)",
+        )
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(30)).unwrap();
+    let config = failover_config(&set);
+    let sluice = Sluice::start(&config);
+
+    // A direct client of the primary holds row 1.
+    let mut holder = crate::support::wire::RawConn::login(
+        set.primary.addr(),
+        crate::support::NATIVE_USER,
+        crate::support::NATIVE_PASSWORD,
+        None,
+    )
+    .unwrap();
+    holder.query("BEGIN").unwrap().expect_ok();
+    holder
+        .query("SELECT v FROM rp.t WHERE id = 1 FOR UPDATE")
+        .unwrap();
+
+    let mut c = login(&sluice);
+    c.query("BEGIN").unwrap().expect_ok();
+    c.query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    let waiting = std::thread::spawn(move || {
+        let r = c.query("UPDATE rp.t SET v = 11 WHERE id = 1");
+        (c, r)
+    });
+    // The update waits for the lock on the primary.
+    assert!(crate::support::wait_until(Duration::from_secs(10), || {
+        set.primary
+            .execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE INFO LIKE 'UPDATE rp.t%'",
+            )
+            .is_ok_and(|out| out.lines().nth(1) == Some("1"))
+    }));
+    set.primary.kill().unwrap();
+    let (mut c, reply) = waiting.join().unwrap();
+    match reply.unwrap_or_else(|e| panic!("{e}\n{}", sluice.log())) {
+        Reply::Ok { affected_rows, .. } => assert_eq!(affected_rows, 1),
+        other => panic!("{other:?}\n{}", sluice.log()),
+    }
+    c.query("COMMIT").unwrap().expect_ok();
+    let (writer, new) = wait_failover(&sluice, &config, &set);
+    let rows = new.execute("SELECT id, v FROM rp.t ORDER BY id").unwrap();
+    assert_eq!(
+        rows.lines().skip(1).collect::<Vec<_>>(),
+        ["1\t11", "2\t20"],
+        "on {writer}"
+    );
+    let stats = &admin_get(&sluice, &config, "/v1/servers")["stats"];
+    assert_eq!(stats["replays_succeeded"], 1, "{stats}");
+    drop(holder);
+}
