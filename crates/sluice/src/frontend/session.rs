@@ -482,14 +482,18 @@ impl Session {
     }
 }
 
-/// Whether a server still takes connections (within half a second): one that closed a
-/// connection on purpose does, one that went away does not.
+/// Whether a server still greets a new connection (within half a second): one that
+/// closed a connection on purpose does, one that went away does not. The greeting, not
+/// the connect: a server being killed may still have its listening socket for a moment.
 async fn server_answers(endpoint: &crate::stream::Endpoint) -> bool {
+    use tokio::io::AsyncReadExt;
+    let greets = async {
+        let mut socket = endpoint.connect().await?;
+        let mut byte = [0u8; 1];
+        socket.read(&mut byte).await
+    };
     let wait = std::time::Duration::from_millis(500);
-    matches!(
-        tokio::time::timeout(wait, endpoint.connect()).await,
-        Ok(Ok(_))
-    )
+    matches!(tokio::time::timeout(wait, greets).await, Ok(Ok(1)))
 }
 
 /// Resolves when the server sends anything on, or closes, a connection nobody is

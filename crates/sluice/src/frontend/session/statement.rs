@@ -231,7 +231,7 @@ impl Session {
         // new writer if this one is lost (`mux/replay.rs`).
         let replays =
             !router.multi_writer() && self.fe.shards.is_none() && command == Some(Command::Query);
-        let copy = if (reads_retry || conflicts_retry || replays) && len <= mux::MAX_BUFFERED {
+        let mut copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
             while self.client.rbuf.len() < HEADER_LEN + len {
                 self.client.read_more().await?;
             }
@@ -272,11 +272,20 @@ impl Session {
                 .as_ref()
                 .is_some_and(|b| b.status.in_transaction());
             let on_writer = matches!(self.stmt.target, Some(crate::router::Target::Writer));
-            let logs = replays && on_writer && copy.is_some() && {
-                let text = &self.client.rbuf[HEADER_LEN + 1..];
-                in_trx
+            // Only inside a transaction (or what opens one) does the log cost anything.
+            let logs = replays
+                && on_writer
+                && len <= mux::MAX_BUFFERED
+                && (in_trx
                     || !self.backing.muxed().autocommits()
-                    || mux::replay::opens_transaction(text)
+                    || mux::replay::opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]));
+            let logged = if logs {
+                while self.client.rbuf.len() < HEADER_LEN + len {
+                    self.client.read_more().await?;
+                }
+                Some(self.client.rbuf[..HEADER_LEN + len].to_vec())
+            } else {
+                None
             };
             self.stmt.replay_record =
                 logs.then(|| super::cached::Recording::new(mux::replay::MAX_ANSWER_BYTES));
@@ -304,6 +313,8 @@ impl Session {
                 && !mux::replay::ends_transaction(&self.client.rbuf[HEADER_LEN + 1..]);
             if replay_armed {
                 self.stmt.retry_armed = true;
+                // What the retry loop sends again.
+                copy = copy.or_else(|| logged.clone());
             }
             // Only while its connection is outside a transaction too.
             self.stmt.conflict_retry = conflicts_retry
@@ -374,7 +385,7 @@ impl Session {
                 return Ok(false);
             }
             let answer = self.stmt.replay_record.take();
-            self.log_for_replay(copy.as_deref().filter(|_| logs), answer);
+            self.log_for_replay(logged.as_deref(), answer);
             break fx;
         };
         if command == Some(Command::SetOption) {

@@ -103,10 +103,24 @@ pub(in crate::frontend::session) fn replayable_text(statement: &[u8]) -> bool {
     )
 }
 
-/// Whether a text statement opens a transaction (its answer is the first logged).
+/// Whether a text statement opens a transaction (its answer is the first logged). Read
+/// for every autocommit statement on the writer, so plain text is looked at without
+/// the lexer; a statement that starts with a comment or hint takes the longer way.
 pub(in crate::frontend::session) fn opens_transaction(statement: &[u8]) -> bool {
-    let word = crate::classify::sql::first_word(statement);
-    matches!(word.as_slice(), b"BEGIN" | b"START")
+    let text = statement.trim_ascii_start();
+    match text.first() {
+        Some(b'/' | b'-' | b'#' | b'(') => {
+            let word = crate::classify::sql::first_word(statement);
+            matches!(word.as_slice(), b"BEGIN" | b"START")
+        }
+        _ => ["BEGIN", "START"].iter().any(|w| {
+            text.get(..w.len())
+                .is_some_and(|t| t.eq_ignore_ascii_case(w.as_bytes()))
+                && text
+                    .get(w.len())
+                    .is_none_or(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+        }),
+    }
 }
 
 /// Whether a text statement ends the transaction: its outcome can't be had again.
@@ -270,6 +284,22 @@ mod tests {
         assert!(!log.usable());
         log.clear();
         assert!(log.refused.is_none() && log.entries.is_empty());
+    }
+
+    #[test]
+    fn what_opens_a_transaction_is_told_without_the_lexer() {
+        for s in [
+            "BEGIN",
+            " begin work",
+            "START TRANSACTION",
+            "/* x */ BEGIN",
+            "begin;",
+        ] {
+            assert!(opens_transaction(s.as_bytes()), "{s}");
+        }
+        for s in ["BEGINNING", "SELECT 1", "STARTS", "", "-- BEGIN\nSELECT 1"] {
+            assert!(!opens_transaction(s.as_bytes()), "{s}");
+        }
     }
 
     #[test]
