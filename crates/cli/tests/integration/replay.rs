@@ -7,11 +7,13 @@
 use super::failover::{failover_config, wait_failover};
 use super::routing::{admin_get, login, one, replica_set};
 use crate::support::wire::Reply;
-use crate::support::Sluice;
+use crate::support::{Config, Sluice};
+use sluice_sandbox::ReplicaSet;
 use std::time::Duration;
 
-#[test]
-fn an_open_transaction_goes_on_on_the_new_writer() {
+/// A primary with two replicas (semi-synchronous) holding `rp.t` with row (1, 10), and
+/// Sluice in front of them with failover on.
+fn start() -> (ReplicaSet, Config, Sluice) {
     let set = replica_set(true);
     set.primary
         .execute(
@@ -22,6 +24,12 @@ fn an_open_transaction_goes_on_on_the_new_writer() {
     set.wait_caught_up(Duration::from_secs(30)).unwrap();
     let config = failover_config(&set);
     let sluice = Sluice::start(&config);
+    (set, config, sluice)
+}
+
+#[test]
+fn an_open_transaction_goes_on_on_the_new_writer() {
+    let (set, config, sluice) = start();
 
     let mut kept = login(&sluice);
     kept.query("BEGIN").unwrap().expect_ok();
@@ -86,16 +94,7 @@ fn an_open_transaction_goes_on_on_the_new_writer() {
 /// transaction so far.
 #[test]
 fn a_statement_in_flight_when_the_writer_dies_runs_on_the_new_one() {
-    let set = replica_set(true);
-    set.primary
-        .execute(
-            "CREATE DATABASE rp; CREATE TABLE rp.t (id BIGINT PRIMARY KEY, v INT); \
-             INSERT INTO rp.t VALUES (1, 10)",
-        )
-        .unwrap();
-    set.wait_caught_up(Duration::from_secs(30)).unwrap();
-    let config = failover_config(&set);
-    let sluice = Sluice::start(&config);
+    let (set, config, sluice) = start();
 
     // A direct client of the primary holds row 1.
     let mut holder = crate::support::wire::RawConn::login(
