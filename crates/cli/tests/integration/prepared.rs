@@ -45,14 +45,13 @@ fn login(sluice: &Sluice) -> RawConn {
 
 /// A counter of the server's `SHOW GLOBAL STATUS`.
 fn global_status(server: &MariaDb, name: &str) -> u64 {
-    let out = server
-        .execute(&format!("SHOW GLOBAL STATUS LIKE '{name}'"))
-        .unwrap_or_else(|e| panic!("reading {name}: {e}"));
-    out.lines()
-        .nth(1)
-        .and_then(|l| l.split('\t').nth(1))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("unexpected SHOW STATUS output: {out}"))
+    let value = server
+        .global_status(name)
+        .unwrap_or_else(|e| panic!("reading {name}: {e:#}"));
+    value
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{name} = {value:?}"))
 }
 
 /// `Prepared_stmt_count`: the statements open on the whole server.

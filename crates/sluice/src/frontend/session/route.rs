@@ -227,14 +227,18 @@ fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
             | b"DO"
             | b"SHOW"
     );
-    safe.then(|| {
-        ErrPacket::new(
-            crate::error::code::ER_LOCK_DEADLOCK,
-            "40001",
-            "Sluice: the server was lost during the transaction, which was rolled back; \
-             try restarting transaction",
-        )
-    })
+    safe.then(rolled_back)
+}
+
+/// What a client is told when its server was lost inside a transaction that can't have
+/// committed: rolled back, may be retried (as after a deadlock).
+pub(super) fn rolled_back() -> ErrPacket {
+    ErrPacket::new(
+        crate::error::code::ER_LOCK_DEADLOCK,
+        "40001",
+        "Sluice: the server was lost during the transaction, which was rolled back; \
+         try restarting transaction",
+    )
 }
 
 /// Cancels the statement running on `thread_id` of `member` after `after`, with

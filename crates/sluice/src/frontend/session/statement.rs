@@ -244,7 +244,7 @@ impl Session {
         let mut replay_pending: Option<ErrPacket> = None;
         if let Some(lost) = self.backing.muxed_mut().replay.lost_on.take() {
             // Its transaction's server went away while the session was idle.
-            replay_pending = Some(mux::replay::transaction_lost());
+            replay_pending = Some(route::rolled_back());
             self.stmt.avoid = Some(lost);
         }
         let fx = loop {
@@ -259,36 +259,14 @@ impl Session {
                 return Ok(true);
             }
             if let Some(err) = replay_pending.take() {
-                if let Err(why) = self.replay_on_new_writer(&router).await? {
-                    tracing::warn!(why, "transaction lost with its writer, not replayed");
-                    let seq = self.client.skip_packet().await?;
-                    self.client.write_err(seq, &err).await?;
-                    self.release_if_free().await?;
+                if !self.replay_on_new_writer(&router, &err).await? {
                     return Ok(true);
                 }
             }
-            let in_trx = self
-                .backend
-                .as_ref()
-                .is_some_and(|b| b.status.in_transaction());
-            let on_writer = matches!(self.stmt.target, Some(crate::router::Target::Writer));
-            // Only inside a transaction (or what opens one) does the log cost anything.
-            let logs = replays
-                && on_writer
-                && len <= mux::MAX_BUFFERED
-                && (in_trx
-                    || !self.backing.muxed().autocommits()
-                    || mux::replay::opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]));
-            let logged = if logs {
-                while self.client.rbuf.len() < HEADER_LEN + len {
-                    self.client.read_more().await?;
-                }
-                Some(self.client.rbuf[..HEADER_LEN + len].to_vec())
-            } else {
-                None
+            let logged = match replays {
+                true => self.start_replay_entry(len).await?,
+                false => None,
             };
-            self.stmt.replay_record =
-                logs.then(|| super::cached::Recording::new(mux::replay::MAX_ANSWER_BYTES));
             let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
                 (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
                     &router,
@@ -304,13 +282,7 @@ impl Session {
                 client_id,
                 reads_retry && copy.is_some() && attempts < 2,
             );
-            // Inside a transaction that can run again, a lost writer replays it; a
-            // COMMIT's own outcome can't be known, so it is never sent again.
-            let replay_armed = logs
-                && in_trx
-                && attempts < 2
-                && self.backing.muxed().replay.usable()
-                && !mux::replay::ends_transaction(&self.client.rbuf[HEADER_LEN + 1..]);
+            let replay_armed = logged.is_some() && attempts < 2 && self.replay_would_follow();
             if replay_armed {
                 self.stmt.retry_armed = true;
                 // What the retry loop sends again.
@@ -348,7 +320,7 @@ impl Session {
                         self.stmt
                             .loss_error
                             .take()
-                            .unwrap_or_else(mux::replay::transaction_lost),
+                            .unwrap_or_else(route::rolled_back),
                     );
                 } else {
                     Stats::incr(&router.stats.retried_reads);

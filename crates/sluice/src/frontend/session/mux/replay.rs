@@ -15,7 +15,7 @@ use super::super::Session;
 use crate::error::SessionError;
 use crate::stats::Stats;
 use sluice_wire::digest::response_digest;
-use sluice_wire::response::ErrPacket;
+use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::tracker::ResponseKind;
 
 /// Most bytes of statements a transaction keeps for replay; past it, it is not replayed.
@@ -129,17 +129,46 @@ pub(in crate::frontend::session) fn ends_transaction(statement: &[u8]) -> bool {
     matches!(word.as_slice(), b"COMMIT" | b"ROLLBACK" | b"END" | b"XA")
 }
 
-/// What the client gets when its transaction can't be replayed: as before replay.
-pub(in crate::frontend::session) fn transaction_lost() -> ErrPacket {
-    ErrPacket::new(
-        crate::error::code::ER_LOCK_DEADLOCK,
-        "40001",
-        "Sluice: the server was lost during the transaction, which was rolled back; \
-         try restarting transaction",
-    )
-}
-
 impl Session {
+    /// Before a text statement is relayed: when it runs on the writer inside a
+    /// transaction, or may open one, its bytes (returned) and its answer (recorded by
+    /// the relay) are kept for the log. Anything else costs nothing here.
+    pub(in crate::frontend::session) async fn start_replay_entry(
+        &mut self,
+        len: usize,
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        let in_trx = self
+            .backend
+            .as_ref()
+            .is_some_and(|b| b.status.in_transaction());
+        let on_writer = matches!(self.stmt.target, Some(crate::router::Target::Writer));
+        let logs = on_writer
+            && len <= super::MAX_BUFFERED
+            && (in_trx
+                || !self.backing.muxed().autocommits()
+                || opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]));
+        if !logs {
+            return Ok(None);
+        }
+        while self.client.rbuf.len() < HEADER_LEN + len {
+            self.client.read_more().await?;
+        }
+        self.stmt.replay_record = Some(Recording::new(MAX_ANSWER_BYTES));
+        Ok(Some(self.client.rbuf[..HEADER_LEN + len].to_vec()))
+    }
+
+    /// Whether losing the writer before the reply to the statement at the front of the
+    /// client buffer replays its transaction: one is open and can run again, and the
+    /// statement is not what ends it (a COMMIT's own outcome can't be known, so it is
+    /// never sent again).
+    pub(in crate::frontend::session) fn replay_would_follow(&self) -> bool {
+        self.backend
+            .as_ref()
+            .is_some_and(|b| b.status.in_transaction())
+            && self.backing.muxed().replay.usable()
+            && !ends_transaction(&self.client.rbuf[HEADER_LEN + 1..])
+    }
+
     /// After a statement the log was armed for: logs it when the session's connection
     /// is in a transaction afterwards, or forgets the transaction when it is not.
     pub(in crate::frontend::session) fn log_for_replay(
@@ -159,7 +188,7 @@ impl Session {
         }
         match (request, recording.map(Recording::finished)) {
             (Some(request), Some(Some(answer))) => {
-                let text = request.get(sluice_wire::packet::HEADER_LEN + 1..);
+                let text = request.get(HEADER_LEN + 1..);
                 if !text.is_some_and(replayable_text) {
                     log.refuse("statement");
                     return;
@@ -240,18 +269,29 @@ impl Session {
     }
 
     /// Runs the logged transaction on the connection just leased on the new writer,
-    /// counted in `router`'s stats.
+    /// counted in `router`'s stats. False: it could not be, and the statement in flight
+    /// is over, answered with `err`.
     pub(in crate::frontend::session) async fn replay_on_new_writer(
         &mut self,
         router: &crate::router::Router,
-    ) -> Result<Result<(), &'static str>, SessionError> {
+        err: &sluice_wire::response::ErrPacket,
+    ) -> Result<bool, SessionError> {
         Stats::incr(&router.stats.replays_attempted);
         let outcome = self.replay_transaction().await?;
         count_replay(&router.stats, outcome);
-        if outcome.is_ok() {
-            tracing::info!("transaction replayed on the new writer after its writer was lost");
+        match outcome {
+            Ok(()) => {
+                tracing::info!("transaction replayed on the new writer after its writer was lost");
+                Ok(true)
+            }
+            Err(why) => {
+                tracing::warn!(why, "transaction lost with its writer, not replayed");
+                let seq = self.client.skip_packet().await?;
+                self.client.write_err(seq, err).await?;
+                self.release_if_free().await?;
+                Ok(false)
+            }
         }
-        Ok(outcome)
     }
 }
 
