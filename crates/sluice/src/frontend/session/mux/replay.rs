@@ -19,11 +19,11 @@ use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::tracker::ResponseKind;
 
 /// Most bytes of statements a transaction keeps for replay; past it, it is not replayed.
-pub(in crate::frontend::session) const MAX_LOG_BYTES: usize = 1 << 20;
+const MAX_LOG_BYTES: usize = 1 << 20;
 
 /// Most bytes of one answer recorded to digest; a larger one makes its transaction not
 /// replayable.
-pub(in crate::frontend::session) const MAX_ANSWER_BYTES: usize = 4 << 20;
+const MAX_ANSWER_BYTES: usize = 4 << 20;
 
 /// One statement of the transaction and the digest of the answer the client saw.
 struct Logged {
@@ -85,7 +85,7 @@ impl ReplayLog {
 /// given the same data: plain reads, row changes and the statements that open a
 /// transaction. Anything that changes the session, locks, or depends on time or chance
 /// in a way a replay can't reproduce is left out by what its first word is.
-pub(in crate::frontend::session) fn replayable_text(statement: &[u8]) -> bool {
+fn replayable_text(statement: &[u8]) -> bool {
     let word = crate::classify::sql::first_word(statement);
     matches!(
         word.as_slice(),
@@ -104,27 +104,22 @@ pub(in crate::frontend::session) fn replayable_text(statement: &[u8]) -> bool {
 }
 
 /// Whether a text statement opens a transaction (its answer is the first logged). Read
-/// for every autocommit statement on the writer, so plain text is looked at without
-/// the lexer; a statement that starts with a comment or hint takes the longer way.
-pub(in crate::frontend::session) fn opens_transaction(statement: &[u8]) -> bool {
+/// for every autocommit statement on the writer, so it is looked at without the lexer.
+/// Behind a comment it is not seen, as [`replayable_text`] does not see past one: such
+/// a transaction is not replayed.
+fn opens_transaction(statement: &[u8]) -> bool {
     let text = statement.trim_ascii_start();
-    match text.first() {
-        Some(b'/' | b'-' | b'#' | b'(') => {
-            let word = crate::classify::sql::first_word(statement);
-            matches!(word.as_slice(), b"BEGIN" | b"START")
-        }
-        _ => ["BEGIN", "START"].iter().any(|w| {
-            text.get(..w.len())
-                .is_some_and(|t| t.eq_ignore_ascii_case(w.as_bytes()))
-                && text
-                    .get(w.len())
-                    .is_none_or(|b| !b.is_ascii_alphanumeric() && *b != b'_')
-        }),
-    }
+    ["BEGIN", "START"].iter().any(|w| {
+        text.get(..w.len())
+            .is_some_and(|t| t.eq_ignore_ascii_case(w.as_bytes()))
+            && text
+                .get(w.len())
+                .is_none_or(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+    })
 }
 
 /// Whether a text statement ends the transaction: its outcome can't be had again.
-pub(in crate::frontend::session) fn ends_transaction(statement: &[u8]) -> bool {
+fn ends_transaction(statement: &[u8]) -> bool {
     let word = crate::classify::sql::first_word(statement);
     matches!(word.as_slice(), b"COMMIT" | b"ROLLBACK" | b"END" | b"XA")
 }
