@@ -6,6 +6,7 @@
 //! see. The monitor keeps each member's [`ServerState`] and elects the writer; the
 //! router only reads them, so it decides without I/O (leases aside).
 
+mod commits;
 pub mod config;
 pub mod gtid;
 mod member;
@@ -80,6 +81,9 @@ pub struct Router {
     pub failover: FailoverConfig,
     /// The latest GTID any session wrote through this Sluice (global consistency).
     global_gtid: Mutex<GtidPos>,
+    /// The GTIDs acknowledged, and the last promotion: whether a commit whose reply was
+    /// lost with its writer can be on the new one.
+    pub commits: commits::Commits,
     /// Whether reads may go elsewhere than the writer at all.
     split: bool,
     pub stats: RouterStats,
@@ -146,6 +150,7 @@ impl Router {
             monitor,
             failover,
             global_gtid: Mutex::new(GtidPos::default()),
+            commits: Default::default(),
             split,
             stats: RouterStats::default(),
         };
@@ -280,9 +285,16 @@ impl Router {
     /// A session's write committed with this GTID.
     pub fn note_write(&self, gtid: &GtidPos) {
         self.global_gtid.lock().merge(gtid);
+        self.commits.acknowledged(gtid);
         if let Some(w) = self.writer.load().as_ref() {
             w.note_applied(gtid);
         }
+    }
+
+    /// The latest GTID acknowledged through this Sluice, per domain: a commit sent now
+    /// is logged past it.
+    pub fn commit_floor(&self) -> GtidPos {
+        self.global_gtid.lock().clone()
     }
 
     #[cfg(test)]

@@ -174,25 +174,30 @@ async fn candidates(
         let Ok(mut c) = connect(m, creds, router.monitor.timeout).await else {
             continue;
         };
-        let received = match c.query_named_row("SHOW SLAVE STATUS").await {
-            Ok(Ok(Some(cols))) => cols
-                .iter()
-                .find(|(n, _)| n == "Gtid_IO_Pos")
-                .and_then(|(_, v)| v.as_deref())
-                .and_then(|v| GtidPos::parse(&String::from_utf8_lossy(v))),
-            _ => None,
-        };
-        let Some(mut received) = received else {
+        let Some(received) = has_of_primary(&mut c).await else {
             continue;
         };
-        if let Ok(cur) = scalar(&mut c, "SELECT @@global.gtid_current_pos").await {
-            received.merge(&GtidPos::parse(&cur).unwrap_or_default());
-        }
         found.push((m.clone(), c, received));
     }
     // Most received first; config order breaks ties (a stable choice).
     found.sort_by_key(|(_, _, g)| std::cmp::Reverse(g.total()));
     found
+}
+
+/// What a replica has of its primary: what it received, and what it applied or wrote
+/// itself. `None`: it is not a replica, or could not be asked.
+async fn has_of_primary(c: &mut BackendConn) -> Option<GtidPos> {
+    let mut received = match c.query_named_row("SHOW SLAVE STATUS").await {
+        Ok(Ok(Some(cols))) => cols
+            .iter()
+            .find(|(n, _)| n == "Gtid_IO_Pos")
+            .and_then(|(_, v)| v.as_deref())
+            .and_then(|v| GtidPos::parse(&String::from_utf8_lossy(v))),
+        _ => None,
+    }?;
+    let cur = scalar(c, "SELECT @@global.gtid_current_pos").await.ok()?;
+    received.merge(&GtidPos::parse(&cur)?);
+    Some(received)
 }
 
 /// Which server of a writer change a statement ran on.
@@ -391,8 +396,8 @@ pub async fn failover(
     let mut failed = Vec::new();
     while found.first().is_some_and(|(_, _, g)| g.total() >= most) {
         let (new, mut conn, received) = found.remove(0);
-        let notes = match promote_replica(router, &new, &mut conn, &received).await {
-            Ok(notes) => notes,
+        let (notes, has) = match promote_replica(router, &new, &mut conn, &received).await {
+            Ok(done) => done,
             Err(e) => {
                 tracing::error!(from = lost.name(), to = new.name(), error = %e, "promotion failed");
                 *router.stats.last_failover.lock() =
@@ -403,6 +408,11 @@ pub async fn failover(
             }
         };
         lost.fenced.store(true, Ordering::Relaxed);
+        // Before sessions see the new writer: a commit lost with the old one is looked
+        // for in what this one received.
+        if let Some(has) = has {
+            router.commits.promoted(&new, has);
+        }
         install_writer(router, &new);
         let mut notes = notes;
         let (user, password) = replication_creds(router, creds);
@@ -431,13 +441,16 @@ pub async fn failover(
 /// it writable. A failed step is undone (it replicates again, read-only); only
 /// clearing its replication settings may fail without stopping the promotion, since
 /// a writer with stale settings beats no writer (see `Member::leftover_replication`).
+/// Returns the notes, and all the new writer has of the old one once its replication
+/// stopped (`None`: it could not be read).
 async fn promote_replica(
     router: &Router,
     new: &Member,
     conn: &mut BackendConn,
     received: &GtidPos,
-) -> Result<Vec<String>, ChangeError> {
+) -> Result<(Vec<String>, Option<GtidPos>), ChangeError> {
     let mut journal = Journal::default();
+    let mut has = None;
     let result: Result<(), StepError> = async {
         // Apply whatever was received before taking writes, so that nothing
         // acknowledged by the old primary (semi-sync: in some replica's relay log) is
@@ -445,6 +458,9 @@ async fn promote_replica(
         journal
             .step(conn, Side::New, "STOP SLAVE IO_THREAD", Some("START SLAVE"))
             .await?;
+        // Read again now that nothing more arrives: the old writer may not be dead.
+        has = has_of_primary(conn).await;
+        let received = has.as_ref().unwrap_or(received);
         let wait = router.failover.switchover_timeout.as_secs().max(1);
         let waited = scalar(
             conn,
@@ -482,7 +498,7 @@ async fn promote_replica(
         new.leftover_replication.store(true, Ordering::Relaxed);
         notes.push(format!("{}: RESET SLAVE ALL: {e}", new.name()));
     }
-    Ok(notes)
+    Ok((notes, has))
 }
 
 /// Routes writes to `new` at once, before its monitor's next check says it is writable.

@@ -28,6 +28,16 @@ impl GtidPos {
         self.0.is_empty()
     }
 
+    /// Each domain and the sequence number of its last GTID.
+    pub fn sequences(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.0.iter().map(|(d, (_, seq))| (*d, *seq))
+    }
+
+    /// The sequence number of `domain`'s last GTID, if it has one.
+    pub fn sequence(&self, domain: u32) -> Option<u64> {
+        self.0.get(&domain).map(|(_, seq)| *seq)
+    }
+
     /// Whether every domain of `other` is at or past its sequence here.
     pub fn includes(&self, other: &GtidPos) -> bool {
         other

@@ -343,3 +343,33 @@ async fn galera_writes_spread_over_synced_nodes_away_from_flow_control() {
     }
     assert_eq!(picks(&Target::Writer).len(), 3);
 }
+
+#[tokio::test]
+async fn a_lost_commit_is_absent_only_when_every_later_gtid_was_acknowledged() {
+    let (a, b, c, r) = cluster(RoutingConfig::default());
+    let pos = |t: &str| GtidPos::parse(t).unwrap();
+    for seq in 1..=10 {
+        r.note_write(&pos(&format!("0-1-{seq}")));
+    }
+    // Sent while 0-1-10 was the latest acknowledged.
+    let floor = r.commit_floor();
+    assert_eq!(floor, pos("0-1-10"));
+    // Nothing was promoted yet: unknown.
+    assert!(!r.commits.absent_from(&b, &floor));
+    r.note_write(&pos("0-1-11"));
+    r.commits.promoted(&b, pos("0-1-11"));
+    // Every GTID b has past the floor was acknowledged to someone.
+    assert!(r.commits.absent_from(&b, &floor));
+    // Not on another server than the one promoted.
+    assert!(!r.commits.absent_from(&c, &floor));
+    assert!(!r.commits.absent_from(&a, &floor));
+    // b has one no one was told of: it may be the lost commit.
+    r.commits.promoted(&b, pos("0-1-12"));
+    assert!(!r.commits.absent_from(&b, &floor));
+    // Nor in a domain never acknowledged.
+    r.commits.promoted(&b, pos("0-1-11,1-2-3"));
+    assert!(!r.commits.absent_from(&b, &floor));
+    // A floor at or past what b has: surely absent.
+    r.commits.promoted(&b, pos("0-1-10"));
+    assert!(r.commits.absent_from(&b, &floor));
+}

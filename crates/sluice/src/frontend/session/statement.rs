@@ -227,10 +227,9 @@ impl Session {
         let conflicts_retry = router.multi_writer()
             && matches!(command, Some(Command::Query | Command::StmtExecute))
             && self.backing.muxed().autocommits();
-        // A text statement on the writer may be part of a transaction to replay on a
-        // new writer if this one is lost (`mux/replay.rs`).
-        let replays =
-            !router.multi_writer() && self.fe.shards.is_none() && command == Some(Command::Query);
+        // A statement on the writer may be part of a transaction to replay on a new
+        // writer if this one is lost, or be sent again there (`mux/replay.rs`).
+        let replays = !router.multi_writer() && self.fe.shards.is_none();
         let mut copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
             while self.client.rbuf.len() < HEADER_LEN + len {
                 self.client.read_more().await?;
@@ -241,10 +240,13 @@ impl Session {
         };
         let mut attempts = 0;
         let mut conflicts = 0;
-        let mut replay_pending: Option<ErrPacket> = None;
+        let mut replay_pending = None;
         if let Some(lost) = self.backing.muxed_mut().replay.lost_on.take() {
             // Its transaction's server went away while the session was idle.
-            replay_pending = Some(route::rolled_back());
+            replay_pending = Some(mux::replay::Pending {
+                plan: mux::replay::OnLoss::Replay,
+                err: route::rolled_back(),
+            });
             self.stmt.avoid = Some(lost);
         }
         let fx = loop {
@@ -258,13 +260,13 @@ impl Session {
                 self.release_if_free().await?;
                 return Ok(true);
             }
-            if let Some(err) = replay_pending.take() {
-                if !self.replay_on_new_writer(&router, &err).await? {
+            if let Some(pending) = replay_pending.take() {
+                if !self.replay_on_new_writer(&router, pending).await? {
                     return Ok(true);
                 }
             }
             let logged = match replays {
-                true => self.start_replay_entry(len).await?,
+                true => self.start_replay_entry(command, len).await?,
                 false => None,
             };
             let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
@@ -282,11 +284,19 @@ impl Session {
                 client_id,
                 reads_retry && copy.is_some() && attempts < 2,
             );
-            let replay_armed = logged.is_some() && attempts < 2 && self.replay_would_follow();
-            if replay_armed {
-                self.stmt.retry_armed = true;
+            let mut on_loss = match replays && attempts < 2 {
+                true => self.plan_for_loss(&router, command, kind, client_id, logged.is_some()),
+                false => None,
+            };
+            if on_loss.is_some() {
                 // What the retry loop sends again.
-                copy = copy.or_else(|| logged.clone());
+                copy = match (copy.take(), &logged) {
+                    (Some(c), _) => Some(c),
+                    (None, Some(l)) => Some(l.clone()),
+                    (None, None) => self.whole_request().await?,
+                };
+                on_loss = on_loss.filter(|_| copy.is_some());
+                self.stmt.retry_armed |= on_loss.is_some();
             }
             // Only while its connection is outside a transaction too.
             self.stmt.conflict_retry = conflicts_retry
@@ -314,14 +324,17 @@ impl Session {
             if relayed == Relayed::LostBeforeReply {
                 // Nothing reached the client: the same bytes go to another server.
                 attempts += 1;
-                if replay_armed {
-                    // After the transaction so far, on the new writer.
-                    replay_pending = Some(
-                        self.stmt
+                if let Some(plan) = on_loss {
+                    // On the new writer, after the transaction so far.
+                    let err = match plan {
+                        mux::replay::OnLoss::IfAbsent(_) => route::outcome_unknown(&self.member),
+                        _ => self
+                            .stmt
                             .loss_error
                             .take()
                             .unwrap_or_else(route::rolled_back),
-                    );
+                    };
+                    replay_pending = Some(mux::replay::Pending { plan, err });
                 } else {
                     Stats::incr(&router.stats.retried_reads);
                     tracing::info!("read retried on another server after its server was lost");
@@ -356,8 +369,10 @@ impl Session {
             if !relayed.goes_on() {
                 return Ok(false);
             }
-            let answer = self.stmt.replay_record.take();
-            self.log_for_replay(logged.as_deref(), answer);
+            if replays {
+                let answer = self.stmt.replay_record.take();
+                self.log_for_replay(command, kind, client_id, logged.as_deref(), answer);
+            }
             break fx;
         };
         if command == Some(Command::SetOption) {

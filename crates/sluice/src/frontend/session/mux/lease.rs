@@ -393,51 +393,24 @@ impl Session {
         command: Option<Command>,
         len: usize,
     ) -> Result<Result<bool, ErrPacket>, SessionError> {
-        let floor = self.fe.pool_config.max_prepared_per_connection as usize;
         let found = {
             let mux = self.backing.muxed();
             let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
             let backend = self.backend.as_mut().expect("acquired");
             backend.stmts.touch(key).map(|b| b.id)
         };
-        if found.is_none() && command != Some(Command::StmtReset) {
-            if let Err(err) = self.room_for_statement(true).await? {
-                return Ok(Err(err));
-            }
-        }
+        self.backing.muxed_mut().bound = None;
+        let backend_id = match found {
+            Some(id) => id,
+            None if command == Some(Command::StmtReset) => return Ok(Ok(false)),
+            None => match self.prepare_here(id).await? {
+                Ok(bid) => bid,
+                Err(err) => return Ok(Err(err)),
+            },
+        };
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.backing.muxed_mut();
         let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
-        mux.bound = None;
-        let backend_id = match found {
-            Some(id) => id,
-            None => {
-                if command == Some(Command::StmtReset) {
-                    return Ok(Ok(false));
-                }
-                Stats::incr(&self.fe.mux_stats.reprepares);
-                let prepared = match backend.prepare(&stmt.text).await {
-                    Ok(r) => r,
-                    // Nothing of the client's command was sent: it gets an error and the
-                    // session goes on (its server may just have died).
-                    Err(e) => {
-                        backend.mark_broken();
-                        return Ok(Err(e.to_err_packet()));
-                    }
-                };
-                let (bid, params) = match prepared {
-                    Ok(p) => p,
-                    Err(err) => return Ok(Err(err)),
-                };
-                stmt.params = params;
-                let max =
-                    (backend.stmts.server()).per_connection(floor, backend.server.max_connections);
-                let evicted = backend.stmts.evict_to(max);
-                backend.stmts.insert(stmt.key.key().into(), bid, params);
-                close_on(backend, &evicted).await?;
-                bid
-            }
-        };
         put_stmt_id(&mut self.client.rbuf, backend_id);
         match command {
             Some(Command::StmtExecute) => {
@@ -486,6 +459,59 @@ impl Session {
             _ => {}
         }
         Ok(Ok(true))
+    }
+}
+
+impl Session {
+    /// The backend statement of the client's statement `id` on the held connection,
+    /// prepared there first if it has none.
+    pub(super) async fn statement_here(
+        &mut self,
+        id: u32,
+    ) -> Result<Result<u32, ErrPacket>, SessionError> {
+        let found = {
+            let Some(stmt) = self.backing.muxed().stmts.get(&id) else {
+                return Ok(Err(unknown_statement("EXECUTE")));
+            };
+            let backend = self.backend.as_mut().expect("acquired");
+            backend.stmts.touch(stmt.key.key()).map(|b| b.id)
+        };
+        match found {
+            Some(bid) => Ok(Ok(bid)),
+            None => self.prepare_here(id).await,
+        }
+    }
+
+    /// Prepares the client's statement `id` on the held connection, which lacks it.
+    async fn prepare_here(&mut self, id: u32) -> Result<Result<u32, ErrPacket>, SessionError> {
+        if let Err(err) = self.room_for_statement(true).await? {
+            return Ok(Err(err));
+        }
+        let floor = self.fe.pool_config.max_prepared_per_connection as usize;
+        let backend = self.backend.as_mut().expect("acquired");
+        let stmt = (self.backing.muxed_mut().stmts)
+            .get_mut(&id)
+            .expect("checked by the caller");
+        Stats::incr(&self.fe.mux_stats.reprepares);
+        let prepared = match backend.prepare(&stmt.text).await {
+            Ok(r) => r,
+            // Nothing of the client's command was sent: it gets an error and the
+            // session goes on (its server may just have died).
+            Err(e) => {
+                backend.mark_broken();
+                return Ok(Err(e.to_err_packet()));
+            }
+        };
+        let (bid, params) = match prepared {
+            Ok(p) => p,
+            Err(err) => return Ok(Err(err)),
+        };
+        stmt.params = params;
+        let max = (backend.stmts.server()).per_connection(floor, backend.server.max_connections);
+        let evicted = backend.stmts.evict_to(max);
+        backend.stmts.insert(stmt.key.key().into(), bid, params);
+        close_on(backend, &evicted).await?;
+        Ok(Ok(bid))
     }
 }
 

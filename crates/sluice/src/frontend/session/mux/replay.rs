@@ -5,17 +5,24 @@
 //! matches what the client already saw; otherwise the client gets the error it got
 //! before replay existed.
 //!
-//! This first form replays text-protocol transactions of plain statements (reads and
-//! row changes). A transaction with a prepared execute, a statement that changes the
-//! session, or more than [`MAX_LOG_BYTES`] of statements is not replayed; nor is a
-//! COMMIT whose outcome is unknown (the server may have committed it before it went).
+//! Text statements and executes of prepared statements (prepared again on the new
+//! writer) are logged; a transaction with anything that changes the session, a cursor,
+//! or more than [`MAX_LOG_BYTES`] of statements is not replayed. A statement that may
+//! have committed (a COMMIT, an autocommit write) is sent again only when the new
+//! writer surely lacks it (`router/commits.rs`); a ROLLBACK, or a statement that can't
+//! have committed anything, is simply sent again.
 
 use super::super::cached::{fetch, Recording};
 use super::super::Session;
 use crate::error::SessionError;
+use crate::router::gtid::GtidPos;
+use crate::router::{Router, Target};
 use crate::stats::Stats;
+use sluice_wire::command::Command;
 use sluice_wire::digest::response_digest;
 use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::response::ErrPacket;
+use sluice_wire::statement::{set_stmt_id, Execute};
 use sluice_wire::tracker::ResponseKind;
 
 /// Most bytes of statements a transaction keeps for replay; past it, it is not replayed.
@@ -29,6 +36,9 @@ const MAX_ANSWER_BYTES: usize = 4 << 20;
 struct Logged {
     request: Vec<u8>,
     digest: u64,
+    /// An execute: the client's statement id, and the parameter types it ran with when
+    /// its packet does not carry them (they were bound by an earlier execute).
+    execute: Option<(u32, Option<Vec<u8>>)>,
 }
 
 /// The transaction open on the writer, as far as it can be run again.
@@ -41,6 +51,25 @@ pub(in crate::frontend::session) struct ReplayLog {
     /// The server the transaction's connection was lost on while the session was idle:
     /// its next statement replays it on another writer first.
     pub lost_on: Option<std::sync::Arc<crate::router::Member>>,
+}
+
+/// What losing the writer before the reply to the statement in flight leads to.
+pub(in crate::frontend::session) enum OnLoss {
+    /// Its transaction runs again on the new writer, then it is sent there.
+    Replay,
+    /// Nothing it did can have stayed (a ROLLBACK, or what opens a transaction): it is
+    /// sent again on the new writer.
+    Resend,
+    /// It may have committed (a COMMIT, an autocommit write): it is sent again, after
+    /// its transaction for a COMMIT, only when the new writer surely lacks it. The
+    /// floor: the latest GTID acknowledged when it was sent.
+    IfAbsent(GtidPos),
+}
+
+/// A loss to carry over to the new writer, and what the client gets if it can't be.
+pub(in crate::frontend::session) struct Pending {
+    pub plan: OnLoss,
+    pub err: ErrPacket,
 }
 
 impl ReplayLog {
@@ -60,7 +89,12 @@ impl ReplayLog {
     /// The statement just answered, still inside the transaction (or the one that
     /// opened it). `answer`: the digest of the client's answer, `None` when it could
     /// not be had.
-    fn add(&mut self, request: &[u8], answer: Option<u64>) {
+    fn add(
+        &mut self,
+        request: &[u8],
+        answer: Option<u64>,
+        execute: Option<(u32, Option<Vec<u8>>)>,
+    ) {
         if self.refused.is_some() {
             return;
         }
@@ -71,6 +105,7 @@ impl ReplayLog {
             Some(digest) => self.entries.push(Logged {
                 request: request.to_vec(),
                 digest,
+                execute,
             }),
         }
     }
@@ -81,14 +116,13 @@ impl ReplayLog {
     }
 }
 
-/// Whether a text statement can run again on another server with the same effect,
-/// given the same data: plain reads, row changes and the statements that open a
-/// transaction. Anything that changes the session, locks, or depends on time or chance
-/// in a way a replay can't reproduce is left out by what its first word is.
-fn replayable_text(statement: &[u8]) -> bool {
-    let word = crate::classify::sql::first_word(statement);
+/// Whether a statement, by its first word, can run again on another server with the
+/// same effect given the same data: plain reads, row changes and the statements that
+/// open a transaction. Anything that changes the session, locks, or depends on time or
+/// chance in a way a replay can't reproduce is left out.
+fn replayable(word: &[u8]) -> bool {
     matches!(
-        word.as_slice(),
+        word,
         b"SELECT"
             | b"INSERT"
             | b"UPDATE"
@@ -101,6 +135,10 @@ fn replayable_text(statement: &[u8]) -> bool {
             | b"TABLE"
             | b"WITH"
     )
+}
+
+fn replayable_text(statement: &[u8]) -> bool {
+    replayable(&crate::classify::sql::first_word(statement))
 }
 
 /// Whether a text statement opens a transaction (its answer is the first logged). Read
@@ -118,56 +156,133 @@ fn opens_transaction(statement: &[u8]) -> bool {
     })
 }
 
-/// Whether a text statement ends the transaction: its outcome can't be had again.
-fn ends_transaction(statement: &[u8]) -> bool {
-    let word = crate::classify::sql::first_word(statement);
-    matches!(word.as_slice(), b"COMMIT" | b"ROLLBACK" | b"END" | b"XA")
+/// Whether a statement is a plain `COMMIT` or `ROLLBACK` (`[WORK]`, nothing more: not
+/// to a savepoint, and not one that chains or releases).
+fn plain_end(statement: &[u8]) -> bool {
+    let mut words = statement
+        .split(|b| b.is_ascii_whitespace() || *b == b';')
+        .filter(|w| !w.is_empty());
+    words
+        .next()
+        .is_some_and(|w| w.eq_ignore_ascii_case(b"COMMIT") || w.eq_ignore_ascii_case(b"ROLLBACK"))
+        && words.all(|w| w.eq_ignore_ascii_case(b"WORK"))
+}
+
+/// Commands that neither change data nor the session: a transaction they run in can
+/// still be replayed without them.
+fn leaves_transaction_alone(command: Option<Command>) -> bool {
+    use Command::*;
+    matches!(
+        command,
+        Some(Ping | StmtPrepare | StmtClose | StmtReset | Statistics | FieldList)
+    )
 }
 
 impl Session {
-    /// Before a text statement is relayed: when it runs on the writer inside a
-    /// transaction, or may open one, its bytes (returned) and its answer (recorded by
-    /// the relay) are kept for the log. Anything else costs nothing here.
+    /// Before a statement is relayed on the writer: when it is a text statement or an
+    /// execute inside a transaction, or may open one, its bytes (returned) and its
+    /// answer (recorded by the relay) are kept for the log. Anything else costs nothing
+    /// here.
     pub(in crate::frontend::session) async fn start_replay_entry(
         &mut self,
+        command: Option<Command>,
         len: usize,
     ) -> Result<Option<Vec<u8>>, SessionError> {
+        let query = match command {
+            Some(Command::Query) => true,
+            Some(Command::StmtExecute) => false,
+            _ => return Ok(None),
+        };
         let in_trx = self
             .backend
             .as_ref()
             .is_some_and(|b| b.status.in_transaction());
-        let on_writer = matches!(self.stmt.target, Some(crate::router::Target::Writer));
+        let on_writer = matches!(self.stmt.target, Some(Target::Writer));
         let logs = on_writer
             && len <= super::MAX_BUFFERED
             && (in_trx
                 || !self.backing.muxed().autocommits()
-                || opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]));
+                || query && opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]));
         if !logs {
+            return Ok(None);
+        }
+        let copy = self.whole_request().await?;
+        if copy.is_some() {
+            self.stmt.replay_record = Some(Recording::new(MAX_ANSWER_BYTES));
+        }
+        Ok(copy)
+    }
+
+    /// The command at the front of the client buffer, whole, when it is one packet no
+    /// larger than the mux keeps.
+    pub(in crate::frontend::session) async fn whole_request(
+        &mut self,
+    ) -> Result<Option<Vec<u8>>, SessionError> {
+        let len =
+            sluice_wire::packet::Header::parse(&self.client.rbuf).map_or(usize::MAX, |h| h.len);
+        if len > super::MAX_BUFFERED {
             return Ok(None);
         }
         while self.client.rbuf.len() < HEADER_LEN + len {
             self.client.read_more().await?;
         }
-        self.stmt.replay_record = Some(Recording::new(MAX_ANSWER_BYTES));
         Ok(Some(self.client.rbuf[..HEADER_LEN + len].to_vec()))
     }
 
-    /// Whether losing the writer before the reply to the statement at the front of the
-    /// client buffer replays its transaction: one is open and can run again, and the
-    /// statement is not what ends it (a COMMIT's own outcome can't be known, so it is
-    /// never sent again).
-    pub(in crate::frontend::session) fn replay_would_follow(&self) -> bool {
-        self.backend
+    /// What losing the writer before the reply to the statement at the front of the
+    /// client buffer would lead to; `None`: the client gets the error, as without
+    /// replay. `logged`: it is being kept for the log.
+    pub(in crate::frontend::session) fn plan_for_loss(
+        &self,
+        router: &Router,
+        command: Option<Command>,
+        kind: ResponseKind,
+        client_id: Option<u32>,
+        logged: bool,
+    ) -> Option<OnLoss> {
+        if !matches!(self.stmt.target, Some(Target::Writer)) || !self.stmt.survive_loss {
+            return None;
+        }
+        let mux = self.backing.muxed();
+        let text: &[u8] = match (command, kind) {
+            (Some(Command::Query), _) => self.client.rbuf.get(HEADER_LEN + 1..)?,
+            (Some(Command::StmtExecute), ResponseKind::Execute { cursor: false }) => {
+                &mux.stmts.get(&client_id?)?.text
+            }
+            _ => return None,
+        };
+        let word = crate::classify::sql::first_word(text);
+        let in_trx = self
+            .backend
             .as_ref()
-            .is_some_and(|b| b.status.in_transaction())
-            && self.backing.muxed().replay.usable()
-            && !ends_transaction(&self.client.rbuf[HEADER_LEN + 1..])
+            .is_some_and(|b| b.status.in_transaction());
+        if in_trx {
+            return match word.as_slice() {
+                b"COMMIT" if plain_end(text) && mux.replay.usable() => {
+                    Some(OnLoss::IfAbsent(router.commit_floor()))
+                }
+                b"ROLLBACK" if plain_end(text) => Some(OnLoss::Resend),
+                w if replayable(w) && logged && mux.replay.usable() => Some(OnLoss::Replay),
+                _ => None,
+            };
+        }
+        match word.as_slice() {
+            w if !replayable(w) => None,
+            b"BEGIN" | b"START" => Some(OnLoss::Resend),
+            // It opens a transaction: nothing of it can have committed.
+            _ if !mux.autocommits() => Some(OnLoss::Resend),
+            _ => Some(OnLoss::IfAbsent(router.commit_floor())),
+        }
     }
 
-    /// After a statement the log was armed for: logs it when the session's connection
-    /// is in a transaction afterwards, or forgets the transaction when it is not.
+    /// After a command on the writer: logs it when the session's connection is in a
+    /// transaction afterwards (or makes that transaction not replayable, when it can't
+    /// be logged), or forgets the transaction when there is none.
     pub(in crate::frontend::session) fn log_for_replay(
         &mut self,
+        command: Option<Command>,
+        kind: ResponseKind,
+        client_id: Option<u32>,
         request: Option<&[u8]>,
         recording: Option<Recording>,
     ) {
@@ -176,24 +291,45 @@ impl Session {
             .as_ref()
             .is_some_and(|b| b.status.in_transaction() && !b.is_broken());
         let caps = self.client.caps;
-        let log = &mut self.backing.muxed_mut().replay;
+        let mux = self.backing.muxed_mut();
         if !in_trx {
-            log.clear();
+            mux.replay.clear();
             return;
         }
-        match (request, recording.map(Recording::finished)) {
-            (Some(request), Some(Some(answer))) => {
-                let text = request.get(HEADER_LEN + 1..);
-                if !text.is_some_and(replayable_text) {
-                    log.refuse("statement");
-                    return;
-                }
-                let digest = response_digest(&answer, ResponseKind::Query, caps).ok();
-                log.add(request, digest);
-            }
-            (Some(_), Some(None)) => log.refuse("answer_too_large"),
-            _ => log.refuse("statement"),
+        if leaves_transaction_alone(command) {
+            return;
         }
+        let (Some(request), Some(answer)) = (request, recording.map(Recording::finished)) else {
+            mux.replay.refuse("statement");
+            return;
+        };
+        let Some(answer) = answer else {
+            mux.replay.refuse("answer_too_large");
+            return;
+        };
+        let execute = match (command, kind) {
+            (Some(Command::Query), _) if replayable_text(&request[HEADER_LEN + 1..]) => None,
+            (Some(Command::StmtExecute), ResponseKind::Execute { cursor: false }) => {
+                match client_id.and_then(|id| Some((id, mux.stmts.get(&id)?))) {
+                    Some((id, stmt)) if replayable_text(&stmt.text) => {
+                        // Without types in the packet, it ran with the ones bound before.
+                        let bound = Execute::binds_types(&request[HEADER_LEN..], stmt.params);
+                        let types = stmt.types.clone().filter(|_| bound == Some(false));
+                        Some((id, types))
+                    }
+                    _ => {
+                        mux.replay.refuse("statement");
+                        return;
+                    }
+                }
+            }
+            _ => {
+                mux.replay.refuse("statement");
+                return;
+            }
+        };
+        let digest = response_digest(&answer, kind, caps).ok();
+        mux.replay.add(request, digest, execute);
     }
 
     /// On the new writer's connection, just leased and brought in line with the
@@ -204,46 +340,18 @@ impl Session {
         &mut self,
     ) -> Result<Result<(), &'static str>, SessionError> {
         let entries = std::mem::take(&mut self.backing.muxed_mut().replay.entries);
-        let translate = self
-            .backing
-            .mux()
-            .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
-        let caps = self.client.caps;
-        let Some(backend) = self.backend.as_mut() else {
-            return Ok(Err("no_writer"));
-        };
         let mut outcome = Ok(());
         for e in &entries {
-            match fetch(
-                backend,
-                &e.request,
-                ResponseKind::Query,
-                MAX_ANSWER_BYTES,
-                translate,
-            )
-            .await
-            {
-                Ok(Some(answer)) => {
-                    let same = response_digest(&answer, ResponseKind::Query, caps)
-                        .is_ok_and(|d| d == e.digest);
-                    if !same {
-                        outcome = Err("mismatch");
-                        break;
-                    }
-                }
-                Ok(None) => {
-                    outcome = Err("answer_too_large");
-                    break;
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "the new writer was lost during a replay");
-                    backend.mark_broken();
-                    outcome = Err("lost_again");
-                    break;
-                }
+            outcome = self.replay_one(e).await?;
+            if outcome.is_err() {
+                break;
             }
         }
         let log = &mut self.backing.muxed_mut().replay;
+        let Some(backend) = self.backend.as_mut() else {
+            log.clear();
+            return Ok(Err("no_writer"));
+        };
         match outcome {
             Ok(()) => {
                 log.entries = entries;
@@ -263,26 +371,104 @@ impl Session {
         }
     }
 
-    /// Runs the logged transaction on the connection just leased on the new writer,
-    /// counted in `router`'s stats. False: it could not be, and the statement in flight
-    /// is over, answered with `err`.
+    /// Runs one logged statement on the held connection; `Ok(Err(why))`: its answer
+    /// differs from the one the client saw, or it could not be run.
+    async fn replay_one(&mut self, e: &Logged) -> Result<Result<(), &'static str>, SessionError> {
+        let translate = self
+            .backing
+            .mux()
+            .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
+        let caps = self.client.caps;
+        let mut request = std::borrow::Cow::Borrowed(&e.request[..]);
+        let mut kind = ResponseKind::Query;
+        let mut bound = None;
+        if let Some((id, types)) = &e.execute {
+            kind = ResponseKind::Execute { cursor: false };
+            let bid = match self.statement_here(*id).await? {
+                Ok(bid) => bid,
+                Err(_) => return Ok(Err("statement")),
+            };
+            let params = self.backing.muxed().stmts.get(id).map_or(0, |s| s.params);
+            let mut payload = e.request[HEADER_LEN..].to_vec();
+            set_stmt_id(&mut payload, bid);
+            if let Some(t) = types.as_deref() {
+                payload = Execute::with_types(&payload, params, t).unwrap_or(payload);
+            }
+            bound = Execute::parse(&payload, params).and_then(|x| x.types.map(<[u8]>::to_vec));
+            let mut packet = bytes::BytesMut::with_capacity(HEADER_LEN + payload.len());
+            sluice_wire::packet::write_packet(&mut packet, 0, &payload);
+            request = std::borrow::Cow::Owned(packet.to_vec());
+        }
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(Err("no_writer"));
+        };
+        match fetch(backend, &request, kind, MAX_ANSWER_BYTES, translate).await {
+            Ok(Some(answer)) => {
+                if !response_digest(&answer, kind, caps).is_ok_and(|d| d == e.digest) {
+                    return Ok(Err("mismatch"));
+                }
+            }
+            Ok(None) => return Ok(Err("answer_too_large")),
+            Err(err) => {
+                tracing::warn!(error = %err, "the new writer was lost during a replay");
+                backend.mark_broken();
+                return Ok(Err("lost_again"));
+            }
+        }
+        // Later executes without types on this connection mean the ones just bound.
+        if let (Some((id, _)), Some(types)) = (&e.execute, bound) {
+            let mux = self.backing.muxed();
+            if let Some(stmt) = mux.stmts.get(id) {
+                if let Some(b) = backend.stmts.get_mut(stmt.key.key()) {
+                    b.types = Some(types);
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// Carries a statement lost with its writer over to the connection just leased on
+    /// the new writer, counted in `router`'s stats: its transaction replayed, or the
+    /// check that it did not commit made. False: it could not be, and the statement in
+    /// flight is over, answered with the pending error.
     pub(in crate::frontend::session) async fn replay_on_new_writer(
         &mut self,
-        router: &crate::router::Router,
-        err: &sluice_wire::response::ErrPacket,
+        router: &Router,
+        pending: Pending,
     ) -> Result<bool, SessionError> {
         Stats::incr(&router.stats.replays_attempted);
-        let outcome = self.replay_transaction().await?;
+        let outcome = match &pending.plan {
+            OnLoss::Replay => self.replay_transaction().await?,
+            OnLoss::Resend => {
+                self.backing.muxed_mut().replay.clear();
+                Ok(())
+            }
+            OnLoss::IfAbsent(floor) => {
+                let absent =
+                    (self.member.as_ref()).is_some_and(|m| router.commits.absent_from(m, floor));
+                if !absent {
+                    self.backing.muxed_mut().replay.clear();
+                    Err("outcome_unknown")
+                } else if self.backing.muxed().replay.usable() {
+                    self.replay_transaction().await?
+                } else {
+                    self.backing.muxed_mut().replay.clear();
+                    Ok(())
+                }
+            }
+        };
         count_replay(&router.stats, outcome);
         match outcome {
             Ok(()) => {
-                tracing::info!("transaction replayed on the new writer after its writer was lost");
+                tracing::info!(
+                    "statement carried over to the new writer after its writer was lost"
+                );
                 Ok(true)
             }
             Err(why) => {
-                tracing::warn!(why, "transaction lost with its writer, not replayed");
+                tracing::warn!(why, "statement lost with its writer, not carried over");
                 let seq = self.client.skip_packet().await?;
-                self.client.write_err(seq, err).await?;
+                self.client.write_err(seq, &pending.err).await?;
                 self.release_if_free().await?;
                 Ok(false)
             }
@@ -309,13 +495,13 @@ mod tests {
     #[test]
     fn a_log_past_its_bound_or_with_an_unknown_answer_is_refused() {
         let mut log = ReplayLog::default();
-        log.add(b"\x05\0\0\0\x03BEGIN", Some(1));
+        log.add(b"\x05\0\0\0\x03BEGIN", Some(1), None);
         assert!(log.usable());
-        log.add(&vec![b'x'; MAX_LOG_BYTES], Some(2));
+        log.add(&vec![b'x'; MAX_LOG_BYTES], Some(2), None);
         assert!(!log.usable());
         assert_eq!(log.refused, Some("too_large"));
         log.clear();
-        log.add(b"\x05\0\0\0\x03BEGIN", None);
+        log.add(b"\x05\0\0\0\x03BEGIN", None, None);
         assert!(!log.usable());
         log.clear();
         assert!(log.refused.is_none() && log.entries.is_empty());
@@ -336,6 +522,23 @@ mod tests {
             "-- BEGIN\nSELECT 1",
         ] {
             assert!(!opens_transaction(s.as_bytes()), "{s}");
+        }
+    }
+
+    #[test]
+    fn only_a_plain_commit_or_rollback_is_sent_again() {
+        for s in ["COMMIT", "commit work;", " ROLLBACK ", "rollback\nWORK"] {
+            assert!(plain_end(s.as_bytes()), "{s}");
+        }
+        for s in [
+            "COMMIT AND CHAIN",
+            "COMMIT RELEASE",
+            "ROLLBACK TO SAVEPOINT a",
+            "ROLLBACK TO a",
+            "COMMITS",
+            "BEGIN",
+        ] {
+            assert!(!plain_end(s.as_bytes()), "{s}");
         }
     }
 
