@@ -73,6 +73,9 @@ pub struct Router {
     writer: ArcSwapOption<Member>,
     /// Woken when the writer changes or a switchover ends.
     pub writer_changed: tokio::sync::Notify,
+    /// Counts switchovers begun: sessions idle in a transaction they can replay move
+    /// it to the new writer rather than keep the old one busy.
+    pub switching: tokio::sync::watch::Sender<u64>,
     /// A switchover is moving the writer: new writer leases wait.
     pub paused: AtomicBool,
     pub routing: RoutingConfig,
@@ -144,6 +147,7 @@ impl Router {
             members,
             writer: ArcSwapOption::empty(),
             writer_changed: tokio::sync::Notify::new(),
+            switching: tokio::sync::watch::channel(0).0,
             paused: AtomicBool::new(false),
             routing,
             rules: ArcSwap::from_pointee(rules),

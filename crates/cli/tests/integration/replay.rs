@@ -270,3 +270,54 @@ fn writes_in_flight_get_the_error_when_the_new_writer_may_have_them() {
     assert_eq!(rows, ["1", "5", "9"]);
     assert_eq!(stats["replays_refused_by"]["outcome_unknown"], 2, "{stats}");
 }
+
+/// A switchover does not wait for transactions left open on the old writer (nor fail
+/// when they outlast its timeout): they are rolled back there and run again on the new
+/// writer, where they go on.
+#[test]
+fn a_switchover_moves_open_transactions_to_the_new_writer() {
+    let (set, config, sluice) = start();
+
+    let mut text = login(&sluice);
+    text.query("BEGIN").unwrap().expect_ok();
+    text.query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    let mut prepared = login(&sluice);
+    let insert = prepared.prepare("INSERT INTO rp.t VALUES (?, ?)").unwrap();
+    prepared.query("BEGIN").unwrap().expect_ok();
+    assert_eq!(prepared.execute_rows(insert, &["3", "30"]).unwrap(), 0);
+
+    let address = config.admin_address().unwrap();
+    let response = crate::support::sluice_admin(
+        &address,
+        super::routing::ADMIN_TOKEN,
+        &["switchover", "--to", "replica1"],
+    );
+    assert!(
+        response.code == Some(0) && response.stdout.contains("\"outcome\": \"ok\""),
+        "{}{}\n{}",
+        response.stdout,
+        response.stderr,
+        sluice.log()
+    );
+
+    text.query("INSERT INTO rp.t VALUES (4, 40)")
+        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()))
+        .expect_ok();
+    assert_eq!(one(&mut text, "SELECT @@server_id"), "2");
+    text.query("COMMIT").unwrap().expect_ok();
+    assert_eq!(prepared.execute_rows(insert, &["5", "50"]).unwrap(), 0);
+    prepared.query("COMMIT").unwrap().expect_ok();
+
+    let rows = set.replicas[0]
+        .execute("SELECT id, v FROM rp.t ORDER BY id")
+        .unwrap();
+    assert_eq!(
+        rows.lines().skip(1).collect::<Vec<_>>(),
+        ["1\t10", "2\t20", "3\t30", "4\t40", "5\t50"]
+    );
+    let stats = &admin_get(&sluice, &config, "/v1/servers")["stats"];
+    assert_eq!(stats["replays_succeeded"], 2, "{stats}");
+    assert_eq!(stats["replays_refused"], 0, "{stats}");
+}

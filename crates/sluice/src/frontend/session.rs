@@ -328,6 +328,18 @@ impl Session {
                 (None, _) => idle_armed = None,
             }
             let holding = self.backend.is_some();
+            // A transaction a switchover can move to the new writer is moved rather
+            // than left to keep the old one busy.
+            let movable = holding && self.movable();
+            if movable && self.switching() {
+                self.move_for_switchover().await?;
+                continue;
+            }
+            let switch_watch = self
+                .backing
+                .mux_mut()
+                .and_then(|m| m.replay.switch_watch())
+                .filter(|_| movable);
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
                 _ = shutdown.stopping() => return Ok(()),
@@ -352,6 +364,7 @@ impl Session {
                     }
                     continue;
                 }
+                _ = mux::replay::switch_begun(switch_watch), if movable => continue,
             };
             served = true;
             if header.seq != 0 {

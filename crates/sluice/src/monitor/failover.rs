@@ -555,6 +555,7 @@ pub async fn switchover(
     let mut new_conn = connect(&new, creds, timeout).await?;
 
     router.paused.store(true, Ordering::Release);
+    router.switching.send_modify(|begun| *begun += 1);
     let result = async {
         wait_sessions_leave(&old, timeout).await?;
         let mut journal = Journal::default();

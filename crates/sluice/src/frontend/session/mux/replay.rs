@@ -48,9 +48,13 @@ pub(in crate::frontend::session) struct ReplayLog {
     bytes: usize,
     /// Why this transaction can't be replayed, once something made it so.
     refused: Option<&'static str>,
-    /// The server the transaction's connection was lost on while the session was idle:
-    /// its next statement replays it on another writer first.
+    /// The server the transaction's connection was lost on while the session was idle
+    /// (or given back to let a switchover go on): its next statement replays it on
+    /// another writer first.
     pub lost_on: Option<std::sync::Arc<crate::router::Member>>,
+    /// Follows the switchovers begun on the session's router, once it had a transaction
+    /// to move.
+    switching: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 /// What losing the writer before the reply to the statement in flight leads to.
@@ -108,6 +112,11 @@ impl ReplayLog {
                 execute,
             }),
         }
+    }
+
+    /// What follows the switchovers begun, once the session had a transaction to move.
+    pub fn switch_watch(&mut self) -> Option<&mut tokio::sync::watch::Receiver<u64>> {
+        self.switching.as_mut()
     }
 
     pub fn refuse(&mut self, why: &'static str) {
@@ -473,6 +482,78 @@ impl Session {
                 Ok(false)
             }
         }
+    }
+}
+
+impl Session {
+    /// Whether the session sits on the writer in a transaction it can run again
+    /// elsewhere, holding nothing else there: a switchover moves it rather than wait for
+    /// it. Follows the router's switchovers from the first time it is so.
+    pub(in crate::frontend::session) fn movable(&mut self) -> bool {
+        let in_trx = (self.backend.as_ref()).is_some_and(|b| b.status.in_transaction());
+        let Some(mux) = self.backing.mux() else {
+            return false;
+        };
+        if !in_trx
+            || !mux.replay.usable()
+            || mux.pin_reason(sluice_wire::StatusFlags(0)).is_some()
+            || self.fe.shards.is_some()
+        {
+            return false;
+        }
+        if mux.replay.switching.is_none() {
+            let rx = self.fe.router.load().switching.subscribe();
+            self.backing.muxed_mut().replay.switching = Some(rx);
+        }
+        true
+    }
+
+    /// Whether a switchover is moving the writer away (seen, so that the next wait for
+    /// one waits for the next).
+    pub(in crate::frontend::session) fn switching(&mut self) -> bool {
+        if let Some(rx) = self
+            .backing
+            .mux_mut()
+            .and_then(|m| m.replay.switching.as_mut())
+        {
+            rx.borrow_and_update();
+        }
+        (self.fe.router.load())
+            .paused
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A switchover waits for the old writer's connections to be given back: the idle
+    /// transaction is rolled back there and given up, and runs again on the new writer
+    /// at the session's next statement.
+    pub(in crate::frontend::session) async fn move_for_switchover(
+        &mut self,
+    ) -> Result<(), SessionError> {
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(());
+        };
+        match backend.simple_command(b"\x03ROLLBACK").await {
+            Ok(Ok(_)) => {}
+            _ => backend.mark_broken(),
+        }
+        let mux = self.backing.muxed_mut();
+        mux.replay.lost_on = self.member.clone();
+        mux.hold_until = None;
+        tracing::debug!("transaction moved off the writer for a switchover");
+        self.release_if_free().await
+    }
+}
+
+/// Resolves when a switchover begins on the router `rx` follows; never without one.
+pub(in crate::frontend::session) async fn switch_begun(
+    rx: Option<&mut tokio::sync::watch::Receiver<u64>>,
+) {
+    let Some(rx) = rx else {
+        return std::future::pending().await;
+    };
+    if rx.changed().await.is_err() {
+        // The router was replaced: its switchovers are over.
+        std::future::pending::<()>().await;
     }
 }
 
