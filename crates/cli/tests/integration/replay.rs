@@ -321,3 +321,34 @@ fn a_switchover_moves_open_transactions_to_the_new_writer() {
     assert_eq!(stats["replays_succeeded"], 2, "{stats}");
     assert_eq!(stats["replays_refused"], 0, "{stats}");
 }
+
+/// With `failover.transaction_replay = false`, a transaction lost with its writer is
+/// lost as it was before replay existed: the session's connection is gone.
+#[test]
+fn replay_can_be_turned_off() {
+    let set = replica_set(true);
+    set.primary
+        .execute("CREATE DATABASE rp; CREATE TABLE rp.t (id BIGINT PRIMARY KEY, v INT)")
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(30)).unwrap();
+    let config = failover_config(&set).failover("transaction_replay", false);
+    let sluice = Sluice::start(&config);
+
+    let mut c = login(&sluice);
+    c.query("BEGIN").unwrap().expect_ok();
+    c.query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    set.primary.kill().unwrap();
+    let reply = c.query("INSERT INTO rp.t VALUES (3, 30)");
+    assert!(
+        !matches!(reply, Ok(Reply::Ok { .. })),
+        "{reply:?}\n{}",
+        sluice.log()
+    );
+    let (_, new) = wait_failover(&sluice, &config, &set);
+    let rows = new.execute("SELECT COUNT(*) FROM rp.t").unwrap();
+    assert_eq!(rows.lines().nth(1), Some("0"));
+    let stats = &admin_get(&sluice, &config, "/v1/servers")["stats"];
+    assert_eq!(stats["replays_attempted"], 0, "{stats}");
+}

@@ -167,7 +167,7 @@ pub fn validate_rules(rules: &[RuleConfig]) -> Vec<String> {
 
 /// A byte count as a number or a string with a unit: "512", "64KiB", "256MiB", "1GiB",
 /// "100MB".
-fn bytes_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+pub(crate) fn bytes_size<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Raw {

@@ -312,6 +312,18 @@ pub struct FailoverConfig {
     /// MASTER_USER). Default: the monitor's account.
     pub replication_user: Option<String>,
     pub replication_password: Option<Secret>,
+    /// Run a multiplexed session's transaction again on the new writer when its writer
+    /// is lost or switched over, and a statement that may have committed when the new
+    /// writer surely lacks it. Default true.
+    #[serde(default = "default_true")]
+    pub transaction_replay: bool,
+    /// Most bytes of statements one transaction keeps for replay; a larger one is not
+    /// replayed. A number of bytes or a string such as "1MiB". Default "1MiB".
+    #[serde(
+        default = "default_replay_max_bytes",
+        deserialize_with = "crate::cache::config::bytes_size"
+    )]
+    pub replay_max_bytes: u64,
 }
 
 impl Default for FailoverConfig {
@@ -323,8 +335,14 @@ impl Default for FailoverConfig {
             switchover_timeout: default_switchover_timeout(),
             replication_user: None,
             replication_password: None,
+            transaction_replay: true,
+            replay_max_bytes: default_replay_max_bytes(),
         }
     }
+}
+
+fn default_replay_max_bytes() -> u64 {
+    1 << 20
 }
 
 fn default_true() -> bool {

@@ -554,6 +554,15 @@ function renderServers() {
   const notes = [];
   if (d.read_write_split === false) notes.push('read/write split off');
   if (d.switchover_in_progress) notes.push('switchover in progress');
+  const lf = d.last_failover;
+  if (lf && lf.kind) notes.push(`last ${lf.kind}: ${lf.from || '?'} → ${lf.to || '?'}, ${lf.outcome}, ${lf.took_ms} ms`);
+  // Transactions and statements carried over to a new writer, and why some could not be.
+  const st = d.stats || {};
+  if (isNum(st.replays_attempted) && st.replays_attempted > 0) {
+    const by = st.replays_refused_by || {};
+    const why = Object.keys(by).map((k) => `${k} ${by[k]}`).join(', ');
+    notes.push(`replayed on a new writer: ${nz(st.replays_succeeded)} of ${st.replays_attempted}${why ? ` (not: ${why})` : ''}`);
+  }
   setText($('#servers-note'), notes.join(' · '));
   syncRows($('#servers-body'), list, (s) => s.name, [
     { cls: '', set: (td, s) => {

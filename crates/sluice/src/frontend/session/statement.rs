@@ -229,7 +229,9 @@ impl Session {
             && self.backing.muxed().autocommits();
         // A statement on the writer may be part of a transaction to replay on a new
         // writer if this one is lost, or be sent again there (`mux/replay.rs`).
-        let replays = !router.multi_writer() && self.fe.shards.is_none();
+        let replays = router.failover.transaction_replay
+            && !router.multi_writer()
+            && self.fe.shards.is_none();
         let mut copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
             while self.client.rbuf.len() < HEADER_LEN + len {
                 self.client.read_more().await?;
@@ -317,7 +319,11 @@ impl Session {
             }
             if let Some(b) = self.backend.as_mut() {
                 if b.is_broken() && relayed.goes_on() {
+                    if replays && relayed != Relayed::LostBeforeReply && b.status.in_transaction() {
+                        self.unreplayable_lost(&router);
+                    }
                     // The transaction died with its server: the session is outside one.
+                    let b = self.backend.as_mut().expect("checked above");
                     b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
                 }
             }
@@ -371,7 +377,8 @@ impl Session {
             }
             if replays {
                 let answer = self.stmt.replay_record.take();
-                self.log_for_replay(command, kind, client_id, logged.as_deref(), answer);
+                let limit = router.failover.replay_max_bytes as usize;
+                self.log_for_replay(command, kind, client_id, logged.as_deref(), answer, limit);
             }
             break fx;
         };

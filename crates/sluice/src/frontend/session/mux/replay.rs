@@ -7,7 +7,7 @@
 //!
 //! Text statements and executes of prepared statements (prepared again on the new
 //! writer) are logged; a transaction with anything that changes the session, a cursor,
-//! or more than [`MAX_LOG_BYTES`] of statements is not replayed. A statement that may
+//! or more than `failover.replay_max_bytes` of statements is not replayed. A statement that may
 //! have committed (a COMMIT, an autocommit write) is sent again only when the new
 //! writer surely lacks it (`router/commits.rs`); a ROLLBACK, or a statement that can't
 //! have committed anything, is simply sent again.
@@ -24,9 +24,6 @@ use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::ErrPacket;
 use sluice_wire::statement::{set_stmt_id, Execute};
 use sluice_wire::tracker::ResponseKind;
-
-/// Most bytes of statements a transaction keeps for replay; past it, it is not replayed.
-const MAX_LOG_BYTES: usize = 1 << 20;
 
 /// Most bytes of one answer recorded to digest; a larger one makes its transaction not
 /// replayable.
@@ -98,13 +95,14 @@ impl ReplayLog {
         request: &[u8],
         answer: Option<u64>,
         execute: Option<(u32, Option<Vec<u8>>)>,
+        limit: usize,
     ) {
         if self.refused.is_some() {
             return;
         }
         self.bytes += request.len();
         match answer {
-            _ if self.bytes > MAX_LOG_BYTES => self.refuse("too_large"),
+            _ if self.bytes > limit => self.refuse("too_large"),
             None => self.refuse("answer_unrecorded"),
             Some(digest) => self.entries.push(Logged {
                 request: request.to_vec(),
@@ -294,6 +292,7 @@ impl Session {
         client_id: Option<u32>,
         request: Option<&[u8]>,
         recording: Option<Recording>,
+        limit: usize,
     ) {
         let in_trx = self
             .backend
@@ -338,7 +337,7 @@ impl Session {
             }
         };
         let digest = response_digest(&answer, kind, caps).ok();
-        mux.replay.add(request, digest, execute);
+        mux.replay.add(request, digest, execute, limit);
     }
 
     /// On the new writer's connection, just leased and brought in line with the
@@ -486,6 +485,16 @@ impl Session {
 }
 
 impl Session {
+    /// A transaction that could not be logged was lost with its writer: counted as a
+    /// replay refused, with the reason it could not be logged.
+    pub(in crate::frontend::session) fn unreplayable_lost(&mut self, router: &Router) {
+        let log = &mut self.backing.muxed_mut().replay;
+        if let Some(why) = log.refused.take() {
+            Stats::incr(&router.stats.replays_attempted);
+            count_replay(&router.stats, Err(why));
+        }
+    }
+
     /// Whether the session sits on the writer in a transaction it can run again
     /// elsewhere, holding nothing else there: a switchover moves it rather than wait for
     /// it. Follows the router's switchovers from the first time it is so.
@@ -576,13 +585,13 @@ mod tests {
     #[test]
     fn a_log_past_its_bound_or_with_an_unknown_answer_is_refused() {
         let mut log = ReplayLog::default();
-        log.add(b"\x05\0\0\0\x03BEGIN", Some(1), None);
+        log.add(b"\x05\0\0\0\x03BEGIN", Some(1), None, 1 << 20);
         assert!(log.usable());
-        log.add(&vec![b'x'; MAX_LOG_BYTES], Some(2), None);
+        log.add(&vec![b'x'; 1 << 20], Some(2), None, 1 << 20);
         assert!(!log.usable());
         assert_eq!(log.refused, Some("too_large"));
         log.clear();
-        log.add(b"\x05\0\0\0\x03BEGIN", None, None);
+        log.add(b"\x05\0\0\0\x03BEGIN", None, None, 1 << 20);
         assert!(!log.usable());
         log.clear();
         assert!(log.refused.is_none() && log.entries.is_empty());
