@@ -131,6 +131,10 @@ impl MariaDbOptions {
                 "--rpl-semi-sync-master-enabled=ON".to_owned(),
                 "--rpl-semi-sync-slave-enabled=ON".to_owned(),
                 format!("--rpl-semi-sync-master-timeout={SEMI_SYNC_TIMEOUT_MS}"),
+                // A commit becomes visible only once a replica has it: no transaction
+                // reads what a failover may lose (AFTER_COMMIT, the default, shows it
+                // to others while waiting for the replica).
+                "--rpl-semi-sync-master-wait-point=AFTER_SYNC".to_owned(),
                 // With the default (ON), a replica's own master side, which nobody
                 // acknowledges, makes its SQL thread wait the full timeout on every
                 // transaction it applies.

@@ -268,7 +268,7 @@ impl Session {
                 }
             }
             let logged = match replays {
-                true => self.start_replay_entry(command, len).await?,
+                true => self.start_replay_entry(command, client_id, len).await?,
                 false => None,
             };
             let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {

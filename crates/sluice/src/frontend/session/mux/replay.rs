@@ -193,23 +193,26 @@ impl Session {
     pub(in crate::frontend::session) async fn start_replay_entry(
         &mut self,
         command: Option<Command>,
+        client_id: Option<u32>,
         len: usize,
     ) -> Result<Option<Vec<u8>>, SessionError> {
-        let query = match command {
-            Some(Command::Query) => true,
-            Some(Command::StmtExecute) => false,
-            _ => return Ok(None),
-        };
         let in_trx = self
             .backend
             .as_ref()
             .is_some_and(|b| b.status.in_transaction());
         let on_writer = matches!(self.stmt.target, Some(Target::Writer));
-        let logs = on_writer
+        let mux = self.backing.muxed();
+        // Drivers prepare BEGIN too (sysbench does).
+        let opens = || match command {
+            Some(Command::Query) => opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]),
+            _ => client_id
+                .and_then(|id| mux.stmt_route(id))
+                .is_some_and(|(text, _)| opens_transaction(text)),
+        };
+        let logs = matches!(command, Some(Command::Query | Command::StmtExecute))
+            && on_writer
             && len <= super::MAX_BUFFERED
-            && (in_trx
-                || !self.backing.muxed().autocommits()
-                || query && opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]));
+            && (in_trx || !mux.autocommits() || opens());
         if !logs {
             return Ok(None);
         }
