@@ -146,16 +146,19 @@ fn a_statement_in_flight_when_the_writer_dies_runs_on_the_new_one() {
     drop(holder);
 }
 
-/// A transaction of prepared statements replays too: its executes are prepared again
-/// on the new writer, under the ids the client knows.
+/// A transaction of prepared statements replays too, BEGIN and COMMIT included (as
+/// sysbench prepares them): its executes are prepared again on the new writer, under the
+/// ids the client knows.
 #[test]
 fn a_prepared_transaction_goes_on_on_the_new_writer() {
     let (set, config, sluice) = start();
 
     let mut c = login(&sluice);
+    let begin = c.prepare("BEGIN").unwrap();
+    let commit = c.prepare("COMMIT").unwrap();
     let insert = c.prepare("INSERT INTO rp.t VALUES (?, ?)").unwrap();
     let read = c.prepare("SELECT v FROM rp.t WHERE id <= ?").unwrap();
-    c.query("BEGIN").unwrap().expect_ok();
+    assert_eq!(c.execute_rows(begin, &[]).unwrap(), 0);
     assert_eq!(c.execute_rows(insert, &["2", "20"]).unwrap(), 0);
     assert_eq!(c.execute_rows(read, &["2"]).unwrap(), 2);
 
@@ -166,7 +169,7 @@ fn a_prepared_transaction_goes_on_on_the_new_writer() {
         0
     );
     assert_eq!(c.execute_rows(read, &["3"]).unwrap(), 3);
-    c.query("COMMIT").unwrap().expect_ok();
+    assert_eq!(c.execute_rows(commit, &[]).unwrap(), 0);
     let (writer, new) = wait_failover(&sluice, &config, &set);
     let rows = new.execute("SELECT id, v FROM rp.t ORDER BY id").unwrap();
     assert_eq!(
