@@ -6,7 +6,7 @@
 //! see. The monitor keeps each member's [`ServerState`] and elects the writer; the
 //! router only reads them, so it decides without I/O (leases aside).
 
-mod commits;
+pub mod commits;
 pub mod config;
 pub mod gtid;
 mod member;
@@ -87,6 +87,8 @@ pub struct Router {
     /// The GTIDs acknowledged, and the last promotion: whether a commit whose reply was
     /// lost with its writer can be on the new one.
     pub commits: commits::Commits,
+    /// Replays waiting for the new writer, which other writer statements let go first.
+    pub replay_gate: Arc<commits::ReplayGate>,
     /// Whether reads may go elsewhere than the writer at all.
     split: bool,
     pub stats: RouterStats,
@@ -155,6 +157,7 @@ impl Router {
             failover,
             global_gtid: Mutex::new(GtidPos::default()),
             commits: Default::default(),
+            replay_gate: Default::default(),
             split,
             stats: RouterStats::default(),
         };

@@ -13,7 +13,10 @@ use super::gtid::GtidPos;
 use super::Member;
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
 
 /// How many acknowledged GTIDs are kept per replication domain: a commit sent before
 /// the oldest kept can't be told apart.
@@ -71,5 +74,52 @@ impl Commits {
             })
         });
         absent
+    }
+}
+
+/// Sessions whose statement was lost with the writer and that wait to run their
+/// transaction again on the new one. While any does, other statements for the writer
+/// wait (bounded): each replay reads what its transaction read before, not what a
+/// commit after the failover wrote, which would make its answers differ.
+#[derive(Default)]
+pub struct ReplayGate {
+    pending: AtomicUsize,
+    done: Notify,
+}
+
+/// A replay the gate waits for, until dropped.
+pub struct Ticket(Arc<ReplayGate>);
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        if self.0.pending.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.done.notify_waiters();
+        }
+    }
+}
+
+impl ReplayGate {
+    pub fn enter(self: &Arc<Self>) -> Ticket {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+        Ticket(self.clone())
+    }
+
+    /// Waits until no replay is pending, at most `bound`. False: none was.
+    pub async fn wait(&self, bound: Duration) -> bool {
+        if self.pending.load(Ordering::Acquire) == 0 {
+            return false;
+        }
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let notified = self.done.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.pending.load(Ordering::Acquire) == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return true;
+            }
+        }
     }
 }

@@ -373,3 +373,31 @@ async fn a_lost_commit_is_absent_only_when_every_later_gtid_was_acknowledged() {
     r.commits.promoted(&b, pos("0-1-10"));
     assert!(r.commits.absent_from(&b, &floor));
 }
+
+#[tokio::test]
+async fn writer_statements_wait_for_pending_replays_within_a_bound() {
+    let gate = Arc::new(commits::ReplayGate::default());
+    // None pending: no wait at all.
+    assert!(!gate.wait(Duration::from_secs(60)).await);
+    let ticket = gate.enter();
+    let waiter = {
+        let gate = gate.clone();
+        tokio::spawn(async move { gate.wait(Duration::from_secs(60)).await })
+    };
+    let second = gate.enter();
+    // The waiter is waiting before the replays end.
+    tokio::task::yield_now().await;
+    drop(ticket);
+    tokio::task::yield_now().await;
+    assert!(!waiter.is_finished());
+    drop(second);
+    assert!(tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("released when the last replay is carried over")
+        .unwrap());
+    // A replay that never ends holds statements back only for the bound.
+    let _stuck = gate.enter();
+    let started = Instant::now();
+    assert!(gate.wait(Duration::from_millis(50)).await);
+    assert!(started.elapsed() >= Duration::from_millis(50));
+}

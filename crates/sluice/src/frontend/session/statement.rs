@@ -248,6 +248,7 @@ impl Session {
             replay_pending = Some(mux::replay::Pending {
                 plan: mux::replay::OnLoss::Replay,
                 err: route::rolled_back(),
+                ticket: Some(router.replay_gate.enter()),
             });
             self.stmt.avoid = Some(lost);
         }
@@ -262,7 +263,11 @@ impl Session {
                 self.release_if_free().await?;
                 return Ok(true);
             }
+            // The statement in flight follows its replayed transaction at once, unless it
+            // commits: other writer statements let pending replays go first.
+            let mut carried = false;
             if let Some(pending) = replay_pending.take() {
+                carried = !matches!(pending.plan, mux::replay::OnLoss::IfAbsent(_));
                 if !self.replay_on_new_writer(&router, pending).await? {
                     return Ok(true);
                 }
@@ -299,6 +304,12 @@ impl Session {
                 };
                 on_loss = on_loss.filter(|_| copy.is_some());
                 self.stmt.retry_armed |= on_loss.is_some();
+            }
+            if replays
+                && !carried
+                && matches!(self.stmt.target, Some(crate::router::Target::Writer))
+            {
+                router.replay_gate.wait(mux::replay::REPLAY_GATE).await;
             }
             // Only while its connection is outside a transaction too.
             self.stmt.conflict_retry = conflicts_retry
@@ -340,7 +351,8 @@ impl Session {
                             .take()
                             .unwrap_or_else(route::rolled_back),
                     };
-                    replay_pending = Some(mux::replay::Pending { plan, err });
+                    let ticket = Some(router.replay_gate.enter());
+                    replay_pending = Some(mux::replay::Pending { plan, err, ticket });
                 } else {
                     Stats::incr(&router.stats.retried_reads);
                     tracing::info!("read retried on another server after its server was lost");

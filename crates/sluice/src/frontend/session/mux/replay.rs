@@ -71,7 +71,17 @@ pub(in crate::frontend::session) enum OnLoss {
 pub(in crate::frontend::session) struct Pending {
     pub plan: OnLoss,
     pub err: ErrPacket,
+    /// Holds other writer statements back until it is carried over, from when the
+    /// session's statement waits for the new writer (an idle transaction, which may not
+    /// come back for long, holds nothing).
+    pub ticket: Option<crate::router::commits::Ticket>,
 }
+
+/// Longest a writer statement waits for the replays pending after a failover: past it,
+/// a replay blocked on a row lock that a waiting statement's transaction holds goes on
+/// once that transaction does.
+pub(in crate::frontend::session) const REPLAY_GATE: std::time::Duration =
+    std::time::Duration::from_millis(500);
 
 impl ReplayLog {
     /// Whether a transaction is logged and can be run again.
@@ -448,7 +458,8 @@ impl Session {
         pending: Pending,
     ) -> Result<bool, SessionError> {
         Stats::incr(&router.stats.replays_attempted);
-        let outcome = match &pending.plan {
+        let Pending { plan, err, ticket } = pending;
+        let outcome = match &plan {
             OnLoss::Replay => self.replay_transaction().await?,
             OnLoss::Resend => {
                 self.backing.muxed_mut().replay.clear();
@@ -469,6 +480,8 @@ impl Session {
             }
         };
         count_replay(&router.stats, outcome);
+        // Carried over (or not): the other writer statements need not wait for it.
+        drop(ticket);
         match outcome {
             Ok(()) => {
                 tracing::info!(
@@ -479,7 +492,7 @@ impl Session {
             Err(why) => {
                 tracing::warn!(why, "statement lost with its writer, not carried over");
                 let seq = self.client.skip_packet().await?;
-                self.client.write_err(seq, &pending.err).await?;
+                self.client.write_err(seq, &err).await?;
                 self.release_if_free().await?;
                 Ok(false)
             }
