@@ -229,7 +229,10 @@ impl Session {
             && self.backing.muxed().autocommits();
         // A statement on the writer may be part of a transaction to replay on a new
         // writer if this one is lost, or be sent again there (`mux/replay.rs`).
+        // Only where the writer can move (a failover, a switchover): one server alone
+        // has nothing to replay on.
         let replays = router.failover.transaction_replay
+            && router.members.len() > 1
             && !router.multi_writer()
             && self.fe.shards.is_none();
         let mut copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
