@@ -10,7 +10,8 @@
 //! [`CommonArgs`] (and [`ServerArgs`] where existing servers can be targeted) and one
 //! report format, [`document`]. Underneath: [`topology`] starts or finds the servers,
 //! [`sysbench`] and [`mysqlslap`] run and parse the load generators, [`report`] and
-//! [`render`] hold and present the cache scenario's runs, [`chart`] draws SVG charts.
+//! [`render`] hold and present the cache scenario's runs, [`chart`] draws SVG charts,
+//! [`client`] is the benchmarks' own minimal MySQL client.
 //!
 //! Adding a scenario: a module with its `clap::Args` (flattening [`CommonArgs`]) and a
 //! `run` returning [`Ran`], and a variant of [`Scenario`]; the compiler points at the
@@ -19,6 +20,7 @@
 pub mod all;
 pub mod cache;
 mod chart;
+mod client;
 pub mod document;
 pub mod galera;
 pub mod mux;
