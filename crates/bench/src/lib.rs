@@ -5,12 +5,14 @@
 //! One module per scenario: [`cache`] (the published caching-proxy benchmark; what
 //! `sluice bench` alone runs), [`mux`] (multiplexing), [`routing`] (read scale-out),
 //! [`galera`] (multi-master inserts and flow control), [`shard`] (one database over
-//! several instances), [`zones`] (the nearest replica across availability zones), and
-//! [`all`] (every other scenario, one page). They share the flags of
+//! several instances), [`zones`] (the nearest replica across availability zones),
+//! [`failover`] (the primary killed under load), and [`all`] (every other scenario,
+//! one page). They share the flags of
 //! [`CommonArgs`] (and [`ServerArgs`] where existing servers can be targeted) and one
 //! report format, [`document`]. Underneath: [`topology`] starts or finds the servers,
 //! [`sysbench`] and [`mysqlslap`] run and parse the load generators, [`report`] and
-//! [`render`] hold and present the cache scenario's runs, [`chart`] draws SVG charts.
+//! [`render`] hold and present the cache scenario's runs, [`chart`] draws SVG charts,
+//! [`client`] is the benchmarks' own minimal MySQL client.
 //!
 //! Adding a scenario: a module with its `clap::Args` (flattening [`CommonArgs`]) and a
 //! `run` returning [`Ran`], and a variant of [`Scenario`]; the compiler points at the
@@ -19,7 +21,9 @@
 pub mod all;
 pub mod cache;
 mod chart;
+mod client;
 pub mod document;
+pub mod failover;
 pub mod galera;
 pub mod mux;
 mod mysqlslap;
@@ -126,6 +130,21 @@ pub enum Scenario {
     /// zone, 1ms across. --demo (under 5 minutes on 2 cores): threads 8; 5 s; 2 tables
     /// x 1,000 rows.
     Zones(Box<zones::ZonesArgs>),
+    /// Failover: what clients see when the primary is killed under load.
+    ///
+    /// Each run: a fresh primary and 2 semi-synchronous replicas, Sluice in front
+    /// (multiplexing, read/write split, the monitor at its defaults, failover on);
+    /// sysbench oltp_read_write (prepared statements, errors ignored and counted) and
+    /// probe clients (autocommit inserts, two-insert transactions) through Sluice; the
+    /// primary SIGKILLed after --kill-after, the load kept on for --after once Sluice has
+    /// promoted a replica. Reported per run: the failover's and the writes' pause, the
+    /// errors clients got, Sluice's transaction replays, acknowledged writes lost and
+    /// writes applied twice on the promoted server. Starts its own servers; --duration
+    /// and --repeat do not apply (--runs repeats).
+    ///
+    /// Defaults: 10 runs; 8 threads; 4 tables x 10,000 rows; killed after 5 s, 5 s after
+    /// the failover. --demo: 2 runs; 4 threads; 2 tables x 1,000 rows.
+    Failover(Box<failover::FailoverArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
     /// The common flags go to every scenario (with --demo, each runs in its demo
@@ -144,6 +163,7 @@ impl Scenario {
             Scenario::Galera(_) => "galera",
             Scenario::Shard(_) => "shard",
             Scenario::Zones(_) => "zones",
+            Scenario::Failover(_) => "failover",
             Scenario::All(_) => "all",
         }
     }
@@ -156,6 +176,7 @@ impl Scenario {
             Scenario::Galera(a) => &mut a.common,
             Scenario::Shard(a) => &mut a.common,
             Scenario::Zones(a) => &mut a.common,
+            Scenario::Failover(a) => &mut a.common,
             Scenario::All(a) => &mut a.common,
         }
     }
@@ -169,6 +190,7 @@ impl Scenario {
             Scenario::Galera(a) => galera::run(&a),
             Scenario::Shard(a) => shard::run(&a),
             Scenario::Zones(a) => zones::run(&a),
+            Scenario::Failover(a) => failover::run(&a),
             Scenario::All(a) => all::run(&a),
         }
     }
@@ -443,7 +465,9 @@ mod tests {
 
     #[test]
     fn common_flags_mean_the_same_in_every_scenario() {
-        for name in ["cache", "mux", "routing", "galera", "shard", "zones", "all"] {
+        for name in [
+            "cache", "mux", "routing", "galera", "shard", "zones", "failover", "all",
+        ] {
             let mut args = parse(&[
                 name,
                 "--demo",
@@ -478,7 +502,7 @@ mod tests {
         let names: Vec<&str> = each.iter().map(Scenario::name).collect();
         assert_eq!(
             names,
-            ["cache", "mux", "routing", "galera", "shard", "zones"]
+            ["cache", "mux", "routing", "galera", "shard", "zones", "failover"]
         );
         for mut scenario in each {
             let name = scenario.name();

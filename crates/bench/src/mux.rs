@@ -14,6 +14,7 @@
 
 mod report;
 
+use crate::client::Client;
 use crate::document::Document;
 use crate::report::Machine;
 use crate::sysbench::{
@@ -23,13 +24,8 @@ use crate::topology::{Credentials, EmbeddedOptions, Topology};
 use crate::{CommonArgs, Ran, Resolved, Sizes};
 use anyhow::{bail, Context};
 use serde::Serialize;
-use sluice_wire::auth::native_scramble;
-use sluice_wire::handshake::{HandshakeResponse, InitialHandshake};
-use sluice_wire::packet::{take_packet, write_packet};
-use sluice_wire::CapabilityFlags;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Flags of `sluice bench mux` (its defaults are in the `Scenario::Mux` help).
 #[derive(clap::Args, Debug, Clone)]
@@ -444,7 +440,7 @@ fn idle_run(
         }
     };
     // One client first, so that the pool and the runtime are warm before measuring.
-    if let Err(e) = runtime.block_on(IdleClient::connect(&addr)) {
+    if let Err(e) = runtime.block_on(Client::connect(&addr, USER, PASSWORD)) {
         run.failure = Some(format!("logging in through Sluice: {e:#}"));
         return run;
     }
@@ -459,7 +455,7 @@ fn idle_run(
             let gate = gate.clone();
             tasks.push(tokio::spawn(async move {
                 let _permit = gate.acquire_owned().await.ok()?;
-                IdleClient::connect(&addr).await.ok()
+                Client::connect(&addr, USER, PASSWORD).await.ok()
             }));
         }
         let mut clients = Vec::new();
@@ -492,7 +488,7 @@ fn idle_run(
     run.server_connections = s.connections;
     (run.qps, run.p95_ms, run.errors, run.failure) = outcome(stats);
     let mut clients = clients;
-    let sample: Vec<&mut IdleClient> = clients.iter_mut().step_by(100).collect();
+    let sample: Vec<&mut Client> = clients.iter_mut().step_by(100).collect();
     run.pings_sent = sample.len() as u32;
     run.pings_answered = runtime.block_on(async {
         let mut n = 0;
@@ -520,75 +516,6 @@ pub(crate) fn outcome(
             None,
         ),
         Err(e) => (None, None, None, Some(format!("{e:#}"))),
-    }
-}
-
-/// A logged-in client connection that stays idle.
-struct IdleClient {
-    stream: tokio::net::TcpStream,
-    buf: bytes::BytesMut,
-}
-
-impl IdleClient {
-    async fn connect(addr: &str) -> anyhow::Result<IdleClient> {
-        let stream = tokio::net::TcpStream::connect(addr).await?;
-        let mut c = IdleClient {
-            stream,
-            buf: bytes::BytesMut::with_capacity(256),
-        };
-        let (seq, greeting) = c.read().await?;
-        let hs = InitialHandshake::parse(&greeting).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let caps = CapabilityFlags(
-            CapabilityFlags::PROTOCOL_41
-                | CapabilityFlags::SECURE_CONNECTION
-                | CapabilityFlags::PLUGIN_AUTH
-                | CapabilityFlags::LONG_PASSWORD
-                | CapabilityFlags::TRANSACTIONS,
-        );
-        let response = HandshakeResponse {
-            capabilities: caps,
-            mariadb_caps: 0,
-            max_packet: 1 << 24,
-            charset: 45,
-            username: USER.as_bytes().to_vec(),
-            auth_response: native_scramble(
-                PASSWORD.as_bytes(),
-                &hs.scramble[..20.min(hs.scramble.len())],
-            ),
-            database: None,
-            auth_plugin: Some(b"mysql_native_password".to_vec()),
-            attributes: Vec::new(),
-        };
-        c.write(seq.wrapping_add(1), &response.payload()).await?;
-        let (_, answer) = c.read().await?;
-        match answer.first() {
-            Some(0) => Ok(c),
-            _ => bail!("login refused: {}", String::from_utf8_lossy(&answer)),
-        }
-    }
-
-    async fn ping(&mut self) -> anyhow::Result<bool> {
-        self.write(0, &[0x0e]).await?;
-        let (_, answer) = tokio::time::timeout(Duration::from_secs(10), self.read()).await??;
-        Ok(answer.first() == Some(&0))
-    }
-
-    async fn read(&mut self) -> anyhow::Result<(u8, Vec<u8>)> {
-        loop {
-            if let Some(p) = take_packet(&mut self.buf, 1 << 20)? {
-                return Ok((p.seq, p.payload.to_vec()));
-            }
-            if self.stream.read_buf(&mut self.buf).await? == 0 {
-                bail!("closed by Sluice");
-            }
-        }
-    }
-
-    async fn write(&mut self, seq: u8, payload: &[u8]) -> anyhow::Result<()> {
-        let mut out = bytes::BytesMut::with_capacity(payload.len() + 4);
-        write_packet(&mut out, seq, payload);
-        self.stream.write_all(&out).await?;
-        Ok(())
     }
 }
 

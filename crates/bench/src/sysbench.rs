@@ -213,6 +213,24 @@ impl SysbenchCommand {
         cmd
     }
 
+    /// `sysbench SCRIPT ... OPTIONS run`, run in `dir`: a load that is none of the
+    /// [`Workload`]s, such as stock `oltp_read_write` with its transactions (the
+    /// failover scenario), whose options the caller gives whole.
+    pub fn run_script(
+        program: &Path,
+        script: &str,
+        endpoint: &Endpoint,
+        data: DataSet,
+        options: &[String],
+        dir: &Path,
+    ) -> Self {
+        let mut cmd = Self::new(program, script, endpoint, data);
+        cmd.dir = Some(dir.to_path_buf());
+        cmd.args.extend(options.iter().cloned());
+        cmd.args.push("run".to_string());
+        cmd
+    }
+
     /// One more option, before the trailing `run`/`prepare`/`cleanup` word.
     pub fn with_arg(mut self, arg: &str) -> Self {
         let at = self.args.len().saturating_sub(1);

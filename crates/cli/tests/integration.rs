@@ -19,6 +19,8 @@ mod auth;
 mod bad_input;
 #[path = "integration/bench.rs"]
 mod bench;
+#[path = "integration/bench_failover.rs"]
+mod bench_failover;
 #[path = "integration/bench_galera.rs"]
 mod bench_galera;
 #[path = "integration/bench_routing.rs"]

@@ -1,0 +1,734 @@
+//! `sluice bench failover`: what clients see when the primary dies under load.
+//!
+//! Each run starts a fresh primary with two semi-synchronous replicas and Sluice in
+//! front of them (multiplexing, read/write split, the monitor at its defaults, failover
+//! with the replication account), loads it through Sluice with sysbench's stock
+//! `oltp_read_write` (prepared statements, errors ignored and counted) beside the probe
+//! clients ([`probe`]), SIGKILLs the primary after --kill-after, waits for Sluice to
+//! promote a replica and keeps the load on for --after. Then it counts ([`tally`]) the
+//! errors clients got, Sluice's transaction replays, the longest pause of acknowledged
+//! writes, and whether every acknowledged probe write is on the promoted server, once.
+//!
+//! Everything runs embedded and is removed after each run, on error too; the report
+//! ([`report`]) is written after every run. A run fails only when it could not be
+//! measured (no failover within a bound, sysbench without its summary); what it
+//! measured is reported as it is, whatever the target.
+
+mod probe;
+mod report;
+mod tally;
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+use sluice_sandbox::{self as sandbox, MariaDb, ReplicaSet, ReplicaSetOptions};
+
+use crate::document::Document;
+use crate::report::Machine;
+use crate::routing::{admin_token, endpoint, last_line, servers_json, wait_for_routing, AdminApi};
+use crate::sysbench::{self, parse_run, DataSet, RunStats, SysbenchCommand};
+use crate::tool::Finished;
+use crate::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
+use crate::{CommonArgs, Ran, Resolved, Sizes};
+use probe::{ProbeLog, ProbeTarget, Probes, TRX_TABLE, WRITES_TABLE};
+use tally::{ErrorText, Replays};
+
+/// Flags of `sluice bench failover` (its defaults are in the `Scenario::Failover`
+/// help). --duration and --repeat do not apply: a run lasts --kill-after, the
+/// failover and --after, and --runs repeats it.
+#[derive(clap::Args, Debug, Clone)]
+pub struct FailoverArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Runs, each on a fresh replica set and Sluice [default: 10; demo: 2].
+    #[arg(long)]
+    pub runs: Option<u32>,
+    /// Load before the primary is killed.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub kill_after: Duration,
+    /// Load after Sluice has promoted a replica.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
+    pub after: Duration,
+    /// Probe clients inserting one row per autocommit statement (beside one client
+    /// running two-insert transactions).
+    #[arg(long, default_value_t = 2)]
+    pub probe_writers: u32,
+}
+
+/// The servers as Sluice knows them, the primary first; replica N is `set.replicas[N-1]`.
+const NAMES: [&str; 3] = ["primary", "replica1", "replica2"];
+/// Database of the sysbench and probe tables.
+const DATABASE: &str = crate::routing::DATABASE;
+/// How long Sluice gets to promote a replica after the kill before the run is failed.
+const FAILOVER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often `/v1/servers` is asked whether the writer changed.
+const POLL: Duration = Duration::from_millis(50);
+/// sysbench runs this much longer than --kill-after and --after together, so that it
+/// is still running when the probes stop after a failover of a few seconds.
+const SYSBENCH_MARGIN_SECS: u64 = 3;
+/// Distinct error texts kept per run and per kind of client.
+const ERROR_TEXTS: usize = 5;
+/// Ids of lost or doubled writes kept per run.
+const IDS_KEPT: usize = 10;
+
+/// The flags checked and resolved.
+#[derive(Debug, Clone)]
+struct Plan {
+    runs: u32,
+    threads: u32,
+    data: DataSet,
+    kill_after: Duration,
+    after: Duration,
+    probe_writers: u32,
+    /// sysbench's --time, whole seconds.
+    sysbench_secs: u64,
+    /// Of every server: sysbench's threads, Sluice's pool (100 per server by default)
+    /// and room for the probes, the monitor and the admin.
+    max_connections: u32,
+}
+
+impl Plan {
+    fn resolve(args: &FailoverArgs) -> anyhow::Result<Plan> {
+        let c = &args.common;
+        let Resolved { threads, data, .. } = c.resolve(&Sizes {
+            threads: [&[8], &[4]],
+            // Unused: --kill-after and --after say how long a run lasts.
+            seconds: [1, 1],
+            tables: [4, 2],
+            table_size: [10_000, 1_000],
+        })?;
+        let [threads] = threads[..] else {
+            bail!("--threads takes one thread count here: sysbench's load during the failover");
+        };
+        let runs = args.runs.unwrap_or(if c.demo { 2 } else { 10 });
+        if runs == 0 {
+            bail!("--runs must be at least 1");
+        }
+        if args.kill_after.is_zero() || args.after.is_zero() {
+            bail!("--kill-after and --after must be longer than 0s");
+        }
+        let load = args.kill_after + args.after;
+        Ok(Plan {
+            runs,
+            threads,
+            data,
+            kill_after: args.kill_after,
+            after: args.after,
+            probe_writers: args.probe_writers,
+            sysbench_secs: load.as_secs()
+                + u64::from(load.subsec_nanos() > 0)
+                + SYSBENCH_MARGIN_SECS,
+            max_connections: threads.saturating_add(200),
+        })
+    }
+}
+
+/// sysbench's summary of a run, the part this report reads.
+#[derive(Debug, Clone, Serialize)]
+struct SysbenchFigures {
+    transactions: u64,
+    tps: f64,
+    ignored_errors: u64,
+    /// Of the ignored errors, those of sysbench's intermediate reports before the kill:
+    /// the workload's own (deadlocks between its threads), a baseline.
+    errors_before_kill: u64,
+    reconnects: u64,
+}
+
+impl SysbenchFigures {
+    fn new(s: &RunStats, errors_before_kill: u64) -> Self {
+        SysbenchFigures {
+            transactions: s.transactions,
+            tps: s.transactions_per_sec,
+            ignored_errors: s.ignored_errors,
+            errors_before_kill,
+            reconnects: s.reconnects,
+        }
+    }
+}
+
+/// One run: a replica set, Sluice, the load, the kill and what came of it.
+#[derive(Debug, Clone, Serialize, Default)]
+struct Run {
+    /// 1-based.
+    run: u32,
+    /// Why the run could not be measured, if it could not.
+    failure: Option<String>,
+    /// The server Sluice promoted.
+    new_writer: Option<String>,
+    /// What Sluice says the failover took (`last_failover.took_ms` of `/v1/servers`).
+    failover_took_ms: Option<u64>,
+    /// From the kill to `/v1/servers` naming another writer (asked every 50 ms): the
+    /// monitor's time to find the primary down, and the failover.
+    failover_seen_ms: Option<u64>,
+    /// The longest time without an acknowledged probe write across the failover.
+    write_pause_ms: Option<u64>,
+    sysbench: Option<SysbenchFigures>,
+    probe_writes_acked: u64,
+    probe_write_errors: u64,
+    probe_transactions: u64,
+    probe_trx_errors: u64,
+    replays: Replays,
+    /// sysbench's ignored errors and reconnects, and the probes' errors.
+    client_errors: Option<u64>,
+    /// Acknowledged probe writes missing on the promoted server.
+    acked_lost: Option<u64>,
+    /// Probe writes found more than once on the promoted server.
+    applied_twice: Option<u64>,
+    /// No client error but those of transactions refused replay for a mismatch, no
+    /// acknowledged write lost, none applied twice; `None` when not measured.
+    passed: Option<bool>,
+    lost_ids: Vec<i64>,
+    twice_ids: Vec<i64>,
+    /// The probes' errors, by text.
+    probe_errors: Vec<ErrorText>,
+    /// The errors sysbench named in its output, by text.
+    sysbench_errors: Vec<ErrorText>,
+    sysbench_command: Option<String>,
+    /// sysbench's output and Sluice's log and configuration, relative to the output
+    /// directory.
+    sysbench_output: String,
+    sluice_log: String,
+    sluice_config: String,
+}
+
+impl Run {
+    /// Client errors the target counts: all but those of replays refused because the
+    /// transaction's results differed on the new writer.
+    fn unexcepted_errors(&self) -> Option<u64> {
+        Some(
+            self.client_errors?
+                .saturating_sub(self.replays.mismatches()),
+        )
+    }
+
+    fn judge(&mut self) {
+        self.passed = match (
+            &self.failure,
+            self.unexcepted_errors(),
+            self.acked_lost,
+            self.applied_twice,
+        ) {
+            (None, Some(errors), Some(lost), Some(twice)) => {
+                Some(errors == 0 && lost == 0 && twice == 0)
+            }
+            _ => None,
+        };
+    }
+}
+
+/// The runs taken together.
+#[derive(Debug, Clone, Serialize, Default, PartialEq)]
+struct Summary {
+    runs: usize,
+    measured: usize,
+    /// Runs in which no client error reached a client, mismatch-refused replays
+    /// excepted.
+    without_client_error: usize,
+    passed: usize,
+    worst_write_pause_ms: Option<u64>,
+    worst_failover_took_ms: Option<u64>,
+    acked_lost: u64,
+    applied_twice: u64,
+    mismatches: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Results {
+    command: String,
+    started_at: String,
+    finished_at: Option<String>,
+    /// Why the benchmark stopped early, if it did.
+    error: Option<String>,
+    sluice_version: String,
+    sysbench_version: String,
+    mariadb_version: Option<String>,
+    machine: Machine,
+    threads: u32,
+    data: DataSet,
+    kill_after_ms: u64,
+    after_ms: u64,
+    probe_writers: u32,
+    runs_planned: u32,
+    sluice_command: Option<String>,
+    prepare_command: Option<String>,
+    runs: Vec<Run>,
+    summary: Summary,
+}
+
+/// Runs the benchmark, printing the table and where the report is.
+pub fn run(args: &FailoverArgs) -> Ran {
+    let mut report = None;
+    let result = run_into(args, &mut report);
+    Ran { report, result }
+}
+
+/// [`run`], leaving the latest report in `document`.
+fn run_into(args: &FailoverArgs, document: &mut Option<Document>) -> anyhow::Result<()> {
+    let plan = Plan::resolve(args)?;
+    let started = SystemTime::now();
+    let out = args.common.out_dir("failover", started);
+    std::fs::create_dir_all(out.join("raw"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let mut results = Results {
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        started_at: humantime::format_rfc3339_seconds(started).to_string(),
+        finished_at: None,
+        error: None,
+        sluice_version: env!("CARGO_PKG_VERSION").to_string(),
+        sysbench_version: sysbench::version(&args.common.sysbench)?,
+        mariadb_version: None,
+        machine: Machine::detect(),
+        threads: plan.threads,
+        data: plan.data,
+        kill_after_ms: plan.kill_after.as_millis() as u64,
+        after_ms: plan.after.as_millis() as u64,
+        probe_writers: plan.probe_writers,
+        runs_planned: plan.runs,
+        sluice_command: None,
+        prepare_command: None,
+        runs: Vec::new(),
+        summary: Summary::default(),
+    };
+    *document = Some(report::write(&out, &mut results)?);
+    let measured = measure(args, &plan, &out, &mut results);
+    crate::report::conclude(&out, &mut results, measured, document, report::write)
+}
+
+/// What every run needs.
+struct Bench<'a> {
+    args: &'a FailoverArgs,
+    plan: &'a Plan,
+    sluice_bin: PathBuf,
+    out: &'a Path,
+    /// Where the probes run.
+    runtime: tokio::runtime::Runtime,
+}
+
+/// Every run in turn, the report rewritten after each.
+fn measure(
+    args: &FailoverArgs,
+    plan: &Plan,
+    out: &Path,
+    results: &mut Results,
+) -> anyhow::Result<()> {
+    let bench = Bench {
+        args,
+        plan,
+        sluice_bin: args.common.sluice_bin()?,
+        out,
+        runtime: tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .context("starting the probes' runtime")?,
+    };
+    for n in 1..=plan.runs {
+        eprintln!(
+            "[{n}/{}] a primary and 2 replicas, sysbench with {} threads and {} probe \
+             writers through Sluice; primary killed after {:?}, load on {:?} after the failover",
+            plan.runs, plan.threads, plan.probe_writers, plan.kill_after, plan.after
+        );
+        let mut run = Run {
+            run: n,
+            sysbench_output: format!("raw/sysbench-run{n}.txt"),
+            sluice_log: format!("raw/sluice-run{n}.log"),
+            sluice_config: format!("raw/sluice-run{n}.toml"),
+            ..Run::default()
+        };
+        if let Err(e) = bench.one_run(&mut run, results) {
+            run.failure = Some(format!("{e:#}"));
+        }
+        run.judge();
+        eprintln!("    {}", describe(&run));
+        results.runs.push(run);
+        report::write(out, results)?;
+    }
+    Ok(())
+}
+
+/// The load of one run while it goes on: sysbench in a thread of its own, the probes
+/// on the runtime.
+struct Load {
+    started: Instant,
+    sysbench: JoinHandle<anyhow::Result<Finished>>,
+    probes: Probes,
+}
+
+/// What came of the kill: the failover, and the load around it, stopped.
+struct Killed {
+    /// The server Sluice promoted, and when `/v1/servers` first named it.
+    new_writer: String,
+    recovered: Instant,
+    killed: Instant,
+    /// The kill's time from sysbench's start.
+    killed_after: Duration,
+    sysbench: anyhow::Result<Finished>,
+    probes: ProbeLog,
+}
+
+impl<'a> Bench<'a> {
+    /// One run, filling in `run` as far as it gets. The replica set and Sluice stop
+    /// when their handles drop, however this returns.
+    fn one_run(&self, run: &mut Run, results: &mut Results) -> anyhow::Result<()> {
+        let set = ReplicaSet::start(ReplicaSetOptions {
+            replicas: NAMES.len() - 1,
+            semi_sync: true,
+            max_connections: self.plan.max_connections,
+            // sysbench prepares its statements in every thread, and Sluice keeps them on
+            // each backend connection: the default limit is soon reached.
+            extra_args: vec![format!(
+                "--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"
+            )],
+        })
+        .context("starting the sandbox replica set")?;
+        if results.mariadb_version.is_none() {
+            results.mariadb_version = last_line(&set.primary.execute("SELECT VERSION()")?);
+        }
+        self.prepare(&set, run, results)?;
+        let (mut sluice, admin, sluice_addr) = self.start_sluice(&set, run, results)?;
+
+        let k = self.kill_under_load(&set, &admin, sluice_addr, run)?;
+        run.failover_seen_ms = Some((k.recovered - k.killed).as_millis() as u64);
+        run.new_writer = Some(k.new_writer.clone());
+        let servers = servers_json(&admin)?;
+        run.replays = Replays::from_servers(&servers);
+        run.failover_took_ms = servers["last_failover"]["took_ms"].as_u64();
+        if let Err(ended) = sluice.check() {
+            bail!("{ended}");
+        }
+        sluice.stop();
+
+        let index = NAMES
+            .iter()
+            .position(|n| *n == k.new_writer)
+            .with_context(|| {
+                format!(
+                    "Sluice promoted a server it was not given: {}",
+                    k.new_writer
+                )
+            })?;
+        let promoted = set.servers().nth(index).expect("one server per name");
+        tally_probes(run, &k.probes, promoted, k.killed, k.recovered)?;
+        self.tally_sysbench(run, k.sysbench, k.killed_after)?;
+        run.client_errors = Some(
+            run.sysbench
+                .as_ref()
+                .map_or(0, |s| s.ignored_errors + s.reconnects)
+                + run.probe_write_errors
+                + run.probe_trx_errors,
+        );
+        Ok(())
+    }
+
+    /// Sluice in front of `set`, routing: its process, its admin API, where clients
+    /// connect.
+    fn start_sluice(
+        &self,
+        set: &ReplicaSet,
+        run: &Run,
+        results: &mut Results,
+    ) -> anyhow::Result<(SluiceProcess, AdminApi, SocketAddr)> {
+        let port = sandbox::free_port();
+        let admin_port = sandbox::free_port();
+        let token = admin_token("failover");
+        let addresses: Vec<SocketAddr> = set.servers().map(MariaDb::addr).collect();
+        let config = self.out.join(&run.sluice_config);
+        std::fs::write(&config, sluice_config(&addresses, port, admin_port, &token))
+            .with_context(|| format!("writing {}", config.display()))?;
+        let sluice = SluiceProcess::start(
+            &self.sluice_bin,
+            &config,
+            port,
+            &self.out.join(&run.sluice_log),
+        )?;
+        results.sluice_command = Some(sluice.command.clone());
+        let admin = AdminApi::new(format!("127.0.0.1:{admin_port}"), token);
+        wait_for_routing(&admin, &NAMES)?;
+        Ok((sluice, admin, SocketAddr::from(([127, 0, 0, 1], port))))
+    }
+
+    /// The load through Sluice at `addr` for --kill-after, the primary killed, the
+    /// failover waited for, the load on for --after; then the load stopped (always,
+    /// once started, even when no failover came).
+    fn kill_under_load(
+        &self,
+        set: &ReplicaSet,
+        admin: &AdminApi,
+        addr: SocketAddr,
+        run: &mut Run,
+    ) -> anyhow::Result<Killed> {
+        let load = self.start_load(addr, run);
+        // The load's length, not a wait for anything.
+        std::thread::sleep(self.plan.kill_after);
+        let killed = Instant::now();
+        let killed_after = killed - load.started;
+        let failover = set
+            .primary
+            .kill()
+            .context("killing the primary")
+            .and_then(|()| wait_for_failover(admin));
+        if failover.is_ok() {
+            std::thread::sleep(self.plan.after);
+        }
+        let (sysbench, probes) = self.finish_load(load);
+        let (new_writer, recovered) = failover?;
+        Ok(Killed {
+            new_writer,
+            recovered,
+            killed,
+            killed_after,
+            sysbench,
+            probes,
+        })
+    }
+
+    /// The probe tables and sysbench's tables on the primary, replicated.
+    fn prepare(&self, set: &ReplicaSet, run: &Run, results: &mut Results) -> anyhow::Result<()> {
+        set.primary
+            .execute(&format!(
+                "CREATE DATABASE IF NOT EXISTS {DATABASE};\n\
+                 CREATE TABLE {DATABASE}.{WRITES_TABLE} (id BIGINT NOT NULL, KEY (id));\n\
+                 CREATE TABLE {DATABASE}.{TRX_TABLE} (id BIGINT NOT NULL, KEY (id));"
+            ))
+            .context("creating the database and the probe tables on the primary")?;
+        let data = self.plan.data;
+        let threads = data
+            .tables
+            .min(std::thread::available_parallelism().map_or(1, |n| n.get()) as u32);
+        let prepare = SysbenchCommand::prepare(
+            &self.args.common.sysbench,
+            &endpoint(set.primary.addr()),
+            data,
+            threads,
+        );
+        results.prepare_command = Some(prepare.display());
+        prepare.execute_checked(
+            "preparing the data on the primary (sysbench prepare)",
+            &self.out.join(format!("raw/prepare-run{}.txt", run.run)),
+            Duration::from_secs(3600),
+        )?;
+        set.wait_caught_up(Duration::from_secs(600))
+            .context("waiting for the replicas to apply the sysbench tables")
+    }
+
+    /// sysbench and the probes, all through Sluice at `addr`.
+    fn start_load(&self, addr: SocketAddr, run: &mut Run) -> Load {
+        let plan = self.plan;
+        let options = [
+            format!("--threads={}", plan.threads),
+            format!("--time={}", plan.sysbench_secs),
+            "--report-interval=1".to_string(),
+            "--mysql-ignore-errors=all".to_string(),
+            "--db-ps-mode=auto".to_string(),
+            // The level at which sysbench names each error it ignores (code and message),
+            // and little else.
+            "--verbosity=5".to_string(),
+        ];
+        let command = SysbenchCommand::run_script(
+            &self.args.common.sysbench,
+            "oltp_read_write",
+            &endpoint(addr),
+            plan.data,
+            &options,
+            self.out,
+        );
+        run.sysbench_command = Some(command.display());
+        let log = self.out.join(&run.sysbench_output);
+        // Connecting and preparing take a while of their own.
+        let deadline = Duration::from_secs(plan.sysbench_secs + 60);
+        let started = Instant::now();
+        let sysbench = std::thread::spawn(move || command.execute(&log, deadline, |_, _| {}));
+        let target = ProbeTarget {
+            addr: addr.to_string(),
+            user: sandbox::ADMIN_USER.into(),
+            password: sandbox::ADMIN_PASSWORD.into(),
+            database: DATABASE.into(),
+        };
+        let probes = Probes::start(&self.runtime, &target, plan.probe_writers);
+        Load {
+            started,
+            sysbench,
+            probes,
+        }
+    }
+
+    /// Stops the probes and waits for sysbench (bounded by its own deadline).
+    fn finish_load(&self, load: Load) -> (anyhow::Result<Finished>, ProbeLog) {
+        let probes = load.probes.finish(&self.runtime);
+        let finished = load
+            .sysbench
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("the thread running sysbench panicked")));
+        (finished, probes)
+    }
+
+    /// sysbench's summary into `run`, or why there is none; `killed_after`: the kill's
+    /// time from sysbench's start.
+    fn tally_sysbench(
+        &self,
+        run: &mut Run,
+        finished: anyhow::Result<Finished>,
+        killed_after: Duration,
+    ) -> anyhow::Result<()> {
+        let finished = finished?;
+        let texts = tally::sysbench_errors(&finished.output);
+        run.sysbench_errors = tally::error_texts(&texts, ERROR_TEXTS);
+        let log = self.out.join(&run.sysbench_output);
+        let what = format!("oltp_read_write threads={}", self.plan.threads);
+        sysbench::check(&finished, &what, &log)?;
+        let stats = parse_run(&finished.output).with_context(|| {
+            format!(
+                "{what}: sysbench exited 0 but its output has no complete summary; see {}",
+                log.display()
+            )
+        })?;
+        let before = tally::sysbench_errors_before(&finished.output, killed_after);
+        run.sysbench = Some(SysbenchFigures::new(&stats, before));
+        Ok(())
+    }
+}
+
+/// Waits (at most [`FAILOVER_TIMEOUT`]) until Sluice names a writer other than the
+/// primary; that writer, and when it was first seen.
+fn wait_for_failover(admin: &AdminApi) -> anyhow::Result<(String, Instant)> {
+    let deadline = Instant::now() + FAILOVER_TIMEOUT;
+    loop {
+        let last = servers_json(admin);
+        if let Ok(json) = &last {
+            if let Some(writer) = json["writer"].as_str().filter(|w| *w != NAMES[0]) {
+                return Ok((writer.to_string(), Instant::now()));
+            }
+        }
+        if Instant::now() >= deadline {
+            let last = match last {
+                Ok(json) => json.to_string(),
+                Err(e) => format!("{e:#}"),
+            };
+            bail!(
+                "no failover: Sluice named no writer other than the primary within \
+                 {FAILOVER_TIMEOUT:?} of the kill; /v1/servers said: {last}"
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// What the probes saw, and their writes as the promoted server has them.
+fn tally_probes(
+    run: &mut Run,
+    probes: &ProbeLog,
+    promoted: &MariaDb,
+    killed: Instant,
+    recovered: Instant,
+) -> anyhow::Result<()> {
+    run.probe_writes_acked = probes.acked_writes.len() as u64;
+    run.probe_write_errors = probes.write_errors;
+    run.probe_transactions = probes.transactions() as u64;
+    run.probe_trx_errors = probes.trx_errors;
+    run.probe_errors = tally::error_texts(&probes.errors, ERROR_TEXTS);
+    let acks: Vec<Instant> = probes
+        .acked_writes
+        .iter()
+        .chain(&probes.acked_trx)
+        .map(|(_, at)| *at)
+        .collect();
+    run.write_pause_ms = tally::write_pause(&acks, killed, recovered).map(|d| d.as_millis() as u64);
+
+    let ids_of = |table: &str| -> anyhow::Result<Vec<i64>> {
+        let batch = promoted
+            .execute(&format!("SELECT id FROM {DATABASE}.{table}"))
+            .context("reading the probe writes on the promoted server")?;
+        tally::parse_ids(&batch)
+    };
+    let writes = ids_of(WRITES_TABLE)?;
+    let trx = ids_of(TRX_TABLE)?;
+    let ids = |acked: &[(i64, Instant)]| acked.iter().map(|(id, _)| *id).collect::<Vec<_>>();
+    let mut lost = tally::lost(ids(&probes.acked_writes), &writes);
+    lost.extend(tally::lost(ids(&probes.acked_trx), &trx));
+    let mut twice = tally::applied_twice(&writes);
+    twice.extend(tally::applied_twice(&trx));
+    run.acked_lost = Some(lost.len() as u64);
+    run.applied_twice = Some(twice.len() as u64);
+    run.lost_ids = lost.into_iter().take(IDS_KEPT).collect();
+    run.twice_ids = twice.into_iter().take(IDS_KEPT).collect();
+    Ok(())
+}
+
+/// The Sluice configuration: the three servers, multiplexing, the read/write split,
+/// failover with the replication account, the monitor at its defaults (the target is
+/// stated for them), and the admin API the outcome is read from.
+fn sluice_config(addresses: &[SocketAddr], port: u16, admin_port: u16, token: &str) -> String {
+    let mut text = format!(
+        "# Written by `sluice bench failover`.\n\
+         [log]\nlevel = \"info\"\n\n\
+         [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
+         [[users]]\nname = {}\npassword = {}\n",
+        toml_string(sandbox::ADMIN_USER),
+        toml_string(sandbox::ADMIN_PASSWORD),
+    );
+    for (name, address) in NAMES.iter().zip(addresses) {
+        let _ = write!(
+            text,
+            "\n[[servers]]\nname = {}\naddress = \"{address}\"\n",
+            toml_string(name)
+        );
+    }
+    let _ = write!(
+        text,
+        "\n[pool]\nmultiplex = true\n\n\
+         [routing]\nread_write_split = true\n\n\
+         [failover]\nreplication_user = {}\nreplication_password = {}\n\n\
+         [admin]\naddress = \"127.0.0.1:{admin_port}\"\ntoken = {}\n",
+        toml_string(sandbox::REPL_USER),
+        toml_string(sandbox::REPL_PASSWORD),
+        toml_string(token)
+    );
+    text
+}
+
+/// A progress line's account of one run.
+fn describe(run: &Run) -> String {
+    let mut s = String::new();
+    if let Some(writer) = &run.new_writer {
+        let _ = write!(
+            s,
+            "failover to {writer} in {} ms; ",
+            run.failover_took_ms.map_or("?".into(), |ms| ms.to_string())
+        );
+    }
+    if let Some(pause) = run.write_pause_ms {
+        let _ = write!(s, "write pause {pause} ms; ");
+    }
+    if let Some(errors) = run.client_errors {
+        let _ = write!(
+            s,
+            "{errors} client errors ({} of them replays refused for a mismatch); ",
+            run.replays.mismatches()
+        );
+    }
+    if let (Some(lost), Some(twice)) = (run.acked_lost, run.applied_twice) {
+        let _ = write!(
+            s,
+            "{lost} acknowledged writes lost, {twice} applied twice; "
+        );
+    }
+    match (&run.failure, run.passed) {
+        (Some(f), _) => {
+            let _ = write!(s, "FAILED: {f}");
+        }
+        (None, Some(true)) => s.push_str("pass"),
+        (None, _) => s.push_str("fail"),
+    }
+    s
+}
+
+crate::report::ending_by_runs!(Results);
+
+#[cfg(test)]
+mod tests;
