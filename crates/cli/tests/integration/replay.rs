@@ -186,7 +186,10 @@ fn a_prepared_transaction_goes_on_on_the_new_writer() {
 /// the primary around Sluice just before, which the new writer has and no client of
 /// Sluice was told of. Returns the replies, the rows the new writer has, and Sluice's
 /// stats.
-fn writes_in_flight(direct: bool) -> (Reply, Reply, Vec<String>, serde_json::Value) {
+fn writes_in_flight(
+    direct: bool,
+    names_server: bool,
+) -> (Reply, Reply, Vec<String>, serde_json::Value) {
     let (set, config, sluice) = start();
     let mut holder = crate::support::wire::RawConn::login(
         set.primary.addr(),
@@ -213,6 +216,9 @@ fn writes_in_flight(direct: bool) -> (Reply, Reply, Vec<String>, serde_json::Val
         .query("INSERT INTO rp.t VALUES (2, 20)")
         .unwrap()
         .expect_ok();
+    if names_server {
+        assert_eq!(one(&mut committing, "SELECT @@server_id"), "1");
+    }
     let mut inserting = login(&sluice);
     holder
         .query("FLUSH TABLES WITH READ LOCK")
@@ -249,7 +255,7 @@ fn writes_in_flight(direct: bool) -> (Reply, Reply, Vec<String>, serde_json::Val
 /// reached it, and both run there once.
 #[test]
 fn writes_in_flight_run_on_the_new_writer_when_it_surely_lacks_them() {
-    let (commit, insert, rows, stats) = writes_in_flight(false);
+    let (commit, insert, rows, stats) = writes_in_flight(false, false);
     commit.expect_ok();
     match insert {
         Reply::Ok { affected_rows, .. } => assert_eq!(affected_rows, 1),
@@ -263,7 +269,7 @@ fn writes_in_flight_run_on_the_new_writer_when_it_surely_lacks_them() {
 /// so neither is sent again, and both clients get the lost connection's error.
 #[test]
 fn writes_in_flight_get_the_error_when_the_new_writer_may_have_them() {
-    let (commit, insert, rows, stats) = writes_in_flight(true);
+    let (commit, insert, rows, stats) = writes_in_flight(true, false);
     for reply in [commit, insert] {
         match reply {
             Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1158, "08S01"), "{e:?}"),
@@ -354,4 +360,23 @@ fn replay_can_be_turned_off() {
     assert_eq!(rows.lines().nth(1), Some("0"));
     let stats = &admin_get(&sluice, &config, "/v1/servers")["stats"];
     assert_eq!(stats["replays_attempted"], 0, "{stats}");
+}
+
+/// A COMMIT lost in flight that surely did not happen, whose transaction's answers
+/// differ on the new writer: rolled back, and the client is told so (1213), not that
+/// the outcome is unknown.
+#[test]
+fn a_commit_that_surely_did_not_happen_is_rolled_back_when_its_replay_differs() {
+    let (commit, insert, rows, stats) = writes_in_flight(false, true);
+    match commit {
+        Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1213, "40001"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    match insert {
+        Reply::Ok { affected_rows, .. } => assert_eq!(affected_rows, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rows, ["1", "3", "5"]);
+    assert_eq!(stats["replays_refused_by"]["mismatch"], 1, "{stats}");
+    assert_eq!(stats["replays_succeeded"], 1, "{stats}");
 }

@@ -458,7 +458,11 @@ impl Session {
         pending: Pending,
     ) -> Result<bool, SessionError> {
         Stats::incr(&router.stats.replays_attempted);
-        let Pending { plan, err, ticket } = pending;
+        let Pending {
+            plan,
+            mut err,
+            ticket,
+        } = pending;
         let outcome = match &plan {
             OnLoss::Replay => self.replay_transaction().await?,
             OnLoss::Resend => {
@@ -472,6 +476,10 @@ impl Session {
                     self.backing.muxed_mut().replay.clear();
                     Err("outcome_unknown")
                 } else if self.backing.muxed().replay.usable() {
+                    // Its COMMIT surely did not happen: if the transaction can't go on,
+                    // the client learns it was rolled back, not that the outcome is
+                    // unknown.
+                    err = super::super::route::rolled_back();
                     self.replay_transaction().await?
                 } else {
                     self.backing.muxed_mut().replay.clear();
