@@ -133,11 +133,7 @@ impl BackendError {
                 "HY000",
                 format!("Can't connect to server '{server}' on '{address}' (timed out)"),
             ),
-            BackendError::Io { server, .. } => ErrPacket::new(
-                code::ER_NET_READ_ERROR,
-                "08S01",
-                format!("Lost connection to server '{server}' during query"),
-            ),
+            BackendError::Io { server, .. } => lost_connection(server),
             BackendError::Protocol { server, .. } => ErrPacket::new(
                 code::ER_MALFORMED_PACKET,
                 "HY000",
@@ -185,4 +181,14 @@ impl SessionError {
             _ => Side::Client,
         }
     }
+}
+
+/// What a client gets when the server its statement ran on was lost before answering:
+/// the server's 1158, naming it.
+pub fn lost_connection(server: &str) -> ErrPacket {
+    ErrPacket::new(
+        code::ER_NET_READ_ERROR,
+        "08S01",
+        format!("Lost connection to server '{server}' during query"),
+    )
 }

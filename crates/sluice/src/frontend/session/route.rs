@@ -241,18 +241,6 @@ pub(super) fn rolled_back() -> ErrPacket {
     )
 }
 
-/// What a client is told when its server was lost before answering a statement that
-/// may have committed, and whether it did can't be told: what the lost connection
-/// gives.
-pub(super) fn outcome_unknown(lost: &Option<Arc<Member>>) -> ErrPacket {
-    let server = lost.as_ref().map_or("", |m| m.name());
-    ErrPacket::new(
-        crate::error::code::ER_NET_READ_ERROR,
-        "08S01",
-        format!("Lost connection to server '{server}' during query"),
-    )
-}
-
 /// Cancels the statement running on `thread_id` of `member` after `after`, with
 /// `KILL QUERY` on a connection of its own, unless dropped first. The client gets the
 /// server's error 1317, and the session goes on.

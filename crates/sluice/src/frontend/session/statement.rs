@@ -235,13 +235,9 @@ impl Session {
             && router.members.len() > 1
             && !router.multi_writer()
             && self.fe.shards.is_none();
-        let mut copy = if (reads_retry || conflicts_retry) && len <= mux::MAX_BUFFERED {
-            while self.client.rbuf.len() < HEADER_LEN + len {
-                self.client.read_more().await?;
-            }
-            Some(self.client.rbuf[..HEADER_LEN + len].to_vec())
-        } else {
-            None
+        let mut copy = match reads_retry || conflicts_retry {
+            true => self.whole_request().await?,
+            false => None,
         };
         let mut attempts = 0;
         let mut conflicts = 0;
@@ -294,26 +290,14 @@ impl Session {
                 client_id,
                 reads_retry && copy.is_some() && attempts < 2,
             );
-            let mut on_loss = match replays && attempts < 2 {
-                true => self.plan_for_loss(&router, command, kind, client_id, logged.is_some()),
+            let on_loss = match replays {
+                true => {
+                    let stmt = (command, kind, client_id);
+                    let again = attempts < 2;
+                    (self.arm_replay(&router, stmt, &logged, &mut copy, again, carried)).await?
+                }
                 false => None,
             };
-            if on_loss.is_some() {
-                // What the retry loop sends again.
-                copy = match (copy.take(), &logged) {
-                    (Some(c), _) => Some(c),
-                    (None, Some(l)) => Some(l.clone()),
-                    (None, None) => self.whole_request().await?,
-                };
-                on_loss = on_loss.filter(|_| copy.is_some());
-                self.stmt.retry_armed |= on_loss.is_some();
-            }
-            if replays
-                && !carried
-                && matches!(self.stmt.target, Some(crate::router::Target::Writer))
-            {
-                router.replay_gate.wait(mux::replay::REPLAY_GATE).await;
-            }
             // Only while its connection is outside a transaction too.
             self.stmt.conflict_retry = conflicts_retry
                 && copy.is_some()
@@ -345,17 +329,7 @@ impl Session {
                 // Nothing reached the client: the same bytes go to another server.
                 attempts += 1;
                 if let Some(plan) = on_loss {
-                    // On the new writer, after the transaction so far.
-                    let err = match plan {
-                        mux::replay::OnLoss::IfAbsent(_) => route::outcome_unknown(&self.member),
-                        _ => self
-                            .stmt
-                            .loss_error
-                            .take()
-                            .unwrap_or_else(route::rolled_back),
-                    };
-                    let ticket = Some(router.replay_gate.enter());
-                    replay_pending = Some(mux::replay::Pending { plan, err, ticket });
+                    replay_pending = Some(self.pending_replay(&router, plan));
                 } else {
                     Stats::incr(&router.stats.retried_reads);
                     tracing::info!("read retried on another server after its server was lost");

@@ -80,8 +80,7 @@ pub(in crate::frontend::session) struct Pending {
 /// Longest a writer statement waits for the replays pending after a failover: past it,
 /// a replay blocked on a row lock that a waiting statement's transaction holds goes on
 /// once that transaction does.
-pub(in crate::frontend::session) const REPLAY_GATE: std::time::Duration =
-    std::time::Duration::from_millis(500);
+const REPLAY_GATE: std::time::Duration = std::time::Duration::from_millis(500);
 
 impl ReplayLog {
     /// Whether a transaction is logged and can be run again.
@@ -249,10 +248,61 @@ impl Session {
         Ok(Some(self.client.rbuf[..HEADER_LEN + len].to_vec()))
     }
 
+    /// Arms the statement about to be relayed for the loss of its writer: what that
+    /// would lead to (returned; only while it may be sent `again`), with `copy` holding
+    /// what the retry loop then sends; and, unless it follows its own replay
+    /// (`carried`), lets the replays pending after a failover go first.
+    pub(in crate::frontend::session) async fn arm_replay(
+        &mut self,
+        router: &Router,
+        (command, kind, client_id): (Option<Command>, ResponseKind, Option<u32>),
+        logged: &Option<Vec<u8>>,
+        copy: &mut Option<Vec<u8>>,
+        again: bool,
+        carried: bool,
+    ) -> Result<Option<OnLoss>, SessionError> {
+        let mut on_loss = match again {
+            true => self.plan_for_loss(router, command, kind, client_id, logged.is_some()),
+            false => None,
+        };
+        if on_loss.is_some() {
+            if copy.is_none() {
+                *copy = match logged {
+                    Some(l) => Some(l.clone()),
+                    None => self.whole_request().await?,
+                };
+            }
+            on_loss = on_loss.filter(|_| copy.is_some());
+            self.stmt.retry_armed |= on_loss.is_some();
+        }
+        if !carried && matches!(self.stmt.target, Some(Target::Writer)) {
+            router.replay_gate.wait(REPLAY_GATE).await;
+        }
+        Ok(on_loss)
+    }
+
+    /// The statement in flight was lost before any reply, armed with `plan`: what the
+    /// retry loop carries to the new writer, holding other writer statements back
+    /// until then.
+    pub(in crate::frontend::session) fn pending_replay(
+        &mut self,
+        router: &Router,
+        plan: OnLoss,
+    ) -> Pending {
+        let err = match plan {
+            OnLoss::IfAbsent(_) => {
+                crate::error::lost_connection(self.member.as_ref().map_or("", |m| m.name()))
+            }
+            _ => (self.stmt.loss_error.take()).unwrap_or_else(super::super::route::rolled_back),
+        };
+        let ticket = Some(router.replay_gate.enter());
+        Pending { plan, err, ticket }
+    }
+
     /// What losing the writer before the reply to the statement at the front of the
     /// client buffer would lead to; `None`: the client gets the error, as without
     /// replay. `logged`: it is being kept for the log.
-    pub(in crate::frontend::session) fn plan_for_loss(
+    fn plan_for_loss(
         &self,
         router: &Router,
         command: Option<Command>,
