@@ -223,3 +223,37 @@ key = "id"
         );
     }
 }
+
+#[test]
+fn check_config_explains_bad_replay_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, value, named) in [
+        (
+            "replay_max_bytes",
+            toml::Value::from("12 parsecs"),
+            "parsecs",
+        ),
+        (
+            "transaction_replay",
+            toml::Value::from("yes"),
+            "transaction_replay",
+        ),
+    ] {
+        let text = Config::new(shared_server().addr())
+            .failover(key, value)
+            .to_toml();
+        let out = run_sluice(&["check-config", &write(&dir, &text)]);
+        assert_ne!(out.code, Some(0), "{key} passed: {out:?}");
+        let report = format!("{}{}", out.stdout, out.stderr);
+        assert!(report.contains(named), "{key}: {report}");
+    }
+    // Written as a size or a number of bytes, both accepted.
+    for value in [toml::Value::from("256KiB"), toml::Value::from(65536)] {
+        let text = Config::new(shared_server().addr())
+            .failover("replay_max_bytes", value)
+            .failover("transaction_replay", false)
+            .to_toml();
+        let out = run_sluice(&["check-config", &write(&dir, &text)]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+    }
+}
