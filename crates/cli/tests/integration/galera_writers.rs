@@ -169,6 +169,14 @@ fn writes_spread_over_every_synced_node_and_a_session_reads_its_own() {
         "{}",
         admin_get(&sluice, &config, "/v1/servers")
     );
+    // The other two form the primary component again once their new view is in; until
+    // then they refuse writes themselves (1180), whoever sends them.
+    assert!(wait_until(Duration::from_secs(20), || {
+        cluster.nodes[..2].iter().all(|n| {
+            n.execute("SHOW STATUS LIKE 'wsrep_cluster_size'")
+                .is_ok_and(|out| out.lines().nth(1).is_some_and(|l| l.ends_with("\t2")))
+        })
+    }));
     for i in 0..20 {
         let mut c = login(&sluice);
         ok(
