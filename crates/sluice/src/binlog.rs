@@ -4,6 +4,7 @@
 
 mod events;
 pub mod rows;
+pub mod scan;
 
 pub use events::EventError;
 

@@ -5,7 +5,7 @@
 //! back), and the counts of both are in the API.
 
 use super::failover::{failover_config, wait_failover};
-use super::routing::{admin_get, login, one, replica_set};
+use super::routing::{admin_get, login, one, replica_set, replica_set_with};
 use crate::support::wire::Reply;
 use crate::support::{Config, Sluice};
 use sluice_sandbox::ReplicaSet;
@@ -14,7 +14,12 @@ use std::time::Duration;
 /// A primary with two replicas (semi-synchronous) holding `rp.t` with row (1, 10), and
 /// Sluice in front of them with failover on.
 fn start() -> (ReplicaSet, Config, Sluice) {
-    let set = replica_set(true);
+    start_logging("ROW")
+}
+
+/// [`start`] with this `binlog_format`.
+fn start_logging(format: &str) -> (ReplicaSet, Config, Sluice) {
+    let set = replica_set_with(true, vec![format!("--binlog-format={format}")]);
     set.primary
         .execute(
             "CREATE DATABASE rp; CREATE TABLE rp.t (id BIGINT PRIMARY KEY, v INT); \
@@ -187,10 +192,11 @@ fn a_prepared_transaction_goes_on_on_the_new_writer() {
 /// Sluice was told of. Returns the replies, the rows the new writer has, and Sluice's
 /// stats.
 fn writes_in_flight(
+    format: &str,
     direct: bool,
     names_server: bool,
 ) -> (Reply, Reply, Vec<String>, serde_json::Value) {
-    let (set, config, sluice) = start();
+    let (set, config, sluice) = start_logging(format);
     let mut holder = crate::support::wire::RawConn::login(
         set.primary.addr(),
         crate::support::NATIVE_USER,
@@ -255,7 +261,7 @@ fn writes_in_flight(
 /// reached it, and both run there once.
 #[test]
 fn writes_in_flight_run_on_the_new_writer_when_it_surely_lacks_them() {
-    let (commit, insert, rows, stats) = writes_in_flight(false, false);
+    let (commit, insert, rows, stats) = writes_in_flight("ROW", false, false);
     commit.expect_ok();
     match insert {
         Reply::Ok { affected_rows, .. } => assert_eq!(affected_rows, 1),
@@ -269,7 +275,7 @@ fn writes_in_flight_run_on_the_new_writer_when_it_surely_lacks_them() {
 /// so neither is sent again, and both clients get the lost connection's error.
 #[test]
 fn writes_in_flight_get_the_error_when_the_new_writer_may_have_them() {
-    let (commit, insert, rows, stats) = writes_in_flight(true, false);
+    let (commit, insert, rows, stats) = writes_in_flight("ROW", true, false);
     for reply in [commit, insert] {
         match reply {
             Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1158, "08S01"), "{e:?}"),
@@ -278,6 +284,91 @@ fn writes_in_flight_get_the_error_when_the_new_writer_may_have_them() {
     }
     assert_eq!(rows, ["1", "5", "9"]);
     assert_eq!(stats["replays_refused_by"]["outcome_unknown"], 2, "{stats}");
+}
+
+/// With statement-based or mixed logging, each transaction in the binlog names the
+/// connection that ran it: the write made around Sluice is told apart from the two in
+/// flight, which the new writer surely lacks, and both run there once.
+#[test]
+fn writes_in_flight_run_on_the_new_writer_when_what_it_has_is_others() {
+    let (commit, insert, rows, stats) = writes_in_flight("MIXED", true, false);
+    commit.expect_ok();
+    match insert {
+        Reply::Ok { affected_rows, .. } => assert_eq!(affected_rows, 1),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(rows, ["1", "2", "3", "5", "9"]);
+    assert_eq!(stats["replays_succeeded"], 2, "{stats}");
+}
+
+/// A COMMIT and an autocommit INSERT the primary logged and sent to its replicas, then
+/// waited on for a replica's acknowledgement that never came, when it was killed: the
+/// new writer has both. The COMMIT is answered as committed; the INSERT gets the lost
+/// connection's error (what its OK said can't be known), and neither runs twice.
+#[test]
+fn a_commit_the_new_writer_has_is_answered_as_committed() {
+    let (set, config, sluice) = start_logging("MIXED");
+    let mut before = login(&sluice);
+    before
+        .query("INSERT INTO rp.t VALUES (5, 50)")
+        .unwrap()
+        .expect_ok();
+    // Commits wait for a semi-sync acknowledgement however long, and the replicas
+    // reconnect as asynchronous ones: they get every transaction and acknowledge none.
+    set.primary
+        .execute(
+            "SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON, \
+             rpl_semi_sync_master_timeout = 600000",
+        )
+        .unwrap();
+    for r in &set.replicas {
+        r.execute(
+            "SET GLOBAL rpl_semi_sync_slave_enabled = OFF; \
+             STOP SLAVE IO_THREAD; START SLAVE IO_THREAD",
+        )
+        .unwrap();
+    }
+    let mut committing = login(&sluice);
+    committing.query("BEGIN").unwrap().expect_ok();
+    committing
+        .query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    let mut inserting = login(&sluice);
+    let commit = std::thread::spawn(move || committing.query("COMMIT"));
+    let insert = std::thread::spawn(move || inserting.query("INSERT INTO rp.t VALUES (3, 30)"));
+    // Both are on every replica, and still waiting on the primary.
+    for r in &set.replicas {
+        assert!(crate::support::wait_until(Duration::from_secs(20), || {
+            r.execute("SELECT COUNT(*) FROM rp.t WHERE id IN (2, 3)")
+                .is_ok_and(|out| out.lines().nth(1) == Some("2"))
+        }));
+    }
+    assert!(!commit.is_finished() && !insert.is_finished());
+    set.primary.kill().unwrap();
+    let commit = commit
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()));
+    let insert = insert
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()));
+    commit.expect_ok();
+    match insert {
+        Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1158, "08S01"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+    let (_, new) = wait_failover(&sluice, &config, &set);
+    let rows = new.execute("SELECT id FROM rp.t ORDER BY id").unwrap();
+    let rows: Vec<&str> = rows.lines().skip(1).collect();
+    assert_eq!(rows, ["1", "2", "3", "5"]);
+    let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
+    assert_eq!(stats["replays_succeeded"], 1, "{stats}");
+    assert_eq!(stats["replays_refused_by"]["committed_write"], 1, "{stats}");
+    // The session goes on, out of any transaction.
+    let mut after = login(&sluice);
+    assert_eq!(one(&mut after, "SELECT COUNT(*) FROM rp.t"), "4");
 }
 
 /// A switchover does not wait for transactions left open on the old writer (nor fail
@@ -367,7 +458,7 @@ fn replay_can_be_turned_off() {
 /// the outcome is unknown.
 #[test]
 fn a_commit_that_surely_did_not_happen_is_rolled_back_when_its_replay_differs() {
-    let (commit, insert, rows, stats) = writes_in_flight(false, true);
+    let (commit, insert, rows, stats) = writes_in_flight("ROW", false, true);
     match commit {
         Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1213, "40001"), "{e:?}"),
         other => panic!("{other:?}"),

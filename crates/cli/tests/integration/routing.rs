@@ -15,8 +15,14 @@ pub const ADMIN_TOKEN: &str = "routing-t0ken";
 
 /// A primary and two replicas with the test accounts, caught up.
 pub fn replica_set(semi_sync: bool) -> ReplicaSet {
+    replica_set_with(semi_sync, Vec::new())
+}
+
+/// [`replica_set`], each server started with `extra_args` too.
+pub fn replica_set_with(semi_sync: bool, extra_args: Vec<String>) -> ReplicaSet {
     let set = ReplicaSet::start(ReplicaSetOptions {
         semi_sync,
+        extra_args,
         ..ReplicaSetOptions::default()
     })
     .expect("starting a primary and two replicas");

@@ -123,6 +123,9 @@ pub(super) struct Decoded {
     pub rotate: Option<(String, u64)>,
     /// A new GTID ("domain-server-seq") started a group.
     pub gtid: Option<String>,
+    /// A statement event: the id of the connection that ran it on the server it came
+    /// from (replicas log it unchanged), which ties its group to that connection.
+    pub thread: Option<u32>,
 }
 
 /// What the current binlog file's format description said.
@@ -282,6 +285,7 @@ impl Decoder {
                 out.batch = self.rows(header.kind, body)?;
             }
             kind::QUERY | kind::QUERY_COMPRESSED => {
+                out.thread = Reader::new(body).u32("query thread id").ok();
                 out.batch = self.query(header.kind, body)?;
             }
             kind::XID | kind::XA_PREPARE => out.batch = self.group.finish(),

@@ -9,6 +9,7 @@
 
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
+use crate::binlog::scan::Logged;
 use crate::router::config::{OldPrimary, RoleConfig};
 use crate::router::gtid::GtidPos;
 use crate::router::{FailoverRecord, Health, Member, Router, ServerState};
@@ -18,6 +19,10 @@ use crate::stats::Stats;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
+
+/// Longest a failover reads the new writer's binlog for: the window it reads is the
+/// few transactions in flight when the old writer was lost.
+const SCAN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Watches for a lost writer (and for returning old primaries to rejoin).
 pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shutdown: Shutdown) {
@@ -67,6 +72,44 @@ fn replication_creds(router: &Router, creds: &BackendCredentials) -> (String, Se
     ) {
         (Some(u), Some(p)) => (u.clone(), p.clone()),
         _ => (creds.user.clone(), creds.password.clone()),
+    }
+}
+
+/// Reads back what `new` logged after `from`: whose commits, among those lost in
+/// flight with the old writer, it has. Bounded by [`SCAN_LIMIT`]; None when it could
+/// not be read, which leaves those commits' outcome unknown.
+async fn scan_binlog(
+    router: &Router,
+    new: &Member,
+    creds: &BackendCredentials,
+    from: GtidPos,
+) -> Option<(GtidPos, Vec<Logged>)> {
+    let (user, password) = replication_creds(router, creds);
+    let creds = BackendCredentials::new(user, password);
+    let scan = async {
+        let mut conn = connect(new, &creds, SCAN_LIMIT).await?;
+        crate::binlog::scan::logged_after(&mut conn, &from.to_string())
+            .await
+            .map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(SCAN_LIMIT, scan).await {
+        Ok(Ok(scanned)) => {
+            tracing::info!(
+                server = new.name(),
+                from = %from,
+                transactions = scanned.logged.len(),
+                "read the new writer's binlog to settle commits lost in flight"
+            );
+            Some((from, scanned.logged))
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(server = new.name(), error = %e, "could not read the new writer's binlog: commits lost in flight stay of unknown outcome");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(server = new.name(), "reading the new writer's binlog took longer than {SCAN_LIMIT:?}: commits lost in flight stay of unknown outcome");
+            None
+        }
     }
 }
 
@@ -411,7 +454,11 @@ pub async fn failover(
         // Before sessions see the new writer: a commit lost with the old one is looked
         // for in what this one received.
         if let Some(has) = has {
-            router.commits.promoted(&new, has);
+            let scanned = match router.commits.scan_from(&has) {
+                Some(from) => scan_binlog(router, &new, creds, from).await,
+                None => None,
+            };
+            router.commits.promoted(&new, has, scanned);
         }
         install_writer(router, &new);
         let mut notes = notes;

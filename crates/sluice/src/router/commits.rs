@@ -1,18 +1,25 @@
-//! Whether a commit whose reply was lost with its writer can be on the new writer.
+//! Whether a commit whose reply was lost with its writer is on the new writer.
 //!
 //! Each commit acknowledged through Sluice reports its GTID (`last_gtid` tracking),
 //! and a failover notes what the new writer received of the old one. A commit sent
 //! while `floor` was the latest GTID acknowledged can only be on the new writer as a
-//! GTID past `floor` that no one was told of: when every GTID between `floor` and
-//! what the new writer received was acknowledged to someone, it is not there, and
-//! running it again there applies it once. Anything else (a writer that is not the
-//! one promoted, a GTID written around Sluice or by a session whose reply was lost
-//! too, a floor older than what is kept) leaves the outcome unknown.
+//! GTID past `floor` that no one was told of. When every GTID between `floor` and what
+//! the new writer received was acknowledged to someone, it is not there, and running
+//! it again there applies it once.
+//!
+//! Otherwise the failover reads those unacknowledged transactions back from the new
+//! writer's binlog, with the old primary's connection that ran each (statement events
+//! name it: statement-based and mixed logging). The lost commit is there when exactly
+//! one of them was run by its connection, and surely not when all of them were run by
+//! others. Anything else (a transaction whose events name no connection, a writer that
+//! is not the one promoted, a floor older than what is kept or than the scan) leaves
+//! the outcome unknown.
 
 use super::gtid::GtidPos;
 use super::Member;
+use crate::binlog::scan::Logged;
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +38,43 @@ pub struct Commits {
 struct Inner {
     /// The latest acknowledged sequence numbers, per domain.
     acked: BTreeMap<u32, BTreeSet<u64>>,
-    /// The writer the last failover promoted, and what it had received of the old one.
-    promoted: Option<(Arc<Member>, GtidPos)>,
+    /// The earliest floor of the commits lost in flight since the last promotion: where
+    /// the next failover's binlog scan starts.
+    in_doubt: Option<GtidPos>,
+    promoted: Option<Promotion>,
+}
+
+/// The last failover's new writer, what it had received of the old one, and what its
+/// binlog holds after the scan's start.
+struct Promotion {
+    writer: Arc<Member>,
+    received: GtidPos,
+    scanned: Option<Scan>,
+}
+
+struct Scan {
+    from: GtidPos,
+    /// By domain and sequence number.
+    logged: HashMap<(u32, u64), Logged>,
+}
+
+/// What became of a commit lost in flight with its writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Surely not on the new writer: it can run again there.
+    Absent,
+    /// On the new writer: it committed.
+    Committed,
+    Unknown,
+}
+
+/// A commit (or autocommit write) whose reply was lost with its writer.
+#[derive(Debug, Clone)]
+pub struct InDoubt {
+    /// The latest GTID acknowledged when it was sent.
+    pub floor: GtidPos,
+    /// The connection id of the old writer's connection it was sent on.
+    pub thread: u32,
 }
 
 impl Commits {
@@ -48,33 +90,115 @@ impl Commits {
         }
     }
 
-    /// A failover made `writer` the writer, with `received` of the lost one.
-    pub fn promoted(&self, writer: &Arc<Member>, received: GtidPos) {
-        self.inner.lock().promoted = Some((writer.clone(), received));
+    /// A commit sent while `floor` was the latest acknowledged lost its reply: the next
+    /// failover looks for what it can't tell apart from the acknowledged ones.
+    pub fn lost_in_flight(&self, floor: &GtidPos) {
+        let mut inner = self.inner.lock();
+        match &mut inner.in_doubt {
+            Some(earliest) => earliest.meet(floor),
+            None => inner.in_doubt = Some(floor.clone()),
+        }
     }
 
-    /// Whether a commit sent while `floor` was the latest GTID acknowledged is surely
-    /// not on `writer`.
-    pub fn absent_from(&self, writer: &Arc<Member>, floor: &GtidPos) -> bool {
-        let inner = self.inner.lock();
-        let Some((promoted, received)) = &inner.promoted else {
-            return false;
-        };
-        if !Arc::ptr_eq(promoted, writer) {
-            return false;
-        }
-        let absent = received.sequences().all(|(domain, top)| {
-            let low = floor.sequence(domain).unwrap_or(0);
-            if top <= low {
-                return true;
-            }
-            let span = top - low;
-            inner.acked.get(&domain).is_some_and(|kept| {
-                span <= KEPT as u64 && kept.range(low + 1..=top).count() as u64 == span
-            })
+    /// Where a failover whose new writer `received` this of the old one must read the
+    /// new writer's binlog from, to settle the commits lost in flight since the last
+    /// one. None: there is nothing acknowledgements can't settle.
+    pub fn scan_from(&self, received: &GtidPos) -> Option<GtidPos> {
+        let mut inner = self.inner.lock();
+        let from = inner.in_doubt.take()?;
+        let settled = received.sequences().all(|(domain, top)| {
+            unacked(&inner.acked, domain, from.sequence(domain), top) == Some(vec![])
         });
-        absent
+        (!settled && !from.is_empty()).then_some(from)
     }
+
+    /// A failover made `writer` the writer, with `received` of the lost one, and read
+    /// its binlog after `scanned.0` (None: it did not, or could not).
+    pub fn promoted(
+        &self,
+        writer: &Arc<Member>,
+        received: GtidPos,
+        scanned: Option<(GtidPos, Vec<Logged>)>,
+    ) {
+        let scanned = scanned.map(|(from, logged)| Scan {
+            from,
+            logged: logged.into_iter().map(|l| ((l.domain, l.seq), l)).collect(),
+        });
+        self.inner.lock().promoted = Some(Promotion {
+            writer: writer.clone(),
+            received,
+            scanned,
+        });
+    }
+
+    /// Whether `lost` is on `writer`.
+    pub fn outcome(&self, writer: &Arc<Member>, lost: &InDoubt) -> Outcome {
+        let inner = self.inner.lock();
+        let Some(p) = &inner.promoted else {
+            return Outcome::Unknown;
+        };
+        if !Arc::ptr_eq(&p.writer, writer) {
+            return Outcome::Unknown;
+        }
+        let mut found = 0;
+        for (domain, top) in p.received.sequences() {
+            let low = lost.floor.sequence(domain);
+            let Some(missing) = unacked(&inner.acked, domain, low, top) else {
+                return Outcome::Unknown;
+            };
+            if missing.is_empty() {
+                continue;
+            }
+            let Some(scan) = &p.scanned else {
+                return Outcome::Unknown;
+            };
+            if scan.from.sequence(domain) > low {
+                return Outcome::Unknown;
+            }
+            let server = p.received.server(domain);
+            for seq in missing {
+                match scan.logged.get(&(domain, seq)) {
+                    Some(l) if Some(l.server) == server && l.thread.is_some() => {
+                        if l.thread == Some(lost.thread) {
+                            found += 1;
+                        }
+                    }
+                    _ => return Outcome::Unknown,
+                }
+            }
+        }
+        match found {
+            0 => Outcome::Absent,
+            1 => Outcome::Committed,
+            _ => Outcome::Unknown,
+        }
+    }
+}
+
+/// The sequence numbers of `domain` after `low` up to `top` that no one was told of;
+/// None when that can't be known (older than what is kept).
+fn unacked(
+    acked: &BTreeMap<u32, BTreeSet<u64>>,
+    domain: u32,
+    low: Option<u64>,
+    top: u64,
+) -> Option<Vec<u64>> {
+    let low = low.unwrap_or(0);
+    if top <= low {
+        return Some(Vec::new());
+    }
+    if top - low > KEPT as u64 {
+        return None;
+    }
+    let kept = acked.get(&domain);
+    if kept.is_some_and(|k| k.len() >= KEPT && k.first().is_some_and(|f| *f > low + 1)) {
+        return None;
+    }
+    Some(
+        (low + 1..=top)
+            .filter(|s| !kept.is_some_and(|k| k.contains(s)))
+            .collect(),
+    )
 }
 
 /// Sessions whose statement was lost with the writer and that wait to run their

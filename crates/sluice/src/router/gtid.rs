@@ -38,6 +38,21 @@ impl GtidPos {
         self.0.get(&domain).map(|(_, seq)| *seq)
     }
 
+    /// The server id of `domain`'s last GTID, if it has one.
+    pub fn server(&self, domain: u32) -> Option<u32> {
+        self.0.get(&domain).map(|(server, _)| *server)
+    }
+
+    /// Takes, per domain, the earlier of the two; a domain only one has is kept.
+    pub fn meet(&mut self, other: &GtidPos) {
+        for (d, (server, seq)) in &other.0 {
+            let e = self.0.entry(*d).or_insert((*server, *seq));
+            if *seq < e.1 {
+                *e = (*server, *seq);
+            }
+        }
+    }
+
     /// Whether every domain of `other` is at or past its sequence here.
     pub fn includes(&self, other: &GtidPos) -> bool {
         other

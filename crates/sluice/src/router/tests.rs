@@ -1,6 +1,8 @@
 use super::*;
 use crate::backend::config::{PoolConfig, TlsMode};
 use crate::backend::Server;
+use crate::binlog::scan::Logged;
+use commits::{InDoubt, Outcome};
 use config::ServerConfig;
 
 fn member(name: &str, f: impl FnOnce(&mut ServerConfig)) -> Arc<Member> {
@@ -351,27 +353,102 @@ async fn a_lost_commit_is_absent_only_when_every_later_gtid_was_acknowledged() {
     for seq in 1..=10 {
         r.note_write(&pos(&format!("0-1-{seq}")));
     }
-    // Sent while 0-1-10 was the latest acknowledged.
-    let floor = r.commit_floor();
-    assert_eq!(floor, pos("0-1-10"));
+    // Sent while 0-1-10 was the latest acknowledged, on connection 7.
+    let lost = InDoubt {
+        floor: r.commit_floor(),
+        thread: 7,
+    };
+    assert_eq!(lost.floor, pos("0-1-10"));
+    let outcome = |m: &Arc<Member>| r.commits.outcome(m, &lost);
     // Nothing was promoted yet: unknown.
-    assert!(!r.commits.absent_from(&b, &floor));
+    assert_eq!(outcome(&b), Outcome::Unknown);
     r.note_write(&pos("0-1-11"));
-    r.commits.promoted(&b, pos("0-1-11"));
+    r.commits.promoted(&b, pos("0-1-11"), None);
     // Every GTID b has past the floor was acknowledged to someone.
-    assert!(r.commits.absent_from(&b, &floor));
+    assert_eq!(outcome(&b), Outcome::Absent);
     // Not on another server than the one promoted.
-    assert!(!r.commits.absent_from(&c, &floor));
-    assert!(!r.commits.absent_from(&a, &floor));
-    // b has one no one was told of: it may be the lost commit.
-    r.commits.promoted(&b, pos("0-1-12"));
-    assert!(!r.commits.absent_from(&b, &floor));
+    assert_eq!(outcome(&c), Outcome::Unknown);
+    assert_eq!(outcome(&a), Outcome::Unknown);
+    // b has one no one was told of, and its binlog was not read: it may be the lost
+    // commit.
+    r.commits.promoted(&b, pos("0-1-12"), None);
+    assert_eq!(outcome(&b), Outcome::Unknown);
     // Nor in a domain never acknowledged.
-    r.commits.promoted(&b, pos("0-1-11,1-2-3"));
-    assert!(!r.commits.absent_from(&b, &floor));
+    r.commits.promoted(&b, pos("0-1-11,1-2-3"), None);
+    assert_eq!(outcome(&b), Outcome::Unknown);
     // A floor at or past what b has: surely absent.
-    r.commits.promoted(&b, pos("0-1-10"));
-    assert!(r.commits.absent_from(&b, &floor));
+    r.commits.promoted(&b, pos("0-1-10"), None);
+    assert_eq!(outcome(&b), Outcome::Absent);
+}
+
+#[tokio::test]
+async fn a_lost_commit_is_found_by_the_connection_that_ran_it() {
+    let (_, b, _, r) = cluster(RoutingConfig::default());
+    let pos = |t: &str| GtidPos::parse(t).unwrap();
+    for seq in 1..=10 {
+        r.note_write(&pos(&format!("0-1-{seq}")));
+    }
+    let lost = |thread| InDoubt {
+        floor: pos("0-1-10"),
+        thread,
+    };
+    let logged = |seq, server, thread| Logged {
+        domain: 0,
+        server,
+        seq,
+        thread,
+    };
+    // Nothing lost in flight: no scan is asked for.
+    assert_eq!(r.commits.scan_from(&pos("0-1-13")), None);
+    r.commits.lost_in_flight(&pos("0-1-10"));
+    r.commits.lost_in_flight(&pos("0-1-9"));
+    // Acknowledged up to 0-1-10, 0-1-12 too: 11 and 13 are in doubt, from the earliest
+    // floor on.
+    r.note_write(&pos("0-1-12"));
+    assert_eq!(r.commits.scan_from(&pos("0-1-13")), Some(pos("0-1-9")));
+    // Asked once per failover.
+    assert_eq!(r.commits.scan_from(&pos("0-1-13")), None);
+    let scan = |l: Vec<Logged>| Some((pos("0-1-9"), l));
+    r.commits.promoted(
+        &b,
+        pos("0-1-13"),
+        scan(vec![
+            logged(10, 1, Some(5)),
+            logged(11, 1, Some(7)),
+            logged(12, 1, Some(7)),
+            logged(13, 1, Some(8)),
+        ]),
+    );
+    // 11 was run by connection 7 and no one was told of it: 7's commit is there; 12
+    // was acknowledged (a commit before it on that connection).
+    assert_eq!(r.commits.outcome(&b, &lost(7)), Outcome::Committed);
+    assert_eq!(r.commits.outcome(&b, &lost(8)), Outcome::Committed);
+    assert_eq!(r.commits.outcome(&b, &lost(9)), Outcome::Absent);
+    // A transaction whose events name no connection could be anyone's.
+    let with = |l: Logged| scan(vec![logged(11, 1, Some(7)), l]);
+    r.commits
+        .promoted(&b, pos("0-1-13"), with(logged(13, 1, None)));
+    assert_eq!(r.commits.outcome(&b, &lost(9)), Outcome::Unknown);
+    // So could one first committed on another server: its connection ids are not the
+    // old writer's.
+    r.commits
+        .promoted(&b, pos("0-1-13"), with(logged(13, 2, Some(9))));
+    assert_eq!(r.commits.outcome(&b, &lost(9)), Outcome::Unknown);
+    // Or one the scan did not see.
+    r.commits
+        .promoted(&b, pos("0-1-14"), with(logged(13, 1, Some(8))));
+    assert_eq!(r.commits.outcome(&b, &lost(9)), Outcome::Unknown);
+    // Two by the same connection: which one was lost can't be told.
+    r.commits
+        .promoted(&b, pos("0-1-13"), with(logged(13, 1, Some(7))));
+    assert_eq!(r.commits.outcome(&b, &lost(7)), Outcome::Unknown);
+    // A scan that starts after the floor does not cover it.
+    r.commits.promoted(
+        &b,
+        pos("0-1-13"),
+        Some((pos("0-1-11"), vec![logged(13, 1, Some(8))])),
+    );
+    assert_eq!(r.commits.outcome(&b, &lost(9)), Outcome::Unknown);
 }
 
 #[tokio::test]

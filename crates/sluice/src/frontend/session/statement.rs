@@ -266,7 +266,7 @@ impl Session {
             // commits: other writer statements let pending replays go first.
             let mut carried = false;
             if let Some(pending) = replay_pending.take() {
-                carried = !matches!(pending.plan, mux::replay::OnLoss::IfAbsent(_));
+                carried = !matches!(pending.plan, mux::replay::OnLoss::IfAbsent { .. });
                 if !self.replay_on_new_writer(&router, pending).await? {
                     return Ok(true);
                 }

@@ -15,13 +15,14 @@
 use super::super::cached::{fetch, Recording};
 use super::super::Session;
 use crate::error::SessionError;
-use crate::router::gtid::GtidPos;
+use crate::router::commits::{InDoubt, Outcome};
 use crate::router::{Router, Target};
 use crate::stats::Stats;
 use sluice_wire::command::Command;
 use sluice_wire::digest::response_digest;
+use sluice_wire::flags::StatusFlags;
 use sluice_wire::packet::HEADER_LEN;
-use sluice_wire::response::ErrPacket;
+use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::statement::{set_stmt_id, Execute};
 use sluice_wire::tracker::ResponseKind;
 
@@ -62,9 +63,9 @@ pub(in crate::frontend::session) enum OnLoss {
     /// sent again on the new writer.
     Resend,
     /// It may have committed (a COMMIT, an autocommit write): it is sent again, after
-    /// its transaction for a COMMIT, only when the new writer surely lacks it. The
-    /// floor: the latest GTID acknowledged when it was sent.
-    IfAbsent(GtidPos),
+    /// its transaction for a COMMIT, only when the new writer surely lacks it; a COMMIT
+    /// the new writer has is answered as committed.
+    IfAbsent { lost: InDoubt, commit: bool },
 }
 
 /// A loss to carry over to the new writer, and what the client gets if it can't be.
@@ -289,8 +290,9 @@ impl Session {
         router: &Router,
         plan: OnLoss,
     ) -> Pending {
-        let err = match plan {
-            OnLoss::IfAbsent(_) => {
+        let err = match &plan {
+            OnLoss::IfAbsent { lost, .. } => {
+                router.commits.lost_in_flight(&lost.floor);
                 crate::error::lost_connection(self.member.as_ref().map_or("", |m| m.name()))
             }
             _ => (self.stmt.loss_error.take()).unwrap_or_else(super::super::route::rolled_back),
@@ -329,7 +331,7 @@ impl Session {
         if in_trx {
             return match word.as_slice() {
                 b"COMMIT" if plain_end(text) && mux.replay.usable() => {
-                    Some(OnLoss::IfAbsent(router.commit_floor()))
+                    Some(self.in_doubt(router, true))
                 }
                 b"ROLLBACK" if plain_end(text) => Some(OnLoss::Resend),
                 w if replayable(w) && logged && mux.replay.usable() => Some(OnLoss::Replay),
@@ -341,8 +343,17 @@ impl Session {
             b"BEGIN" | b"START" => Some(OnLoss::Resend),
             // It opens a transaction: nothing of it can have committed.
             _ if !mux.autocommits() => Some(OnLoss::Resend),
-            _ => Some(OnLoss::IfAbsent(router.commit_floor())),
+            _ => Some(self.in_doubt(router, false)),
         }
+    }
+
+    /// The plan for a statement on the held connection that may commit.
+    fn in_doubt(&self, router: &Router, commit: bool) -> OnLoss {
+        let lost = InDoubt {
+            floor: router.commit_floor(),
+            thread: self.backend.as_ref().map_or(0, |b| b.thread_id),
+        };
+        OnLoss::IfAbsent { lost, commit }
     }
 
     /// After a command on the writer: logs it when the session's connection is in a
@@ -519,21 +530,38 @@ impl Session {
                 self.backing.muxed_mut().replay.clear();
                 Ok(())
             }
-            OnLoss::IfAbsent(floor) => {
-                let absent =
-                    (self.member.as_ref()).is_some_and(|m| router.commits.absent_from(m, floor));
-                if !absent {
-                    self.backing.muxed_mut().replay.clear();
-                    Err("outcome_unknown")
-                } else if self.backing.muxed().replay.usable() {
-                    // Its COMMIT surely did not happen: if the transaction can't go on,
-                    // the client learns it was rolled back, not that the outcome is
-                    // unknown.
-                    err = super::super::route::rolled_back();
-                    self.replay_transaction().await?
-                } else {
-                    self.backing.muxed_mut().replay.clear();
-                    Ok(())
+            OnLoss::IfAbsent { lost, commit } => {
+                let outcome = (self.member.as_ref())
+                    .map_or(Outcome::Unknown, |m| router.commits.outcome(m, lost));
+                match outcome {
+                    Outcome::Absent if self.backing.muxed().replay.usable() => {
+                        // Its COMMIT surely did not happen: if the transaction can't go
+                        // on, the client learns it was rolled back, not that the outcome
+                        // is unknown.
+                        err = super::super::route::rolled_back();
+                        self.replay_transaction().await?
+                    }
+                    Outcome::Absent => {
+                        self.backing.muxed_mut().replay.clear();
+                        Ok(())
+                    }
+                    Outcome::Committed if *commit => {
+                        self.backing.muxed_mut().replay.clear();
+                        count_replay(&router.stats, Ok(()));
+                        drop(ticket);
+                        self.answer_committed().await?;
+                        return Ok(false);
+                    }
+                    // An autocommit write the new writer has: what its OK said (rows,
+                    // insert id, warnings) can't be known.
+                    Outcome::Committed => {
+                        self.backing.muxed_mut().replay.clear();
+                        Err("committed_write")
+                    }
+                    Outcome::Unknown => {
+                        self.backing.muxed_mut().replay.clear();
+                        Err("outcome_unknown")
+                    }
                 }
             }
         };
@@ -641,6 +669,28 @@ pub(in crate::frontend::session) async fn switch_begun(
 }
 
 /// Counts a replay's end.
+impl Session {
+    /// A COMMIT whose reply was lost is on the new writer: the client hears it
+    /// committed, as it did.
+    async fn answer_committed(&mut self) -> Result<(), SessionError> {
+        tracing::info!("a COMMIT lost with its writer is on the new writer: answered as committed");
+        let mux = self.backing.muxed_mut();
+        let status = StatusFlags(mux.status.0 & !StatusFlags::IN_TRANS);
+        mux.status = status;
+        if let Some(c) = self.cache.as_mut() {
+            c.wrote(Some(Vec::new()), status);
+        }
+        let seq = self.client.skip_packet().await?;
+        let ok = OkPacket {
+            status,
+            ..Default::default()
+        };
+        self.client.write_ok(seq, &ok).await?;
+        self.release_if_free().await?;
+        Ok(())
+    }
+}
+
 fn count_replay(stats: &crate::router::RouterStats, outcome: Result<(), &'static str>) {
     match outcome {
         Ok(()) => Stats::incr(&stats.replays_succeeded),
