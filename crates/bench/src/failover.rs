@@ -58,6 +58,30 @@ pub struct FailoverArgs {
     /// running two-insert transactions).
     #[arg(long, default_value_t = 2)]
     pub probe_writers: u32,
+    /// The servers' `binlog_format`. MIXED, MariaDB's default, logs these statements
+    /// with the connection that ran them, by which Sluice tells whose commits a
+    /// promoted replica has; with ROW (before MariaDB 11.5) it can only tell when every
+    /// commit there was acknowledged.
+    #[arg(long, value_enum, default_value_t = BinlogFormat::Mixed)]
+    pub binlog_format: BinlogFormat,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum BinlogFormat {
+    Mixed,
+    Row,
+    Statement,
+}
+
+impl BinlogFormat {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            BinlogFormat::Mixed => "MIXED",
+            BinlogFormat::Row => "ROW",
+            BinlogFormat::Statement => "STATEMENT",
+        }
+    }
 }
 
 /// The servers as Sluice knows them, the primary first; replica N is `set.replicas[N-1]`.
@@ -85,6 +109,7 @@ struct Plan {
     kill_after: Duration,
     after: Duration,
     probe_writers: u32,
+    binlog_format: BinlogFormat,
     /// sysbench's --time, whole seconds.
     sysbench_secs: u64,
     /// Of every server: sysbench's threads, Sluice's pool (100 per server by default)
@@ -120,6 +145,7 @@ impl Plan {
             kill_after: args.kill_after,
             after: args.after,
             probe_writers: args.probe_writers,
+            binlog_format: args.binlog_format,
             sysbench_secs: load.as_secs()
                 + u64::from(load.subsec_nanos() > 0)
                 + SYSBENCH_MARGIN_SECS,
@@ -262,6 +288,7 @@ struct Results {
     kill_after_ms: u64,
     after_ms: u64,
     probe_writers: u32,
+    binlog_format: BinlogFormat,
     runs_planned: u32,
     sluice_command: Option<String>,
     prepare_command: Option<String>,
@@ -297,6 +324,7 @@ fn run_into(args: &FailoverArgs, document: &mut Option<Document>) -> anyhow::Res
         kill_after_ms: plan.kill_after.as_millis() as u64,
         after_ms: plan.after.as_millis() as u64,
         probe_writers: plan.probe_writers,
+        binlog_format: plan.binlog_format,
         runs_planned: plan.runs,
         sluice_command: None,
         prepare_command: None,
@@ -390,9 +418,10 @@ impl<'a> Bench<'a> {
             max_connections: self.plan.max_connections,
             // sysbench prepares its statements in every thread, and Sluice keeps them on
             // each backend connection: the default limit is soon reached.
-            extra_args: vec![format!(
-                "--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"
-            )],
+            extra_args: vec![
+                format!("--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"),
+                format!("--binlog-format={}", self.plan.binlog_format.name()),
+            ],
         })
         .context("starting the sandbox replica set")?;
         if results.mariadb_version.is_none() {

@@ -67,12 +67,13 @@ fn facts(r: &Results) -> Vec<String> {
             r.mariadb_version.as_deref().unwrap_or("(version unknown)")
         ),
         format!(
-            "Each run: a fresh primary and 2 replicas (semi-synchronous replication) on this \
-             machine, Sluice in front (multiplexing, read/write split, the monitor at its \
+            "Each run: a fresh primary and 2 replicas (semi-synchronous replication, \
+             binlog_format={}) on this machine, Sluice in front (multiplexing, read/write split, the monitor at its \
              defaults, failover on); sysbench oltp_read_write with {} threads (prepared \
              statements, --mysql-ignore-errors=all) on {} tables x {} rows, {} probe writers \
              and one probe transaction client, all through Sluice; the primary SIGKILLed after \
              {} s of load, the load kept on {} s after the failover.",
+            r.binlog_format.name(),
             r.threads,
             r.data.tables,
             thousands(r.data.table_size),
@@ -392,6 +393,7 @@ mod tests {
             kill_after_ms: 5000,
             after_ms: 2500,
             probe_writers: 2,
+            binlog_format: super::BinlogFormat::Mixed,
             runs_planned: 10,
             sluice_command: None,
             prepare_command: None,

@@ -290,13 +290,13 @@ fn standalone_gtid_delivers_the_ddl_at_once() {
     let b = CRC;
     let mut d = decoder(&b);
     let (_, g) = d.feed(&b.gtid(9, 2, GTID_STANDALONE)).unwrap();
-    assert_eq!(g.gtid.as_deref(), Some("2-1-9"));
-    let batch = d
+    assert_eq!((g.gtid.as_deref(), g.thread), (Some("2-1-9"), None));
+    let (_, q) = d
         .feed(&b.query("shop", "ALTER TABLE orders ADD c INT"))
-        .unwrap()
-        .1
-        .batch
         .unwrap();
+    // The connection that ran it, as the statement event names it.
+    assert_eq!(q.thread, Some(7));
+    let batch = q.batch.unwrap();
     assert_eq!(
         batch,
         Batch {
