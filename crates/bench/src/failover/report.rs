@@ -393,7 +393,7 @@ mod tests {
             kill_after_ms: 5000,
             after_ms: 2500,
             probe_writers: 2,
-            binlog_format: super::BinlogFormat::Mixed,
+            binlog_format: crate::failover::BinlogFormat::Mixed,
             runs_planned: 10,
             sluice_command: None,
             prepare_command: None,

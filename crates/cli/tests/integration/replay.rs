@@ -240,21 +240,27 @@ fn writes_in_flight(
             )
             .is_ok_and(|out| out.lines().nth(1) == Some("2"))
     }));
-    set.primary.kill().unwrap();
-    let commit = commit
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()));
-    let insert = insert
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()));
+    let [commit, insert] = kill_primary_then_join(&set, &sluice, [commit, insert]);
     let (_, new) = wait_failover(&sluice, &config, &set);
     let rows = new.execute("SELECT id FROM rp.t ORDER BY id").unwrap();
     let rows = rows.lines().skip(1).map(String::from).collect();
     let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
     drop(holder);
     (commit, insert, rows, stats)
+}
+
+/// SIGKILLs the primary, then waits for the clients' statements in flight: their replies.
+fn kill_primary_then_join<const N: usize>(
+    set: &ReplicaSet,
+    sluice: &Sluice,
+    clients: [std::thread::JoinHandle<std::io::Result<Reply>>; N],
+) -> [Reply; N] {
+    set.primary.kill().unwrap();
+    clients.map(|c| {
+        c.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()))
+    })
 }
 
 /// The new writer has nothing past what Sluice acknowledged: neither write can have
@@ -345,15 +351,7 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
         }));
     }
     assert!(!commit.is_finished() && !insert.is_finished());
-    set.primary.kill().unwrap();
-    let commit = commit
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()));
-    let insert = insert
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()));
+    let [commit, insert] = kill_primary_then_join(&set, &sluice, [commit, insert]);
     commit.expect_ok();
     match insert {
         Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1158, "08S01"), "{e:?}"),
