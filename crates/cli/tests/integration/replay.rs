@@ -363,7 +363,15 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
     assert_eq!(rows, ["1", "2", "3", "5"]);
     let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
     assert_eq!(stats["replays_succeeded"], 1, "{stats}");
+    assert_eq!(stats["commits_found"], 1, "{stats}");
     assert_eq!(stats["replays_refused_by"]["committed_write"], 1, "{stats}");
+    let client = crate::support::http::Client::new(
+        config.admin_address().unwrap(),
+        Some(sluice::config::Secret(super::routing::ADMIN_TOKEN.into())),
+    );
+    let metrics = String::from_utf8(client.get("/metrics").unwrap().body).unwrap();
+    let line = "sluice_in_flight_commits_found_total 1";
+    assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
     // The session goes on, out of any transaction.
     let mut after = login(&sluice);
     assert_eq!(one(&mut after, "SELECT COUNT(*) FROM rp.t"), "4");

@@ -472,6 +472,12 @@ impl AnalyticsAdmin for AnalyticsHandle {
                     .load(std::sync::atomic::Ordering::Relaxed)
             }),
         );
+        e.single(
+            "sluice_in_flight_commits_found_total",
+            Type::Counter,
+            "COMMITs whose reply was lost with the writer, found committed on the new one",
+            replays(|s| s.commits_found.load(std::sync::atomic::Ordering::Relaxed)),
+        );
         e.family(
             "sluice_transaction_replays_refused_total",
             Type::Counter,

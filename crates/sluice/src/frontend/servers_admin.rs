@@ -185,6 +185,7 @@ impl ServersAdmin for ServersHandle {
                 "replays_succeeded": n(&st.replays_succeeded),
                 "replays_refused": n(&st.replays_refused),
                 "replays_refused_by": *st.replays_refused_by.lock(),
+                "commits_found": n(&st.commits_found),
                 "certification_retries": n(&self.fe.stats.certification_retries),
                 "writer_waits": n(&st.writer_waits),
                 "writer_wait_timeouts": n(&st.writer_wait_timeouts),

@@ -548,6 +548,7 @@ impl Session {
                     Outcome::Committed if *commit => {
                         self.backing.muxed_mut().replay.clear();
                         count_replay(&router.stats, Ok(()));
+                        Stats::incr(&router.stats.commits_found);
                         drop(ticket);
                         self.answer_committed().await?;
                         return Ok(false);
