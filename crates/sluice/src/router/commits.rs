@@ -106,9 +106,14 @@ impl Commits {
     pub fn scan_from(&self, received: &GtidPos) -> Option<GtidPos> {
         let mut inner = self.inner.lock();
         let from = inner.in_doubt.take()?;
-        let settled = received.sequences().all(|(domain, top)| {
-            unacked(&inner.acked, domain, from.sequence(domain), top) == Some(vec![])
-        });
+        let mut settled = true;
+        for (domain, top) in received.sequences() {
+            match unacked(&inner.acked, domain, from.sequence(domain), top) {
+                // Older than what is kept: no scan can tell either.
+                None => return None,
+                Some(missing) => settled &= missing.is_empty(),
+            }
+        }
         (!settled && !from.is_empty()).then_some(from)
     }
 

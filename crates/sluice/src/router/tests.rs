@@ -408,6 +408,9 @@ async fn a_lost_commit_is_found_by_the_connection_that_ran_it() {
     assert_eq!(r.commits.scan_from(&pos("0-1-13")), Some(pos("0-1-9")));
     // Asked once per failover.
     assert_eq!(r.commits.scan_from(&pos("0-1-13")), None);
+    // Nor when more came after the floor than is kept: a scan could not tell either.
+    r.commits.lost_in_flight(&pos("0-1-10"));
+    assert_eq!(r.commits.scan_from(&pos("0-1-100000")), None);
     let scan = |l: Vec<Logged>| Some((pos("0-1-9"), l));
     r.commits.promoted(
         &b,
