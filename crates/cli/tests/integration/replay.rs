@@ -6,7 +6,7 @@
 
 use super::failover::{failover_config, wait_failover};
 use super::routing::{admin_get, login, one, replica_set, replica_set_with};
-use crate::support::wire::Reply;
+use crate::support::wire::{RawConn, Reply};
 use crate::support::{Config, Sluice};
 use sluice_sandbox::ReplicaSet;
 use std::time::Duration;
@@ -216,16 +216,10 @@ fn writes_in_flight(
             .unwrap()
             .expect_ok();
     }
-    let mut committing = login(&sluice);
-    committing.query("BEGIN").unwrap().expect_ok();
-    committing
-        .query("INSERT INTO rp.t VALUES (2, 20)")
-        .unwrap()
-        .expect_ok();
+    let (mut committing, mut inserting) = two_writers(&sluice);
     if names_server {
         assert_eq!(one(&mut committing, "SELECT @@server_id"), "1");
     }
-    let mut inserting = login(&sluice);
     holder
         .query("FLUSH TABLES WITH READ LOCK")
         .unwrap()
@@ -247,6 +241,18 @@ fn writes_in_flight(
     let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
     drop(holder);
     (commit, insert, rows, stats)
+}
+
+/// Two sessions through Sluice: one in a transaction that inserted (2, 20), about to
+/// commit, and one about to insert in autocommit.
+fn two_writers(sluice: &Sluice) -> (RawConn, RawConn) {
+    let mut committing = login(sluice);
+    committing.query("BEGIN").unwrap().expect_ok();
+    committing
+        .query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    (committing, login(sluice))
 }
 
 /// SIGKILLs the primary, then waits for the clients' statements in flight: their replies.
@@ -334,13 +340,7 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
         )
         .unwrap();
     }
-    let mut committing = login(&sluice);
-    committing.query("BEGIN").unwrap().expect_ok();
-    committing
-        .query("INSERT INTO rp.t VALUES (2, 20)")
-        .unwrap()
-        .expect_ok();
-    let mut inserting = login(&sluice);
+    let (mut committing, mut inserting) = two_writers(&sluice);
     let commit = std::thread::spawn(move || committing.query("COMMIT"));
     let insert = std::thread::spawn(move || inserting.query("INSERT INTO rp.t VALUES (3, 30)"));
     // Both are on every replica, and still waiting on the primary.
