@@ -514,14 +514,8 @@ impl ReaderTask {
             return Err(self.refused("to register Sluice as a replica", err));
         }
 
-        let mut dump = vec![COM_BINLOG_DUMP];
-        dump.extend_from_slice(&pos.to_le_bytes());
-        dump.extend_from_slice(&0u16.to_le_bytes()); // flags: block at the end
-        dump.extend_from_slice(&self.cfg.server_id.to_le_bytes());
-        dump.extend_from_slice(file.as_bytes());
-        let mut out = BytesMut::with_capacity(dump.len() + 4);
-        write_packet(&mut out, 0, &dump);
-        conn.write_all(&out).await?;
+        // Flags 0: block at the end of the binlog, waiting for more.
+        send_dump(&mut conn, pos, 0, self.cfg.server_id, &file).await?;
         let first = next_packet(&mut conn, MAX_EVENT, None).await?;
         if first.first() == Some(&ERR_HEADER) {
             let err = ErrPacket::parse(&first).map_err(|e| protocol(&conn, e))?;
@@ -538,10 +532,7 @@ impl ReaderTask {
     }
 
     async fn set(&self, conn: &mut BackendConn, sql: &str) -> Result<(), BinlogError> {
-        match conn.query_scalar(sql).await? {
-            Ok(_) => Ok(()),
-            Err(err) => Err(self.refused("a replica session setting", err)),
-        }
+        set_variable(conn, sql).await
     }
 
     /// One packet of the dump.
@@ -669,6 +660,38 @@ impl ReaderTask {
             what: what.into(),
         }
     }
+}
+
+/// Runs one of the `SET` statements that make a session a replica.
+async fn set_variable(conn: &mut BackendConn, sql: &str) -> Result<(), BinlogError> {
+    match conn.query_scalar(sql).await? {
+        Ok(_) => Ok(()),
+        Err(err) => Err(BinlogError::Refused {
+            server: conn.server.name.clone(),
+            what: "a replica session setting",
+            err,
+        }),
+    }
+}
+
+/// Sends COM_BINLOG_DUMP: from `file` at `pos` (an empty file: where the session's
+/// `@slave_connect_state` says), with `flags`, as replica `server_id`.
+async fn send_dump(
+    conn: &mut BackendConn,
+    pos: u32,
+    flags: u16,
+    server_id: u32,
+    file: &str,
+) -> Result<(), BinlogError> {
+    let mut dump = vec![COM_BINLOG_DUMP];
+    dump.extend_from_slice(&pos.to_le_bytes());
+    dump.extend_from_slice(&flags.to_le_bytes());
+    dump.extend_from_slice(&server_id.to_le_bytes());
+    dump.extend_from_slice(file.as_bytes());
+    let mut out = BytesMut::with_capacity(dump.len() + 4);
+    write_packet(&mut out, 0, &dump);
+    conn.write_all(&out).await?;
+    Ok(())
 }
 
 /// "schema.table, ..." for logs.

@@ -36,11 +36,7 @@ fn start_logging(format: &str) -> (ReplicaSet, Config, Sluice) {
 fn an_open_transaction_goes_on_on_the_new_writer() {
     let (set, config, sluice) = start();
 
-    let mut kept = login(&sluice);
-    kept.query("BEGIN").unwrap().expect_ok();
-    kept.query("INSERT INTO rp.t VALUES (2, 20)")
-        .unwrap()
-        .expect_ok();
+    let mut kept = inserted_in_transaction(&sluice);
     assert_eq!(one(&mut kept, "SELECT SUM(v) FROM rp.t"), "30");
     // Its answer names the server: it can't be the same on another one.
     let mut differs = login(&sluice);
@@ -243,16 +239,20 @@ fn writes_in_flight(
     (commit, insert, rows, stats)
 }
 
+/// A session through Sluice in a transaction that inserted (2, 20).
+fn inserted_in_transaction(sluice: &Sluice) -> RawConn {
+    let mut conn = login(sluice);
+    conn.query("BEGIN").unwrap().expect_ok();
+    conn.query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    conn
+}
+
 /// Two sessions through Sluice: one in a transaction that inserted (2, 20), about to
 /// commit, and one about to insert in autocommit.
 fn two_writers(sluice: &Sluice) -> (RawConn, RawConn) {
-    let mut committing = login(sluice);
-    committing.query("BEGIN").unwrap().expect_ok();
-    committing
-        .query("INSERT INTO rp.t VALUES (2, 20)")
-        .unwrap()
-        .expect_ok();
-    (committing, login(sluice))
+    (inserted_in_transaction(sluice), login(sluice))
 }
 
 /// SIGKILLs the primary, then waits for the clients' statements in flight: their replies.
@@ -384,11 +384,7 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
 fn a_switchover_moves_open_transactions_to_the_new_writer() {
     let (set, config, sluice) = start();
 
-    let mut text = login(&sluice);
-    text.query("BEGIN").unwrap().expect_ok();
-    text.query("INSERT INTO rp.t VALUES (2, 20)")
-        .unwrap()
-        .expect_ok();
+    let mut text = inserted_in_transaction(&sluice);
     let mut prepared = login(&sluice);
     let insert = prepared.prepare("INSERT INTO rp.t VALUES (?, ?)").unwrap();
     prepared.query("BEGIN").unwrap().expect_ok();

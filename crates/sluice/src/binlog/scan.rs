@@ -4,11 +4,10 @@
 
 use super::events::Decoder;
 use super::{
-    next_packet, protocol, BinlogError, COM_BINLOG_DUMP, MARIA_SLAVE_CAPABILITY_GTID, MAX_EVENT,
+    next_packet, protocol, send_dump, set_variable, BinlogError, MARIA_SLAVE_CAPABILITY_GTID,
+    MAX_EVENT,
 };
 use crate::backend::BackendConn;
-use bytes::BytesMut;
-use sluice_wire::packet::write_packet;
 use sluice_wire::response::{ErrPacket, ERR_HEADER};
 
 /// COM_BINLOG_DUMP flag: end with an EOF packet at the end of the binlog instead of
@@ -34,16 +33,10 @@ pub struct Logged {
     pub thread: Option<u32>,
 }
 
-/// What a scan found: every transaction logged after its start, in log order.
-#[derive(Debug, Clone, Default)]
-pub struct Scanned {
-    pub logged: Vec<Logged>,
-}
-
 /// The transactions `conn`'s server logged after `from` (a GTID position, as
 /// `gtid_binlog_pos` shows one), up to the end of its binlog. Needs the REPLICATION
-/// SLAVE privilege. The caller bounds it in time.
-pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Scanned, BinlogError> {
+/// SLAVE privilege. The caller bounds it in time. In log order.
+pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Vec<Logged>, BinlogError> {
     if !from
         .bytes()
         .all(|b| b.is_ascii_digit() || b == b'-' || b == b',')
@@ -60,20 +53,12 @@ pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Scanned,
         "SET @slave_gtid_strict_mode = 0".to_owned(),
         "SET @slave_gtid_ignore_duplicates = 0".to_owned(),
     ] {
-        if let Err(err) = conn.query_scalar(&sql).await? {
-            return Err(refused(conn, "a binlog scan setting", err));
-        }
+        set_variable(conn, &sql).await?;
     }
-    let mut dump = vec![COM_BINLOG_DUMP];
-    dump.extend_from_slice(&4u32.to_le_bytes());
-    dump.extend_from_slice(&DUMP_NON_BLOCK.to_le_bytes());
-    dump.extend_from_slice(&DUMP_SERVER_ID.to_le_bytes());
-    let mut out = BytesMut::with_capacity(dump.len() + 4);
-    write_packet(&mut out, 0, &dump);
-    conn.write_all(&out).await?;
+    send_dump(conn, 4, DUMP_NON_BLOCK, DUMP_SERVER_ID, "").await?;
 
     let mut decoder = Decoder::new();
-    let mut scanned = Scanned::default();
+    let mut logged: Vec<Logged> = Vec::new();
     // Whether the current group's thread was seen yet, and differed.
     let mut mixed = false;
     loop {
@@ -82,9 +67,13 @@ pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Scanned,
             Some(&0) => {}
             Some(&ERR_HEADER) => {
                 let err = ErrPacket::parse(&packet).map_err(|e| protocol(conn, e))?;
-                return Err(refused(conn, "the binlog scan", err));
+                return Err(BinlogError::Refused {
+                    server: conn.server.name.clone(),
+                    what: "the binlog scan",
+                    err,
+                });
             }
-            Some(&EOF_HEADER) if packet.len() < 9 => return Ok(scanned),
+            Some(&EOF_HEADER) if packet.len() < 9 => return Ok(logged),
             _ => {
                 return Err(BinlogError::Unexpected {
                     server: conn.server.name.clone(),
@@ -101,16 +90,16 @@ pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Scanned,
                 source,
             })?;
         if let Some(gtid) = decoded.gtid.as_deref().and_then(parse_gtid) {
-            if scanned.logged.len() >= MAX_LOGGED {
+            if logged.len() >= MAX_LOGGED {
                 return Err(BinlogError::Unexpected {
                     server: conn.server.name.clone(),
                     what: format!("more than {MAX_LOGGED} transactions after {from}"),
                 });
             }
-            scanned.logged.push(gtid);
+            logged.push(gtid);
             mixed = false;
         }
-        if let (Some(thread), Some(last)) = (decoded.thread, scanned.logged.last_mut()) {
+        if let (Some(thread), Some(last)) = (decoded.thread, logged.last_mut()) {
             match last.thread {
                 None if !mixed => last.thread = Some(thread),
                 Some(seen) if seen != thread => {
@@ -132,14 +121,6 @@ fn parse_gtid(text: &str) -> Option<Logged> {
         seq: parts.next()?.parse().ok()?,
         thread: None,
     })
-}
-
-fn refused(conn: &BackendConn, what: &'static str, err: ErrPacket) -> BinlogError {
-    BinlogError::Refused {
-        server: conn.server.name.clone(),
-        what,
-        err,
-    }
 }
 
 #[cfg(test)]

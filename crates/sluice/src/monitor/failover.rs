@@ -97,10 +97,10 @@ async fn scan_binlog(
             tracing::info!(
                 server = new.name(),
                 from = %from,
-                transactions = scanned.logged.len(),
+                transactions = scanned.len(),
                 "read the new writer's binlog to settle commits lost in flight"
             );
-            Some((from, scanned.logged))
+            Some((from, scanned))
         }
         Ok(Err(e)) => {
             tracing::warn!(server = new.name(), error = %e, "could not read the new writer's binlog: commits lost in flight stay of unknown outcome");

@@ -669,7 +669,6 @@ pub(in crate::frontend::session) async fn switch_begun(
     }
 }
 
-/// Counts a replay's end.
 impl Session {
     /// A COMMIT whose reply was lost is on the new writer: the client hears it
     /// committed, as it did.
@@ -692,6 +691,7 @@ impl Session {
     }
 }
 
+/// Counts a replay's end.
 fn count_replay(stats: &crate::router::RouterStats, outcome: Result<(), &'static str>) {
     match outcome {
         Ok(()) => Stats::incr(&stats.replays_succeeded),
