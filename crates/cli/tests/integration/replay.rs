@@ -19,15 +19,25 @@ fn start() -> (ReplicaSet, Config, Sluice) {
 
 /// [`start`] with this `binlog_format`.
 fn start_logging(format: &str) -> (ReplicaSet, Config, Sluice) {
+    start_configured(format, "", |c| c)
+}
+
+/// [`start_logging`], running `sql` on the primary first and changing Sluice's
+/// configuration with `configure`.
+fn start_configured(
+    format: &str,
+    sql: &str,
+    configure: impl FnOnce(Config) -> Config,
+) -> (ReplicaSet, Config, Sluice) {
     let set = replica_set_with(true, vec![format!("--binlog-format={format}")]);
     set.primary
-        .execute(
+        .execute(&format!(
             "CREATE DATABASE rp; CREATE TABLE rp.t (id BIGINT PRIMARY KEY, v INT); \
-             INSERT INTO rp.t VALUES (1, 10)",
-        )
+             INSERT INTO rp.t VALUES (1, 10); {sql}"
+        ))
         .unwrap();
     set.wait_caught_up(Duration::from_secs(30)).unwrap();
-    let config = failover_config(&set);
+    let config = configure(failover_config(&set));
     let sluice = Sluice::start(&config);
     (set, config, sluice)
 }
@@ -313,13 +323,13 @@ fn writes_in_flight_run_on_the_new_writer_when_what_it_has_is_others() {
     assert_eq!(stats["replays_succeeded"], 2, "{stats}");
 }
 
-/// A COMMIT and an autocommit INSERT the primary logged and sent to its replicas, then
-/// waited on for a replica's acknowledgement that never came, when it was killed: the
-/// new writer has both. The COMMIT is answered as committed; the INSERT gets the lost
-/// connection's error (what its OK said can't be known), and neither runs twice.
-#[test]
-fn a_commit_the_new_writer_has_is_answered_as_committed() {
-    let (set, config, sluice) = start_logging("MIXED");
+/// A COMMIT and an autocommit INSERT through Sluice that the primary logged and sent to
+/// its replicas, then waited on for a replica's acknowledgement that never came, when
+/// it was killed: the new writer has both. Returns their replies, the rows the new
+/// writer has, Sluice's stats and its `/metrics`.
+fn never_acknowledged(
+    (set, config, sluice): (ReplicaSet, Config, Sluice),
+) -> (Reply, Reply, Vec<String>, serde_json::Value, String) {
     let mut before = login(&sluice);
     before
         .query("INSERT INTO rp.t VALUES (5, 50)")
@@ -352,29 +362,64 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
     }
     assert!(!commit.is_finished() && !insert.is_finished());
     let [commit, insert] = kill_primary_then_join(&set, &sluice, [commit, insert]);
-    commit.expect_ok();
-    match insert {
-        Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1158, "08S01"), "{e:?}"),
-        other => panic!("{other:?}"),
-    }
     let (_, new) = wait_failover(&sluice, &config, &set);
     let rows = new.execute("SELECT id FROM rp.t ORDER BY id").unwrap();
-    let rows: Vec<&str> = rows.lines().skip(1).collect();
-    assert_eq!(rows, ["1", "2", "3", "5"]);
+    let rows = rows.lines().skip(1).map(String::from).collect();
     let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
-    assert_eq!(stats["replays_succeeded"], 1, "{stats}");
-    assert_eq!(stats["commits_found"], 1, "{stats}");
-    assert_eq!(stats["replays_refused_by"]["committed_write"], 1, "{stats}");
     let client = crate::support::http::Client::new(
         config.admin_address().unwrap(),
         Some(sluice::config::Secret(super::routing::ADMIN_TOKEN.into())),
     );
     let metrics = String::from_utf8(client.get("/metrics").unwrap().body).unwrap();
-    let line = "sluice_in_flight_commits_found_total 1";
-    assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
-    // The session goes on, out of any transaction.
+    // The sessions go on, out of any transaction.
     let mut after = login(&sluice);
     assert_eq!(one(&mut after, "SELECT COUNT(*) FROM rp.t"), "4");
+    (commit, insert, rows, stats, metrics)
+}
+
+#[track_caller]
+fn assert_lost_connection(reply: Reply) {
+    match reply {
+        Reply::Err(e) => assert_eq!((e.code, e.state.as_str()), (1158, "08S01"), "{e:?}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The new writer's binlog names the connections that ran both: the COMMIT is
+/// answered as committed; the INSERT gets the lost connection's error (what its OK said
+/// can't be known), and neither runs twice.
+#[test]
+fn a_commit_the_new_writer_has_is_answered_as_committed() {
+    let (commit, insert, rows, stats, metrics) = never_acknowledged(start_logging("MIXED"));
+    commit.expect_ok();
+    assert_lost_connection(insert);
+    assert_eq!(rows, ["1", "2", "3", "5"]);
+    assert_eq!(stats["replays_succeeded"], 1, "{stats}");
+    assert_eq!(stats["commits_found"], 1, "{stats}");
+    assert_eq!(stats["replays_refused_by"]["committed_write"], 1, "{stats}");
+    let line = "sluice_in_flight_commits_found_total 1";
+    assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
+}
+
+/// The account a failover reads the new writer's binlog with lacks REPLICATION SLAVE:
+/// nothing is guessed, both clients get the lost connection's error, and neither
+/// write runs twice.
+#[test]
+fn a_commit_stays_unknown_when_the_new_writers_binlog_cant_be_read() {
+    let started = start_configured(
+        "MIXED",
+        "CREATE USER no_dump@'%' IDENTIFIED BY 'no-dump'; GRANT SELECT ON *.* TO no_dump@'%'",
+        |c| {
+            c.failover("replication_user", "no_dump")
+                .failover("replication_password", "no-dump")
+        },
+    );
+    let (commit, insert, rows, stats, _) = never_acknowledged(started);
+    assert_lost_connection(commit);
+    assert_lost_connection(insert);
+    assert_eq!(rows, ["1", "2", "3", "5"]);
+    assert_eq!(stats["commits_found"], 0, "{stats}");
+    assert_eq!(stats["replays_refused_by"]["outcome_unknown"], 2, "{stats}");
 }
 
 /// A switchover does not wait for transactions left open on the old writer (nor fail
