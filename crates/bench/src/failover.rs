@@ -64,6 +64,11 @@ pub struct FailoverArgs {
     /// commit there was acknowledged.
     #[arg(long, value_enum, default_value_t = BinlogFormat::Mixed)]
     pub binlog_format: BinlogFormat,
+    /// Sluice's `failover.wrap_autocommit_writes`: the probes' autocommit inserts go
+    /// inside a BEGIN ... COMMIT of Sluice's, so that one whose COMMIT's reply is lost
+    /// but that the new writer has gets its own OK rather than error 1158.
+    #[arg(long)]
+    pub wrap_autocommit_writes: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -110,6 +115,7 @@ struct Plan {
     after: Duration,
     probe_writers: u32,
     binlog_format: BinlogFormat,
+    wrap_autocommit_writes: bool,
     /// sysbench's --time, whole seconds.
     sysbench_secs: u64,
     /// Of every server: sysbench's threads, Sluice's pool (100 per server by default)
@@ -146,6 +152,7 @@ impl Plan {
             after: args.after,
             probe_writers: args.probe_writers,
             binlog_format: args.binlog_format,
+            wrap_autocommit_writes: args.wrap_autocommit_writes,
             sysbench_secs: load.as_secs()
                 + u64::from(load.subsec_nanos() > 0)
                 + SYSBENCH_MARGIN_SECS,
@@ -289,6 +296,7 @@ struct Results {
     after_ms: u64,
     probe_writers: u32,
     binlog_format: BinlogFormat,
+    wrap_autocommit_writes: bool,
     runs_planned: u32,
     sluice_command: Option<String>,
     prepare_command: Option<String>,
@@ -325,6 +333,7 @@ fn run_into(args: &FailoverArgs, document: &mut Option<Document>) -> anyhow::Res
         after_ms: plan.after.as_millis() as u64,
         probe_writers: plan.probe_writers,
         binlog_format: plan.binlog_format,
+        wrap_autocommit_writes: plan.wrap_autocommit_writes,
         runs_planned: plan.runs,
         sluice_command: None,
         prepare_command: None,
@@ -476,8 +485,17 @@ impl<'a> Bench<'a> {
         let token = admin_token("failover");
         let addresses: Vec<SocketAddr> = set.servers().map(MariaDb::addr).collect();
         let config = self.out.join(&run.sluice_config);
-        std::fs::write(&config, sluice_config(&addresses, port, admin_port, &token))
-            .with_context(|| format!("writing {}", config.display()))?;
+        std::fs::write(
+            &config,
+            sluice_config(
+                &addresses,
+                port,
+                admin_port,
+                &token,
+                self.plan.wrap_autocommit_writes,
+            ),
+        )
+        .with_context(|| format!("writing {}", config.display()))?;
         let sluice = SluiceProcess::start(
             &self.sluice_bin,
             &config,
@@ -701,7 +719,13 @@ fn tally_probes(
 /// The Sluice configuration: the three servers, multiplexing, the read/write split,
 /// failover with the replication account, the monitor at its defaults (the target is
 /// stated for them), and the admin API the outcome is read from.
-fn sluice_config(addresses: &[SocketAddr], port: u16, admin_port: u16, token: &str) -> String {
+fn sluice_config(
+    addresses: &[SocketAddr],
+    port: u16,
+    admin_port: u16,
+    token: &str,
+    wrap_autocommit_writes: bool,
+) -> String {
     let mut text = format!(
         "# Written by `sluice bench failover`.\n\
          [log]\nlevel = \"info\"\n\n\
@@ -721,7 +745,8 @@ fn sluice_config(addresses: &[SocketAddr], port: u16, admin_port: u16, token: &s
         text,
         "\n[pool]\nmultiplex = true\n\n\
          [routing]\nread_write_split = true\n\n\
-         [failover]\nreplication_user = {}\nreplication_password = {}\n\n\
+         [failover]\nreplication_user = {}\nreplication_password = {}\n\
+         wrap_autocommit_writes = {wrap_autocommit_writes}\n\n\
          [admin]\naddress = \"127.0.0.1:{admin_port}\"\ntoken = {}\n",
         toml_string(sandbox::REPL_USER),
         toml_string(sandbox::REPL_PASSWORD),

@@ -48,6 +48,22 @@ impl OkPacket {
     }
 }
 
+/// Rewrites the status flags of an OK packet payload in place: what a statement run
+/// inside a transaction the proxy opened reports once that transaction has committed.
+pub fn set_ok_status(payload: &mut [u8], status: StatusFlags) -> Result<(), ProtocolError> {
+    let mut r = Reader::new(payload);
+    let h = r.u8("OK header")?;
+    if h != OK_HEADER {
+        return Err(ProtocolError::Malformed("OK packet"));
+    }
+    r.lenenc_int("affected rows")?;
+    r.lenenc_int("last insert id")?;
+    let at = payload.len() - r.remaining();
+    r.u16("status")?;
+    payload[at..at + 2].copy_from_slice(&status.0.to_le_bytes());
+    Ok(())
+}
+
 /// Builds an OK packet payload as a MySQL server would for the given capabilities.
 pub fn ok_payload(ok: &OkPacket, caps: CapabilityFlags, header: u8) -> BytesMut {
     let mut b = BytesMut::with_capacity(16);
@@ -165,6 +181,32 @@ pub fn terminator_warnings(payload: &[u8]) -> Result<u16, ProtocolError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ok_gets_new_status_flags_and_keeps_the_rest() {
+        let ok = OkPacket {
+            affected_rows: 300,
+            last_insert_id: 1 << 20,
+            status: StatusFlags(StatusFlags::IN_TRANS | StatusFlags::AUTOCOMMIT),
+            warnings: 2,
+        };
+        let mut p = ok_payload(
+            &ok,
+            CapabilityFlags(CapabilityFlags::PROTOCOL_41),
+            OK_HEADER,
+        )
+        .to_vec();
+        set_ok_status(&mut p, StatusFlags(StatusFlags::AUTOCOMMIT)).unwrap();
+        let back = OkPacket::parse(&p).unwrap();
+        assert_eq!(back.status, StatusFlags(StatusFlags::AUTOCOMMIT));
+        assert_eq!(
+            (back.affected_rows, back.last_insert_id, back.warnings),
+            (300, 1 << 20, 2)
+        );
+        let mut err = ErrPacket::new(1062, "23000", "dup").payload().to_vec();
+        assert!(set_ok_status(&mut err, StatusFlags(0)).is_err());
+        assert!(set_ok_status(&mut [0u8, 1][..], StatusFlags(0)).is_err());
+    }
 
     #[test]
     fn err_round_trip() {

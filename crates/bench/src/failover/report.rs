@@ -69,11 +69,16 @@ fn facts(r: &Results) -> Vec<String> {
         format!(
             "Each run: a fresh primary and 2 replicas (semi-synchronous replication, \
              binlog_format={}) on this machine, Sluice in front (multiplexing, read/write split, the monitor at its \
-             defaults, failover on); sysbench oltp_read_write with {} threads (prepared \
+             defaults, failover on{}); sysbench oltp_read_write with {} threads (prepared \
              statements, --mysql-ignore-errors=all) on {} tables x {} rows, {} probe writers \
              and one probe transaction client, all through Sluice; the primary SIGKILLed after \
              {} s of load, the load kept on {} s after the failover.",
             r.binlog_format.name(),
+            if r.wrap_autocommit_writes {
+                ", autocommit writes wrapped in a transaction"
+            } else {
+                ""
+            },
             r.threads,
             r.data.tables,
             thousands(r.data.table_size),
@@ -394,6 +399,7 @@ mod tests {
             after_ms: 2500,
             probe_writers: 2,
             binlog_format: crate::failover::BinlogFormat::Mixed,
+            wrap_autocommit_writes: false,
             runs_planned: 10,
             sluice_command: None,
             prepare_command: None,

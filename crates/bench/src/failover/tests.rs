@@ -39,7 +39,7 @@ fn the_configuration_keeps_the_monitor_at_its_defaults() {
     let addresses: Vec<SocketAddr> = (0..3)
         .map(|i| SocketAddr::from(([127, 0, 0, 1], 3306 + i)))
         .collect();
-    let text = sluice_config(&addresses, 6033, 6080, "t0ken");
+    let text = sluice_config(&addresses, 6033, 6080, "t0ken", false);
     // Read as plain TOML: this crate does not depend on the proxy. That Sluice accepts
     // the file is checked by the integration test of `sluice bench failover`.
     let config: toml::Table = text.parse().unwrap();
@@ -52,6 +52,10 @@ fn the_configuration_keeps_the_monitor_at_its_defaults() {
     assert_eq!(
         config["failover"]["replication_user"].as_str(),
         Some(sandbox::REPL_USER)
+    );
+    assert_eq!(
+        config["failover"]["wrap_autocommit_writes"].as_bool(),
+        Some(false)
     );
     assert!(!config.contains_key("monitor"), "{text}");
     assert_eq!(config["admin"]["token"].as_str(), Some("t0ken"));

@@ -66,6 +66,7 @@ impl ErrPacket {
 pub enum Reply {
     Ok {
         affected_rows: u64,
+        last_insert_id: u64,
         status: u16,
     },
     Err(ErrPacket),
@@ -610,11 +611,12 @@ impl RawConn {
             Some(0x00) => {
                 let mut r = Cursor::new(&first[1..]);
                 let affected_rows = r.lenenc().map_err(io::Error::other)?;
-                let _last_insert_id = r.lenenc().map_err(io::Error::other)?;
+                let last_insert_id = r.lenenc().map_err(io::Error::other)?;
                 let status =
                     u16::from_le_bytes(r.take(2).map_err(io::Error::other)?.try_into().unwrap());
                 Reply::Ok {
                     affected_rows,
+                    last_insert_id,
                     status,
                 }
             }

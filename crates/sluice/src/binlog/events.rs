@@ -9,10 +9,14 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 /// Event type codes (MySQL's, then MariaDB's from 160 on).
+/// The INTVAR event type that carries `INSERT_ID` (the other, 1, is `LAST_INSERT_ID`).
+const INSERT_ID_EVENT: u8 = 2;
+
 pub(super) mod kind {
     pub const QUERY: u8 = 2;
     pub const STOP: u8 = 3;
     pub const ROTATE: u8 = 4;
+    pub const INTVAR: u8 = 5;
     pub const FORMAT_DESCRIPTION: u8 = 15;
     pub const XID: u8 = 16;
     pub const TABLE_MAP: u8 = 19;
@@ -126,6 +130,9 @@ pub(super) struct Decoded {
     /// A statement event: the id of the connection that ran it on the server it came
     /// from (replicas log it unchanged), which ties its group to that connection.
     pub thread: Option<u32>,
+    /// An `INSERT_ID` variable event: the first auto-increment value the next statement
+    /// generated (its `LAST_INSERT_ID()` afterwards), in statement-based logging.
+    pub insert_id: Option<u64>,
 }
 
 /// What the current binlog file's format description said.
@@ -287,6 +294,12 @@ impl Decoder {
             kind::QUERY | kind::QUERY_COMPRESSED => {
                 out.thread = Reader::new(body).u32("query thread id").ok();
                 out.batch = self.query(header.kind, body)?;
+            }
+            kind::INTVAR => {
+                let mut r = Reader::new(body);
+                if r.u8("intvar type")? == INSERT_ID_EVENT {
+                    out.insert_id = Some(r.u64("intvar value")?);
+                }
             }
             kind::XID | kind::XA_PREPARE => out.batch = self.group.finish(),
             kind::GTID => {

@@ -31,6 +31,9 @@ pub struct Logged {
     /// The connection on `server` that ran it, as its statement events name it. None
     /// when it has none (row events only, in row-based logging) or they differ.
     pub thread: Option<u32>,
+    /// The first auto-increment value its first `INSERT_ID` event says a statement of
+    /// it generated: what that statement left `LAST_INSERT_ID()` at.
+    pub insert_id: Option<u64>,
 }
 
 /// The transactions `conn`'s server logged after `from` (a GTID position, as
@@ -99,6 +102,9 @@ pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Vec<Logg
             logged.push(gtid);
             mixed = false;
         }
+        if let (Some(id), Some(last)) = (decoded.insert_id, logged.last_mut()) {
+            last.insert_id.get_or_insert(id);
+        }
         if let (Some(thread), Some(last)) = (decoded.thread, logged.last_mut()) {
             match last.thread {
                 None if !mixed => last.thread = Some(thread),
@@ -120,6 +126,7 @@ fn parse_gtid(text: &str) -> Option<Logged> {
         server: parts.next()?.parse().ok()?,
         seq: parts.next()?.parse().ok()?,
         thread: None,
+        insert_id: None,
     })
 }
 
@@ -135,7 +142,8 @@ mod tests {
                 domain: 0,
                 server: 3,
                 seq: 1200,
-                thread: None
+                thread: None,
+                insert_id: None,
             })
         );
         assert_eq!(parse_gtid("0-3"), None);

@@ -63,8 +63,11 @@ struct Scan {
 pub enum Outcome {
     /// Surely not on the new writer: it can run again there.
     Absent,
-    /// On the new writer: it committed.
-    Committed,
+    /// On the new writer: it committed, with the auto-increment value its transaction's
+    /// first `INSERT_ID` event gave (none: it generated none, or the log can't say).
+    Committed {
+        insert_id: Option<u64>,
+    },
     Unknown,
 }
 
@@ -145,7 +148,7 @@ impl Commits {
         if !Arc::ptr_eq(&p.writer, writer) {
             return Outcome::Unknown;
         }
-        let mut found = 0;
+        let mut found = Vec::new();
         for (domain, top) in p.received.sequences() {
             let low = lost.floor.sequence(domain);
             let Some(missing) = unacked(&inner.acked, domain, low, top) else {
@@ -165,16 +168,16 @@ impl Commits {
                 match scan.logged.get(&(domain, seq)) {
                     Some(l) if Some(l.server) == server && l.thread.is_some() => {
                         if l.thread == Some(lost.thread) {
-                            found += 1;
+                            found.push(l.insert_id);
                         }
                     }
                     _ => return Outcome::Unknown,
                 }
             }
         }
-        match found {
-            0 => Outcome::Absent,
-            1 => Outcome::Committed,
+        match found[..] {
+            [] => Outcome::Absent,
+            [insert_id] => Outcome::Committed { insert_id },
             _ => Outcome::Unknown,
         }
     }

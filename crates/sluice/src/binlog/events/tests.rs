@@ -286,6 +286,20 @@ fn rows_outside_a_transaction_are_delivered_at_statement_end() {
 }
 
 #[test]
+fn an_insert_id_variable_is_reported_and_last_insert_id_is_not() {
+    let b = CRC;
+    let mut d = decoder(&b);
+    let mut body = vec![2u8];
+    body.extend_from_slice(&1001u64.to_le_bytes());
+    let (_, e) = d.feed(&b.event(kind::INTVAR, 100, 0, &body)).unwrap();
+    assert_eq!((e.insert_id, e.batch), (Some(1001), None));
+    body[0] = 1;
+    let (_, e) = d.feed(&b.event(kind::INTVAR, 100, 0, &body)).unwrap();
+    assert_eq!(e.insert_id, None);
+    assert!(d.feed(&b.event(kind::INTVAR, 100, 0, &[2, 1])).is_err());
+}
+
+#[test]
 fn standalone_gtid_delivers_the_ddl_at_once() {
     let b = CRC;
     let mut d = decoder(&b);

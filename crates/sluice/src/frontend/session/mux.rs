@@ -16,6 +16,7 @@ mod scatter;
 mod shard;
 mod split;
 mod user_vars;
+mod wrap;
 mod xa;
 pub(super) use lease::Ready;
 pub(super) use shard::Placed;
@@ -528,6 +529,29 @@ impl Mux {
         let mut out = bytes::BytesMut::with_capacity(t.len() + HEADER_LEN);
         sluice_wire::packet::write_packet(&mut out, seq, &t);
         Ok((Some(out.to_vec()), ok.status))
+    }
+
+    /// Learns the session state the OK of a `COMMIT` Sluice added after an autocommit
+    /// write reports (its `last_gtid`), leaving what the write itself did as observed.
+    pub fn observe_added_commit(&mut self, packet: &[u8]) -> Result<(), ProtocolError> {
+        let Some((_, payload)) = split_packet(packet) else {
+            return Err(ProtocolError::Malformed("OK packet"));
+        };
+        let ok = parse_full_ok(payload, true)?;
+        for change in &ok.changes {
+            self.track(change);
+        }
+        if !ok.changes.is_empty() {
+            self.observed.state_changed = true;
+        }
+        Ok(())
+    }
+
+    /// The session's `LAST_INSERT_ID()` is `id`, known without its connection (which
+    /// was lost).
+    pub fn set_last_insert_id(&mut self, id: u64) {
+        self.last_insert_id = id;
+        self.lid_dirty = false;
     }
 
     /// In the first bytes of a prepare's response, puts the id the client will know the

@@ -20,6 +20,9 @@ impl Session {
         kind: ResponseKind,
         mut record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
+        if self.stmt.wrap_commit {
+            return self.relay_wrapped().await;
+        }
         let spreads_writes =
             matches!(self.stmt.target, Some(Target::Writer)) && self.spreads_writes();
         let Some(backend) = self.backend.as_mut() else {

@@ -56,6 +56,13 @@ pub(super) struct InFlight {
     pub(super) processlist: Option<identity::ProcesslistIds>,
     /// Its `CONNECTION_ID()` was replaced: never cached.
     pub(super) identity_rewritten: bool,
+    /// An autocommit write sent inside a `BEGIN` ... `COMMIT` Sluice adds
+    /// (`failover.wrap_autocommit_writes`), so that its own OK is in hand before it
+    /// commits.
+    pub(super) wrap_commit: bool,
+    /// That write's OK, as the client is to get it, when its `COMMIT`'s reply was lost:
+    /// what the client hears if the new writer has the commit.
+    pub(super) held_ok: Option<Vec<u8>>,
     /// The answer the client sees, recorded for transaction replay's digest.
     pub(super) replay_record: Option<super::cached::Recording>,
     /// It may set a server global: new sessions read them again.
@@ -248,6 +255,7 @@ impl Session {
                 plan: mux::replay::OnLoss::Replay,
                 err: route::rolled_back(),
                 ticket: Some(router.replay_gate.enter()),
+                held: None,
             });
             self.stmt.avoid = Some(lost);
         }

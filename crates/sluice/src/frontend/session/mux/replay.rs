@@ -76,6 +76,9 @@ pub(in crate::frontend::session) struct Pending {
     /// session's statement waits for the new writer (an idle transaction, which may not
     /// come back for long, holds nothing).
     pub ticket: Option<crate::router::commits::Ticket>,
+    /// A wrapped autocommit write's own OK, when only its COMMIT's reply was lost
+    /// (`mux/wrap.rs`): the answer if the new writer has the commit.
+    pub held: Option<Vec<u8>>,
 }
 
 /// Longest a writer statement waits for the replays pending after a failover: past it,
@@ -276,6 +279,20 @@ impl Session {
             on_loss = on_loss.filter(|_| copy.is_some());
             self.stmt.retry_armed |= on_loss.is_some();
         }
+        let in_doubt = matches!(on_loss, Some(OnLoss::IfAbsent { commit: false, .. }));
+        self.stmt.wrap_commit = in_doubt
+            && router.failover.wrap_autocommit_writes
+            && match command {
+                Some(Command::Query) => {
+                    let text = copy.as_deref().and_then(|c| c.get(HEADER_LEN + 1..));
+                    text.is_some_and(|t| self.wraps(t))
+                }
+                _ => {
+                    let stmts = &self.backing.muxed().stmts;
+                    let text = client_id.and_then(|id| stmts.get(&id)).map(|s| &s.text);
+                    text.is_some_and(|t| self.wraps(t))
+                }
+            };
         if !carried && matches!(self.stmt.target, Some(Target::Writer)) {
             router.replay_gate.wait(REPLAY_GATE).await;
         }
@@ -298,7 +315,13 @@ impl Session {
             _ => (self.stmt.loss_error.take()).unwrap_or_else(super::super::route::rolled_back),
         };
         let ticket = Some(router.replay_gate.enter());
-        Pending { plan, err, ticket }
+        let held = self.stmt.held_ok.take();
+        Pending {
+            plan,
+            err,
+            ticket,
+            held,
+        }
     }
 
     /// What losing the writer before the reply to the statement at the front of the
@@ -523,6 +546,7 @@ impl Session {
             plan,
             mut err,
             ticket,
+            held,
         } = pending;
         let outcome = match &plan {
             OnLoss::Replay => self.replay_transaction().await?,
@@ -545,17 +569,20 @@ impl Session {
                         self.backing.muxed_mut().replay.clear();
                         Ok(())
                     }
-                    Outcome::Committed if *commit => {
+                    Outcome::Committed { insert_id } if *commit || held.is_some() => {
                         self.backing.muxed_mut().replay.clear();
                         count_replay(&router.stats, Ok(()));
                         Stats::incr(&router.stats.commits_found);
                         drop(ticket);
-                        self.answer_committed().await?;
+                        match held {
+                            Some(ok) => self.answer_held(ok, insert_id).await?,
+                            None => self.answer_committed().await?,
+                        }
                         return Ok(false);
                     }
-                    // An autocommit write the new writer has: what its OK said (rows,
-                    // insert id, warnings) can't be known.
-                    Outcome::Committed => {
+                    // An autocommit write the new writer has, not wrapped: what its OK
+                    // said (rows, insert id, warnings) can't be known.
+                    Outcome::Committed { .. } => {
                         self.backing.muxed_mut().replay.clear();
                         Err("committed_write")
                     }
@@ -686,6 +713,43 @@ impl Session {
             ..Default::default()
         };
         self.client.write_ok(seq, &ok).await?;
+        self.release_if_free().await?;
+        Ok(())
+    }
+}
+
+impl Session {
+    /// A wrapped autocommit write whose COMMIT's reply was lost is on the new writer:
+    /// the client gets the OK the write got. `insert_id`: what the commit's binlog
+    /// says it generated.
+    async fn answer_held(
+        &mut self,
+        mut ok: Vec<u8>,
+        insert_id: Option<u64>,
+    ) -> Result<(), SessionError> {
+        tracing::info!(
+            "an autocommit write lost with its writer is on the new writer: answered with its own OK"
+        );
+        let parsed = ok
+            .get(HEADER_LEN..)
+            .and_then(|p| OkPacket::parse(p).ok())
+            .unwrap_or_default();
+        let mux = self.backing.muxed_mut();
+        mux.status = parsed.status;
+        // It set LAST_INSERT_ID() only if it generated the id its OK tells (an id
+        // given in the statement is told too, and sets nothing).
+        if let Some(id) = insert_id.filter(|&id| id != 0 && id == parsed.last_insert_id) {
+            mux.set_last_insert_id(id);
+        }
+        if let Some(c) = self.cache.as_mut() {
+            c.wrote(Some(Vec::new()), parsed.status);
+        }
+        let seq = self.client.skip_packet().await?;
+        if let Some(s) = ok.get_mut(3) {
+            *s = seq;
+        }
+        self.client.stream_write(&ok).await?;
+        self.client.flush().await?;
         self.release_if_free().await?;
         Ok(())
     }
