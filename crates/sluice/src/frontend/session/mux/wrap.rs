@@ -34,10 +34,11 @@ pub(super) fn wrappable_text(text: &[u8]) -> bool {
     matches!(
         word.as_slice(),
         b"INSERT" | b"UPDATE" | b"DELETE" | b"REPLACE"
-    ) && !text.contains(&b';')
-        && !text
-            .windows(b"RETURNING".len())
-            .any(|w| w.eq_ignore_ascii_case(b"RETURNING"))
+    ) && memchr::memchr(b';', text).is_none()
+        && !memchr::memchr2_iter(b'r', b'R', text).any(|i| {
+            text.get(i..i + b"RETURNING".len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(b"RETURNING"))
+        })
 }
 
 /// The write's reply, once read.
