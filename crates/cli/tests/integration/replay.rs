@@ -412,6 +412,64 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
     assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
 }
 
+/// A COMMIT the new writer's binlog shows committed is acknowledged as any other: the
+/// session's next read, sent to a replica that has not applied it (it replicates an
+/// hour late), waits for it there and then runs on the writer, and sees the row.
+#[test]
+fn a_commit_found_on_the_new_writer_is_read_back_by_its_session() {
+    let (set, config, sluice) = start_logging("MIXED");
+    let mut before = login(&sluice);
+    before
+        .query("INSERT INTO rp.t VALUES (5, 50)")
+        .unwrap()
+        .expect_ok();
+    set.wait_caught_up(Duration::from_secs(30)).unwrap();
+    acknowledge_nothing(&set);
+    // Receives all, applies nothing new: after the failover, the one replica to read.
+    set.replicas[1]
+        .execute("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 3600; START SLAVE")
+        .unwrap();
+    let mut committing = inserted_in_transaction(&sluice);
+    let commit = std::thread::spawn(move || {
+        let reply = committing.query("COMMIT")?;
+        let read = committing.query("SELECT v FROM rp.t WHERE id = 2")?;
+        Ok((reply, read.text_rows()))
+    });
+    on_every_replica(&set, "SELECT COUNT(*) FROM rp.t WHERE id = 5", "1");
+    let received = |r: &sluice_sandbox::MariaDb| {
+        let out = r.execute("SELECT @@gtid_slave_pos").unwrap_or_default();
+        out.lines().nth(1).map(String::from)
+    };
+    // The first replica applied the COMMIT (it is promoted: as much received, first in
+    // order); the second received it.
+    let promoted = &set.replicas[0];
+    assert!(crate::support::wait_until(Duration::from_secs(20), || {
+        promoted
+            .execute("SELECT COUNT(*) FROM rp.t WHERE id = 2")
+            .is_ok_and(|out| out.lines().nth(1) == Some("1"))
+    }));
+    let delayed = &set.replicas[1];
+    assert!(crate::support::wait_until(Duration::from_secs(20), || {
+        let status = delayed.execute("SHOW SLAVE STATUS\\G").unwrap_or_default();
+        let io = status
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Gtid_IO_Pos: ").map(String::from));
+        io.is_some() && io == received(promoted)
+    }));
+    assert!(!commit.is_finished());
+    set.primary.kill().unwrap();
+    let (reply, read): (Reply, _) = commit
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e: std::io::Error| panic!("{e}\n{}", sluice.log()));
+    reply.expect_ok();
+    assert_eq!(read, [[Some("20".to_string())]], "{}", sluice.log());
+    let (_, new) = wait_failover(&sluice, &config, &set);
+    assert_eq!(new.port(), promoted.port());
+    let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
+    assert_eq!(stats["commits_found"], 1, "{stats}");
+}
+
 /// With `failover.wrap_autocommit_writes`, an autocommit INSERT goes inside a BEGIN ...
 /// COMMIT of Sluice's. The primary logged and sent it, then was killed waiting for an
 /// acknowledgement: the new writer has it, and the client gets the INSERT's own OK (its

@@ -59,13 +59,15 @@ struct Scan {
 }
 
 /// What became of a commit lost in flight with its writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Surely not on the new writer: it can run again there.
     Absent,
-    /// On the new writer: it committed, with the auto-increment value its transaction's
-    /// first `INSERT_ID` event gave (none: it generated none, or the log can't say).
+    /// On the new writer: it committed, as `gtid` ("domain-server-seq"), with the
+    /// auto-increment value its transaction's first `INSERT_ID` event gave (none: it
+    /// generated none, or the log can't say).
     Committed {
+        gtid: String,
         insert_id: Option<u64>,
     },
     Unknown,
@@ -168,7 +170,7 @@ impl Commits {
                 match scan.logged.get(&(domain, seq)) {
                     Some(l) if Some(l.server) == server && l.thread.is_some() => {
                         if l.thread == Some(lost.thread) {
-                            found.push(l.insert_id);
+                            found.push(l);
                         }
                     }
                     _ => return Outcome::Unknown,
@@ -177,7 +179,10 @@ impl Commits {
         }
         match found[..] {
             [] => Outcome::Absent,
-            [insert_id] => Outcome::Committed { insert_id },
+            [l] => Outcome::Committed {
+                gtid: format!("{}-{}-{}", l.domain, l.server, l.seq),
+                insert_id: l.insert_id,
+            },
             _ => Outcome::Unknown,
         }
     }

@@ -425,10 +425,16 @@ async fn a_lost_commit_is_found_by_the_connection_that_ran_it() {
     );
     // 11 was run by connection 7 and no one was told of it: 7's commit is there; 12
     // was acknowledged (a commit before it on that connection).
-    let committed = |insert_id| Outcome::Committed { insert_id };
-    assert_eq!(r.commits.outcome(&b, &lost(7)), committed(None));
+    let committed = |gtid: &str, insert_id| Outcome::Committed {
+        gtid: gtid.into(),
+        insert_id,
+    };
+    assert_eq!(r.commits.outcome(&b, &lost(7)), committed("0-1-11", None));
     // With what its INSERT_ID event said it generated.
-    assert_eq!(r.commits.outcome(&b, &lost(8)), committed(Some(500)));
+    assert_eq!(
+        r.commits.outcome(&b, &lost(8)),
+        committed("0-1-13", Some(500))
+    );
     assert_eq!(r.commits.outcome(&b, &lost(9)), Outcome::Absent);
     // A transaction whose events name no connection could be anyone's.
     let with = |l: Logged| scan(vec![logged(11, 1, Some(7)), l]);

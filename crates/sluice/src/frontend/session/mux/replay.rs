@@ -569,11 +569,13 @@ impl Session {
                         self.backing.muxed_mut().replay.clear();
                         Ok(())
                     }
-                    Outcome::Committed { insert_id } if *commit || held.is_some() => {
+                    Outcome::Committed { gtid, insert_id } if *commit || held.is_some() => {
                         self.backing.muxed_mut().replay.clear();
                         count_replay(&router.stats, Ok(()));
                         Stats::incr(&router.stats.commits_found);
                         drop(ticket);
+                        // Acknowledged now: the session's reads must see it.
+                        self.note_gtid(router, gtid.as_bytes());
                         match held {
                             Some(ok) => self.answer_held(ok, insert_id).await?,
                             None => self.answer_committed().await?,
