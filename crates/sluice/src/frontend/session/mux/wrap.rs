@@ -85,11 +85,16 @@ impl Session {
         let Some(backend) = self.backend.as_mut() else {
             return Ok(Relayed::End);
         };
-        // Armed with a copy of it: it is whole in the buffer.
-        let len = Header::parse(&self.client.rbuf).map_or(0, |h| HEADER_LEN + h.len);
-        while self.client.rbuf.len() < len {
-            self.client.read_more().await?;
-        }
+        // Armed with a copy of it, it is whole in the buffer; read on all the same
+        // rather than send a part.
+        let len = loop {
+            match Header::parse(&self.client.rbuf) {
+                Some(h) if self.client.rbuf.len() >= HEADER_LEN + h.len => {
+                    break HEADER_LEN + h.len
+                }
+                _ => self.client.read_more().await?,
+            };
+        };
         let mut out = Vec::with_capacity(BEGIN.len() + len + COMMIT.len());
         out.extend_from_slice(BEGIN);
         out.extend_from_slice(&self.client.rbuf[..len]);
