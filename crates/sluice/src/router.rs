@@ -107,8 +107,9 @@ pub struct RouterStats {
     pub replays_succeeded: AtomicU64,
     pub replays_refused: AtomicU64,
     pub replays_refused_by: parking_lot::Mutex<std::collections::BTreeMap<&'static str, u64>>,
-    /// COMMITs whose reply was lost, found on the new writer's binlog and answered as
-    /// committed (counted among the replays succeeded too).
+    /// COMMITs (and wrapped autocommit writes) whose reply was lost, found on the new
+    /// writer's binlog and answered as committed (counted among the replays succeeded
+    /// too).
     pub commits_found: AtomicU64,
     pub writer_waits: AtomicU64,
     pub writer_wait_timeouts: AtomicU64,

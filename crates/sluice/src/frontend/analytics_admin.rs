@@ -475,7 +475,7 @@ impl AnalyticsAdmin for AnalyticsHandle {
         e.single(
             "sluice_in_flight_commits_found_total",
             Type::Counter,
-            "COMMITs whose reply was lost with the writer, found committed on the new one",
+            "COMMITs and wrapped autocommit writes whose reply was lost with the writer, found committed on the new one",
             replays(|s| s.commits_found.load(std::sync::atomic::Ordering::Relaxed)),
         );
         e.family(

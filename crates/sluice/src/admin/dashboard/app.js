@@ -561,7 +561,7 @@ function renderServers() {
   if (isNum(st.replays_attempted) && st.replays_attempted > 0) {
     const by = st.replays_refused_by || {};
     const why = Object.keys(by).map((k) => `${k} ${by[k]}`).join(', ');
-    const found = st.commits_found > 0 ? `, ${st.commits_found} lost COMMITs found committed` : '';
+    const found = st.commits_found > 0 ? `, ${st.commits_found} lost commits found committed` : '';
     notes.push(`replayed on a new writer: ${nz(st.replays_succeeded)} of ${st.replays_attempted}${found}${why ? ` (not: ${why})` : ''}`);
   }
   setText($('#servers-note'), notes.join(' · '));
