@@ -77,6 +77,8 @@ mod prepared;
 mod proxy_paths;
 #[path = "integration/replay.rs"]
 mod replay;
+#[path = "integration/replay_wrap.rs"]
+mod replay_wrap;
 #[path = "integration/replication_sandbox.rs"]
 mod replication_sandbox;
 #[path = "integration/routing.rs"]

@@ -24,7 +24,7 @@ fn start_logging(format: &str) -> (ReplicaSet, Config, Sluice) {
 
 /// [`start_logging`], running `sql` on the primary first and changing Sluice's
 /// configuration with `configure`.
-fn start_configured(
+pub(super) fn start_configured(
     format: &str,
     sql: &str,
     configure: impl FnOnce(Config) -> Config,
@@ -361,7 +361,7 @@ fn never_acknowledged(
 /// Commits on the primary wait for a semi-sync acknowledgement however long, and the
 /// replicas reconnect as asynchronous ones: they get every transaction and acknowledge
 /// none.
-fn acknowledge_nothing(set: &ReplicaSet) {
+pub(super) fn acknowledge_nothing(set: &ReplicaSet) {
     set.primary
         .execute(
             "SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON, \
@@ -379,7 +379,7 @@ fn acknowledge_nothing(set: &ReplicaSet) {
 
 /// Waits until `sql` reads `value` on every replica.
 #[track_caller]
-fn on_every_replica(set: &ReplicaSet, sql: &str, value: &str) {
+pub(super) fn on_every_replica(set: &ReplicaSet, sql: &str, value: &str) {
     for r in &set.replicas {
         assert!(crate::support::wait_until(Duration::from_secs(20), || {
             r.execute(sql)
@@ -468,147 +468,6 @@ fn a_commit_found_on_the_new_writer_is_read_back_by_its_session() {
     assert_eq!(new.port(), promoted.port());
     let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
     assert_eq!(stats["commits_found"], 1, "{stats}");
-}
-
-/// With `failover.wrap_autocommit_writes`, an autocommit INSERT goes inside a BEGIN ...
-/// COMMIT of Sluice's. The primary logged and sent it, then was killed waiting for an
-/// acknowledgement: the new writer has it, and the client gets the INSERT's own OK (its
-/// row, the id it generated), after which `LAST_INSERT_ID()` is that id, as on one
-/// server. It is not applied twice.
-#[test]
-fn a_wrapped_autocommit_write_the_new_writer_has_gets_its_own_ok() {
-    let (set, config, sluice) = start_configured(
-        "MIXED",
-        "CREATE TABLE rp.a (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
-        |c| c.failover("wrap_autocommit_writes", true),
-    );
-    // Acknowledged through Sluice: where the commits in doubt start.
-    let mut before = login(&sluice);
-    before
-        .query("INSERT INTO rp.a (v) VALUES (1), (2)")
-        .unwrap()
-        .expect_ok();
-    acknowledge_nothing(&set);
-    let mut inserting = login(&sluice);
-    let insert = std::thread::spawn(move || {
-        let reply = inserting.query("INSERT INTO rp.a (v) VALUES (3)")?;
-        let id = inserting.query("SELECT LAST_INSERT_ID()")?;
-        Ok((reply, id.text_rows()))
-    });
-    on_every_replica(&set, "SELECT COUNT(*) FROM rp.a", "3");
-    assert!(!insert.is_finished());
-    set.primary.kill().unwrap();
-    let (reply, id): (Reply, _) = insert
-        .join()
-        .unwrap()
-        .unwrap_or_else(|e: std::io::Error| panic!("{e}\n{}", sluice.log()));
-    match reply {
-        Reply::Ok {
-            affected_rows,
-            last_insert_id,
-            status,
-        } => {
-            assert_eq!((affected_rows, last_insert_id), (1, 3));
-            assert_eq!(status & 1, 0, "no transaction open: {status:#x}");
-        }
-        other => panic!("{other:?}\n{}", sluice.log()),
-    }
-    assert_eq!(id, [[Some("3".to_string())]]);
-    let (_, new) = wait_failover(&sluice, &config, &set);
-    let rows = new.execute("SELECT id, v FROM rp.a ORDER BY id").unwrap();
-    assert_eq!(
-        rows.lines().skip(1).collect::<Vec<_>>(),
-        ["1\t1", "2\t2", "3\t3"]
-    );
-    let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
-    assert_eq!(stats["commits_found"], 1, "{stats}");
-    assert_eq!(stats["replays_refused"], 0, "{stats}");
-}
-
-/// Wrapped, autocommit writes answer as they do on their own: rows, generated ids,
-/// warnings, `UPDATE`'s info, errors, and no transaction left open, as the `mariadb`
-/// client prints them directly and through Sluice; and they did go inside a COMMIT.
-#[test]
-fn wrapped_autocommit_writes_answer_as_on_their_own() {
-    let (set, _config, sluice) = start_configured(
-        "ROW",
-        "CREATE TABLE rp.direct (id INT AUTO_INCREMENT PRIMARY KEY, a TINYINT, u INT UNIQUE); \
-         CREATE TABLE rp.proxied LIKE rp.direct",
-        |c| c.failover("wrap_autocommit_writes", true),
-    );
-    let script = |table: &str| {
-        format!(
-            "INSERT INTO {table} (a, u) VALUES (1, 1);\n\
-             SELECT LAST_INSERT_ID(), @@in_transaction;\n\
-             INSERT INTO {table} (a, u) VALUES (2, 2), (3, 3);\n\
-             SELECT LAST_INSERT_ID();\n\
-             INSERT IGNORE INTO {table} (a, u) VALUES (1000, 4);\n\
-             INSERT INTO {table} (a, u) VALUES (5, 1);\n\
-             SELECT @@in_transaction;\n\
-             UPDATE {table} SET a = a + 1 WHERE id <= 2;\n\
-             DELETE FROM {table} WHERE id = 3;\n\
-             INSERT INTO {table} (id, a, u) VALUES (100, 1, 100);\n\
-             SELECT LAST_INSERT_ID();\n\
-             REPLACE INTO {table} (id, a, u) VALUES (100, 2, 100);\n\
-             SELECT * FROM {table} ORDER BY id;\n"
-        )
-    };
-    let run = |port: u16, table: &str| {
-        let out = crate::support::Client::native(port)
-            .database("rp")
-            .args(["--batch", "-vvv", "--force", "--show-warnings"])
-            .stdin(script(table))
-            .run();
-        // What differs by nature: the table's name and the time each statement took.
-        let text = |t: &str| without_timings(&t.replace(table, "T"));
-        (text(&out.stdout), text(&out.stderr))
-    };
-    let commits = || {
-        let out = set
-            .primary
-            .execute("SHOW GLOBAL STATUS LIKE 'Com_commit'")
-            .unwrap();
-        let n = out.lines().nth(1).and_then(|l| l.split('\t').nth(1));
-        n.unwrap().parse::<u64>().unwrap()
-    };
-    let direct = run(set.primary.port(), "direct");
-    let before = commits();
-    let proxied = run(sluice.port(), "proxied");
-    assert_eq!(proxied, direct);
-    assert!(direct.0.contains("1 warning") && direct.0.contains("Rows matched: 2"));
-    assert!(direct.1.contains("ERROR 1062"), "{direct:?}");
-    // One COMMIT per write (8), the one that failed too.
-    assert!(commits() - before >= 8, "{}", commits() - before);
-    // Executes of a prepared write as well.
-    let mut conn = login(&sluice);
-    let id = conn
-        .prepare("INSERT INTO rp.proxied (a, u) VALUES (?, ?)")
-        .unwrap();
-    let before = commits();
-    assert_eq!(conn.execute_rows(id, &["7", "7"]).unwrap(), 0);
-    // A duplicate key (1062: 0x0426 after the ERR header).
-    let duplicate = conn.execute_rows(id, &["8", "7"]).unwrap_err();
-    assert!(
-        duplicate.to_string().contains("[255, 38, 4,"),
-        "{duplicate}"
-    );
-    assert!(commits() - before >= 2, "{}", commits() - before);
-    assert_eq!(one(&mut conn, "SELECT @@in_transaction"), "0");
-    assert_eq!(
-        one(&mut conn, "SELECT COUNT(*) FROM rp.proxied WHERE u = 7"),
-        "1"
-    );
-}
-
-/// `text` without the `(0.001 sec)` the `mariadb` client prints after each statement.
-fn without_timings(text: &str) -> String {
-    text.lines()
-        .map(|l| match l.rfind(" (") {
-            Some(at) if l.ends_with(" sec)") => &l[..at],
-            _ => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The account a failover reads the new writer's binlog with lacks REPLICATION SLAVE:

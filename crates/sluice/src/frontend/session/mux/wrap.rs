@@ -60,7 +60,8 @@ impl Session {
     /// Whether the autocommit write about to be relayed (`text`), armed to be settled
     /// after a loss, goes inside a transaction of Sluice's: only where nothing the
     /// client can see tells the difference (its session tracking reports no
-    /// transaction state or GTID, and a COMMIT starts no new transaction).
+    /// transaction state, `in_transaction` or GTID, and a COMMIT starts no new
+    /// transaction).
     pub(in crate::frontend::session) fn wraps(&self, text: &[u8]) -> bool {
         let Some(mux) = self.backing.mux() else {
             return false;
@@ -70,6 +71,7 @@ impl Session {
                 t.state_change
                     || !t.transaction_info.eq_ignore_ascii_case(b"OFF")
                     || t.tracks_variable(b"last_gtid")
+                    || t.tracks_variable(b"in_transaction")
             });
         let chains = mux
             .vars
