@@ -101,14 +101,7 @@ fn wrapped_autocommit_writes_answer_as_on_their_own() {
         let text = |t: &str| without_timings(&t.replace(table, "T"));
         (text(&out.stdout), text(&out.stderr))
     };
-    let commits = || {
-        let out = set
-            .primary
-            .execute("SHOW GLOBAL STATUS LIKE 'Com_commit'")
-            .unwrap();
-        let n = out.lines().nth(1).and_then(|l| l.split('\t').nth(1));
-        n.unwrap().parse::<u64>().unwrap()
-    };
+    let commits = || commits(&set.primary);
     let direct = run(set.primary.port(), "direct");
     let before = commits();
     let proxied = run(sluice.port(), "proxied");
@@ -136,6 +129,15 @@ fn wrapped_autocommit_writes_answer_as_on_their_own() {
         one(&mut conn, "SELECT COUNT(*) FROM rp.proxied WHERE u = 7"),
         "1"
     );
+}
+
+/// The COMMITs `server` has run (`Com_commit`): one per wrapped write.
+fn commits(server: &sluice_sandbox::MariaDb) -> u64 {
+    let out = server
+        .execute("SHOW GLOBAL STATUS LIKE 'Com_commit'")
+        .unwrap();
+    let n = out.lines().nth(1).and_then(|l| l.split('\t').nth(1));
+    n.unwrap().parse().unwrap()
 }
 
 /// `text` without the `(0.001 sec)` the `mariadb` client prints after each statement.
@@ -167,14 +169,7 @@ fn session_tracking_clients_get_the_oks_of_writes_on_their_own() {
         "SET SESSION session_track_state_change = ON",
         "SET SESSION session_track_transaction_info = STATE",
     ];
-    let commits = || {
-        let out = set
-            .primary
-            .execute("SHOW GLOBAL STATUS LIKE 'Com_commit'")
-            .unwrap();
-        let n = out.lines().nth(1).and_then(|l| l.split('\t').nth(1));
-        n.unwrap().parse::<u64>().unwrap()
-    };
+    let commits = || commits(&set.primary);
     let run = |addr, table: &str| {
         let mut conn = RawConn::connect(addr).expect("connect");
         conn.extra_caps = CLIENT_SESSION_TRACK;
