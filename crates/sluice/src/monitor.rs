@@ -59,11 +59,18 @@ pub async fn check_all_once(router: &Arc<Router>, creds: &Arc<BackendCredentials
         set.spawn(async move {
             let mut conn = None;
             let result = check(&m, &mut conn, &creds, cfg.timeout).await;
+            let position = result.as_ref().ok().and_then(|o| o.gtid.clone());
             publish(&m, result, &mut Counters::default(), &cfg);
+            (m, position)
         });
     }
-    set.join_all().await;
+    let seen = set.join_all().await;
     router.elect();
+    for (m, position) in seen {
+        if let Some(pos) = position {
+            router.note_writer_position(&m, pos);
+        }
+    }
 }
 
 /// What a member's task carries from one check to the next: consecutive results, for
@@ -102,12 +109,16 @@ async fn watch(
         {
             let Some(r) = router.upgrade() else { return };
             let before = member.state.load().health;
+            let position = result.as_ref().ok().and_then(|o| o.gtid.clone());
             publish(&member, result, &mut counters, &r.monitor);
             let after = member.state.load().health;
             if before != after {
                 tracing::info!(server = member.name(), from = ?before, to = ?after, "server health changed");
             }
             r.elect();
+            if let Some(pos) = position {
+                r.note_writer_position(&member, pos);
+            }
         }
         let next = interval.saturating_sub(started.elapsed());
         tokio::select! {

@@ -84,6 +84,9 @@ pub struct Router {
     pub failover: FailoverConfig,
     /// The latest GTID any session wrote through this Sluice (global consistency).
     global_gtid: Mutex<GtidPos>,
+    /// The writer's own position as the monitor last read it there, with that writer:
+    /// what it had logged before any statement sent to it from now on.
+    writer_seen: Mutex<Option<(Arc<Member>, GtidPos)>>,
     /// The GTIDs acknowledged, and the last promotion: whether a commit whose reply was
     /// lost with its writer can be on the new one.
     pub commits: commits::Commits,
@@ -160,6 +163,7 @@ impl Router {
             monitor,
             failover,
             global_gtid: Mutex::new(GtidPos::default()),
+            writer_seen: Mutex::new(None),
             commits: Default::default(),
             replay_gate: Default::default(),
             split,
@@ -302,10 +306,30 @@ impl Router {
         }
     }
 
-    /// The latest GTID acknowledged through this Sluice, per domain: a commit sent now
-    /// is logged past it.
-    pub fn commit_floor(&self) -> GtidPos {
-        self.global_gtid.lock().clone()
+    /// The latest GTID acknowledged through this Sluice, per domain, and what `on` (the
+    /// writer a statement is about to be sent to) was last seen to have logged: a commit
+    /// sent there now is logged past both.
+    pub fn commit_floor(&self, on: Option<&Arc<Member>>) -> GtidPos {
+        let mut floor = self.global_gtid.lock().clone();
+        if let (Some(on), Some((seen, pos))) = (on, self.writer_seen.lock().as_ref()) {
+            // Another server's sequence numbers say nothing of this one's: after a
+            // failover the new writer may have logged less than the old one had.
+            if Arc::ptr_eq(on, seen) {
+                floor.merge(pos);
+            }
+        }
+        floor
+    }
+
+    /// The monitor read `pos` (its `gtid_current_pos`) on `member`: if that is the
+    /// writer, a commit sent to it from now on is logged past it. Without it, a commit
+    /// lost in flight before any was acknowledged through this Sluice (just after it
+    /// started) could never be settled, and every write made around Sluice would widen
+    /// what a failover has to read back.
+    pub fn note_writer_position(&self, member: &Arc<Member>, pos: GtidPos) {
+        if self.writer().is_some_and(|w| Arc::ptr_eq(&w, member)) {
+            *self.writer_seen.lock() = Some((member.clone(), pos));
+        }
     }
 
     #[cfg(test)]

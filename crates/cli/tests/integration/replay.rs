@@ -193,54 +193,73 @@ fn a_prepared_transaction_goes_on_on_the_new_writer() {
 }
 
 /// Writes that may have committed when the writer died: a COMMIT and an autocommit
-/// INSERT, both held on the primary by a global read lock. `direct`: a write made on
-/// the primary around Sluice just before, which the new writer has and no client of
-/// Sluice was told of. Returns the replies, the rows the new writer has, and Sluice's
-/// stats.
+/// INSERT. Without `direct`, a global read lock holds both on the primary before its
+/// binlog. With `direct`, the INSERT waits for a row lock there, while the COMMIT and,
+/// after both were sent, a write made on the primary around Sluice reach the binlog and
+/// every replica and wait for an acknowledgement that never comes: the new writer has
+/// two GTIDs no client of Sluice was told of. Returns the replies, the rows the new
+/// writer has, and Sluice's stats.
 fn writes_in_flight(
     format: &str,
     direct: bool,
     names_server: bool,
 ) -> (Reply, Reply, Vec<String>, serde_json::Value) {
     let (set, config, sluice) = start_logging(format);
-    let mut holder = crate::support::wire::RawConn::login(
-        set.primary.addr(),
-        crate::support::NATIVE_USER,
-        crate::support::NATIVE_PASSWORD,
-        None,
-    )
-    .unwrap();
+    let on_primary = || {
+        crate::support::wire::RawConn::login(
+            set.primary.addr(),
+            crate::support::NATIVE_USER,
+            crate::support::NATIVE_PASSWORD,
+            None,
+        )
+        .unwrap()
+    };
+    let mut holder = on_primary();
     // Acknowledged through Sluice: what a later commit is told apart from.
     let mut before = login(&sluice);
     before
         .query("INSERT INTO rp.t VALUES (5, 50)")
         .unwrap()
         .expect_ok();
-    if direct {
-        holder
-            .query("INSERT INTO rp.t VALUES (9, 90)")
-            .unwrap()
-            .expect_ok();
-    }
     let (mut committing, mut inserting) = two_writers(&sluice);
     if names_server {
         assert_eq!(one(&mut committing, "SELECT @@server_id"), "1");
     }
-    holder
-        .query("FLUSH TABLES WITH READ LOCK")
-        .unwrap()
-        .expect_ok();
+    if direct {
+        acknowledge_nothing(&set);
+        holder.query("BEGIN").unwrap().expect_ok();
+        holder
+            .query("INSERT INTO rp.t VALUES (3, 99)")
+            .unwrap()
+            .expect_ok();
+    } else {
+        holder
+            .query("FLUSH TABLES WITH READ LOCK")
+            .unwrap()
+            .expect_ok();
+    }
     let commit = std::thread::spawn(move || committing.query("COMMIT"));
     let insert = std::thread::spawn(move || inserting.query("INSERT INTO rp.t VALUES (3, 30)"));
     assert!(crate::support::wait_until(Duration::from_secs(10), || {
         set.primary
             .execute(
                 "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-                 WHERE INFO = 'COMMIT' OR INFO LIKE 'INSERT INTO rp.t VALUES (3%'",
+                 WHERE INFO = 'COMMIT' OR INFO LIKE 'INSERT INTO rp.t VALUES (3, 30)%'",
             )
             .is_ok_and(|out| out.lines().nth(1) == Some("2"))
     }));
+    // Made after both were sent: no position of the primary read before them covers it.
+    let around = direct.then(|| {
+        let mut conn = on_primary();
+        let write = std::thread::spawn(move || conn.query("INSERT INTO rp.t VALUES (9, 90)"));
+        on_every_replica(&set, "SELECT COUNT(*) FROM rp.t WHERE id IN (2, 9)", "2");
+        write
+    });
     let [commit, insert] = kill_primary_then_join(&set, &sluice, [commit, insert]);
+    if let Some(write) = around {
+        // Its connection died with the primary.
+        let _ = write.join().unwrap();
+    }
     let (_, new) = wait_failover(&sluice, &config, &set);
     let rows = new.execute("SELECT id FROM rp.t ORDER BY id").unwrap();
     let rows = rows.lines().skip(1).map(String::from).collect();
@@ -293,8 +312,9 @@ fn writes_in_flight_run_on_the_new_writer_when_it_surely_lacks_them() {
     assert_eq!(stats["replays_succeeded"], 2, "{stats}");
 }
 
-/// The new writer has a GTID no client of Sluice was told of: it may be either write,
-/// so neither is sent again, and both clients get the lost connection's error.
+/// The new writer has GTIDs no client of Sluice was told of, and with row-based
+/// logging they name no connection: either may be either write, so neither is sent
+/// again, and both clients get the lost connection's error (the COMMIT did commit).
 #[test]
 fn writes_in_flight_get_the_error_when_the_new_writer_may_have_them() {
     let (commit, insert, rows, stats) = writes_in_flight("ROW", true, false);
@@ -304,13 +324,14 @@ fn writes_in_flight_get_the_error_when_the_new_writer_may_have_them() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(rows, ["1", "5", "9"]);
+    assert_eq!(rows, ["1", "2", "5", "9"]);
     assert_eq!(stats["replays_refused_by"]["outcome_unknown"], 2, "{stats}");
 }
 
 /// With statement-based or mixed logging, each transaction in the binlog names the
-/// connection that ran it: the write made around Sluice is told apart from the two in
-/// flight, which the new writer surely lacks, and both run there once.
+/// connection that ran it: the COMMIT is found there and answered, the write made
+/// around Sluice is told apart from the INSERT, which the new writer surely lacks and
+/// which runs there once.
 #[test]
 fn writes_in_flight_run_on_the_new_writer_when_what_it_has_is_others() {
     let (commit, insert, rows, stats) = writes_in_flight("MIXED", true, false);
@@ -321,6 +342,7 @@ fn writes_in_flight_run_on_the_new_writer_when_what_it_has_is_others() {
     }
     assert_eq!(rows, ["1", "2", "3", "5", "9"]);
     assert_eq!(stats["replays_succeeded"], 2, "{stats}");
+    assert_eq!(stats["commits_found"], 1, "{stats}");
 }
 
 /// A COMMIT and an autocommit INSERT through Sluice that the primary logged and sent to
@@ -410,6 +432,55 @@ fn a_commit_the_new_writer_has_is_answered_as_committed() {
     assert_eq!(stats["replays_refused_by"]["committed_write"], 1, "{stats}");
     let line = "sluice_in_flight_commits_found_total 1";
     assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
+}
+
+/// Just after Sluice started, before any commit was acknowledged through it: what the
+/// monitor read of the primary's own position is where the commits in doubt start, so
+/// the COMMIT the new writer has is still answered as committed, and the INSERT it
+/// lacks still runs there once.
+#[test]
+fn commits_in_doubt_before_any_acknowledgement_are_settled() {
+    let (set, config, sluice) = start_logging("MIXED");
+    acknowledge_nothing(&set);
+    let (mut committing, mut inserting) = two_writers(&sluice);
+    let commit = std::thread::spawn(move || committing.query("COMMIT"));
+    on_every_replica(&set, "SELECT COUNT(*) FROM rp.t WHERE id = 2", "1");
+    // The INSERT waits for a row lock held on the primary, before its binlog: the new
+    // writer surely lacks it.
+    let mut holder = crate::support::wire::RawConn::login(
+        set.primary.addr(),
+        crate::support::NATIVE_USER,
+        crate::support::NATIVE_PASSWORD,
+        None,
+    )
+    .unwrap();
+    holder.query("BEGIN").unwrap().expect_ok();
+    holder
+        .query("INSERT INTO rp.t VALUES (3, 99)")
+        .unwrap()
+        .expect_ok();
+    let insert = std::thread::spawn(move || inserting.query("INSERT INTO rp.t VALUES (3, 30)"));
+    assert!(crate::support::wait_until(Duration::from_secs(10), || {
+        set.primary
+            .execute(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+                 WHERE INFO LIKE 'INSERT INTO rp.t VALUES (3, 30)%'",
+            )
+            .is_ok_and(|out| out.lines().nth(1) == Some("1"))
+    }));
+    let [commit, insert] = kill_primary_then_join(&set, &sluice, [commit, insert]);
+    drop(holder);
+    commit.expect_ok();
+    match insert {
+        Reply::Ok { affected_rows, .. } => assert_eq!(affected_rows, 1),
+        other => panic!("{other:?}\n{}", sluice.log()),
+    }
+    let (_, new) = wait_failover(&sluice, &config, &set);
+    let rows = new.execute("SELECT id FROM rp.t ORDER BY id").unwrap();
+    assert_eq!(rows.lines().skip(1).collect::<Vec<_>>(), ["1", "2", "3"]);
+    let stats = admin_get(&sluice, &config, "/v1/servers")["stats"].clone();
+    assert_eq!(stats["commits_found"], 1, "{stats}");
+    assert_eq!(stats["replays_succeeded"], 2, "{stats}");
 }
 
 /// A COMMIT the new writer's binlog shows committed is acknowledged as any other: the

@@ -347,6 +347,30 @@ async fn galera_writes_spread_over_synced_nodes_away_from_flow_control() {
 }
 
 #[tokio::test]
+async fn the_writers_own_position_raises_the_floor_of_its_commits_only() {
+    let (a, b, _, r) = cluster(RoutingConfig::default());
+    let pos = |t: &str| GtidPos::parse(t).unwrap();
+    assert_eq!(name_of(r.writer()), "a");
+    r.note_write(&pos("0-1-10"));
+    // Read on a replica: not the writer's.
+    r.note_writer_position(&b, pos("0-1-50"));
+    assert_eq!(r.commit_floor(Some(&a)), pos("0-1-10"));
+    // Read on the writer: what it had logged, for statements sent to it.
+    r.note_writer_position(&a, pos("0-1-40,1-1-5"));
+    assert_eq!(r.commit_floor(Some(&a)), pos("0-1-40,1-1-5"));
+    // Not for a statement on another server, whose sequence numbers are its own.
+    assert_eq!(r.commit_floor(Some(&b)), pos("0-1-10"));
+    assert_eq!(r.commit_floor(None), pos("0-1-10"));
+    // What was acknowledged since still counts.
+    r.note_write(&pos("0-1-45"));
+    assert_eq!(r.commit_floor(Some(&a)), pos("0-1-45,1-1-5"));
+}
+
+fn name_of(m: Option<Arc<Member>>) -> String {
+    m.map(|m| m.name().to_owned()).unwrap_or_default()
+}
+
+#[tokio::test]
 async fn a_lost_commit_is_absent_only_when_every_later_gtid_was_acknowledged() {
     let (a, b, c, r) = cluster(RoutingConfig::default());
     let pos = |t: &str| GtidPos::parse(t).unwrap();
@@ -355,7 +379,7 @@ async fn a_lost_commit_is_absent_only_when_every_later_gtid_was_acknowledged() {
     }
     // Sent while 0-1-10 was the latest acknowledged, on connection 7.
     let lost = InDoubt {
-        floor: r.commit_floor(),
+        floor: r.commit_floor(None),
         thread: 7,
     };
     assert_eq!(lost.floor, pos("0-1-10"));

@@ -373,7 +373,7 @@ impl Session {
     /// The plan for a statement on the held connection that may commit.
     fn in_doubt(&self, router: &Router, commit: bool) -> OnLoss {
         let lost = InDoubt {
-            floor: router.commit_floor(),
+            floor: router.commit_floor(self.member.as_ref()),
             thread: self.backend.as_ref().map_or(0, |b| b.thread_id),
         };
         OnLoss::IfAbsent { lost, commit }
