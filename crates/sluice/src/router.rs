@@ -321,6 +321,15 @@ impl Router {
         floor
     }
 
+    /// A failover is about to make a server that has `has` of the old writer the
+    /// writer: what was acknowledged past it is gone, and the floors of commits sent
+    /// from now on, and what `global` reads wait for, come back to what it has. (A
+    /// switchover's new writer has everything: nothing changes.)
+    pub fn promoting(&self, has: &GtidPos) {
+        self.global_gtid.lock().cap(has);
+        self.commits.forget_beyond(has);
+    }
+
     /// The monitor read `pos` (its `gtid_current_pos`) on `member`: if that is the
     /// writer, a commit sent to it from now on is logged past it. Without it, a commit
     /// lost in flight before any was acknowledged through this Sluice (just after it

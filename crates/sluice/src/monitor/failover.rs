@@ -458,7 +458,8 @@ pub async fn failover(
                 Some(from) => scan_binlog(router, &new, creds, from).await,
                 None => None,
             };
-            router.commits.promoted(&new, has, scanned);
+            router.commits.promoted(&new, has.clone(), scanned);
+            router.promoting(&has);
         }
         install_writer(router, &new);
         let mut notes = notes;

@@ -95,6 +95,20 @@ impl Commits {
         }
     }
 
+    /// A failover promoted a server that has `has` of the old writer: acknowledged
+    /// commits past it were lost (asynchronous replication), and the new writer will
+    /// log its own under the same sequence numbers, which must not pass for them.
+    pub fn forget_beyond(&self, has: &GtidPos) {
+        let mut inner = self.inner.lock();
+        inner.acked.retain(|domain, kept| {
+            let Some(top) = has.sequence(*domain) else {
+                return false;
+            };
+            kept.retain(|seq| *seq <= top);
+            true
+        });
+    }
+
     /// A commit sent while `floor` was the latest acknowledged lost its reply: the next
     /// failover looks for what it can't tell apart from the acknowledged ones.
     pub fn lost_in_flight(&self, floor: &GtidPos) {

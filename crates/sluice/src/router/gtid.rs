@@ -53,6 +53,20 @@ impl GtidPos {
         }
     }
 
+    /// Keeps of this position only what `limit` reaches: per domain, the earlier of the
+    /// two; a domain `limit` lacks is dropped.
+    pub fn cap(&mut self, limit: &GtidPos) {
+        self.0.retain(|d, e| match limit.0.get(d) {
+            None => false,
+            Some(l) => {
+                if l.1 < e.1 {
+                    *e = *l;
+                }
+                true
+            }
+        });
+    }
+
     /// Whether every domain of `other` is at or past its sequence here.
     pub fn includes(&self, other: &GtidPos) -> bool {
         other
@@ -92,6 +106,14 @@ impl fmt::Display for GtidPos {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cap_lowers_and_drops_but_never_adds() {
+        let pos = |t: &str| GtidPos::parse(t).unwrap();
+        let mut p = pos("0-1-100,1-1-5,2-1-7");
+        p.cap(&pos("0-2-98,1-2-9,3-2-4"));
+        assert_eq!(p, pos("0-2-98,1-1-5"));
+    }
 
     #[test]
     fn parse_compare_merge() {

@@ -366,6 +366,31 @@ async fn the_writers_own_position_raises_the_floor_of_its_commits_only() {
     assert_eq!(r.commit_floor(Some(&a)), pos("0-1-45,1-1-5"));
 }
 
+/// Asynchronous replication lost acknowledged commits 9 and 10 in a failover to b,
+/// which logs its own 9 and 10 next: when b is lost in turn with its 9 in doubt, that
+/// 9 must not pass for the old, acknowledged one.
+#[tokio::test]
+async fn commits_acknowledged_and_lost_in_a_failover_do_not_hide_the_new_writers() {
+    let (_, b, c, r) = cluster(RoutingConfig::default());
+    let pos = |t: &str| GtidPos::parse(t).unwrap();
+    for seq in 1..=10 {
+        r.note_write(&pos(&format!("0-1-{seq}")));
+    }
+    r.commits.promoted(&b, pos("0-1-8"), None);
+    r.promoting(&pos("0-1-8"));
+    assert_eq!(r.commit_floor(Some(&b)), pos("0-1-8"));
+    // On b: 9 is acknowledged, then a commit sent with 9 as the floor loses its reply.
+    r.note_write(&pos("0-2-9"));
+    let lost = InDoubt {
+        floor: r.commit_floor(Some(&b)),
+        thread: 7,
+    };
+    r.commits.lost_in_flight(&lost.floor);
+    // c has b's 10, which no one was told of: it may be that commit.
+    r.commits.promoted(&c, pos("0-2-10"), None);
+    assert_eq!(r.commits.outcome(&c, &lost), Outcome::Unknown);
+}
+
 fn name_of(m: Option<Arc<Member>>) -> String {
     m.map(|m| m.name().to_owned()).unwrap_or_default()
 }
