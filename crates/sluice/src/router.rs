@@ -321,13 +321,21 @@ impl Router {
         floor
     }
 
-    /// A failover is about to make a server that has `has` of the old writer the
-    /// writer: what was acknowledged past it is gone, and the floors of commits sent
-    /// from now on, and what `global` reads wait for, come back to what it has. (A
-    /// switchover's new writer has everything: nothing changes.)
-    pub fn promoting(&self, has: &GtidPos) {
-        self.global_gtid.lock().cap(has);
-        self.commits.forget_beyond(has);
+    /// A failover is about to make `writer`, which has `has` of the old writer, the
+    /// writer, having read its binlog after `scanned.0` (None: it did not, or could
+    /// not): commits lost in flight are looked for there; what was acknowledged past
+    /// `has` is gone, and the floors of commits sent from now on, and what `global`
+    /// reads wait for, come back to what it has. (A switchover's new writer has
+    /// everything: nothing changes.)
+    pub fn promoted(
+        &self,
+        writer: &Arc<Member>,
+        has: GtidPos,
+        scanned: Option<(GtidPos, Vec<crate::binlog::scan::Logged>)>,
+    ) {
+        self.global_gtid.lock().cap(&has);
+        self.commits.forget_beyond(&has);
+        self.commits.promoted(writer, has, scanned);
     }
 
     /// The monitor read `pos` (its `gtid_current_pos`) on `member`: if that is the

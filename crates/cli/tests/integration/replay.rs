@@ -108,13 +108,7 @@ fn a_statement_in_flight_when_the_writer_dies_runs_on_the_new_one() {
     let (set, config, sluice) = start();
 
     // A direct client of the primary holds row 1.
-    let mut holder = crate::support::wire::RawConn::login(
-        set.primary.addr(),
-        crate::support::NATIVE_USER,
-        crate::support::NATIVE_PASSWORD,
-        None,
-    )
-    .unwrap();
+    let mut holder = on_primary(&set);
     holder.query("BEGIN").unwrap().expect_ok();
     holder
         .query("SELECT v FROM rp.t WHERE id = 1 FOR UPDATE")
@@ -205,16 +199,7 @@ fn writes_in_flight(
     names_server: bool,
 ) -> (Reply, Reply, Vec<String>, serde_json::Value) {
     let (set, config, sluice) = start_logging(format);
-    let on_primary = || {
-        crate::support::wire::RawConn::login(
-            set.primary.addr(),
-            crate::support::NATIVE_USER,
-            crate::support::NATIVE_PASSWORD,
-            None,
-        )
-        .unwrap()
-    };
-    let mut holder = on_primary();
+    let mut holder = on_primary(&set);
     // Acknowledged through Sluice: what a later commit is told apart from.
     let mut before = login(&sluice);
     before
@@ -250,7 +235,7 @@ fn writes_in_flight(
     }));
     // Made after both were sent: no position of the primary read before them covers it.
     let around = direct.then(|| {
-        let mut conn = on_primary();
+        let mut conn = on_primary(&set);
         let write = std::thread::spawn(move || conn.query("INSERT INTO rp.t VALUES (9, 90)"));
         on_every_replica(&set, "SELECT COUNT(*) FROM rp.t WHERE id IN (2, 9)", "2");
         write
@@ -380,6 +365,17 @@ fn never_acknowledged(
     (commit, insert, rows, stats, metrics)
 }
 
+/// A direct client of the primary, around Sluice.
+fn on_primary(set: &ReplicaSet) -> RawConn {
+    RawConn::login(
+        set.primary.addr(),
+        crate::support::NATIVE_USER,
+        crate::support::NATIVE_PASSWORD,
+        None,
+    )
+    .unwrap()
+}
+
 /// Commits on the primary wait for a semi-sync acknowledgement however long, and the
 /// replicas reconnect as asynchronous ones: they get every transaction and acknowledge
 /// none.
@@ -447,13 +443,7 @@ fn commits_in_doubt_before_any_acknowledgement_are_settled() {
     on_every_replica(&set, "SELECT COUNT(*) FROM rp.t WHERE id = 2", "1");
     // The INSERT waits for a row lock held on the primary, before its binlog: the new
     // writer surely lacks it.
-    let mut holder = crate::support::wire::RawConn::login(
-        set.primary.addr(),
-        crate::support::NATIVE_USER,
-        crate::support::NATIVE_PASSWORD,
-        None,
-    )
-    .unwrap();
+    let mut holder = on_primary(&set);
     holder.query("BEGIN").unwrap().expect_ok();
     holder
         .query("INSERT INTO rp.t VALUES (3, 99)")

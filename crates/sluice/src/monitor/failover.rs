@@ -458,8 +458,7 @@ pub async fn failover(
                 Some(from) => scan_binlog(router, &new, creds, from).await,
                 None => None,
             };
-            router.commits.promoted(&new, has.clone(), scanned);
-            router.promoting(&has);
+            router.promoted(&new, has, scanned);
         }
         install_writer(router, &new);
         let mut notes = notes;

@@ -63,11 +63,11 @@ struct Scan {
 pub enum Outcome {
     /// Surely not on the new writer: it can run again there.
     Absent,
-    /// On the new writer: it committed, as `gtid` ("domain-server-seq"), with the
-    /// auto-increment value its transaction's first `INSERT_ID` event gave (none: it
-    /// generated none, or the log can't say).
+    /// On the new writer: it committed, as `gtid`, with the auto-increment value its
+    /// transaction's first `INSERT_ID` event gave (none: it generated none, or the log
+    /// can't say).
     Committed {
-        gtid: String,
+        gtid: GtidPos,
         insert_id: Option<u64>,
     },
     Unknown,
@@ -194,7 +194,7 @@ impl Commits {
         match found[..] {
             [] => Outcome::Absent,
             [l] => Outcome::Committed {
-                gtid: format!("{}-{}-{}", l.domain, l.server, l.seq),
+                gtid: GtidPos::of(l.domain, l.server, l.seq),
                 insert_id: l.insert_id,
             },
             _ => Outcome::Unknown,

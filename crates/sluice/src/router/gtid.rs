@@ -24,6 +24,11 @@ impl GtidPos {
         Some(GtidPos(pos))
     }
 
+    /// The position of one GTID.
+    pub fn of(domain: u32, server: u32, seq: u64) -> GtidPos {
+        GtidPos(BTreeMap::from([(domain, (server, seq))]))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

@@ -376,8 +376,7 @@ async fn commits_acknowledged_and_lost_in_a_failover_do_not_hide_the_new_writers
     for seq in 1..=10 {
         r.note_write(&pos(&format!("0-1-{seq}")));
     }
-    r.commits.promoted(&b, pos("0-1-8"), None);
-    r.promoting(&pos("0-1-8"));
+    r.promoted(&b, pos("0-1-8"), None);
     assert_eq!(r.commit_floor(Some(&b)), pos("0-1-8"));
     // On b: 9 is acknowledged, then a commit sent with 9 as the floor loses its reply.
     r.note_write(&pos("0-2-9"));
@@ -475,7 +474,7 @@ async fn a_lost_commit_is_found_by_the_connection_that_ran_it() {
     // 11 was run by connection 7 and no one was told of it: 7's commit is there; 12
     // was acknowledged (a commit before it on that connection).
     let committed = |gtid: &str, insert_id| Outcome::Committed {
-        gtid: gtid.into(),
+        gtid: pos(gtid),
         insert_id,
     };
     assert_eq!(r.commits.outcome(&b, &lost(7)), committed("0-1-11", None));

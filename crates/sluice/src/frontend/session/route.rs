@@ -181,17 +181,21 @@ impl Session {
     /// The statement's OK said which GTID its transaction got: reads after it must
     /// see it.
     pub(super) fn note_gtid(&mut self, router: &Router, gtid: &[u8]) {
-        let Some(pos) = std::str::from_utf8(gtid).ok().and_then(GtidPos::parse) else {
-            return;
-        };
+        if let Some(pos) = std::str::from_utf8(gtid).ok().and_then(GtidPos::parse) {
+            self.note_gtid_pos(router, &pos);
+        }
+    }
+
+    /// [`Self::note_gtid`], of a position already read.
+    pub(super) fn note_gtid_pos(&mut self, router: &Router, pos: &GtidPos) {
         if pos.is_empty() {
             return;
         }
-        router.note_write(&pos);
+        router.note_write(pos);
         let mux = self.backing.muxed_mut();
         mux.last_gtid
             .get_or_insert_with(GtidPos::default)
-            .merge(&pos);
+            .merge(pos);
     }
 
     /// Whether the held connection is on the writer (on any synced node when writes

@@ -60,8 +60,8 @@ pub(super) struct InFlight {
     /// (`failover.wrap_autocommit_writes`), so that its own OK is in hand before it
     /// commits.
     pub(super) wrap_commit: bool,
-    /// That write's OK, as the client is to get it, when its `COMMIT`'s reply was lost:
-    /// what the client hears if the new writer has the commit.
+    /// That write's OK payload, as the client is to get it, when its `COMMIT`'s reply
+    /// was lost: what the client hears if the new writer has the commit.
     pub(super) held_ok: Option<Vec<u8>>,
     /// The answer the client sees, recorded for transaction replay's digest.
     pub(super) replay_record: Option<super::cached::Recording>,

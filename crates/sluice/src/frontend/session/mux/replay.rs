@@ -76,8 +76,9 @@ pub(in crate::frontend::session) struct Pending {
     /// session's statement waits for the new writer (an idle transaction, which may not
     /// come back for long, holds nothing).
     pub ticket: Option<crate::router::commits::Ticket>,
-    /// A wrapped autocommit write's own OK, when only its COMMIT's reply was lost
-    /// (`mux/wrap.rs`): the answer if the new writer has the commit.
+    /// A wrapped autocommit write's own OK payload, as the client is to get it, when
+    /// only its COMMIT's reply was lost (`mux/wrap.rs`): the answer if the new writer
+    /// has the commit.
     pub held: Option<Vec<u8>>,
 }
 
@@ -575,7 +576,7 @@ impl Session {
                         Stats::incr(&router.stats.commits_found);
                         drop(ticket);
                         // Acknowledged now: the session's reads must see it.
-                        self.note_gtid(router, gtid.as_bytes());
+                        self.note_gtid_pos(router, &gtid);
                         match held {
                             Some(ok) => self.answer_held(ok, insert_id).await?,
                             None => self.answer_committed().await?,
@@ -726,16 +727,13 @@ impl Session {
     /// says it generated.
     async fn answer_held(
         &mut self,
-        mut ok: Vec<u8>,
+        ok: Vec<u8>,
         insert_id: Option<u64>,
     ) -> Result<(), SessionError> {
         tracing::info!(
             "an autocommit write lost with its writer is on the new writer: answered with its own OK"
         );
-        let parsed = ok
-            .get(HEADER_LEN..)
-            .and_then(|p| OkPacket::parse(p).ok())
-            .unwrap_or_default();
+        let parsed = OkPacket::parse(&ok).unwrap_or_default();
         let mux = self.backing.muxed_mut();
         mux.status = parsed.status;
         // It set LAST_INSERT_ID() only if it generated the id its OK tells (an id
@@ -747,11 +745,7 @@ impl Session {
             c.wrote(Some(Vec::new()), parsed.status);
         }
         let seq = self.client.skip_packet().await?;
-        if let Some(s) = ok.get_mut(3) {
-            *s = seq;
-        }
-        self.client.stream_write(&ok).await?;
-        self.client.flush().await?;
+        self.client.write_packet(seq, &ok).await?;
         self.release_if_free().await?;
         Ok(())
     }

@@ -17,7 +17,7 @@ use super::super::Session;
 use crate::error::SessionError;
 use crate::stats::Stats;
 use bytes::{Buf, BytesMut};
-use sluice_wire::packet::{write_packet, Header, Packet, HEADER_LEN};
+use sluice_wire::packet::{split_packet, write_packet, Header, Packet, HEADER_LEN};
 use sluice_wire::response::{set_ok_status, OkPacket, ERR_HEADER, OK_HEADER};
 use sluice_wire::tracker::Outcome;
 use sluice_wire::{ProtocolError, StatusFlags};
@@ -223,7 +223,7 @@ impl Session {
                 ..
             }) => {
                 tracing::debug!(error = %e, "server lost before a wrapped write's COMMIT replied");
-                self.stmt.held_ok = Some(bytes);
+                self.stmt.held_ok = split_packet(&bytes).map(|(_, payload)| payload.to_vec());
                 Ok(Relayed::LostBeforeReply)
             }
             // It failed, or committed on its own: its reply is the answer.
