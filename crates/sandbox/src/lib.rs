@@ -1071,7 +1071,10 @@ impl MariaDb {
 
     /// The server's error log so far.
     pub fn error_log(&self) -> String {
-        fs::read_to_string(self.datadir.join("error.log")).unwrap_or_default()
+        // Lossy: one byte that is not UTF-8 must not make the whole log read as empty.
+        fs::read(self.datadir.join("error.log"))
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
     }
 
     /// A `mariadb` client command logged in as the admin over TCP, to which callers add

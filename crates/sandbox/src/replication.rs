@@ -501,6 +501,12 @@ const REJOIN_ATTEMPTS: u32 = 5;
 /// What a joiner logs when it gives up because its donor left the primary component.
 const STATE_TRANSFER_ABORTED: &str = "Will never receive state";
 
+/// What an error log holds past `from` bytes: all of it when it is shorter than that,
+/// as after a full state transfer, which empties the data directory the log is in.
+fn since(log: &str, from: usize) -> &str {
+    log.get(from..).unwrap_or(log)
+}
+
 /// The data directory Galera nodes start from, and the directory holding the state
 /// transfer script; prepared once per process.
 struct GaleraTemplate {
@@ -746,10 +752,7 @@ impl GaleraCluster {
                 Ok(()) => break,
                 Err(error)
                     if attempt < REJOIN_ATTEMPTS
-                        && node
-                            .error_log()
-                            .get(log_from..)
-                            .is_some_and(|log| log.contains(STATE_TRANSFER_ABORTED)) =>
+                        && since(&node.error_log(), log_from).contains(STATE_TRANSFER_ABORTED) =>
                 {
                     tracing::warn!(
                         node = index + 1,
@@ -797,6 +800,12 @@ impl GaleraCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_log_read_past_its_end_is_read_whole() {
+        assert_eq!(since("abcdef", 2), "cdef");
+        assert_eq!(since("abc", 10), "abc");
+    }
 
     #[test]
     fn batch_output_is_unescaped() {
