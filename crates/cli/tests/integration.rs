@@ -67,6 +67,8 @@ mod large_packets;
 mod lifecycle;
 #[path = "integration/links.rs"]
 mod links;
+#[path = "integration/meaning.rs"]
+mod meaning;
 #[path = "integration/multiplex.rs"]
 mod multiplex;
 #[path = "integration/pool.rs"]

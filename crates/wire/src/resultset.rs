@@ -20,7 +20,13 @@ pub struct ColumnDef<'a> {
 }
 
 impl<'a> ColumnDef<'a> {
-    pub fn parse(payload: &'a [u8]) -> Result<ColumnDef<'a>, ProtocolError> {
+    /// `extended_metadata`: the connection negotiated MariaDB's extended metadata
+    /// (`MARIADB_CLIENT_EXTENDED_METADATA`), which puts a length-encoded string of
+    /// type details (`json`, `uuid`...) between the names and the fixed fields.
+    pub fn parse(
+        payload: &'a [u8],
+        extended_metadata: bool,
+    ) -> Result<ColumnDef<'a>, ProtocolError> {
         let mut r = Reader::new(payload);
         r.lenenc_bytes("column catalog")?;
         let schema = r.lenenc_bytes("column schema")?;
@@ -28,6 +34,9 @@ impl<'a> ColumnDef<'a> {
         let org_table = r.lenenc_bytes("column org_table")?;
         let name = r.lenenc_bytes("column name")?;
         let org_name = r.lenenc_bytes("column org_name")?;
+        if extended_metadata {
+            r.lenenc_bytes("column extended metadata")?;
+        }
         r.lenenc_int("fixed fields length")?;
         let charset = r.u16("character set")?;
         r.u32("column length")?;
@@ -86,12 +95,33 @@ mod tests {
             put_lenenc_bytes(&mut def, part.as_bytes());
         }
         def.extend_from_slice(&[0x0c, 63, 0, 21, 0, 0, 0, 8, 0x81, 0, 0, 0, 0]);
-        let column = ColumnDef::parse(&def).unwrap();
+        let column = ColumnDef::parse(&def, false).unwrap();
         assert_eq!(column.org_table, b"PROCESSLIST");
         assert_eq!(column.name, b"x");
         assert_eq!(column.org_name, b"ID");
         assert_eq!(column.column_type, 8);
-        assert!(ColumnDef::parse(&def[..10]).is_err());
+        assert!(ColumnDef::parse(&def[..10], false).is_err());
+    }
+
+    /// With MariaDB's extended metadata, a string of type details follows the names:
+    /// read as a fixed-fields length, its length byte made every later field wrong
+    /// (a VARCHAR read as a DECIMAL).
+    #[test]
+    fn column_definitions_with_extended_metadata_parse() {
+        let fixed = [0x0c, 45, 0, 0x90, 1, 0, 0, 253, 0, 0, 0x27, 0, 0];
+        for details in [&b""[..], b"\x00\x04json", b"\x01\x04uuid"] {
+            let mut def = BytesMut::new();
+            for part in ["def", "", "", "", "@a", ""] {
+                put_lenenc_bytes(&mut def, part.as_bytes());
+            }
+            put_lenenc_bytes(&mut def, details);
+            def.extend_from_slice(&fixed);
+            let column = ColumnDef::parse(&def, true).unwrap();
+            assert_eq!(column.name, b"@a");
+            assert_eq!(column.charset, 45);
+            assert_eq!(column.column_type, 253);
+            assert_ne!(ColumnDef::parse(&def, false).ok(), Some(column));
+        }
     }
 
     #[test]

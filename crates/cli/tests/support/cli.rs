@@ -257,3 +257,77 @@ fn reader(mut source: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>>
         buffer
     })
 }
+
+/// A `mariadb` client kept open, fed one statement at a time: one session whose
+/// statements can be interleaved with other sessions'. Output and errors come in the
+/// order the client printed them (`--batch --force --unbuffered`, errors merged in).
+pub struct Interactive {
+    child: Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    marks: u64,
+}
+
+impl Interactive {
+    /// Starts `client` with `--batch --skip-column-names --force --unbuffered`.
+    pub fn start(client: &Client) -> Interactive {
+        let (read, write) = std::io::pipe().expect("a pipe");
+        let mut child = client
+            .command()
+            .args(["--batch", "--skip-column-names", "--force", "--unbuffered"])
+            .stdin(Stdio::piped())
+            .stdout(write.try_clone().expect("a pipe"))
+            .stderr(write)
+            .spawn()
+            .expect("starting the mariadb client");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let (tx, lines) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(read).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Interactive {
+            child,
+            stdin,
+            lines,
+            marks: 0,
+        }
+    }
+
+    /// Runs `sql` (one or more statements, each ending with `;`) and returns every line
+    /// printed for it, errors included, once a marker statement after it has answered.
+    #[track_caller]
+    pub fn run(&mut self, sql: &str) -> Vec<String> {
+        self.marks += 1;
+        let mark = format!("--mark {}--", self.marks);
+        writeln!(self.stdin, "{sql}\nSELECT '{mark}';").expect("writing to the client");
+        let mut out = Vec::new();
+        loop {
+            match self.lines.recv_timeout(Duration::from_secs(30)) {
+                Ok(line) if line == mark => return out,
+                Ok(line) => out.push(line),
+                Err(e) => panic!("mariadb client: no answer to {sql:?} ({e}); so far {out:?}"),
+            }
+        }
+    }
+
+    /// The one line `sql` printed.
+    #[track_caller]
+    pub fn value(&mut self, sql: &str) -> String {
+        let lines = self.run(sql);
+        assert_eq!(lines.len(), 1, "{sql}: {lines:?}");
+        lines.into_iter().next().unwrap_or_default()
+    }
+}
+
+impl Drop for Interactive {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -97,6 +97,8 @@ pub struct BackendConn {
     pub thread_id: u32,
     pub server_version: String,
     pub caps: CapabilityFlags,
+    /// MariaDB's extended capabilities in force (the client's that the server offers).
+    pub mariadb_caps: u32,
     pub status: StatusFlags,
     /// The default schema, when known.
     pub schema: Option<Vec<u8>>,
@@ -174,6 +176,7 @@ impl BackendConn {
             thread_id: 0,
             server_version: String::new(),
             caps: CapabilityFlags(0),
+            mariadb_caps: 0,
             status: StatusFlags(0),
             schema: database.map(<[u8]>::to_vec),
             id: NEXT_CONN_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -298,6 +301,7 @@ impl BackendConn {
         }
         let caps = CapabilityFlags(caps);
         self.caps = caps;
+        self.mariadb_caps = mariadb_caps;
 
         let plugin = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
         let mut nonce = hs.scramble.clone();
@@ -681,7 +685,8 @@ impl BackendConn {
     ) -> Result<Result<Option<Vec<(u8, Option<Vec<u8>>)>>, ErrPacket>, BackendError> {
         let packets = self.query_packets(sql).await?;
         let row = first_row(&packets, self.caps).map_err(|e| self.proto_err(e))?;
-        let types = column_types(&packets).map_err(|e| self.proto_err(e))?;
+        let types =
+            column_types(&packets, self.extended_metadata()).map_err(|e| self.proto_err(e))?;
         Ok(row.map(|row| row.map(|values| types.into_iter().zip(values).collect())))
     }
 
@@ -694,7 +699,8 @@ impl BackendConn {
     ) -> Result<Result<Option<Vec<(String, Option<Vec<u8>>)>>, ErrPacket>, BackendError> {
         let packets = self.query_packets(sql).await?;
         let row = first_row(&packets, self.caps).map_err(|e| self.proto_err(e))?;
-        let names = column_names(&packets).map_err(|e| self.proto_err(e))?;
+        let names =
+            column_names(&packets, self.extended_metadata()).map_err(|e| self.proto_err(e))?;
         Ok(row.map(|row| row.map(|values| names.into_iter().zip(values).collect())))
     }
 
@@ -742,6 +748,11 @@ impl BackendConn {
         Ok(packets)
     }
 
+    /// Whether column definitions here carry MariaDB's extended metadata.
+    pub fn extended_metadata(&self) -> bool {
+        self.mariadb_caps & sluice_wire::flags::mariadb::EXTENDED_TYPE_INFO != 0
+    }
+
     /// Whether this idle connection is still usable: nothing to read and not closed.
     pub fn looks_healthy(&self) -> bool {
         self.rbuf.is_empty() && !self.stream.peer_gone_or_talking()
@@ -757,6 +768,7 @@ impl BackendConn {
 /// or ERR).
 fn columns<T>(
     packets: &[Bytes],
+    extended: bool,
     decode: impl Fn(ColumnDef<'_>) -> T,
 ) -> Result<Vec<T>, ProtocolError> {
     let Some(first) = packets.first() else {
@@ -770,18 +782,20 @@ fn columns<T>(
         .iter()
         .skip(1)
         .take(count)
-        .map(|def| ColumnDef::parse(def).map(&decode))
+        .map(|def| ColumnDef::parse(def, extended).map(&decode))
         .collect()
 }
 
 /// The column types of a text result (empty for an OK or ERR).
-fn column_types(packets: &[Bytes]) -> Result<Vec<u8>, ProtocolError> {
-    columns(packets, |c| c.column_type)
+fn column_types(packets: &[Bytes], extended: bool) -> Result<Vec<u8>, ProtocolError> {
+    columns(packets, extended, |c| c.column_type)
 }
 
 /// The column names of a text result (empty for an OK or ERR).
-fn column_names(packets: &[Bytes]) -> Result<Vec<String>, ProtocolError> {
-    columns(packets, |c| String::from_utf8_lossy(c.name).into_owned())
+fn column_names(packets: &[Bytes], extended: bool) -> Result<Vec<String>, ProtocolError> {
+    columns(packets, extended, |c| {
+        String::from_utf8_lossy(c.name).into_owned()
+    })
 }
 
 /// The first value of every row of a text result (SQL NULL left out), or the server's

@@ -78,13 +78,14 @@ impl ProcesslistIds {
         }
     }
 
-    /// A column definition packet (header included) of the result.
-    pub(super) fn column(&mut self, packet: &[u8]) {
+    /// A column definition packet (header included) of the result; `extended`: it
+    /// carries MariaDB's extended metadata.
+    pub(super) fn column(&mut self, packet: &[u8], extended: bool) {
         if std::mem::take(&mut self.in_rows) {
             self.columns.clear();
         }
         let holds_ids = split_packet(packet)
-            .and_then(|(_, payload)| ColumnDef::parse(payload).ok())
+            .and_then(|(_, payload)| ColumnDef::parse(payload, extended).ok())
             .is_some_and(|c| match self.form {
                 Processlist::Show => c.org_table.is_empty() && c.name.eq_ignore_ascii_case(b"Id"),
                 Processlist::Select => {

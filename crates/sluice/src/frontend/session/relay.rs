@@ -137,7 +137,7 @@ impl Session {
                 let packet = &backend.rbuf[n..n + len];
                 if let Some(p) = processlist.as_deref_mut() {
                     if matches!(event, Some(Event::Column { .. })) {
-                        p.column(packet);
+                        p.column(packet, backend.extended_metadata());
                     } else {
                         let own = (backend.thread_id, id);
                         translated = p.row(packet, || fe.sessions_on(&backend.server, own));

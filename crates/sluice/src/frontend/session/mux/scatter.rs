@@ -23,6 +23,8 @@ use sluice_wire::CapabilityFlags;
 /// One shard's whole answer to a gathered read.
 struct Answer {
     defs: Vec<Vec<u8>>,
+    /// The definitions carry MariaDB's extended metadata.
+    extended: bool,
     eof: Option<Vec<u8>>,
     rows: Vec<Vec<u8>>,
     /// More rows came than were kept.
@@ -33,7 +35,7 @@ struct Answer {
 fn column_defs(a: &Answer) -> Vec<ColumnInfo> {
     a.defs
         .iter()
-        .map(|d| match ColumnDef::parse(d) {
+        .map(|d| match ColumnDef::parse(d, a.extended) {
             Ok(c) => ColumnInfo {
                 name: c.name.to_ascii_lowercase(),
                 column_type: c.column_type,
@@ -351,6 +353,7 @@ impl Session {
                 }
                 return Ok(Ok(Answer {
                     defs,
+                    extended: backend.extended_metadata(),
                     eof,
                     rows,
                     over,

@@ -73,12 +73,7 @@ pub(super) fn user_var_literal(
     };
     let text = String::from_utf8_lossy(value);
     match kind {
-        TINY | SHORT | LONG | LONGLONG | INT24 | DECIMAL | NEWDECIMAL
-            if !text.is_empty()
-                && text
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || b == b'-' || b == b'.') =>
-        {
+        TINY | SHORT | LONG | LONGLONG | INT24 | DECIMAL | NEWDECIMAL if is_number(&text) => {
             text.into_owned()
         }
         FLOAT | DOUBLE if text.parse::<f64>().is_ok() => {
@@ -99,6 +94,16 @@ pub(super) fn user_var_literal(
             }
         }
     }
+}
+
+/// Whether `text` is an integer or decimal literal (`-12`, `1.50`): anything else would
+/// not recreate the value, or not parse (`.`), and goes as its bytes.
+fn is_number(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    !whole.is_empty()
+        && whole.bytes().all(|b| b.is_ascii_digit())
+        && fraction.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// The user variables a connection must get for a session: the session's that differ,
@@ -138,6 +143,14 @@ mod tests {
             "-42"
         );
         assert_eq!(user_var_literal(246, Some(b"1.50"), b"", b"binary"), "1.50");
+        assert_eq!(user_var_literal(246, Some(b"-0.5"), b"", b"binary"), "-0.5");
+        // Not a number whatever the type said: its bytes, never a literal that won't parse.
+        for odd in [&b"."[..], b"-", b"1-2", b"1.2.3", b""] {
+            assert_eq!(
+                user_var_literal(246, Some(odd), b"2E", b"binary"),
+                "_binary X'2E'"
+            );
+        }
         assert_eq!(user_var_literal(5, Some(b"0.25"), b"", b"binary"), "0.25e0");
         assert_eq!(user_var_literal(5, Some(b"1e300"), b"", b"binary"), "1e300");
         assert_eq!(user_var_literal(6, None, b"", b"binary"), "NULL");

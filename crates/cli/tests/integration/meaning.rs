@@ -1,0 +1,100 @@
+//! Pooling and rewriting never change what a statement means: a session's user
+//! variables keep their types when it moves between connections, savepoints keep their
+//! connection, `CONNECTION_ID()` is never frozen into a stored definition, and privilege
+//! changes reach new sessions as they reach new direct connections. Each test runs
+//! multiplexed and with `multiplex = false`, with the client it names, and compares
+//! with the same statements run directly.
+
+use crate::support::cli::Interactive;
+use crate::support::wire::{RawConn, Reply};
+use crate::support::*;
+
+/// One backend connection, so that another session's statement always runs on the
+/// connection this session's last statement ran on.
+fn one_connection(server: &MariaDb, multiplex: bool) -> Sluice {
+    Sluice::start(
+        &Config::for_server(server)
+            .pool("multiplex", multiplex)
+            .pool("max_connections", 1)
+            .pool("queue_timeout", "10s")
+            .pool("write_hold", "0s"),
+    )
+}
+
+/// Another session runs `sql` (and quits), on the connection the last one used.
+fn meanwhile(sluice: &Sluice, database: &str, sql: &str) {
+    let mut other = RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some(database))
+        .unwrap_or_else(|e| panic!("login failed: {e:?}\n{}", sluice.log()));
+    match other.query(sql) {
+        Ok(Reply::Ok { .. } | Reply::ResultSet { .. }) => {}
+        other => panic!("{sql}: {other:?}"),
+    }
+}
+
+/// The variables of every type: strings of several character sets (one that reads as
+/// a number, one a lone `.`), integers, an unsigned one, a decimal, a double, NULL.
+const VARIABLES: &str = "SET @a = '0012', @b = '.', @c = 12, @d = 1.50, @e = 0.25e0, \
+    @f = NULL, @g = _latin1 X'E9' COLLATE latin1_german1_ci, @h = -7, \
+    @i = 18446744073709551615, @j = _binary X'00FF', @k = 'caf\u{e9}';";
+
+/// What the variables are: a table created from them shows each one's type, character
+/// set and collation; their values are printed as the client shows them.
+fn describe(session: &mut Interactive, table: &str) -> Vec<String> {
+    let mut out = session.run(
+        "SELECT @a, @b, @c, @d, @e, @f, HEX(@g), COLLATION(@g), @h, @i, HEX(@j), \
+         @k, COLLATION(@k);",
+    );
+    session.run(&format!(
+        "CREATE TABLE {table} AS SELECT @a a, @b b, @c c, @d d, @e e, @f f, @g g, @h h, \
+         @i i, @j j, @k k;"
+    ));
+    out.extend(
+        session
+            .run(&format!("SHOW CREATE TABLE {table};"))
+            .into_iter()
+            .map(|l| l.replace(table, "t")),
+    );
+    session.run(&format!("DROP TABLE {table};"));
+    out
+}
+
+fn user_variables_keep_their_type(multiplex: bool) {
+    let server = shared_server();
+    let db = if multiplex {
+        "uvtype_mux"
+    } else {
+        "uvtype_ded"
+    };
+    fresh_database(server, db);
+    let sluice = one_connection(server, multiplex);
+    // The `mariadb` client negotiates MariaDB's extended metadata.
+    let mut direct = Interactive::start(&Client::native(server.port()).database(db));
+    let mut proxied = Interactive::start(&Client::native(sluice.port()).database(db));
+    let charset = "SET NAMES utf8mb4;";
+    for s in [&mut direct, &mut proxied] {
+        assert!(s.run(charset).is_empty());
+        assert!(s.run(VARIABLES).is_empty());
+    }
+    // Another session takes the connection and leaves its own variables there (a
+    // dedicated session keeps its connection: the other waits for none).
+    if multiplex {
+        meanwhile(&sluice, db, "SET @a = 5, @b = 6");
+    }
+    let want = describe(&mut direct, "uv_direct");
+    let got = describe(&mut proxied, "uv_proxied");
+    assert_eq!(got, want, "{}", sluice.log());
+    assert!(
+        want.iter().any(|l| l.contains("0012")),
+        "the direct run shows the string: {want:?}"
+    );
+}
+
+#[test]
+fn user_variables_keep_their_type_multiplexed() {
+    user_variables_keep_their_type(true);
+}
+
+#[test]
+fn user_variables_keep_their_type_dedicated() {
+    user_variables_keep_their_type(false);
+}
