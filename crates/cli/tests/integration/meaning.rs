@@ -98,3 +98,64 @@ fn user_variables_keep_their_type_multiplexed() {
 fn user_variables_keep_their_type_dedicated() {
     user_variables_keep_their_type(false);
 }
+
+/// Definitions that call `CONNECTION_ID()`, and what the server keeps of each.
+const DEFINITIONS: &str = "
+CREATE TABLE t (id INT, a INT DEFAULT CONNECTION_ID(), b BIGINT DEFAULT (CONNECTION_ID() + 1));
+ALTER TABLE t ADD c INT DEFAULT CONNECTION_ID();
+CREATE VIEW v AS SELECT CONNECTION_ID() AS c;
+CREATE PROCEDURE p() SELECT CONNECTION_ID() AS c;
+CREATE FUNCTION f() RETURNS INT NO SQL RETURN CONNECTION_ID();
+CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.id = CONNECTION_ID();
+CREATE EVENT e ON SCHEDULE AT '2030-01-01 00:00:00' DO INSERT INTO t (id) VALUES (CONNECTION_ID());
+PREPARE s FROM 'CREATE TABLE t2 (a INT DEFAULT CONNECTION_ID())';
+EXECUTE s;
+SHOW CREATE TABLE t;
+SHOW CREATE TABLE t2;
+SELECT VIEW_DEFINITION FROM information_schema.VIEWS WHERE TABLE_SCHEMA = DATABASE();
+SELECT ROUTINE_NAME, ROUTINE_DEFINITION FROM information_schema.ROUTINES
+  WHERE ROUTINE_SCHEMA = DATABASE() ORDER BY 1;
+SELECT ACTION_STATEMENT FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE();
+SELECT EVENT_DEFINITION FROM information_schema.EVENTS WHERE EVENT_SCHEMA = DATABASE();
+DROP EVENT e; DROP TRIGGER tr; DROP FUNCTION f; DROP PROCEDURE p; DROP VIEW v;
+DROP TABLE t, t2;
+";
+
+fn connection_id_is_never_stored(multiplex: bool) {
+    let server = shared_server();
+    let db = if multiplex {
+        "cidstored_mux"
+    } else {
+        "cidstored_ded"
+    };
+    fresh_database(server, db);
+    let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
+    let proxied = Client::native(sluice.port())
+        .database(db)
+        .query(DEFINITIONS);
+    proxied.assert_success();
+    let direct = Client::native(server.port())
+        .database(db)
+        .query(DEFINITIONS);
+    direct.assert_success();
+    assert!(
+        direct.stdout.contains("connection_id()"),
+        "{}",
+        direct.stdout
+    );
+    proxied.assert_same_as(&direct);
+    // Read now, the id is still the session's own, as its handshake told it.
+    let mut session = Interactive::start(&Client::native(sluice.port()).database(db));
+    let id = session.value("SELECT CONNECTION_ID();");
+    assert_eq!(session.value("SELECT CONNECTION_ID() + 0;"), id);
+}
+
+#[test]
+fn connection_id_is_never_stored_multiplexed() {
+    connection_id_is_never_stored(true);
+}
+
+#[test]
+fn connection_id_is_never_stored_dedicated() {
+    connection_id_is_never_stored(false);
+}

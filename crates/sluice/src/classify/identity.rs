@@ -92,7 +92,8 @@ fn names_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
 }
 
 /// `sql` with every `CONNECTION_ID()` call replaced by `id`, or `None` when there is
-/// none to replace. A select-list item without an alias that contains a call keeps the
+/// none to replace. Calls in a definition the server stores (any `CREATE` or `ALTER`,
+/// and whatever follows one in a multi-statement text) are left to the server. A select-list item without an alias that contains a call keeps the
 /// server's name for it, the item as written, through an alias. A statement that also
 /// reads one of the server's own thread ids (`PROCESSLIST`, `IS_USED_LOCK()`...) is left
 /// as it is, so that `WHERE ID = CONNECTION_ID()` still compares like with like.
@@ -108,7 +109,15 @@ pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
     if toks.iter().any(|t| names_one_of(sql, t, THREAD_ID_SOURCES)) {
         return None;
     }
-    let calls: Vec<usize> = (0..toks.len())
+    // The server keeps the text of a definition (a column's DEFAULT, a view, a routine,
+    // a trigger, an event) and evaluates it later, on other connections: a literal put
+    // there would be one session's id forever. From the first CREATE or ALTER on (both
+    // reserved words, so never a bare name), calls are the server's.
+    let stored_from = toks
+        .iter()
+        .position(|t| t.kind == Kind::Word && is_one_of(sql, t, &["CREATE", "ALTER"]))
+        .unwrap_or(toks.len());
+    let calls: Vec<usize> = (0..stored_from)
         .filter(|&i| is_call(sql, &toks, i))
         .collect();
     if calls.is_empty() {
@@ -359,6 +368,42 @@ mod tests {
                 "SELECT 1 FROM `performance_schema`.threads WHERE PROCESSLIST_ID = CONNECTION_ID()"
             ),
             None
+        );
+    }
+
+    /// A definition the server keeps evaluates the call when it runs, on whichever
+    /// connection: rewritten, every row would record the creating session's id.
+    #[test]
+    fn stored_definitions_keep_the_call() {
+        for sql in [
+            "CREATE TABLE t (a INT DEFAULT CONNECTION_ID())",
+            "create table t (a int default (connection_id()))",
+            "ALTER TABLE t ALTER a SET DEFAULT CONNECTION_ID()",
+            "ALTER TABLE t ADD b INT DEFAULT CONNECTION_ID()",
+            "CREATE OR REPLACE VIEW v AS SELECT CONNECTION_ID() AS c",
+            "ALTER VIEW v AS SELECT CONNECTION_ID()",
+            "CREATE DEFINER=CURRENT_USER PROCEDURE p() BEGIN SET @x = 1; \
+             SELECT CONNECTION_ID(); END",
+            "CREATE FUNCTION f() RETURNS INT RETURN CONNECTION_ID()",
+            "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = CONNECTION_ID()",
+            "CREATE EVENT e ON SCHEDULE EVERY 1 DAY DO INSERT INTO t VALUES (CONNECTION_ID())",
+            "ALTER EVENT e DO INSERT INTO t VALUES (CONNECTION_ID())",
+            "/*!CREATE*/ TABLE t (a INT DEFAULT CONNECTION_ID())",
+            "CREATE TABLE t AS SELECT CONNECTION_ID() AS c",
+            "PREPARE s FROM 'SELECT CONNECTION_ID()'",
+        ] {
+            assert_eq!(rewrite(sql), None, "{sql}");
+        }
+        // What is read now, before a definition in the same text, is still the session's.
+        assert_eq!(
+            rewrite("SELECT CONNECTION_ID() AS c; CREATE TABLE t (a INT DEFAULT CONNECTION_ID())")
+                .unwrap(),
+            format!("SELECT {LIT} AS c; CREATE TABLE t (a INT DEFAULT CONNECTION_ID())")
+        );
+        // Quoted, a name is only a name.
+        assert_eq!(
+            rewrite("SELECT CONNECTION_ID() AS `create`").unwrap(),
+            format!("SELECT {LIT} AS `create`")
         );
     }
 
