@@ -159,3 +159,120 @@ fn connection_id_is_never_stored_multiplexed() {
 fn connection_id_is_never_stored_dedicated() {
     connection_id_is_never_stored(false);
 }
+
+/// A step of a session driven through the `mariadb` client, with another session
+/// trying to take its connection in between.
+enum Step {
+    /// Statements of the session under test; what they print is compared.
+    Own(&'static str),
+    /// Another session's statement, sent while the session under test is idle: it runs
+    /// at once if the connection is free, and waits for it if the session kept it.
+    Other(&'static str),
+}
+
+/// Runs `steps` as one `mariadb` session against `port`, with `others` on `sluice`
+/// (none directly): what the session printed, and the other sessions' threads.
+fn run_steps(
+    port: u16,
+    db: &'static str,
+    steps: &[Step],
+    sluice: Option<(&Sluice, &str)>,
+) -> (Vec<String>, Vec<std::thread::JoinHandle<String>>) {
+    let mut session = Interactive::start(&Client::native(port).database(db));
+    let mut printed = Vec::new();
+    let mut others = Vec::new();
+    for step in steps {
+        match (step, sluice) {
+            (Step::Own(sql), _) => printed.extend(session.run(sql)),
+            (Step::Other(sql), Some((sluice, admin))) => {
+                let (addr, sql) = (sluice.addr(), sql.to_string());
+                let other = std::thread::spawn(move || {
+                    let mut c = RawConn::login(addr, NATIVE_USER, NATIVE_PASSWORD, Some(db))
+                        .expect("the other session logs in");
+                    format!("{:?}", c.query(&sql))
+                });
+                // Either it ran on the connection, or it waits for it: never both.
+                let waiting =
+                    || admin_json(admin, "t", "/v1/overview")["queued"].as_u64() == Some(1);
+                assert!(
+                    wait_until(std::time::Duration::from_secs(10), || other.is_finished()
+                        || waiting()),
+                    "the other session neither ran nor waited\n{}",
+                    sluice.log()
+                );
+                others.push(other);
+            }
+            (Step::Other(_), None) => {}
+        }
+    }
+    drop(session);
+    (printed, others)
+}
+
+/// Savepoints and transactions the server does not report as open (`autocommit = 0`
+/// with no table touched yet) keep their connection: another session waits for it.
+fn savepoints_keep_their_connection(multiplex: bool) {
+    use Step::*;
+    let server = shared_server();
+    let db = if multiplex {
+        "savepoint_mux"
+    } else {
+        "savepoint_ded"
+    };
+    fresh_database(server, db);
+    server
+        .execute(&format!(
+            "CREATE TABLE {db}.sp (a INT) ENGINE=InnoDB; CREATE TABLE {db}.sp2 (a INT)"
+        ))
+        .expect("tables");
+    let steps = [
+        Own("SET autocommit = 0;"),
+        Own("SAVEPOINT s1;"),
+        Other("SELECT 1"),
+        Own("INSERT INTO sp VALUES (1);"),
+        Own("RELEASE SAVEPOINT s1;"),
+        Own("SAVEPOINT s2;"),
+        Other("SELECT 2"),
+        Own("INSERT INTO sp VALUES (2);"),
+        Own("ROLLBACK TO SAVEPOINT s2;"),
+        Own("COMMIT;"),
+        Own("SELECT * FROM sp;"),
+        Own("SET autocommit = 1;"),
+        Own("START TRANSACTION;"),
+        Own("SAVEPOINT s3;"),
+        Other("SELECT 3"),
+        Own("INSERT INTO sp2 VALUES (3);"),
+        Own("ROLLBACK TO SAVEPOINT s3;"),
+        Own("RELEASE SAVEPOINT s3;"),
+        Own("COMMIT;"),
+        Own("SELECT COUNT(*) FROM sp2;"),
+        Own("DELETE FROM sp;"),
+    ];
+    // Dedicated, each session has a connection of its own: the other one gets another.
+    let config = Config::for_server(server)
+        .pool("multiplex", multiplex)
+        .pool("max_connections", if multiplex { 1 } else { 2 })
+        .pool("queue_timeout", "20s")
+        .pool("write_hold", "0s")
+        .admin("t");
+    let sluice = Sluice::start(&config);
+    let admin = config.admin_address().expect("admin on");
+    let (direct, _) = run_steps(server.port(), db, &steps, None);
+    assert_eq!(direct, ["1", "0"], "directly");
+    let (proxied, others) = run_steps(sluice.port(), db, &steps, Some((&sluice, &admin)));
+    assert_eq!(proxied, direct, "through Sluice\n{}", sluice.log());
+    for other in others {
+        let answer = other.join().expect("the other session");
+        assert!(answer.contains("ResultSet"), "{answer}");
+    }
+}
+
+#[test]
+fn savepoints_keep_their_connection_multiplexed() {
+    savepoints_keep_their_connection(true);
+}
+
+#[test]
+fn savepoints_keep_their_connection_dedicated() {
+    savepoints_keep_their_connection(false);
+}

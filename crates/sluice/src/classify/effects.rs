@@ -49,6 +49,12 @@ pub struct Effects {
     /// A `session_track_*` variable is set or read: the proxy relies on tracking, and
     /// the client must see its own settings.
     pub touches_session_tracking: bool,
+    /// The last statement is `SAVEPOINT name`: under `autocommit = 0` it lives in a
+    /// transaction the server does not report until a table is touched.
+    pub savepoint: bool,
+    /// The last statement is a `COMMIT` or `ROLLBACK` that leaves no transaction open
+    /// (not `ROLLBACK TO`, not `AND CHAIN`).
+    pub ends_transaction: bool,
 }
 
 impl Effects {
@@ -69,6 +75,8 @@ impl Effects {
             handler_opened: self.handler_opened,
             handler_closed: self.handler_closed,
             next_transaction: self.next_transaction,
+            savepoint: self.savepoint,
+            ends_transaction: self.ends_transaction,
             ..Effects::default()
         }
     }
@@ -80,7 +88,10 @@ impl Effects {
 }
 
 /// Statement-leading keywords that may have effects of their own.
-const LEADING: [&[u8]; 12] = [
+const LEADING: [&[u8]; 15] = [
+    b"SAVEPOINT",
+    b"COMMIT",
+    b"ROLLBACK",
     b"BACKUP",
     b"CREATE",
     b"DROP",
@@ -179,6 +190,13 @@ fn user_var(sql: &[u8], t: &Tok) -> String {
 fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
     let Some(first) = toks.first() else { return };
     let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
+    let has = |k: &[u8]| toks.iter().any(|t| word(sql, Some(t), k));
+    fx.savepoint = kw(0, b"SAVEPOINT");
+    // `AND NO CHAIN` ends the transaction; `AND CHAIN` opens the next one at once.
+    let chains = toks
+        .windows(2)
+        .any(|w| word(sql, Some(&w[0]), b"AND") && word(sql, Some(&w[1]), b"CHAIN"));
+    fx.ends_transaction = (kw(0, b"COMMIT") || kw(0, b"ROLLBACK")) && !has(b"TO") && !chains;
     // Leading forms.
     if kw(0, b"CREATE") {
         let mut i = 1;
@@ -410,7 +428,6 @@ mod tests {
             "UPDATE sbtest1 SET k=k+1 WHERE id=5",
             "INSERT INTO sbtest1 (id, k, c, pad) VALUES (1, 2, 'x', 'y')",
             "BEGIN",
-            "COMMIT",
             "SELECT user_id FROM orders WHERE order_id = 3",
             "SELECT 'GET_LOCK(' , '@x'",
             "/* LOCK TABLES */ SELECT 1",
@@ -421,6 +438,34 @@ mod tests {
         ] {
             let e = fx(sql);
             assert!(e.is_none(), "{sql}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn savepoints_and_transaction_ends() {
+        for sql in ["SAVEPOINT s1", "savepoint `a b`", "COMMIT; SAVEPOINT s2"] {
+            let e = fx(sql);
+            assert!(e.savepoint && !e.ends_transaction, "{sql}: {e:?}");
+        }
+        for sql in [
+            "COMMIT",
+            "commit work",
+            "ROLLBACK",
+            "ROLLBACK WORK AND NO CHAIN",
+            "SAVEPOINT s; ROLLBACK",
+        ] {
+            let e = fx(sql);
+            assert!(e.ends_transaction && !e.savepoint, "{sql}: {e:?}");
+        }
+        for sql in [
+            "ROLLBACK TO SAVEPOINT s1",
+            "ROLLBACK WORK TO s1",
+            "RELEASE SAVEPOINT s1",
+            "COMMIT AND CHAIN",
+            "SELECT 1",
+        ] {
+            let e = fx(sql);
+            assert!(!e.ends_transaction && !e.savepoint, "{sql}: {e:?}");
         }
     }
 

@@ -253,6 +253,8 @@ pub(super) struct Observed {
     pub state_changed: bool,
     /// The server reported a state change with no variable or schema behind it.
     pub bare_state_change: bool,
+    /// The statement set `autocommit`.
+    pub set_autocommit: bool,
 }
 
 /// The multiplexing state of one session.
@@ -304,6 +306,9 @@ pub(super) struct Mux {
     /// open wrote anything (a statement other than a plain read reached a server).
     spread: Option<xa::Spread>,
     trx_wrote: bool,
+    /// Under `autocommit = 0`, a statement ran since the last COMMIT or ROLLBACK: the
+    /// server holds a transaction (savepoints at least) its status may not report yet.
+    unreported_transaction: bool,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
     pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
     /// The statement in flight runs with the client's tracking settings on the
@@ -349,6 +354,7 @@ impl Mux {
             deferred_begin: None,
             spread: None,
             trx_wrote: false,
+            unreported_transaction: false,
             tracking: None,
             own_tracking: false,
             globals: None,
@@ -360,11 +366,7 @@ impl Mux {
     /// Whether the session's next statement starts a transaction of its own: none is
     /// open and autocommit is on.
     pub(super) fn autocommits(&self) -> bool {
-        !self.status.in_transaction()
-            && !self
-                .vars
-                .get(b"autocommit".as_slice())
-                .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0")
+        !self.status.in_transaction() && !self.autocommit_off()
     }
 
     pub fn reset(&mut self, key: PoolKey, schema: Option<Vec<u8>>) {
@@ -389,7 +391,7 @@ impl Mux {
 
     /// Why the session must keep its connection, given the server's last status.
     pub fn pin_reason(&self, status: StatusFlags) -> Option<PinReason> {
-        if status.in_transaction() || self.spread.is_some() {
+        if status.in_transaction() || self.spread.is_some() || self.unreported_transaction {
             return Some(PinReason::Transaction);
         }
         if let Some(r) = self.pins.reason() {
@@ -417,6 +419,10 @@ impl Mux {
                     | b"session_track_transaction_info"
                     | b"session_track_gtids" => self.observed.tracking_changed = true,
                     b"last_insert_id" => self.observed.last_insert_id_set = true,
+                    b"autocommit" => {
+                        self.observed.set_autocommit = true;
+                        self.vars.insert(name.into(), (*value).into());
+                    }
                     b"last_gtid" => self.observed.last_gtid = Some(value.to_vec()),
                     // Read-only: reported, never set.
                     b"in_transaction" | b"warning_count" | b"error_count" | b"external_user"
@@ -567,14 +573,33 @@ impl Mux {
         self.prepared = Some((ok.stmt_id, ok.params));
     }
 
-    /// A statement ended: one-statement pins that it consumed are cleared.
-    fn statement_done(&mut self, fx: &Effects, status: StatusFlags) {
+    /// A statement ended: one-statement pins that it consumed are cleared, and whether
+    /// the server holds a transaction it does not report is updated. `set_autocommit`:
+    /// the statement set `autocommit` (so it was not run under the value it left).
+    fn statement_done(&mut self, fx: &Effects, status: StatusFlags, set_autocommit: bool) {
         if !fx.calc_found_rows {
             self.pins.found_rows = false;
         }
         if !fx.next_transaction && !status.in_transaction() {
             self.pins.next_transaction = false;
         }
+        // Under `autocommit = 0` the server's transaction begins with the statement after
+        // the SET, but its status says so only once a table is touched: a SAVEPOINT, or
+        // reads of no table, leave state there that moving would lose (1305 on RELEASE,
+        // a ROLLBACK TO that undoes nothing).
+        let off = self.autocommit_off();
+        if !off || fx.ends_transaction {
+            self.unreported_transaction = false;
+        } else if fx.savepoint || !set_autocommit {
+            self.unreported_transaction = true;
+        }
+    }
+
+    /// The session's `autocommit` is off.
+    fn autocommit_off(&self) -> bool {
+        self.vars
+            .get(b"autocommit".as_slice())
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0")
     }
 }
 
@@ -755,9 +780,9 @@ mod tests {
             ..Default::default()
         };
         m.apply_effects(&calc, true);
-        m.statement_done(&calc, idle);
+        m.statement_done(&calc, idle, false);
         assert_eq!(m.pin_reason(idle), Some(PinReason::FoundRows));
-        m.statement_done(&Effects::default(), idle);
+        m.statement_done(&Effects::default(), idle, false);
         assert_eq!(m.pin_reason(idle), None);
 
         let in_trx = StatusFlags(StatusFlags::AUTOCOMMIT | StatusFlags::IN_TRANS);
@@ -765,5 +790,37 @@ mod tests {
         m.vars
             .insert(b"sql_log_bin".as_slice().into(), b"OFF".as_slice().into());
         assert_eq!(m.pin_reason(idle), Some(PinReason::SqlLogBin));
+        m.vars.remove(b"sql_log_bin".as_slice());
+
+        // autocommit = 0: the SET itself opens nothing; the statement after it does,
+        // whatever the status says, until COMMIT or ROLLBACK, or autocommit is back on.
+        let no_autocommit = StatusFlags(0);
+        let off = |m: &mut Mux, v: &[u8]| {
+            m.vars.insert(b"autocommit".as_slice().into(), v.into());
+        };
+        off(&mut m, b"OFF");
+        m.statement_done(&Effects::default(), no_autocommit, true);
+        assert_eq!(m.pin_reason(no_autocommit), None);
+        let savepoint = Effects {
+            savepoint: true,
+            ..Default::default()
+        };
+        m.statement_done(&savepoint, no_autocommit, false);
+        assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
+        let commit = Effects {
+            ends_transaction: true,
+            ..Default::default()
+        };
+        m.statement_done(&commit, no_autocommit, false);
+        assert_eq!(m.pin_reason(no_autocommit), None);
+        m.statement_done(&Effects::default(), no_autocommit, false);
+        assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
+        off(&mut m, b"ON");
+        m.statement_done(&Effects::default(), idle, true);
+        assert_eq!(m.pin_reason(idle), None);
+        // `SET autocommit = 0; SAVEPOINT s` in one text.
+        off(&mut m, b"OFF");
+        m.statement_done(&savepoint, no_autocommit, true);
+        assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
     }
 }
