@@ -253,8 +253,6 @@ pub(super) struct Observed {
     pub state_changed: bool,
     /// The server reported a state change with no variable or schema behind it.
     pub bare_state_change: bool,
-    /// The statement set `autocommit`.
-    pub set_autocommit: bool,
 }
 
 /// The multiplexing state of one session.
@@ -306,8 +304,8 @@ pub(super) struct Mux {
     /// open wrote anything (a statement other than a plain read reached a server).
     spread: Option<xa::Spread>,
     trx_wrote: bool,
-    /// Under `autocommit = 0`, a statement ran since the last COMMIT or ROLLBACK: the
-    /// server holds a transaction (savepoints at least) its status may not report yet.
+    /// Under `autocommit = 0`, a SAVEPOINT ran since the last COMMIT or ROLLBACK: the
+    /// server holds a transaction its status may not report yet.
     unreported_transaction: bool,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
     pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
@@ -419,10 +417,6 @@ impl Mux {
                     | b"session_track_transaction_info"
                     | b"session_track_gtids" => self.observed.tracking_changed = true,
                     b"last_insert_id" => self.observed.last_insert_id_set = true,
-                    b"autocommit" => {
-                        self.observed.set_autocommit = true;
-                        self.vars.insert(name.into(), (*value).into());
-                    }
                     b"last_gtid" => self.observed.last_gtid = Some(value.to_vec()),
                     // Read-only: reported, never set.
                     b"in_transaction" | b"warning_count" | b"error_count" | b"external_user"
@@ -574,9 +568,8 @@ impl Mux {
     }
 
     /// A statement ended: one-statement pins that it consumed are cleared, and whether
-    /// the server holds a transaction it does not report is updated. `set_autocommit`:
-    /// the statement set `autocommit` (so it was not run under the value it left).
-    fn statement_done(&mut self, fx: &Effects, status: StatusFlags, set_autocommit: bool) {
+    /// the server holds a transaction it does not report is updated.
+    fn statement_done(&mut self, fx: &Effects, status: StatusFlags) {
         if !fx.calc_found_rows {
             self.pins.found_rows = false;
         }
@@ -584,13 +577,13 @@ impl Mux {
             self.pins.next_transaction = false;
         }
         // Under `autocommit = 0` the server's transaction begins with the statement after
-        // the SET, but its status says so only once a table is touched: a SAVEPOINT, or
-        // reads of no table, leave state there that moving would lose (1305 on RELEASE,
-        // a ROLLBACK TO that undoes nothing).
-        let off = self.autocommit_off();
-        if !off || fx.ends_transaction {
+        // the SET, but its status says so only once a table is touched: a SAVEPOINT
+        // before that is state there that moving would lose (1305 on RELEASE, a
+        // ROLLBACK TO that undoes nothing). Statements that touch no table and set no
+        // savepoint leave nothing a later one could miss.
+        if !self.autocommit_off() || fx.ends_transaction {
             self.unreported_transaction = false;
-        } else if fx.savepoint || !set_autocommit {
+        } else if fx.savepoint {
             self.unreported_transaction = true;
         }
     }
@@ -780,9 +773,9 @@ mod tests {
             ..Default::default()
         };
         m.apply_effects(&calc, true);
-        m.statement_done(&calc, idle, false);
+        m.statement_done(&calc, idle);
         assert_eq!(m.pin_reason(idle), Some(PinReason::FoundRows));
-        m.statement_done(&Effects::default(), idle, false);
+        m.statement_done(&Effects::default(), idle);
         assert_eq!(m.pin_reason(idle), None);
 
         let in_trx = StatusFlags(StatusFlags::AUTOCOMMIT | StatusFlags::IN_TRANS);
@@ -792,35 +785,38 @@ mod tests {
         assert_eq!(m.pin_reason(idle), Some(PinReason::SqlLogBin));
         m.vars.remove(b"sql_log_bin".as_slice());
 
-        // autocommit = 0: the SET itself opens nothing; the statement after it does,
-        // whatever the status says, until COMMIT or ROLLBACK, or autocommit is back on.
+        // autocommit = 0: a SAVEPOINT lives in a transaction the server reports only
+        // once a table is touched; it holds until COMMIT or ROLLBACK, or autocommit on.
         let no_autocommit = StatusFlags(0);
         let off = |m: &mut Mux, v: &[u8]| {
             m.vars.insert(b"autocommit".as_slice().into(), v.into());
         };
         off(&mut m, b"OFF");
-        m.statement_done(&Effects::default(), no_autocommit, true);
-        assert_eq!(m.pin_reason(no_autocommit), None);
+        m.statement_done(&Effects::default(), no_autocommit);
+        assert_eq!(m.pin_reason(no_autocommit), None, "nothing to lose yet");
         let savepoint = Effects {
             savepoint: true,
             ..Default::default()
         };
-        m.statement_done(&savepoint, no_autocommit, false);
+        m.statement_done(&savepoint, no_autocommit);
+        assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
+        m.statement_done(&Effects::default(), no_autocommit);
         assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
         let commit = Effects {
             ends_transaction: true,
             ..Default::default()
         };
-        m.statement_done(&commit, no_autocommit, false);
+        m.statement_done(&commit, no_autocommit);
         assert_eq!(m.pin_reason(no_autocommit), None);
-        m.statement_done(&Effects::default(), no_autocommit, false);
-        assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
+        m.statement_done(&savepoint, no_autocommit);
         off(&mut m, b"ON");
-        m.statement_done(&Effects::default(), idle, true);
+        m.statement_done(&Effects::default(), idle);
+        assert_eq!(m.pin_reason(idle), None, "autocommit on commits");
+        // With autocommit on and no transaction, the server keeps no savepoint.
+        m.statement_done(&savepoint, idle);
         assert_eq!(m.pin_reason(idle), None);
-        // `SET autocommit = 0; SAVEPOINT s` in one text.
         off(&mut m, b"OFF");
-        m.statement_done(&savepoint, no_autocommit, true);
+        m.statement_done(&savepoint, no_autocommit);
         assert_eq!(m.pin_reason(no_autocommit), Some(PinReason::Transaction));
     }
 }

@@ -45,7 +45,7 @@ impl Session {
         let status = backend.status;
         mux.status = status;
         mux.apply_effects(fx, observed.status.is_some());
-        mux.statement_done(fx, status, observed.set_autocommit);
+        mux.statement_done(fx, status);
         // A lost connection is dropped with whatever tracking it had.
         if (observed.tracking_changed || mux.own_tracking) && !backend.is_broken() {
             match super::super::tracking::leave(backend, mux).await {
