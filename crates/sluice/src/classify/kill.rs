@@ -123,8 +123,8 @@ pub fn scan(sql: &[u8]) -> KillScan {
 /// statement the server would run with its own thread numbers. Only the plain forms
 /// with one KILL as their string are carried out.
 fn dynamic(sql: &[u8], toks: &[Tok]) -> KillScan {
-    let prepare = word(sql, toks.first(), b"PREPARE")
-        && toks.iter().any(|t| word(sql, Some(t), b"FROM"));
+    let prepare =
+        word(sql, toks.first(), b"PREPARE") && toks.iter().any(|t| word(sql, Some(t), b"FROM"));
     let immediate = word(sql, toks.first(), b"EXECUTE") && word(sql, toks.get(1), b"IMMEDIATE");
     if !prepare && !immediate {
         return KillScan::None;

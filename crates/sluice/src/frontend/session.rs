@@ -351,7 +351,14 @@ impl Session {
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
                 _ = shutdown.stopping() => return Ok(()),
-                _ = &mut killed => return Ok(()),
+                _ = &mut killed => {
+                    // The killer stops its thread on the server next: the connection
+                    // must not go back to the pool for another session to find dead.
+                    if let Some(b) = self.backend.as_mut() {
+                        b.mark_broken();
+                    }
+                    return Ok(());
+                }
                 _ = sleep_until(hold), if hold.is_some() => {
                     self.end_hold().await?;
                     continue;
@@ -390,8 +397,8 @@ impl Session {
                 other => other,
             };
             // The screen may have rewritten the text.
-            let len = sluice_wire::packet::Header::parse(&self.client.rbuf)
-                .map_or(header.len, |h| h.len);
+            let len =
+                sluice_wire::packet::Header::parse(&self.client.rbuf).map_or(header.len, |h| h.len);
             match action {
                 Action::Quit => return Ok(()),
                 Action::Refuse(err) => {

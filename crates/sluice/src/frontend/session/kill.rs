@@ -13,6 +13,7 @@ use sluice_wire::command::Command;
 use sluice_wire::packet::{write_packet, HEADER_LEN};
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::ResponseKind;
+use sluice_wire::StatusFlags;
 
 /// Statement texts are read in whole, to be screened (for KILL here, for
 /// `CONNECTION_ID()` in `identity`), up to this length. Past it, KILL is looked for in
@@ -213,11 +214,14 @@ impl Session {
 
     /// Writes a KILL's answer. Returns whether the session goes on.
     async fn answer_kill(&mut self, seq: u8, answer: Answer) -> Result<bool, SessionError> {
+        // A KILL changes nothing of the session that tracking would report (the flag
+        // may be left from the last statement's OK on Sluice's connection).
+        let status = StatusFlags(self.last_status().0 & !StatusFlags::SESSION_STATE_CHANGED);
         match answer {
             Answer::Ok { killed } => {
                 let ok = OkPacket {
                     affected_rows: killed,
-                    status: self.last_status(),
+                    status,
                     ..Default::default()
                 };
                 self.client.write_ok(seq, &ok).await?;
@@ -232,7 +236,7 @@ impl Session {
                     Some(err) => self.client.write_err(seq, &err).await?,
                     None => {
                         let ok = OkPacket {
-                            status: self.last_status(),
+                            status,
                             ..Default::default()
                         };
                         self.client.write_ok(seq, &ok).await?
