@@ -61,6 +61,8 @@ mod galera_writers;
 mod harness;
 #[path = "integration/kill.rs"]
 mod kill;
+#[path = "integration/kill_forms.rs"]
+mod kill_forms;
 #[path = "integration/large_packets.rs"]
 mod large_packets;
 #[path = "integration/lifecycle.rs"]

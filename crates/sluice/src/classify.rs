@@ -23,6 +23,9 @@ pub enum Action {
     /// COM_PROCESS_KILL naming a Sluice connection id. (KILL statements are found in
     /// the whole text, see [`kill::scan`].)
     Kill(kill::Kill),
+    /// KILLs opening a multi-statement, each with the offset where its statement ends
+    /// in the text: carried out by Sluice, then the rest of the text runs on the server.
+    KillLeading(Vec<(kill::Kill, usize)>),
     /// Answer with this error and keep the session.
     Refuse(ErrPacket),
 }

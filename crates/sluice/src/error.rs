@@ -36,6 +36,7 @@ pub mod code {
     pub const ER_NOT_SUPPORTED_YET: u16 = 1235;
     pub const ER_ERROR_DURING_COMMIT: u16 = 1180;
     pub const ER_UNSUPPORTED_PS: u16 = 1295;
+    pub const ER_WRONG_ARGUMENTS: u16 = 1210;
     pub const ER_MAX_PREPARED_STMT_COUNT_REACHED: u16 = 1461;
 }
 

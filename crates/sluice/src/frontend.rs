@@ -104,6 +104,10 @@ pub struct SessionLive {
     pinned: std::sync::atomic::AtomicU8,
     /// The server of the connection held now, or last.
     server: Mutex<Option<Arc<crate::backend::Server>>>,
+    /// Another session's KILL (of the connection) ended it: set before its statement in
+    /// flight, if any, is stopped, so that the stopped statement's answer is never
+    /// relayed.
+    killed: std::sync::atomic::AtomicBool,
 }
 
 impl SessionLive {
@@ -147,6 +151,14 @@ impl SessionLive {
 
     pub fn server_name(&self) -> Option<String> {
         self.server.lock().as_ref().map(|s| s.name.clone())
+    }
+
+    pub fn kill(&self) {
+        self.killed.store(true, Ordering::SeqCst);
+    }
+
+    pub fn killed(&self) -> bool {
+        self.killed.load(Ordering::SeqCst)
     }
 
     pub fn pinned(&self) -> Option<&'static str> {

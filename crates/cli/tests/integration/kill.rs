@@ -10,12 +10,12 @@ use crate::support::wire::{RawConn, Reply};
 use crate::support::*;
 use std::time::Duration;
 
-const READER: (&str, &str) = ("kill_reader", "reader_pw");
-const OTHER_READER: (&str, &str) = ("kill_reader2", "reader2_pw");
+pub(super) const READER: (&str, &str) = ("kill_reader", "reader_pw");
+pub(super) const OTHER_READER: (&str, &str) = ("kill_reader2", "reader2_pw");
 const ADMIN: (&str, &str) = ("kill_admin", "admin_pw");
 
 /// Three accounts: two with only SELECT on one schema, one with CONNECTION ADMIN.
-fn accounts(server: &MariaDb) {
+pub(super) fn accounts(server: &MariaDb) {
     fresh_database(server, "killdb");
     let mut sql = String::new();
     for (user, pw) in [READER, OTHER_READER, ADMIN] {
@@ -31,7 +31,7 @@ fn accounts(server: &MariaDb) {
     server.execute(&sql).unwrap();
 }
 
-fn sluice_for(server: &MariaDb, multiplex: bool) -> Sluice {
+pub(super) fn sluice_for(server: &MariaDb, multiplex: bool) -> Sluice {
     let mut config = Config::for_server(server).pool("multiplex", multiplex);
     for (user, pw) in [READER, OTHER_READER, ADMIN] {
         config = config.user(User::native(user, pw));
@@ -40,7 +40,7 @@ fn sluice_for(server: &MariaDb, multiplex: bool) -> Sluice {
 }
 
 /// Whether the session still answers.
-fn alive(conn: &mut RawConn) -> bool {
+pub(super) fn alive(conn: &mut RawConn) -> bool {
     matches!(conn.query("SELECT 1"), Ok(Reply::ResultSet { .. }))
 }
 
@@ -144,19 +144,27 @@ fn no_form_reaches_the_server(multiplex: bool) {
             out.stderr
         );
     }
-    // One packet holding two statements (the CLI sends what is between delimiters).
+    // One packet holding two statements (the CLI sends what is between delimiters), and
+    // a prepared KILL: carried out by Sluice, on no session of its own.
     let multi = client.query(&format!("delimiter //\nKILL {thread}; SELECT 1//\n"));
-    assert!(
-        multi.stderr.contains("ERROR 1235 (42000)"),
-        "{}",
-        multi.stderr
-    );
-    let dynamic = client.query(&format!("PREPARE s FROM 'KILL {thread}'"));
-    assert!(
-        dynamic.stderr.contains("ERROR 1235 (42000)"),
-        "{}",
-        dynamic.stderr
-    );
+    let prepared = client.query(&format!("PREPARE s FROM 'KILL {thread}'; EXECUTE s"));
+    let immediate = client.query(&format!("EXECUTE IMMEDIATE 'KILL {thread}'"));
+    for out in [&multi, &prepared, &immediate] {
+        assert!(out.stderr.contains("ERROR 1094 (HY000)"), "{}", out.stderr);
+    }
+    // Forms whose id Sluice can't know are refused.
+    for sql in [
+        format!("SET @t = {thread}; KILL @t"),
+        "PREPARE s FROM 'KILL ?'".to_owned(),
+        format!("delimiter //\nSELECT 1; KILL {thread}//\n"),
+    ] {
+        let out = client.query(&sql);
+        assert!(
+            out.stderr.contains("ERROR 1235 (42000)"),
+            "{sql}: {}",
+            out.stderr
+        );
+    }
     let query_id = client.query("KILL QUERY ID 987654321");
     assert!(
         query_id.stderr.contains("ERROR 1957 (HY000)"),

@@ -32,8 +32,20 @@ pub enum KillScan {
     None,
     /// The text is exactly one KILL that Sluice can carry out.
     Alone(Kill),
-    /// A KILL Sluice cannot carry out as the server would (inside a multi-statement,
-    /// through dynamic SQL, or with an id that is an expression): refused, never sent.
+    /// KILLs by id opening a multi-statement, each with the offset of the `;` that ends
+    /// it: the statements after the last one are the server's to run.
+    Leading(Vec<(Kill, usize)>),
+    /// `PREPARE name FROM 'KILL ...'`: `text` is the byte range of the string literal.
+    Prepare {
+        name: String,
+        kill: Kill,
+        text: std::ops::Range<usize>,
+    },
+    /// `EXECUTE IMMEDIATE 'KILL ...'`.
+    Immediate(Kill),
+    /// A KILL Sluice cannot carry out as the server would (after another statement of a
+    /// multi-statement, `KILL USER` in one, dynamic SQL it can't read, or an id that is
+    /// an expression): refused, never sent.
     Unsupported(&'static str),
 }
 
@@ -47,49 +59,142 @@ pub fn may_kill(sql: &[u8]) -> bool {
     })
 }
 
+/// A text's statements as code tokens, each with the offset where it ends (its `;`, or
+/// the end of the text); empty statements left out.
+fn statements(sql: &[u8]) -> Vec<(Vec<Tok>, usize)> {
+    let mut lex = Lexer::new(sql);
+    let mut statements: Vec<(Vec<Tok>, usize)> = vec![(Vec::new(), sql.len())];
+    while let Some(t) = code_token(&mut lex) {
+        let last = statements.last_mut().expect("never empty");
+        if t.kind == Kind::Punct(b';') {
+            last.1 = t.start;
+            statements.push((Vec::new(), sql.len()));
+        } else {
+            last.0.push(t);
+        }
+    }
+    statements.retain(|(s, _)| !s.is_empty());
+    statements
+}
+
 /// Finds KILL statements in a COM_QUERY text (or a prepared statement's text).
 pub fn scan(sql: &[u8]) -> KillScan {
     if !may_kill(sql) {
         return KillScan::None;
     }
-    let mut lex = Lexer::new(sql);
-    let mut statements: Vec<Vec<Tok>> = vec![Vec::new()];
-    while let Some(t) = code_token(&mut lex) {
-        if t.kind == Kind::Punct(b';') {
-            statements.push(Vec::new());
-        } else {
-            statements.last_mut().expect("never empty").push(t);
-        }
-    }
-    statements.retain(|s| !s.is_empty());
-    let mut found = None;
-    for toks in &statements {
+    let statements = statements(sql);
+    let mut leading = Vec::new();
+    let mut other_before = false;
+    for (toks, end) in &statements {
         if word(sql, toks.first(), b"KILL") {
-            found = Some(parse(sql, &toks[1..]));
-        } else if dynamic_kill(sql, toks) {
-            return KillScan::Unsupported("KILL through dynamic SQL");
+            if other_before {
+                return KillScan::Unsupported("KILL after another statement of a multi-statement");
+            }
+            match parse(sql, &toks[1..]) {
+                Some(k) => leading.push((k, *end)),
+                None => return KillScan::Unsupported("KILL with an id that is not a number"),
+            }
+            continue;
+        }
+        other_before = true;
+        match dynamic(sql, toks) {
+            KillScan::None => {}
+            _ if statements.len() > 1 => {
+                return KillScan::Unsupported("KILL through dynamic SQL in a multi-statement")
+            }
+            found => return found,
         }
     }
-    match found {
-        None => KillScan::None,
-        Some(_) if statements.len() > 1 => KillScan::Unsupported("KILL in a multi-statement"),
-        Some(Some(k)) => KillScan::Alone(k),
-        Some(None) => KillScan::Unsupported("KILL with an id that is not a number"),
+    match leading.len() {
+        0 => KillScan::None,
+        _ if statements.len() == 1 => KillScan::Alone(leading.remove(0).0),
+        // Its OK carries a count of sessions, which nothing sent in its place can give.
+        _ if leading.iter().any(|(k, _)| {
+            matches!(k.target, KillTarget::User { .. } | KillTarget::CurrentUser)
+        }) =>
+        {
+            KillScan::Unsupported("KILL USER in a multi-statement")
+        }
+        _ => KillScan::Leading(leading),
     }
 }
 
 /// `PREPARE s FROM '...KILL...'` or `EXECUTE IMMEDIATE '...KILL...'`: the string is a
-/// statement the server would run with its own thread numbers.
-fn dynamic_kill(sql: &[u8], toks: &[Tok]) -> bool {
-    let is_dynamic = (word(sql, toks.first(), b"PREPARE")
-        && toks.iter().any(|t| word(sql, Some(t), b"FROM")))
-        || (word(sql, toks.first(), b"EXECUTE") && word(sql, toks.get(1), b"IMMEDIATE"));
-    is_dynamic
-        && toks.iter().any(|t| {
-            matches!(t.kind, Kind::Str(_))
-                && t.end > t.start + 1
-                && scan(&sql[t.start + 1..t.end - 1]) != KillScan::None
+/// statement the server would run with its own thread numbers. Only the plain forms
+/// with one KILL as their string are carried out.
+fn dynamic(sql: &[u8], toks: &[Tok]) -> KillScan {
+    let prepare =
+        word(sql, toks.first(), b"PREPARE") && toks.iter().any(|t| word(sql, Some(t), b"FROM"));
+    let immediate = word(sql, toks.first(), b"EXECUTE") && word(sql, toks.get(1), b"IMMEDIATE");
+    if !prepare && !immediate {
+        return KillScan::None;
+    }
+    let inner = |t: &Tok| match t.kind {
+        Kind::Str(_) if t.end > t.start + 1 => scan(&sql[t.start + 1..t.end - 1]),
+        _ => KillScan::None,
+    };
+    let Some(string) = toks.iter().find(|t| inner(t) != KillScan::None) else {
+        return KillScan::None;
+    };
+    let plain = match prepare {
+        true => toks.len() == 4 && word(sql, toks.get(2), b"FROM"),
+        false => toks.len() == 3,
+    };
+    match inner(string) {
+        KillScan::Alone(kill) if plain && prepare => match name_text(sql, &toks[1]) {
+            Some(name) => KillScan::Prepare {
+                name: name.to_ascii_lowercase(),
+                kill,
+                text: string.start..string.end,
+            },
+            None => KillScan::Unsupported("KILL through dynamic SQL"),
+        },
+        KillScan::Alone(kill) if plain => KillScan::Immediate(kill),
+        _ => KillScan::Unsupported("KILL through dynamic SQL"),
+    }
+}
+
+/// What a statement does with an SQL prepared statement's name, for the names Sluice
+/// knows hold a KILL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameUse {
+    /// `EXECUTE name [USING ...]`.
+    Execute { name: String, using: bool },
+    /// `DEALLOCATE PREPARE name`, `DROP PREPARE name`, or `PREPARE name FROM ...`
+    /// (which replaces it, even when the new text fails to prepare).
+    Forget(String),
+}
+
+/// The prepared statement names a text's statements execute or forget, and how many
+/// statements it holds.
+pub fn name_uses(sql: &[u8]) -> (usize, Vec<NameUse>) {
+    let statements = statements(sql);
+    let uses = statements
+        .iter()
+        .filter_map(|(toks, _)| {
+            let first = toks.first();
+            let (name, execute) = if word(sql, first, b"EXECUTE") {
+                (toks.get(1), true)
+            } else if word(sql, first, b"PREPARE") {
+                (toks.get(1), false)
+            } else if (word(sql, first, b"DEALLOCATE") || word(sql, first, b"DROP"))
+                && word(sql, toks.get(1), b"PREPARE")
+            {
+                (toks.get(2), false)
+            } else {
+                return None;
+            };
+            let name = name_text(sql, name?)?.to_ascii_lowercase();
+            Some(match execute {
+                true => NameUse::Execute {
+                    name,
+                    using: toks.len() > 2,
+                },
+                false => NameUse::Forget(name),
+            })
         })
+        .collect();
+    (statements.len(), uses)
 }
 
 /// The words after KILL. `None`: a form whose id Sluice cannot know without evaluating
@@ -242,18 +347,82 @@ mod tests {
     #[test]
     fn kills_that_are_refused_not_forwarded() {
         for sql in [
-            "KILL 5; SELECT 1",
             "SELECT 1; KILL 5",
+            "KILL 5; SELECT 1; KILL 6",
+            "KILL USER app; SELECT 1",
+            "KILL 5; KILL @id",
             "KILL @id",
             "KILL 5+1",
             "KILL ?",
-            "PREPARE s FROM 'KILL 5'",
-            "EXECUTE IMMEDIATE 'KILL QUERY 5'",
+            "PREPARE s FROM 'KILL ?'",
+            "PREPARE s FROM 'KILL 5; SELECT 1'",
+            "PREPARE s FROM 'KILL 5'; SELECT 1",
+            "EXECUTE IMMEDIATE 'KILL 5' USING 1",
+            "EXECUTE IMMEDIATE CONCAT('KILL ', 5)",
         ] {
             assert!(
                 matches!(scan(sql.as_bytes()), KillScan::Unsupported(_)),
                 "{sql}"
             );
+        }
+    }
+
+    #[test]
+    fn kills_opening_a_multi_statement() {
+        let sql = "KILL 5; /* c */ kill query 6 ;SELECT 1; SELECT 2";
+        let KillScan::Leading(kills) = scan(sql.as_bytes()) else {
+            panic!("{sql}");
+        };
+        assert_eq!(kills.len(), 2);
+        assert_eq!(kills[0], (session(5, false), 6));
+        assert_eq!(kills[1], (session(6, true), 29));
+        assert_eq!(&sql[kills[1].1..], ";SELECT 1; SELECT 2");
+        // A trailing `;` alone makes no second statement.
+        assert_eq!(scan(b"KILL 5;"), KillScan::Alone(session(5, false)));
+    }
+
+    #[test]
+    fn kills_through_dynamic_sql() {
+        let sql = "PREPARE `Kq` FROM 'KILL QUERY 5'";
+        assert_eq!(
+            scan(sql.as_bytes()),
+            KillScan::Prepare {
+                name: "kq".into(),
+                kill: session(5, true),
+                text: 18..32,
+            }
+        );
+        assert_eq!(&sql[18..32], "'KILL QUERY 5'");
+        assert_eq!(
+            scan(b"EXECUTE IMMEDIATE \"KILL 7\""),
+            KillScan::Immediate(session(7, false))
+        );
+    }
+
+    #[test]
+    fn names_of_prepared_statements() {
+        let (n, uses) =
+            name_uses(b"EXECUTE s; execute `T` USING @a; DEALLOCATE PREPARE u; DROP PREPARE v; PREPARE w FROM @x; SELECT 1");
+        assert_eq!(n, 6);
+        assert_eq!(
+            uses,
+            [
+                NameUse::Execute {
+                    name: "s".into(),
+                    using: false
+                },
+                NameUse::Execute {
+                    name: "t".into(),
+                    using: true
+                },
+                NameUse::Forget("u".into()),
+                NameUse::Forget("v".into()),
+                NameUse::Forget("w".into()),
+            ]
+        );
+        // Bad input gets no answer rather than a panic.
+        for sql in ["EXECUTE", "DROP PREPARE", "PREPARE", ";;", ""] {
+            let _ = name_uses(sql.as_bytes());
         }
     }
 

@@ -69,6 +69,11 @@ struct Session {
     idle_default: Option<std::time::Duration>,
     /// The statement in flight.
     stmt: InFlight,
+    /// The client's multi-statement option (its capability, then COM_SET_OPTION).
+    multi_statements: bool,
+    /// SQL prepared statements (`PREPARE name FROM 'KILL ...'`) that hold a KILL, by
+    /// lowercase name: their `EXECUTE` is carried out by Sluice.
+    kill_statements: std::collections::HashMap<String, crate::classify::kill::Kill>,
 }
 
 /// How a session reaches its servers: chosen at login, and again at COM_CHANGE_USER.
@@ -221,6 +226,7 @@ async fn serve(
             live: live.clone(),
         },
     );
+    let multi_statements = client.caps.contains(CapabilityFlags::MULTI_STATEMENTS);
     let mut session = Session {
         fe: fe.clone(),
         id,
@@ -240,6 +246,8 @@ async fn serve(
             .then(|| SessionProbe::new(fe.analytics.user(&user_name))),
         idle_default: None,
         stmt: InFlight::default(),
+        multi_statements,
+        kill_statements: Default::default(),
     };
     if !session.finish_login(logged_in).await {
         return;
@@ -343,7 +351,14 @@ impl Session {
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
                 _ = shutdown.stopping() => return Ok(()),
-                _ = &mut killed => return Ok(()),
+                _ = &mut killed => {
+                    // The killer stops its thread on the server next: the connection
+                    // must not go back to the pool for another session to find dead.
+                    if let Some(b) = self.backend.as_mut() {
+                        b.mark_broken();
+                    }
+                    return Ok(());
+                }
                 _ = sleep_until(hold), if hold.is_some() => {
                     self.end_hold().await?;
                     continue;
@@ -381,6 +396,9 @@ impl Session {
                 Action::Forward(kind) => self.screen_kill(kind, header.len).await?,
                 other => other,
             };
+            // The screen may have rewritten the text.
+            let len =
+                sluice_wire::packet::Header::parse(&self.client.rbuf).map_or(header.len, |h| h.len);
             match action {
                 Action::Quit => return Ok(()),
                 Action::Refuse(err) => {
@@ -389,17 +407,22 @@ impl Session {
                     self.client.write_err(seq, &err).await?;
                 }
                 Action::Forward(kind) => {
-                    let going_on = match self.backing {
-                        Backing::Multiplexed(_) => {
-                            self.statement_multiplexed(kind, header.len).await?
-                        }
-                        Backing::Dedicated => self.statement_dedicated(kind, header.len).await?,
-                    };
-                    if !going_on {
+                    if !self.statement(kind, len).await? {
                         return Ok(());
                     }
                 }
+                Action::KillLeading(kills) => match self.kill_leading(kills, len).await? {
+                    kill::Leading::Answered(true) => {}
+                    kill::Leading::Answered(false) => return Ok(()),
+                    kill::Leading::Run(len) => {
+                        if !self.statement(ResponseKind::Query, len).await? {
+                            return Ok(());
+                        }
+                    }
+                },
                 Action::ChangeUser => {
+                    // The server drops the session's prepared statements.
+                    self.kill_statements.clear();
                     if !self.change_user().await? {
                         return Ok(());
                     }
@@ -410,6 +433,15 @@ impl Session {
                     }
                 }
             }
+        }
+    }
+
+    /// A forwarded command, by the session's backing. Returns whether the session goes
+    /// on.
+    async fn statement(&mut self, kind: ResponseKind, len: usize) -> Result<bool, SessionError> {
+        match self.backing {
+            Backing::Multiplexed(_) => self.statement_multiplexed(kind, len).await,
+            Backing::Dedicated => self.statement_dedicated(kind, len).await,
         }
     }
 

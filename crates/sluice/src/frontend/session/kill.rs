@@ -9,9 +9,11 @@ use crate::classify::Action;
 use crate::error::{code, BackendError, SessionError};
 use crate::frontend::SessionEntry;
 use crate::router::Target;
-use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::command::Command;
+use sluice_wire::packet::{write_packet, HEADER_LEN};
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::ResponseKind;
+use sluice_wire::StatusFlags;
 
 /// Statement texts are read in whole, to be screened (for KILL here, for
 /// `CONNECTION_ID()` in `identity`), up to this length. Past it, KILL is looked for in
@@ -38,15 +40,43 @@ enum Answer {
     EndSelf(Option<ErrPacket>),
 }
 
+/// What stands in for a KILL Sluice carried out, in a text the server still runs: its
+/// OK is the one the KILL gets (no rows, no warnings), and it changes nothing.
+const STAND_IN: &[u8] = b"DO 0";
+
+/// What the leading KILLs of a multi-statement came to.
+pub(super) enum Leading {
+    /// One was refused (or ended the session): answered, nothing else runs. Whether
+    /// the session goes on.
+    Answered(bool),
+    /// The text, rewritten, goes to the server: this is its new length.
+    Run(usize),
+}
+
 impl Session {
     /// Looks at a statement's text (COM_QUERY, COM_STMT_PREPARE) for KILL, reading it in
     /// first: a KILL is carried out here, or refused when Sluice can't do it as the server
-    /// would; anything else goes on as `kind`.
+    /// would; anything else goes on as `kind` (its text possibly rewritten: callers read
+    /// its length again). Also follows what KILL forms depend on: the multi-statement
+    /// option, and the SQL prepared statements that hold a KILL.
     pub(super) async fn screen_kill(
         &mut self,
         kind: ResponseKind,
         len: usize,
     ) -> Result<Action, SessionError> {
+        match Command::from_byte(self.client.rbuf[HEADER_LEN]) {
+            Some(Command::SetOption) => {
+                match self.client.rbuf.get(HEADER_LEN + 1..HEADER_LEN + 3) {
+                    Some([0, 0]) => self.multi_statements = true,
+                    Some([1, 0]) => self.multi_statements = false,
+                    _ => {}
+                }
+                return Ok(Action::Forward(kind));
+            }
+            // The server drops the session's prepared statements.
+            Some(Command::ResetConnection) => self.kill_statements.clear(),
+            _ => {}
+        }
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) {
             return Ok(Action::Forward(kind));
         }
@@ -55,17 +85,39 @@ impl Session {
             self.client.read_more().await?;
         }
         let text = &self.client.rbuf[HEADER_LEN + 1..want];
+        if kind == ResponseKind::Query && !self.kill_statements.is_empty() {
+            if let Some(action) = self.prepared_kill(text) {
+                return Ok(action);
+            }
+            let text = &self.client.rbuf[HEADER_LEN + 1..want];
+            for used in kill::name_uses(text).1 {
+                if let kill::NameUse::Forget(name) = used {
+                    self.kill_statements.remove(&name);
+                }
+            }
+        }
+        let text = &self.client.rbuf[HEADER_LEN + 1..want];
         if !kill::may_kill(text) {
             return Ok(Action::Forward(kind));
         }
+        let whole = len < SCREEN_MAX;
         Ok(match (kind, kill::scan(text)) {
             (_, KillScan::None) => Action::Forward(kind),
-            (ResponseKind::Query, KillScan::Alone(k)) => Action::Kill(k),
-            (ResponseKind::Query, KillScan::Unsupported(what)) => Action::Refuse(ErrPacket::new(
-                code::ER_NOT_SUPPORTED_YET,
-                "42000",
-                format!("This version of MariaDB doesn't yet support '{what} through Sluice'"),
-            )),
+            (ResponseKind::Query, KillScan::Alone(k) | KillScan::Immediate(k)) => Action::Kill(k),
+            (ResponseKind::Query, KillScan::Leading(kills)) if whole => Action::KillLeading(kills),
+            (ResponseKind::Query, KillScan::Prepare { name, kill, text }) if whole => {
+                // The server prepares a statement that does nothing under that name, so
+                // that it knows the name as it would; its EXECUTE is Sluice's.
+                self.kill_statements.insert(name, kill);
+                let quoted = [b"'", STAND_IN, b"'"].concat();
+                self.rewrite_front(len, |payload| {
+                    let (start, end) = (1 + text.start, 1 + text.end);
+                    [&payload[..start], &quoted[..], &payload[end..]].concat()
+                });
+                Action::Forward(kind)
+            }
+            (ResponseKind::Query, KillScan::Unsupported(what)) => refused(what),
+            (ResponseKind::Query, _) => refused("KILL in a statement text over 1 MiB"),
             // Drivers answer 1295 by running the statement as text, which Sluice handles.
             _ => Action::Refuse(ErrPacket::new(
                 code::ER_UNSUPPORTED_PS,
@@ -73,6 +125,80 @@ impl Session {
                 "This command is not supported in the prepared statement protocol yet",
             )),
         })
+    }
+
+    /// `EXECUTE name` of an SQL prepared statement that holds a KILL: carried out as
+    /// that KILL, with the server's answers when it can't be.
+    fn prepared_kill(&self, text: &[u8]) -> Option<Action> {
+        let (statements, uses) = kill::name_uses(text);
+        uses.into_iter().find_map(|used| match used {
+            kill::NameUse::Execute { name, using } => {
+                let kill = self.kill_statements.get(&name)?;
+                Some(if statements > 1 {
+                    refused("a prepared KILL executed in a multi-statement")
+                } else if using {
+                    // KILL n takes no parameters.
+                    Action::Refuse(ErrPacket::new(
+                        code::ER_WRONG_ARGUMENTS,
+                        "HY000",
+                        "Incorrect arguments to EXECUTE",
+                    ))
+                } else {
+                    Action::Kill(kill.clone())
+                })
+            }
+            kill::NameUse::Forget(_) => None,
+        })
+    }
+
+    /// Replaces the command packet at the front of the client buffer (`len` bytes of
+    /// payload, all read in) with one whose payload `rewrite` makes of its payload.
+    /// Returns the new payload's length.
+    fn rewrite_front(&mut self, len: usize, rewrite: impl FnOnce(&[u8]) -> Vec<u8>) -> usize {
+        let rest = self.client.rbuf.split_off(HEADER_LEN + len);
+        let payload = rewrite(&self.client.rbuf[HEADER_LEN..]);
+        self.client.rbuf.clear();
+        write_packet(&mut self.client.rbuf, 0, &payload);
+        self.client.rbuf.unsplit(rest);
+        payload.len()
+    }
+
+    /// KILLs opening a multi-statement, carried out in order as the server runs them:
+    /// the first refused is the whole answer, as the server stops a multi-statement at
+    /// its first error. Then the rest of the text goes to the server behind one stand-in
+    /// per KILL, whose OKs (with more results to come) are the KILLs' own. Without the
+    /// multi-statement option the server refuses the text unrun, and so nothing is
+    /// carried out: only the first KILL is stood in for, as the server's error names
+    /// what follows it.
+    pub(super) async fn kill_leading(
+        &mut self,
+        kills: Vec<(Kill, usize)>,
+        len: usize,
+    ) -> Result<Leading, SessionError> {
+        let count = match self.multi_statements {
+            true => kills.len(),
+            false => 1,
+        };
+        let Some(&(_, end)) = kills.get(count - 1) else {
+            return Ok(Leading::Run(len));
+        };
+        if self.multi_statements {
+            for (kill, _) in kills {
+                let answer = match self.kill_answer(kill).await {
+                    Ok(a) => a,
+                    Err(e) => Answer::Refused(e.to_err_packet()),
+                };
+                if !matches!(answer, Answer::Ok { .. }) {
+                    let seq = self.client.skip_packet().await?;
+                    return Ok(Leading::Answered(self.answer_kill(seq, answer).await?));
+                }
+            }
+        }
+        let stand_ins = vec![STAND_IN; count].join(&b';');
+        let len = self.rewrite_front(len, |payload| {
+            [&payload[..1], &stand_ins[..], &payload[1 + end..]].concat()
+        });
+        Ok(Leading::Run(len))
     }
 
     /// Carries out a KILL (the command is still at the front of the client buffer).
@@ -83,11 +209,19 @@ impl Session {
             Ok(a) => a,
             Err(e) => Answer::Refused(e.to_err_packet()),
         };
+        self.answer_kill(seq, answer).await
+    }
+
+    /// Writes a KILL's answer. Returns whether the session goes on.
+    async fn answer_kill(&mut self, seq: u8, answer: Answer) -> Result<bool, SessionError> {
+        // A KILL changes nothing of the session that tracking would report (the flag
+        // may be left from the last statement's OK on Sluice's connection).
+        let status = StatusFlags(self.last_status().0 & !StatusFlags::SESSION_STATE_CHANGED);
         match answer {
             Answer::Ok { killed } => {
                 let ok = OkPacket {
                     affected_rows: killed,
-                    status: self.last_status(),
+                    status,
                     ..Default::default()
                 };
                 self.client.write_ok(seq, &ok).await?;
@@ -102,7 +236,7 @@ impl Session {
                     Some(err) => self.client.write_err(seq, &err).await?,
                     None => {
                         let ok = OkPacket {
-                            status: self.last_status(),
+                            status,
                             ..Default::default()
                         };
                         self.client.write_ok(seq, &ok).await?
@@ -275,7 +409,9 @@ impl Session {
     ) -> Result<(), BackendError> {
         if !query_only {
             // A session between statements ends at once; one in a statement, once the
-            // statement is stopped below.
+            // statement is stopped below, without a word of its answer, as the server
+            // closes a killed connection.
+            target.live.kill();
             target.kill.notify_one();
         }
         if !target.live.attached() {
@@ -334,6 +470,15 @@ fn like(p: &[u8], s: &[u8]) -> bool {
             s.first().is_some_and(|b| b.eq_ignore_ascii_case(c)) && like(rest, &s[1..])
         }
     }
+}
+
+/// A KILL form Sluice can't carry out as the server would.
+fn refused(what: &str) -> Action {
+    Action::Refuse(ErrPacket::new(
+        code::ER_NOT_SUPPORTED_YET,
+        "42000",
+        format!("This version of MariaDB doesn't yet support '{what} through Sluice'"),
+    ))
 }
 
 /// MySQL's answer to KILL of a connection id it does not know.

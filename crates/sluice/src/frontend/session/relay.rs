@@ -145,6 +145,9 @@ impl Session {
                 }
                 ok_len = len;
             }
+            if n + ok_len > 0 && self.live.killed() {
+                return Ok(killed_mid_statement(client, backend).await);
+            }
             if n + ok_len > 0 {
                 if std::mem::take(&mut first) {
                     if let Some(m) = mux.as_deref_mut() {
@@ -232,6 +235,9 @@ impl Session {
                     // What was written must reach the client before we wait (TLS buffers).
                     client.flush().await?;
                     if let Err(e) = backend.read_more().await {
+                        if self.live.killed() {
+                            return Ok(killed_mid_statement(client, backend).await);
+                        }
                         backend.mark_broken();
                         Stats::incr(&self.fe.stats.backend_errors);
                         if retry_armed && first {
@@ -333,6 +339,16 @@ async fn relay_local_infile(
             return Ok(seq);
         }
     }
+}
+
+/// The session was killed while its statement ran: the server closes a killed
+/// connection without an error packet, after what it had already sent (which is
+/// flushed), and so does Sluice, before the answer of the statement it stopped.
+async fn killed_mid_statement(client: &mut ClientConn, backend: &mut PooledConn) -> Relayed {
+    backend.mark_broken();
+    let _ = client.flush().await;
+    tracing::debug!("killed during a statement");
+    Relayed::End
 }
 
 /// The backend went away mid-statement: tell the client (if at a packet boundary the
