@@ -4,11 +4,13 @@
 pub mod config;
 mod conn;
 mod globals;
+mod grants;
 mod pool;
 mod prepared;
 
 pub use conn::{BackendConn, ConnParams, Vars, LOGIN_VARS};
 pub use globals::{keep_inherited, Globals, GlobalsWatch};
+pub use grants::{Grants, GrantsWatch};
 pub use pool::{on_schema, probe, PoolKey, PooledConn, QueueStats, ServerPool};
 pub use prepared::{refs, BackendStmt, ConnStmts, ServerStmts, StmtRef, Sweep};
 
@@ -32,6 +34,8 @@ pub struct Server {
     pub stmts: Arc<ServerStmts>,
     /// Its globals as connections last saw them.
     pub globals: GlobalsWatch,
+    /// Its accounts' grants as connections last read them.
+    pub grants: GrantsWatch,
 }
 
 /// How to reach one server: the backend's part of a `[[servers]]` entry (the router
@@ -65,6 +69,7 @@ impl Server {
             counters: Default::default(),
             stmts: Arc::new(ServerStmts::new(pool.max_prepared_statements)),
             globals: Default::default(),
+            grants: Default::default(),
         })
     }
 }

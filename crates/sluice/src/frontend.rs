@@ -269,6 +269,16 @@ impl Frontend {
         }
     }
 
+    /// Closes the idle connections of account `user` on every server: it was dropped,
+    /// and they would keep its rights there. Returns how many.
+    pub fn close_idle_of(&self, user: &str) -> usize {
+        self.routers()
+            .iter()
+            .flat_map(|r| r.pools())
+            .map(|p| p.close_idle_of(user, |_| true))
+            .sum()
+    }
+
     /// Queues warm-up groups until a client of their user logs in.
     pub fn warm_later(&self, groups: Vec<warm::WarmGroup>) {
         self.warm_pending.lock().extend(groups);

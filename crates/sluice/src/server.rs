@@ -262,9 +262,18 @@ pub async fn run(
             }
         }
         let source_fe = fe.clone();
+        let pools_fe = fe.clone();
         tokio::spawn(crate::auth::accounts::run(
             fe.accounts.clone(),
             Box::new(move || crate::auth::accounts::source_server(&source_fe.router.load())),
+            // A dropped account's idle connections would keep its rights on the server.
+            Box::new(move |dropped| {
+                let closed: usize = dropped
+                    .iter()
+                    .map(|user| pools_fe.close_idle_of(user))
+                    .sum();
+                tracing::info!(accounts = ?dropped, closed, "accounts dropped on the servers: their idle connections closed");
+            }),
             shutdown.clone(),
         ));
     }

@@ -65,6 +65,7 @@ fn server_of(db: &MariaDb) -> Arc<Server> {
         counters: Default::default(),
         stmts: Default::default(),
         globals: Default::default(),
+        grants: Default::default(),
     })
 }
 

@@ -276,3 +276,120 @@ fn savepoints_keep_their_connection_multiplexed() {
 fn savepoints_keep_their_connection_dedicated() {
     savepoints_keep_their_connection(false);
 }
+
+/// `SHOW ENGINE INNODB STATUS` needs the global PROCESS privilege: what it printed on
+/// standard error (empty when allowed), the same directly and through Sluice.
+fn process_denied(port: u16, user: &str) -> String {
+    let out = Client::new(port, user, "g_pw").query("SHOW ENGINE INNODB STATUS");
+    out.stderr.replace("'127.0.0.1'", "'<host>'")
+}
+
+/// The threads the server runs for `user` (Sluice's pooled connections among them).
+fn threads_of(server: &MariaDb, user: &str) -> usize {
+    server
+        .execute(&format!(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = '{user}'"
+        ))
+        .expect("the process list")
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .parse()
+        .expect("a count")
+}
+
+/// A new session through Sluice has exactly the rights a new direct connection has, at
+/// once: a GRANT or REVOKE made on the server reaches the next session even though the
+/// pool holds connections that logged in before it; grants the server applies to
+/// running sessions (on a database) reach running sessions; and a dropped account's
+/// pooled connections are closed. With the `mariadb` client.
+fn privilege_changes_reach_new_sessions(multiplex: bool) {
+    let server = shared_server();
+    let (user, db) = if multiplex {
+        ("g_mux", "grants_mux")
+    } else {
+        ("g_ded", "grants_ded")
+    };
+    fresh_database(server, db);
+    server
+        .execute(&format!(
+            "DROP USER IF EXISTS {user}; CREATE USER {user} IDENTIFIED BY 'g_pw'; \
+             GRANT SELECT ON mysql.* TO {user}; CREATE TABLE {db}.t (a INT); \
+             INSERT INTO {db}.t VALUES (1);"
+        ))
+        .expect("the account");
+    // Connections that carry a client's attributes serve only that client process
+    // (each run of the `mariadb` client is one): shared here, as an application's
+    // pool reconnecting from one process shares them.
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .server_accounts()
+            .accounts("refresh", "1s")
+            .pool("multiplex", multiplex)
+            .pool("forward_attributes", false),
+    );
+    let denied = process_denied(server.port(), user);
+    assert!(denied.contains("ERROR 1227"), "directly: {denied}");
+    // A pooled connection logs in without PROCESS.
+    assert_eq!(process_denied(sluice.port(), user), denied);
+
+    server
+        .execute(&format!("GRANT PROCESS ON *.* TO {user}"))
+        .unwrap();
+    assert_eq!(process_denied(server.port(), user), "");
+    assert_eq!(process_denied(sluice.port(), user), "", "{}", sluice.log());
+
+    // A session that began while the account had PROCESS.
+    let mut running = Interactive::start(&Client::new(sluice.port(), user, "g_pw"));
+    assert_eq!(running.run("SELECT 1;"), ["1"]);
+    server
+        .execute(&format!("REVOKE PROCESS ON *.* FROM {user}"))
+        .unwrap();
+    assert_eq!(process_denied(server.port(), user), denied);
+    assert_eq!(
+        process_denied(sluice.port(), user),
+        denied,
+        "{}",
+        sluice.log()
+    );
+    if !multiplex {
+        // Its own connection keeps the rights of its login, as on the server.
+        let status = running.run("SHOW ENGINE INNODB STATUS;");
+        assert!(!status.iter().any(|l| l.contains("ERROR")), "{status:?}");
+    }
+
+    // A database grant reaches a running session, as on the server.
+    let read = format!("SELECT a FROM {db}.t;");
+    let refused = running.run(&read);
+    assert!(
+        refused.iter().any(|l| l.contains("ERROR 1142")),
+        "{refused:?}"
+    );
+    server
+        .execute(&format!("GRANT SELECT ON {db}.* TO {user}"))
+        .unwrap();
+    assert_eq!(running.run(&read), ["1"]);
+    drop(running);
+
+    // Dropped: its pooled connections go, rather than keep its rights on the server.
+    assert!(threads_of(server, user) > 0, "the pool keeps connections");
+    server.execute(&format!("DROP USER {user}")).unwrap();
+    assert!(
+        wait_until(std::time::Duration::from_secs(10), || threads_of(
+            server, user
+        ) == 0),
+        "a dropped account's connections stay open\n{}",
+        sluice.log()
+    );
+}
+
+#[test]
+fn privilege_changes_reach_new_sessions_multiplexed() {
+    privilege_changes_reach_new_sessions(true);
+}
+
+#[test]
+fn privilege_changes_reach_new_sessions_dedicated() {
+    privilege_changes_reach_new_sessions(false);
+}

@@ -225,6 +225,8 @@ pub struct ServerAccounts {
     /// One read at a time (logins that need one wait for the running one), with the
     /// connection reads reuse: one login on the server per Sluice, not one per read.
     loading: tokio::sync::Mutex<Option<Reader>>,
+    /// Account names a read found gone since the one before, not yet handed on.
+    dropped: parking_lot::Mutex<Vec<String>>,
 }
 
 impl ServerAccounts {
@@ -235,6 +237,7 @@ impl ServerAccounts {
             last_started: parking_lot::Mutex::new(None),
             last_login_read: parking_lot::Mutex::new(None),
             loading: tokio::sync::Mutex::new(None),
+            dropped: parking_lot::Mutex::new(Vec::new()),
         }
     }
 
@@ -327,6 +330,14 @@ impl ServerAccounts {
         };
         let (directory, skipped) = Directory::from_rows(&rows);
         let n = directory.len();
+        {
+            let old = self.directory.load();
+            let gone = old
+                .by_name
+                .keys()
+                .filter(|u| !directory.by_name.contains_key(*u));
+            self.dropped.lock().extend(gone.cloned());
+        }
         tracing::debug!(accounts = n, skipped, "read the servers' accounts");
         self.directory.store(Arc::new(directory));
         Ok(n)
@@ -388,9 +399,17 @@ pub fn source_server(router: &crate::router::Router) -> Option<Arc<Server>> {
 /// Which server to read the accounts from (the writer when there is one).
 pub type ServerSource = Box<dyn Fn() -> Option<Arc<Server>> + Send + Sync>;
 
+/// Told the names of accounts dropped on the servers, after the read that found them gone.
+pub type OnDropped = Box<dyn Fn(&[String]) + Send + Sync>;
+
 /// Reads the accounts every `refresh` until shutdown. A failure keeps the accounts of
 /// the last good read, and is logged when it starts and when it ends.
-pub async fn run(accounts: Arc<ServerAccounts>, source: ServerSource, mut shutdown: Shutdown) {
+pub async fn run(
+    accounts: Arc<ServerAccounts>,
+    source: ServerSource,
+    on_dropped: OnDropped,
+    mut shutdown: Shutdown,
+) {
     let mut failing = false;
     loop {
         // The first read happens before clients are accepted, at start.
@@ -403,6 +422,10 @@ pub async fn run(accounts: Arc<ServerAccounts>, source: ServerSource, mut shutdo
                 Some(server) => accounts.reload(server).await,
                 None => Err(AccountsError::NoServer),
             };
+            let dropped = std::mem::take(&mut *accounts.dropped.lock());
+            if !dropped.is_empty() {
+                on_dropped(&dropped);
+            }
             match result {
                 Ok(n) if failing => {
                     failing = false;

@@ -128,6 +128,8 @@ pub struct BackendConn {
     /// Opened for the lease that holds it: its session values are the server's globals
     /// of a moment ago. Cleared when it first goes idle.
     pub fresh: bool,
+    /// The grants of its account at its login (pooled connections), when known.
+    pub grants: Option<super::Grants>,
 }
 
 impl std::fmt::Debug for BackendConn {
@@ -189,6 +191,7 @@ impl BackendConn {
             tracking_defaults: None,
             globals: None,
             fresh: true,
+            grants: None,
         };
         conn.login(creds, params, database, attributes).await?;
         if params.track_state && conn.caps.contains(CapabilityFlags::SESSION_TRACK) {

@@ -256,6 +256,31 @@ impl ServerPool {
         n
     }
 
+    /// Closes the idle connections of account `user` that `stale` picks (they logged in
+    /// with rights the account no longer has). Returns how many.
+    pub fn close_idle_of(&self, user: &str, stale: impl Fn(&BackendConn) -> bool) -> usize {
+        let mut closing = Vec::new();
+        {
+            let mut slots = self.slots.lock();
+            for (key, conns) in slots.idle.iter_mut() {
+                if key.creds.user != user {
+                    continue;
+                }
+                let (gone, kept): (Vec<Idle>, Vec<Idle>) =
+                    conns.drain(..).partition(|i| stale(&i.conn));
+                *conns = kept;
+                closing.extend(gone);
+            }
+            slots.idle.retain(|_, conns| !conns.is_empty());
+        }
+        let n = closing.len();
+        drop(closing);
+        for _ in 0..n {
+            self.closed();
+        }
+        n
+    }
+
     /// (open, idle, leased, waiting) connections and leases right now.
     pub fn counts(&self) -> (usize, usize, usize, usize) {
         let slots = self.slots.lock();
@@ -535,13 +560,19 @@ impl ServerPool {
         key: &PoolKey,
         schema: Option<&[u8]>,
     ) -> Result<BackendConn, BackendError> {
-        let connect = BackendConn::connect_as(
-            self.server.clone(),
-            &key.creds,
-            &key.params,
-            schema,
-            key.attributes.as_deref(),
-        );
+        let connect = async {
+            let mut conn = BackendConn::connect_as(
+                self.server.clone(),
+                &key.creds,
+                &key.params,
+                schema,
+                key.attributes.as_deref(),
+            )
+            .await?;
+            // Its rights are those of its login: noted now, before any session uses it.
+            conn.grants = conn.read_grants(&key.creds.user).await?;
+            Ok(conn)
+        };
         let result = match tokio::time::timeout(self.cfg.connect_timeout, connect).await {
             // Lost while logging in (a server dying under us): nothing of any client's
             // command was sent, so it is a failure to connect, which callers may retry

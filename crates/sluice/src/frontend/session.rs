@@ -25,6 +25,7 @@ use tracing::Instrument;
 mod attach;
 pub(super) mod cached;
 mod globals;
+mod grants;
 mod identity;
 mod kill;
 pub mod mux;

@@ -18,6 +18,7 @@ fn member(name: &str, f: impl FnOnce(&mut ServerConfig)) -> Arc<Member> {
         counters: Default::default(),
         stmts: Default::default(),
         globals: Default::default(),
+        grants: Default::default(),
     });
     let pool = ServerPool::new(server, PoolConfig::default(), Default::default());
     Router::member(pool, &cfg, &RoutingConfig::default(), None)

@@ -101,14 +101,21 @@ impl Session {
         }
         let key = self.own_key(&user);
         let router = self.fe.router.load_full();
-        let leased = router
-            .lease(&Target::Writer, &[], &key, schema, on_schema(schema), 1)
-            .await
-            .map(|(conn, _)| conn);
-        let mut conn = match leased {
-            Ok(c) => c,
-            Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
-            Err(e) => return Err(e),
+        let started = std::time::Instant::now();
+        let mut conn = loop {
+            let leased = router
+                .lease(&Target::Writer, &[], &key, schema, on_schema(schema), 1)
+                .await
+                .map(|(conn, _)| conn);
+            let mut conn = match leased {
+                Ok(c) => Some(c),
+                Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
+                Err(e) => return Err(e),
+            };
+            // One that logged in with older rights is closed, with its like: again.
+            if super::grants::dedicated_fits(&mut conn, &key.creds.user, started).await? {
+                break conn.expect("kept when it fits");
+            }
         };
         // A connection that waited in the pool has the session values of the globals of
         // its login or last reset; a reset now gives it those of this moment, as a new
@@ -171,16 +178,22 @@ impl Session {
         // Unless the pool is busy, the login proves the server is there, takes the
         // backend login, and knows the schema.
         let router = self.fe.router.load_full();
-        let mut conn = match router.try_lease_writer(&key, schema).await {
+        let conn = match router.try_lease_writer(&key, schema).await {
             Ok(Some(c)) => c,
             Ok(None) => return Ok(Ok(())),
             Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
             Err(e) => return Err(e),
         };
+        self.backend = Some(conn);
+        // One that logged in with older rights is gone: the first statement leases.
+        if !self.mux_grants_fit().await? {
+            return Ok(Ok(()));
+        }
+        let conn = self.backend.as_mut().expect("kept");
         if let Err(err) = conn.ensure_schema(schema).await? {
+            self.backend = None;
             return Ok(Err(err));
         }
-        self.backend = Some(conn);
         if let Err(e) = self.align_globals().await {
             if let Some(b) = self.backend.as_mut() {
                 b.mark_broken();

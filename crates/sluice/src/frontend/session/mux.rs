@@ -304,6 +304,11 @@ pub(super) struct Mux {
     /// open wrote anything (a statement other than a plain read reached a server).
     spread: Option<xa::Spread>,
     trx_wrote: bool,
+    /// When the session started (its login, or its last reset or change of user), and
+    /// the grants its account had then (learnt at its first statement): it runs only
+    /// on connections that logged in with them (`session/grants.rs`).
+    pub started: std::time::Instant,
+    pub grants: Option<crate::backend::Grants>,
     /// Under `autocommit = 0`, a SAVEPOINT ran since the last COMMIT or ROLLBACK: the
     /// server holds a transaction its status may not report yet.
     unreported_transaction: bool,
@@ -353,6 +358,8 @@ impl Mux {
             spread: None,
             trx_wrote: false,
             unreported_transaction: false,
+            started: std::time::Instant::now(),
+            grants: None,
             tracking: None,
             own_tracking: false,
             globals: None,

@@ -298,6 +298,17 @@ impl Session {
                 }
             };
             self.publish();
+            match self.mux_grants_fit().await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    if let Some(b) = self.backend.as_mut() {
+                        b.mark_broken();
+                    }
+                    self.backend = None;
+                    return Ok(Err(e.to_err_packet()));
+                }
+            }
             if let Some(need) = &pick.wait_for {
                 if !self.wait_for_gtid(router, &pick.member, need).await {
                     // Not caught up in time: the writer has it.

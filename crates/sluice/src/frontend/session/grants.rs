@@ -1,0 +1,66 @@
+//! A session has the rights of its start, as a server session has those of its login:
+//! it runs only on connections that logged in with them (`backend/grants.rs`). A
+//! connection pooled before a `GRANT` or `REVOKE` is closed when a session that started
+//! after it is offered it, with every idle connection of the account as old.
+
+use super::Session;
+use crate::backend::{Grants, PooledConn};
+use crate::error::BackendError;
+use std::time::Instant;
+
+impl Session {
+    /// Whether the multiplexed session's connection just leased gives it its rights;
+    /// when not, the connection is gone and the caller leases another.
+    pub(super) async fn mux_grants_fit(&mut self) -> Result<bool, BackendError> {
+        let (Some(backend), Some(mux)) = (self.backend.as_mut(), self.backing.mux_mut()) else {
+            return Ok(true);
+        };
+        // Every statement passes here: the usual case costs a compare.
+        match (backend.grants, mux.grants) {
+            (None, _) => return Ok(true),
+            (Some(have), Some(want)) if have.serves(&want) => return Ok(true),
+            _ => {}
+        }
+        let user = mux.key.creds.user.clone();
+        if backend
+            .fits_grants(&user, mux.started, &mut mux.grants)
+            .await?
+        {
+            return Ok(true);
+        }
+        let want = mux.grants;
+        let stale = self.backend.take().expect("checked");
+        self.publish();
+        give_up(stale, &user, want);
+        Ok(false)
+    }
+}
+
+/// Whether a dedicated session that starts at `started` may have `conn`; when not, it
+/// is closed with every idle connection of the account as old.
+pub(super) async fn dedicated_fits(
+    conn: &mut Option<PooledConn>,
+    user: &str,
+    started: Instant,
+) -> Result<bool, BackendError> {
+    let Some(c) = conn.as_mut() else {
+        return Ok(true);
+    };
+    let mut want = None;
+    if c.fits_grants(user, started, &mut want).await? {
+        return Ok(true);
+    }
+    give_up(conn.take().expect("checked"), user, want);
+    Ok(false)
+}
+
+/// Closes `conn`, which logged in with other rights than `want`, and the idle
+/// connections of `user` that can't serve `want` either.
+fn give_up(mut conn: PooledConn, user: &str, want: Option<Grants>) {
+    tracing::debug!(server = %conn.server.name, user, "closing connections that logged in before the account's grants changed");
+    conn.mark_broken();
+    if let Some(want) = want {
+        conn.pool()
+            .close_idle_of(user, |c| c.grants.is_some_and(|g| !g.serves(&want)));
+    }
+}
