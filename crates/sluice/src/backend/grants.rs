@@ -39,6 +39,9 @@ impl Grants {
 #[derive(Default)]
 pub struct GrantsWatch {
     latest: Mutex<HashMap<String, Grants>>,
+    /// One read of an account's grants at a time: sessions that start while one runs
+    /// wait for it and share the next one rather than each reading.
+    turns: Mutex<HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl GrantsWatch {
@@ -49,6 +52,17 @@ impl GrantsWatch {
             .get(user)
             .filter(|g| g.read_at >= since)
             .copied()
+    }
+
+    /// The turn to read `user`'s grants, waited for.
+    async fn turn(&self, user: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let turn = self
+            .turns
+            .lock()
+            .entry(user.to_owned())
+            .or_default()
+            .clone();
+        turn.lock_owned().await
     }
 
     fn note(&self, user: &str, grants: Grants) {
@@ -108,7 +122,15 @@ impl PooledConn {
             *want = match self.server.grants.since(user, started) {
                 Some(now) => Some(now),
                 None if have.read_at >= started => Some(have),
-                None => self.read_grants(user).await?,
+                None => {
+                    let server = self.server.clone();
+                    let _turn = server.grants.turn(user).await;
+                    // A read that began while this one waited answers for it too.
+                    match server.grants.since(user, started) {
+                        Some(now) => Some(now),
+                        None => self.read_grants(user).await?,
+                    }
+                }
             };
         }
         Ok(want.is_none_or(|w| have.serves(&w)))
