@@ -14,10 +14,16 @@ pub(super) const READER: (&str, &str) = ("kill_reader", "reader_pw");
 pub(super) const OTHER_READER: (&str, &str) = ("kill_reader2", "reader2_pw");
 const ADMIN: (&str, &str) = ("kill_admin", "admin_pw");
 
-/// Three accounts: two with only SELECT on one schema, one with CONNECTION ADMIN.
+/// Three accounts: two with only SELECT on one schema, one with CONNECTION ADMIN. Made
+/// once per process, on the shared server: the KILL tests run side by side there, and one
+/// recreating the schema under another fails it.
 pub(super) fn accounts(server: &MariaDb) {
-    fresh_database(server, "killdb");
-    let mut sql = String::new();
+    static MADE: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let mut made = MADE.lock().unwrap_or_else(|e| e.into_inner());
+    if *made {
+        return;
+    }
+    let mut sql = String::from("CREATE DATABASE IF NOT EXISTS killdb;\n");
     for (user, pw) in [READER, OTHER_READER, ADMIN] {
         sql.push_str(&format!(
             "CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{pw}';\n\
@@ -29,6 +35,7 @@ pub(super) fn accounts(server: &MariaDb) {
         ADMIN.0
     ));
     server.execute(&sql).unwrap();
+    *made = true;
 }
 
 pub(super) fn sluice_for(server: &MariaDb, multiplex: bool) -> Sluice {
