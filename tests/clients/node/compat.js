@@ -10,7 +10,8 @@
 //
 // Usage:
 //   node compat.js --host H --port P --user U --password PW --database DB
-//                  [--ssl-ca FILE] [--user2 U2 --password2 PW2] [--scenario full|sha2|tracking]
+//                  [--ssl-ca FILE] [--user2 U2 --password2 PW2]
+//                  [--scenario full|sha2|tracking|kill]
 //
 // Exit status: 0 when the scenario ran; 1 on an unexpected exception (printed to stderr).
 'use strict';
@@ -63,7 +64,7 @@ function parseArgs(argv) {
     if (args[required] === null) throw new Error(`--${required} is required`);
   }
   args.port = Number(args.port);
-  if (!['full', 'sha2', 'tracking'].includes(args.scenario)) {
+  if (!['full', 'sha2', 'tracking', 'kill'].includes(args.scenario)) {
     throw new Error(`unknown scenario ${args.scenario}`);
   }
   return args;
@@ -865,9 +866,74 @@ async function runTracking(args) {
   }
 }
 
+// KILL as drivers' pool code sends it: `KILL n; SELECT 1` in one multi-statement query
+// (mysql2's test-pool-disconnect pattern), `PREPARE s FROM 'KILL n'` with `EXECUTE s`,
+// and a connection killed while its query runs. What each killed connection's next
+// query, or its running one, gets is recorded as the driver reports it.
+async function runKill(args) {
+  const s = new Scenario(args);
+  const idOf = async (conn) => (await conn.query('SELECT CONNECTION_ID()'))[0][0][0];
+  const fate = async (conn, sql) => {
+    try {
+      await conn.query(sql);
+      return { unexpected_success: sql };
+    } catch (err) {
+      // Whether the driver meets the close writing, reading, or before the query (its
+      // "closed state" error, with no code) is a matter of timing.
+      const lost =
+        ['EPIPE', 'ECONNRESET', 'PROTOCOL_CONNECTION_LOST'].includes(err.code) ||
+        (err.fatal && err.code === undefined);
+      return {
+        code: lost ? 'connection lost' : err.code ?? null,
+        errno: err.errno ?? null,
+        fatal: err.fatal ?? null,
+      };
+    }
+  };
+  try {
+    const killer = await s.connect({ multipleStatements: true });
+    const out = {};
+
+    const idle = await s.connect();
+    const [results] = await killer.query(`KILL ${await idOf(idle)}; SELECT 1 AS one`);
+    out.batch = results.map((r) =>
+      Array.isArray(r) ? { rows: r } : { affected_rows: r.affectedRows, status: r.serverStatus & STABLE_STATUS },
+    );
+    out.batch_victim = await fate(idle, 'SELECT 1');
+
+    const unknown = await s.tryError(() => killer.query('KILL 4000000000; SELECT 1'));
+    out.batch_unknown_id = unknown;
+
+    const prepared = await s.connect();
+    await killer.query(`PREPARE kill_stmt FROM 'KILL ${await idOf(prepared)}'`);
+    const [executed] = await killer.query('EXECUTE kill_stmt');
+    out.prepared = { affected_rows: executed.affectedRows };
+    out.prepared_victim = await fate(prepared, 'SELECT 1');
+    await killer.query('DEALLOCATE PREPARE kill_stmt');
+
+    const busy = await s.connect();
+    const busyId = await idOf(busy);
+    const running = fate(busy, 'SELECT SLEEP(30) AS node_kill');
+    // Killed once its query is seen running.
+    for (let i = 0; i < 300; i++) {
+      const [[[n]]] = await killer.query(
+        `SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = 'SELECT SLEEP(30) AS node_kill'`,
+      );
+      if (Number(n) > 0) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await killer.query(`KILL ${busyId}; SELECT 2`);
+    out.running_victim = await running;
+    out.killer_goes_on = (await killer.query('SELECT 3'))[0];
+    return out;
+  } finally {
+    await s.closeAll();
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const run = { sha2: runSha2, tracking: runTracking }[args.scenario] ?? runFull;
+  const run = { sha2: runSha2, tracking: runTracking, kill: runKill }[args.scenario] ?? runFull;
   const body = await run(args);
   const doc = {
     driver: { name: 'mysql2', version: mysqlPackage.version },

@@ -152,3 +152,32 @@ fn mysql2_session_tracking_is_the_clients_own() {
         }
     }
 }
+
+/// KILL as mysql2's pool code sends it (`KILL n; SELECT 1`), a prepared KILL, and a
+/// connection killed while its query runs: the driver sees what it sees directly,
+/// multiplexed or not.
+#[test]
+fn mysql2_kill_forms_act_as_on_the_server() {
+    let root = repo_root();
+    let script = require(
+        root.join("tests/clients/node/compat.js"),
+        "the mysql2 scenario",
+    );
+    let node = sluice_sandbox::find_program(&["node", "nodejs"])
+        .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
+    let server = shared_server();
+    let args = ["--scenario", "kill"];
+    let direct = run_driver(&node, &script, server.port(), "sluice_node_kill", &args);
+    for multiplex in [true, false] {
+        let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
+        let proxied = run_driver(&node, &script, sluice.port(), "sluice_node_kill", &args);
+        if direct != proxied {
+            let direct = serde_json::to_string_pretty(&direct).unwrap();
+            let proxied = serde_json::to_string_pretty(&proxied).unwrap();
+            panic!(
+                "multiplex = {multiplex}: {}\n--- direct ---\n{direct}\n--- sluice ---\n{proxied}",
+                crate::support::first_difference(&direct, &proxied)
+            );
+        }
+    }
+}
