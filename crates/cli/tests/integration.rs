@@ -109,3 +109,5 @@ mod tls;
 mod transparency;
 #[path = "integration/unix_socket.rs"]
 mod unix_socket;
+#[path = "integration/writer_lock.rs"]
+mod writer_lock;

@@ -8,6 +8,7 @@ pub mod failover;
 pub mod flow;
 pub mod grants;
 pub mod shard_keys;
+pub mod writer_lock;
 pub mod xa_recovery;
 
 use crate::auth::BackendCredentials;

@@ -7,6 +7,7 @@
 //! transactions end and the new writer catch up, so that nothing is lost. Galera needs
 //! none of this: the router's election moves the writer among synced nodes.
 
+use super::writer_lock::{promoted_elsewhere, WriterLock};
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
 use crate::binlog::scan::Logged;
@@ -43,6 +44,9 @@ pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shu
                         if r.failover.enabled && down && !r.paused.load(Ordering::Acquire) {
                             match failover(&r, &creds, &lost).await {
                                 Ok(to) => last_writer = Some(to),
+                                Err(ChangeError::Elsewhere(why)) => {
+                                    tracing::info!(from = lost.name(), %why, "not failing over: following the instance that does")
+                                }
                                 Err(e) => {
                                     tracing::error!(from = lost.name(), error = %e, "failover failed; will retry")
                                 }
@@ -113,7 +117,7 @@ async fn scan_binlog(
     }
 }
 
-async fn connect(
+pub(super) async fn connect(
     m: &Member,
     creds: &BackendCredentials,
     timeout: Duration,
@@ -150,7 +154,7 @@ fn redact(sql: &str) -> &str {
     sql.split(" MASTER_PASSWORD").next().unwrap_or(sql)
 }
 
-async fn scalar(c: &mut BackendConn, sql: &str) -> Result<String, String> {
+pub(super) async fn scalar(c: &mut BackendConn, sql: &str) -> Result<String, String> {
     match c.query_scalar(sql).await {
         Ok(Ok(v)) => Ok(v
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -343,6 +347,9 @@ pub enum ChangeError {
     /// Refused before anything was changed.
     #[error("{0}")]
     Refused(String),
+    /// Another instance holds the writer lock: it is changing the writer.
+    #[error("{0}")]
+    Elsewhere(String),
     /// A step failed; the servers were put back as they were (`not_undone` says what
     /// could not be).
     #[error("{failed}; undone: {}{}", list(undone), not_undone_text(not_undone))]
@@ -423,6 +430,29 @@ pub async fn failover(
     lost: &Arc<Member>,
 ) -> Result<Arc<Member>, ChangeError> {
     let started = Instant::now();
+    let lock = WriterLock::acquire(router, creds, Some(lost)).await?;
+    let result = failover_locked(router, creds, lost, started).await;
+    lock.release().await;
+    result
+}
+
+/// [`failover`], under the writer lock: a writer another instance promoted is followed.
+async fn failover_locked(
+    router: &Router,
+    creds: &BackendCredentials,
+    lost: &Arc<Member>,
+    started: Instant,
+) -> Result<Arc<Member>, ChangeError> {
+    if let Some(new) = promoted_elsewhere(router, creds, lost).await {
+        tracing::warn!(
+            from = lost.name(),
+            to = new.name(),
+            "writer down: following the writer another Sluice instance promoted"
+        );
+        lost.fenced.store(true, Ordering::Relaxed);
+        install_writer(router, &new);
+        return Ok(new);
+    }
     tracing::warn!(server = lost.name(), "writer down: failing over");
     let mut found = candidates(router, creds, lost).await;
     if found.is_empty() {
@@ -598,8 +628,26 @@ pub async fn switchover(
         )
         .into());
     }
-    let mut old_conn = connect(&old, creds, timeout).await?;
-    let mut new_conn = connect(&new, creds, timeout).await?;
+    let lock = WriterLock::acquire(router, creds, None).await?;
+    // Under the lock: the writer this instance saw is still the one the servers have.
+    if promoted_elsewhere(router, creds, &old).await.is_some() {
+        lock.release().await;
+        return Err("another Sluice instance changed the writer meanwhile".into());
+    }
+    let connected = async {
+        Ok::<_, ChangeError>((
+            connect(&old, creds, timeout).await?,
+            connect(&new, creds, timeout).await?,
+        ))
+    }
+    .await;
+    let (mut old_conn, mut new_conn) = match connected {
+        Ok(c) => c,
+        Err(e) => {
+            lock.release().await;
+            return Err(e);
+        }
+    };
 
     router.paused.store(true, Ordering::Release);
     router.switching.send_modify(|begun| *begun += 1);
@@ -625,6 +673,7 @@ pub async fn switchover(
     .await;
     router.paused.store(false, Ordering::Release);
     router.writer_changed.notify_waiters();
+    lock.release().await;
     let done = record("switchover", &old, Some(&new), started, result.as_deref());
     *router.stats.last_failover.lock() = Some(done.clone());
     if let Err(e) = result {

@@ -1,0 +1,94 @@
+//! One Sluice at a time changes the writer. Every instance in front of the same servers
+//! runs its own monitor, and each would promote a replica when the writer is lost: two
+//! promotions make two writers. So before a failover or a switchover an instance takes
+//! a named lock (`GET_LOCK`) on a majority of the servers it sees running, as MariaDB
+//! MaxScale's cooperative monitoring does (`majority_of_running`). A server holds a named
+//! lock for one connection only, so two instances that see the same servers can't both
+//! hold a majority; and it releases the lock when that connection closes, so a dead
+//! instance's hold ends with it. Under the lock the servers are read again: a writer
+//! another instance promoted meanwhile is followed, not promoted over.
+
+use super::failover::ChangeError;
+use crate::auth::BackendCredentials;
+use crate::backend::BackendConn;
+use crate::router::{Health, Member, Router};
+use std::sync::Arc;
+
+/// The named lock, the same on every server and every instance.
+const LOCK: &str = "sluice.writer_change";
+
+/// The lock held on a majority of the running servers, for as long as this lives.
+pub struct WriterLock {
+    held: Vec<BackendConn>,
+}
+
+impl WriterLock {
+    /// Takes the lock on every running server but `except` (the lost writer) that gives
+    /// it at once; refused unless that is a majority of them.
+    pub async fn acquire(
+        router: &Router,
+        creds: &BackendCredentials,
+        except: Option<&Member>,
+    ) -> Result<WriterLock, ChangeError> {
+        let mut running = 0usize;
+        let mut held = Vec::new();
+        for m in &router.members {
+            if except.is_some_and(|e| std::ptr::eq(m.as_ref(), e))
+                || m.state.load().health != Health::Up
+            {
+                continue;
+            }
+            running += 1;
+            let Ok(mut c) = super::failover::connect(m, creds, router.monitor.timeout).await else {
+                continue;
+            };
+            let sql = format!("SELECT GET_LOCK('{LOCK}', 0)");
+            if super::failover::scalar(&mut c, &sql).await.as_deref() == Ok("1") {
+                held.push(c);
+            }
+        }
+        if running > 0 && held.len() * 2 > running {
+            return Ok(WriterLock { held });
+        }
+        let lock = WriterLock { held };
+        let n = lock.held.len();
+        lock.release().await;
+        Err(ChangeError::Elsewhere(format!(
+            "another Sluice instance is changing the writer: this one holds the lock on \
+             {n} of the {running} running servers, and needs a majority"
+        )))
+    }
+
+    /// Gives the lock back (closing the connections would too, a moment later).
+    pub async fn release(mut self) {
+        for c in &mut self.held {
+            let _ = super::failover::scalar(c, &format!("SELECT RELEASE_LOCK('{LOCK}')")).await;
+        }
+    }
+}
+
+/// A server other than `lost` that takes writes: another instance promoted it while
+/// this one waited for the lock. Read again from the servers, not from the monitor's
+/// last check, which may predate the promotion.
+pub async fn promoted_elsewhere(
+    router: &Router,
+    creds: &BackendCredentials,
+    lost: &Member,
+) -> Option<Arc<Member>> {
+    for m in &router.members {
+        if std::ptr::eq(m.as_ref(), lost) || !m.usable() || m.state.load().health != Health::Up {
+            continue;
+        }
+        let Ok(mut c) = super::failover::connect(m, creds, router.monitor.timeout).await else {
+            continue;
+        };
+        if super::failover::scalar(&mut c, "SELECT @@read_only")
+            .await
+            .as_deref()
+            == Ok("0")
+        {
+            return Some(m.clone());
+        }
+    }
+    None
+}
