@@ -7,6 +7,7 @@
 pub mod failover;
 pub mod flow;
 pub mod grants;
+mod rejoin;
 pub mod shard_keys;
 pub mod writer_lock;
 pub mod xa_recovery;

@@ -55,9 +55,9 @@ pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shu
                     }
                 }
             }
-            clear_leftover_replication(&r, &creds).await;
+            super::rejoin::clear_leftover_replication(&r, &creds).await;
             if r.failover.old_primary == OldPrimary::Rejoin {
-                rejoin_fenced(&r, &creds).await;
+                super::rejoin::rejoin_fenced(&r, &creds).await;
             }
             r.monitor.interval
         };
@@ -69,7 +69,7 @@ pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shu
 }
 
 /// The account replicas use towards a promoted server.
-fn replication_creds(router: &Router, creds: &BackendCredentials) -> (String, Secret) {
+pub(super) fn replication_creds(router: &Router, creds: &BackendCredentials) -> (String, Secret) {
     match (
         &router.failover.replication_user,
         &router.failover.replication_password,
@@ -134,7 +134,7 @@ pub(super) async fn connect(
     }
 }
 
-async fn exec(c: &mut BackendConn, sql: &str) -> Result<(), String> {
+pub(super) async fn exec(c: &mut BackendConn, sql: &str) -> Result<(), String> {
     run(c, sql)
         .await
         .map_err(|e| format!("{}: {}: {e}", c.server.name, redact(sql)))
@@ -169,7 +169,7 @@ fn quote(s: &str) -> String {
 }
 
 /// `CHANGE MASTER TO` the server `to`, by GTID, and start replicating.
-async fn point_at(
+pub(super) async fn point_at(
     c: &mut BackendConn,
     to: &Member,
     user: &str,
@@ -793,60 +793,4 @@ async fn repoint_after_switchover(
         }
     }
     notes
-}
-
-/// A writer promoted without `RESET SLAVE ALL` (the account lacked RELOAD) tries it
-/// again, so that its leftover settings go once the grant is there.
-async fn clear_leftover_replication(router: &Router, creds: &BackendCredentials) {
-    let Some(w) = router.writer() else { return };
-    if !w.leftover_replication.load(Ordering::Relaxed) {
-        return;
-    }
-    let cleared = async {
-        let mut c = connect(&w, creds, router.monitor.timeout).await?;
-        exec(&mut c, "RESET SLAVE ALL").await
-    }
-    .await;
-    if cleared.is_ok() {
-        tracing::info!(server = w.name(), "leftover replication settings cleared");
-        // The state first: the flag alone keeps it the writer until the monitor sees
-        // that it has no replication settings any more.
-        let mut s: ServerState = (*w.state.load_full()).clone();
-        s.replica = None;
-        w.state.store(Arc::new(s));
-        w.leftover_replication.store(false, Ordering::Relaxed);
-    }
-}
-
-/// `old_primary = "rejoin"`: a fenced server that is up again becomes a read-only
-/// replica of the writer, then takes reads like any other.
-async fn rejoin_fenced(router: &Router, creds: &BackendCredentials) {
-    let Some(writer) = router.writer() else {
-        return;
-    };
-    for m in &router.members {
-        if !m.fenced.load(Ordering::Relaxed) || m.state.load().health != Health::Up {
-            continue;
-        }
-        let (user, password) = replication_creds(router, creds);
-        let result = async {
-            let mut c = connect(m, creds, router.monitor.timeout).await?;
-            exec(&mut c, "SET GLOBAL read_only = 1").await?;
-            point_at(&mut c, &writer, &user, &password).await
-        }
-        .await;
-        match result {
-            Ok(()) => {
-                tracing::info!(
-                    server = m.name(),
-                    writer = writer.name(),
-                    "old primary rejoined as a replica"
-                );
-                m.fenced.store(false, Ordering::Relaxed);
-            }
-            Err(e) => {
-                tracing::warn!(server = m.name(), error = %e, "old primary could not rejoin yet")
-            }
-        }
-    }
 }

@@ -30,15 +30,23 @@ impl WriterLock {
         creds: &BackendCredentials,
         except: Option<&Member>,
     ) -> Result<WriterLock, ChangeError> {
-        let mut running = 0usize;
+        let running: Vec<&Arc<Member>> = router
+            .members
+            .iter()
+            .filter(|m| {
+                !except.is_some_and(|e| std::ptr::eq(m.as_ref(), e))
+                    && m.state.load().health == Health::Up
+            })
+            .collect();
+        let need = running.len() / 2 + 1;
         let mut held = Vec::new();
-        for m in &router.members {
-            if except.is_some_and(|e| std::ptr::eq(m.as_ref(), e))
-                || m.state.load().health != Health::Up
-            {
-                continue;
+        // In configuration order, as every instance asks: one that misses a lock stops
+        // as soon as a majority is out of reach, leaving the rest to the one that got
+        // it, rather than both holding half.
+        for (i, m) in running.iter().enumerate() {
+            if held.len() + (running.len() - i) < need {
+                break;
             }
-            running += 1;
             let Ok(mut c) = super::failover::connect(m, creds, router.monitor.timeout).await else {
                 continue;
             };
@@ -47,9 +55,10 @@ impl WriterLock {
                 held.push(c);
             }
         }
-        if running > 0 && held.len() * 2 > running {
+        if !running.is_empty() && held.len() >= need {
             return Ok(WriterLock { held });
         }
+        let running = running.len();
         let lock = WriterLock { held };
         let n = lock.held.len();
         lock.release().await;
@@ -91,4 +100,24 @@ pub async fn promoted_elsewhere(
         }
     }
     None
+}
+
+/// Whether the server on `c` is already a read-only replica of `writer`: another
+/// instance rejoined it (an old primary) while this one waited for the lock.
+pub async fn replica_of(c: &mut BackendConn, writer: &Member) -> bool {
+    let crate::stream::Endpoint::Tcp(address) = &writer.pool.server.endpoint else {
+        return false;
+    };
+    let Some(port) = address.rsplit_once(':').map(|(_, p)| p.to_owned()) else {
+        return false;
+    };
+    let read_only = super::failover::scalar(c, "SELECT @@read_only").await;
+    let status = match c.query_named_row("SHOW SLAVE STATUS").await {
+        Ok(Ok(Some(cols))) => cols,
+        _ => return false,
+    };
+    let port_is = status
+        .iter()
+        .any(|(n, v)| n == "Master_Port" && v.as_deref() == Some(port.as_bytes()));
+    read_only.as_deref() == Ok("1") && port_is
 }
