@@ -1,6 +1,7 @@
-//! Two Sluice instances in front of one replica set, the same configuration and no
-//! coordination configured: the primary killed under writes through both gives one
-//! promotion and one writable server, and both instances route writes to it.
+//! Several Sluice instances in front of one replica set, the same configuration and no
+//! coordination configured: the primary killed under writes through all of them (and an
+//! instance with it) gives one promotion and one writable server, and every instance
+//! left routes writes to it.
 
 use super::failover::failover_config;
 use super::routing::{admin_get, replica_set, ADMIN_TOKEN};
@@ -53,78 +54,90 @@ fn writer_of(sluice: &Sluice, config: &Config) -> Option<String> {
         .map(str::to_owned)
 }
 
-#[test]
-fn two_instances_fail_over_once_to_one_writer() {
+/// `n` instances with the same configuration, writes through each (ids `i + 1`, step
+/// `n`), the primary SIGKILLed, and with it the first instance when `kill_first`: the
+/// survivors agree on one writer, the only writable server, promoted once, holding
+/// every write acknowledged through any instance.
+fn fail_over_with(n: usize, kill_first: bool) {
     let set = replica_set(true);
     set.primary
         .execute("CREATE DATABASE wl; CREATE TABLE wl.acks (id BIGINT PRIMARY KEY)")
         .unwrap();
     set.wait_caught_up(Duration::from_secs(20)).unwrap();
-    let config_a = failover_config(&set);
-    let mut config_b = config_a.clone().admin(ADMIN_TOKEN);
-    config_b.listeners[0].address = format!("127.0.0.1:{}", free_port());
-    let a = Sluice::start(&config_a);
-    let b = Sluice::start(&config_b);
+    let first = failover_config(&set);
+    let configs: Vec<Config> = (0..n)
+        .map(|i| {
+            if i == 0 {
+                return first.clone();
+            }
+            let mut c = first.clone().admin(ADMIN_TOKEN);
+            c.listeners[0].address = format!("127.0.0.1:{}", free_port());
+            c
+        })
+        .collect();
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(Mutex::new(Vec::new()));
-    let threads = [
-        writer(a.addr(), 1, 2, stop.clone(), acked.clone()),
-        writer(b.addr(), 2, 2, stop.clone(), acked.clone()),
-    ];
-    let through = |parity: i64| {
-        let acked = acked.clone();
-        move |since: Instant| {
-            acked
-                .lock()
-                .unwrap()
-                .iter()
-                .any(|(id, t)| id % 2 == parity && *t > since)
-        }
+    let step = n as i64;
+    let threads: Vec<_> = instances
+        .iter()
+        .enumerate()
+        .map(|(i, s)| writer(s.addr(), i as i64 + 1, step, stop.clone(), acked.clone()))
+        .collect();
+    let through = |i: usize, since: Instant| {
+        acked
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|(id, t)| (id - 1) % step == i as i64 && *t > since)
     };
-    let (via_a, via_b) = (through(1), through(0));
     let start = Instant::now();
-    assert!(wait_until(Duration::from_secs(10), || via_a(start) && via_b(start)));
+    assert!(wait_until(Duration::from_secs(10), || (0..n)
+        .all(|i| through(i, start))));
 
     let killed_at = Instant::now();
     set.primary.kill().unwrap();
-    let moved = |s: &Sluice, c: &Config| writer_of(s, c).is_some_and(|w| w != "primary");
+    if kill_first {
+        sluice_sandbox::send_signal(instances[0].pid(), "KILL").unwrap();
+    }
+    let survivors: Vec<usize> = (usize::from(kill_first)..n).collect();
+    let writer_at = |i: usize| writer_of(&instances[i], &configs[i]);
+    let logs = || {
+        survivors
+            .iter()
+            .map(|&i| format!("--- instance {i} ---\n{}", instances[i].log()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
     assert!(
-        wait_until(Duration::from_secs(30), || moved(&a, &config_a)
-            && moved(&b, &config_b)
-            && writer_of(&a, &config_a) == writer_of(&b, &config_b)
-            && via_a(killed_at)
-            && via_b(killed_at)),
-        "the instances did not agree on a writer taking writes through both\nA: {}\nB: {}\n\
-         --- A ---\n{}\n--- B ---\n{}",
-        admin_get(&a, &config_a, "/v1/servers"),
-        admin_get(&b, &config_b, "/v1/servers"),
-        a.log(),
-        b.log()
+        wait_until(Duration::from_secs(30), || {
+            let w = writer_at(survivors[0]);
+            w.as_deref().is_some_and(|w| w != "primary")
+                && survivors
+                    .iter()
+                    .all(|&i| writer_at(i) == w && through(i, killed_at))
+        }),
+        "the survivors did not agree on a writer taking writes through each\n{}",
+        logs()
     );
     stop.store(true, Ordering::Relaxed);
     for t in threads {
         t.join().unwrap();
     }
 
-    let failovers = |s: &Sluice, c: &Config| {
-        admin_get(s, c, "/v1/servers")["stats"]["failovers"]
+    let failovers = |i: usize| {
+        admin_get(&instances[i], &configs[i], "/v1/servers")["stats"]["failovers"]
             .as_u64()
             .unwrap_or(0)
     };
     // The promoting instance counts its failover once the other replica is repointed,
     // after writes already go to the new writer.
-    let total = || failovers(&a, &config_a) + failovers(&b, &config_b);
+    let total = || survivors.iter().map(|&i| failovers(i)).sum::<u64>();
     wait_until(Duration::from_secs(20), || total() > 0);
-    assert_eq!(
-        total(),
-        1,
-        "one promotion in all\n--- A ---\n{}\n--- B ---\n{}",
-        a.log(),
-        b.log()
-    );
+    assert_eq!(total(), 1, "one promotion in all\n{}", logs());
     let writers: Vec<&MariaDb> = set.replicas.iter().filter(|r| writable(r)).collect();
     assert_eq!(writers.len(), 1, "one writable server");
-    let name = writer_of(&a, &config_a).unwrap();
+    let name = writer_at(survivors[0]).unwrap();
     let new = match name.as_str() {
         "replica1" => &set.replicas[0],
         "replica2" => &set.replicas[1],
@@ -132,9 +145,9 @@ fn two_instances_fail_over_once_to_one_writer() {
     };
     assert!(
         std::ptr::eq(new, writers[0]),
-        "both route writes to {name}, the writable one"
+        "all route writes to {name}, the writable one"
     );
-    // Every write acknowledged through either instance is on it.
+    // Every write acknowledged through any instance is on it.
     let on_new: std::collections::HashSet<i64> = new
         .execute("SELECT id FROM wl.acks")
         .unwrap()
@@ -150,4 +163,16 @@ fn two_instances_fail_over_once_to_one_writer() {
         .filter(|id| !on_new.contains(id))
         .collect();
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+}
+
+#[test]
+fn two_instances_fail_over_once_to_one_writer() {
+    fail_over_with(2, false);
+}
+
+/// The primary and an instance SIGKILLed together: the two left complete the failover
+/// between them, once.
+#[test]
+fn three_instances_one_killed_with_the_primary_fail_over_once() {
+    fail_over_with(3, true);
 }
