@@ -883,9 +883,10 @@ async function runKill(args) {
       const lost =
         ['EPIPE', 'ECONNRESET', 'PROTOCOL_CONNECTION_LOST'].includes(err.code) ||
         (err.fatal && err.code === undefined);
+      // (A reset rather than a close is the same loss, told by the socket's errno.)
       return {
         code: lost ? 'connection lost' : err.code ?? null,
-        errno: err.errno ?? null,
+        errno: lost ? null : err.errno ?? null,
         fatal: err.fatal ?? null,
       };
     }
