@@ -125,10 +125,9 @@ fn mysql2_sees_the_same_as_direct() {
     );
 }
 
-/// mysql2 negotiates session tracking: the status flags and state changes it decodes
-/// are the ones its own `session_track_*` settings give directly, multiplexed or not.
-#[test]
-fn mysql2_session_tracking_is_the_clients_own() {
+/// The mysql2 scenario `scenario` in database `database` sees through Sluice,
+/// multiplexed and not, exactly what it sees directly.
+fn mysql2_scenario_as_direct(scenario: &str, database: &str) {
     let root = repo_root();
     let script = require(
         root.join("tests/clients/node/compat.js"),
@@ -137,11 +136,11 @@ fn mysql2_session_tracking_is_the_clients_own() {
     let node = sluice_sandbox::find_program(&["node", "nodejs"])
         .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
     let server = shared_server();
-    let args = ["--scenario", "tracking"];
-    let direct = run_driver(&node, &script, server.port(), "sluice_node_track", &args);
+    let args = ["--scenario", scenario];
+    let direct = run_driver(&node, &script, server.port(), database, &args);
     for multiplex in [true, false] {
         let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
-        let proxied = run_driver(&node, &script, sluice.port(), "sluice_node_track", &args);
+        let proxied = run_driver(&node, &script, sluice.port(), database, &args);
         if direct != proxied {
             let direct = serde_json::to_string_pretty(&direct).unwrap();
             let proxied = serde_json::to_string_pretty(&proxied).unwrap();
@@ -153,31 +152,17 @@ fn mysql2_session_tracking_is_the_clients_own() {
     }
 }
 
+/// mysql2 negotiates session tracking: the status flags and state changes it decodes
+/// are the ones its own `session_track_*` settings give directly, multiplexed or not.
+#[test]
+fn mysql2_session_tracking_is_the_clients_own() {
+    mysql2_scenario_as_direct("tracking", "sluice_node_track");
+}
+
 /// KILL as mysql2's pool code sends it (`KILL n; SELECT 1`), a prepared KILL, and a
 /// connection killed while its query runs: the driver sees what it sees directly,
 /// multiplexed or not.
 #[test]
 fn mysql2_kill_forms_act_as_on_the_server() {
-    let root = repo_root();
-    let script = require(
-        root.join("tests/clients/node/compat.js"),
-        "the mysql2 scenario",
-    );
-    let node = sluice_sandbox::find_program(&["node", "nodejs"])
-        .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
-    let server = shared_server();
-    let args = ["--scenario", "kill"];
-    let direct = run_driver(&node, &script, server.port(), "sluice_node_kill", &args);
-    for multiplex in [true, false] {
-        let sluice = Sluice::start(&Config::for_server(server).pool("multiplex", multiplex));
-        let proxied = run_driver(&node, &script, sluice.port(), "sluice_node_kill", &args);
-        if direct != proxied {
-            let direct = serde_json::to_string_pretty(&direct).unwrap();
-            let proxied = serde_json::to_string_pretty(&proxied).unwrap();
-            panic!(
-                "multiplex = {multiplex}: {}\n--- direct ---\n{direct}\n--- sluice ---\n{proxied}",
-                crate::support::first_difference(&direct, &proxied)
-            );
-        }
-    }
+    mysql2_scenario_as_direct("kill", "sluice_node_kill");
 }
