@@ -5,21 +5,10 @@
 //! multiplexed and with `multiplex = false`, with the client it names, and compares
 //! with the same statements run directly.
 
+use super::server_state::one_connection;
 use crate::support::cli::Interactive;
 use crate::support::wire::{RawConn, Reply};
 use crate::support::*;
-
-/// One backend connection, so that another session's statement always runs on the
-/// connection this session's last statement ran on.
-fn one_connection(server: &MariaDb, multiplex: bool) -> Sluice {
-    Sluice::start(
-        &Config::for_server(server)
-            .pool("multiplex", multiplex)
-            .pool("max_connections", 1)
-            .pool("queue_timeout", "10s")
-            .pool("write_hold", "0s"),
-    )
-}
 
 /// Another session runs `sql` (and quits), on the connection the last one used.
 fn meanwhile(sluice: &Sluice, database: &str, sql: &str) {

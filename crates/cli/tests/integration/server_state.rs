@@ -10,7 +10,7 @@ use std::io::ErrorKind;
 use std::time::{Duration, Instant};
 
 /// One backend connection, so the next client gets the one the last client used.
-fn sluice(server: &MariaDb, multiplex: bool) -> Sluice {
+pub(super) fn one_connection(server: &MariaDb, multiplex: bool) -> Sluice {
     Sluice::start(
         &Config::for_server(server)
             .pool("multiplex", multiplex)
@@ -35,7 +35,7 @@ fn ok(conn: &mut RawConn, sql: &str) {
 fn backup_stage_is_not_left_to_the_next_client(multiplex: bool) {
     let server = dedicated_server(MariaDbOptions::default());
     fresh_database(&server, "statedb");
-    let sluice = sluice(&server, multiplex);
+    let sluice = one_connection(&server, multiplex);
     for first in [
         "BACKUP STAGE START",
         "BACKUP LOCK statedb.t0",
@@ -124,7 +124,7 @@ fn idle_session_times_out(multiplex: bool) {
     server
         .execute("CREATE DATABASE IF NOT EXISTS statedb")
         .unwrap();
-    let sluice = sluice(server, multiplex);
+    let sluice = one_connection(server, multiplex);
     let mut conn = login(&sluice);
     ok(&mut conn, "SET SESSION wait_timeout = 1");
     let closed = closed_within(&mut conn, Duration::from_secs(8));
@@ -159,7 +159,7 @@ fn server_side_close_is_a_close(multiplex: bool) {
     server
         .execute("CREATE DATABASE IF NOT EXISTS statedb")
         .unwrap();
-    let sluice = sluice(server, multiplex);
+    let sluice = one_connection(server, multiplex);
     let mut conn = login(&sluice);
     ok(&mut conn, "SET SESSION idle_transaction_timeout = 1");
     ok(&mut conn, "BEGIN");
@@ -307,7 +307,7 @@ fn new_sessions_start_from_current_globals_dedicated() {
 fn a_session_logged_in_without_a_connection_starts_from_current_globals() {
     let server = dedicated_server(MariaDbOptions::default());
     fresh_database(&server, "statedb");
-    let sluice = sluice(&server, true);
+    let sluice = one_connection(&server, true);
     let mut holder = login(&sluice);
     let before = inherited(&mut holder);
     ok(

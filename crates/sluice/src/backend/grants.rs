@@ -28,10 +28,6 @@ impl Grants {
     pub fn serves(&self, want: &Grants) -> bool {
         self.digest == want.digest || self.read_at >= want.read_at
     }
-
-    pub fn read_at(&self) -> Instant {
-        self.read_at
-    }
 }
 
 /// The latest read of each account's grants on one server, shared by its sessions: a

@@ -29,6 +29,18 @@ pub struct ClientConn {
 }
 
 impl ClientConn {
+    /// Replaces the command packet at the front of the buffer (`len` bytes of payload,
+    /// all read in) with one whose payload `rewrite` makes of its payload, the bytes
+    /// after it kept. Returns the new payload's length.
+    pub fn rewrite_front(&mut self, len: usize, rewrite: impl FnOnce(&[u8]) -> Vec<u8>) -> usize {
+        let rest = self.rbuf.split_off(sluice_wire::packet::HEADER_LEN + len);
+        let payload = rewrite(&self.rbuf[sluice_wire::packet::HEADER_LEN..]);
+        self.rbuf.clear();
+        write_packet(&mut self.rbuf, 0, &payload);
+        self.rbuf.unsplit(rest);
+        payload.len()
+    }
+
     pub fn new(stream: Stream, peer: Peer) -> ClientConn {
         ClientConn {
             stream,

@@ -39,18 +39,13 @@ impl Session {
         let Some(rewritten) = identity::rewrite_connection_id(text, self.id) else {
             return Ok(len);
         };
-        let mut payload = Vec::with_capacity(1 + rewritten.len());
-        payload.push(self.client.rbuf[HEADER_LEN]);
-        payload.extend_from_slice(&rewritten);
-        if payload.len() >= MAX_PAYLOAD {
+        if 1 + rewritten.len() >= MAX_PAYLOAD {
             return Ok(len);
         }
-        let rest = self.client.rbuf.split_off(HEADER_LEN + len);
-        self.client.rbuf.clear();
-        write_packet(&mut self.client.rbuf, 0, &payload);
-        self.client.rbuf.unsplit(rest);
         self.stmt.identity_rewritten = true;
-        Ok(payload.len())
+        Ok(self
+            .client
+            .rewrite_front(len, |payload| [&payload[..1], &rewritten[..]].concat()))
     }
 }
 

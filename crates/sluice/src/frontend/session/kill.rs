@@ -10,7 +10,7 @@ use crate::error::{code, BackendError, SessionError};
 use crate::frontend::SessionEntry;
 use crate::router::Target;
 use sluice_wire::command::Command;
-use sluice_wire::packet::{write_packet, HEADER_LEN};
+use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::ResponseKind;
 use sluice_wire::StatusFlags;
@@ -86,11 +86,11 @@ impl Session {
         }
         let text = &self.client.rbuf[HEADER_LEN + 1..want];
         if kind == ResponseKind::Query && !self.kill_statements.is_empty() {
-            if let Some(action) = self.prepared_kill(text) {
+            let (statements, uses) = kill::name_uses(text);
+            if let Some(action) = self.prepared_kill(statements, &uses) {
                 return Ok(action);
             }
-            let text = &self.client.rbuf[HEADER_LEN + 1..want];
-            for used in kill::name_uses(text).1 {
+            for used in uses {
                 if let kill::NameUse::Forget(name) = used {
                     self.kill_statements.remove(&name);
                 }
@@ -110,7 +110,7 @@ impl Session {
                 // that it knows the name as it would; its EXECUTE is Sluice's.
                 self.kill_statements.insert(name, kill);
                 let quoted = [b"'", STAND_IN, b"'"].concat();
-                self.rewrite_front(len, |payload| {
+                self.client.rewrite_front(len, |payload| {
                     let (start, end) = (1 + text.start, 1 + text.end);
                     [&payload[..start], &quoted[..], &payload[end..]].concat()
                 });
@@ -129,14 +129,14 @@ impl Session {
 
     /// `EXECUTE name` of an SQL prepared statement that holds a KILL: carried out as
     /// that KILL, with the server's answers when it can't be.
-    fn prepared_kill(&self, text: &[u8]) -> Option<Action> {
-        let (statements, uses) = kill::name_uses(text);
-        uses.into_iter().find_map(|used| match used {
+    /// `statements` and `uses`: what [`kill::name_uses`] found in the text.
+    fn prepared_kill(&self, statements: usize, uses: &[kill::NameUse]) -> Option<Action> {
+        uses.iter().find_map(|used| match used {
             kill::NameUse::Execute { name, using } => {
-                let kill = self.kill_statements.get(&name)?;
+                let kill = self.kill_statements.get(name)?;
                 Some(if statements > 1 {
                     refused("a prepared KILL executed in a multi-statement")
-                } else if using {
+                } else if *using {
                     // KILL n takes no parameters.
                     Action::Refuse(ErrPacket::new(
                         code::ER_WRONG_ARGUMENTS,
@@ -149,18 +149,6 @@ impl Session {
             }
             kill::NameUse::Forget(_) => None,
         })
-    }
-
-    /// Replaces the command packet at the front of the client buffer (`len` bytes of
-    /// payload, all read in) with one whose payload `rewrite` makes of its payload.
-    /// Returns the new payload's length.
-    fn rewrite_front(&mut self, len: usize, rewrite: impl FnOnce(&[u8]) -> Vec<u8>) -> usize {
-        let rest = self.client.rbuf.split_off(HEADER_LEN + len);
-        let payload = rewrite(&self.client.rbuf[HEADER_LEN..]);
-        self.client.rbuf.clear();
-        write_packet(&mut self.client.rbuf, 0, &payload);
-        self.client.rbuf.unsplit(rest);
-        payload.len()
     }
 
     /// KILLs opening a multi-statement, carried out in order as the server runs them:
@@ -195,7 +183,7 @@ impl Session {
             }
         }
         let stand_ins = vec![STAND_IN; count].join(&b';');
-        let len = self.rewrite_front(len, |payload| {
+        let len = self.client.rewrite_front(len, |payload| {
             [&payload[..1], &stand_ins[..], &payload[1 + end..]].concat()
         });
         Ok(Leading::Run(len))
