@@ -240,40 +240,30 @@ impl ServerPool {
 
     /// Closes every idle connection (a drained server keeps none). Returns how many.
     pub fn close_idle(&self) -> usize {
-        let idle: Vec<Idle> = self
-            .slots
-            .lock()
-            .idle
-            .drain()
-            .flat_map(|(_, conns)| conns)
-            .collect();
-        let n = idle.len();
-        // Sockets close outside the lock; each freed slot may go to a waiter.
-        drop(idle);
-        for _ in 0..n {
-            self.closed();
-        }
-        n
+        self.close_idle_where(|_, _| true)
     }
 
     /// Closes the idle connections of account `user` that `stale` picks (they logged in
     /// with rights the account no longer has). Returns how many.
     pub fn close_idle_of(&self, user: &str, stale: impl Fn(&BackendConn) -> bool) -> usize {
+        self.close_idle_where(|key, conn| key.creds.user == user && stale(conn))
+    }
+
+    /// Closes the idle connections `pick` chooses. Returns how many.
+    fn close_idle_where(&self, pick: impl Fn(&PoolKey, &BackendConn) -> bool) -> usize {
         let mut closing = Vec::new();
         {
             let mut slots = self.slots.lock();
             for (key, conns) in slots.idle.iter_mut() {
-                if key.creds.user != user {
-                    continue;
-                }
                 let (gone, kept): (Vec<Idle>, Vec<Idle>) =
-                    conns.drain(..).partition(|i| stale(&i.conn));
+                    conns.drain(..).partition(|i| pick(key, &i.conn));
                 *conns = kept;
                 closing.extend(gone);
             }
             slots.idle.retain(|_, conns| !conns.is_empty());
         }
         let n = closing.len();
+        // Sockets close outside the lock; each freed slot may go to a waiter.
         drop(closing);
         for _ in 0..n {
             self.closed();

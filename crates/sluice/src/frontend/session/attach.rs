@@ -107,14 +107,15 @@ impl Session {
                 .lease(&Target::Writer, &[], &key, schema, on_schema(schema), 1)
                 .await
                 .map(|(conn, _)| conn);
-            let mut conn = match leased {
-                Ok(c) => Some(c),
+            let conn = match leased {
+                Ok(c) => c,
                 Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
                 Err(e) => return Err(e),
             };
             // One that logged in with older rights is closed, with its like: again.
-            if super::grants::dedicated_fits(&mut conn, &key.creds.user, started).await? {
-                break conn.expect("kept when it fits");
+            if let Some(conn) = super::grants::dedicated_fit(conn, &key.creds.user, started).await?
+            {
+                break conn;
             }
         };
         // A connection that waited in the pool has the session values of the globals of

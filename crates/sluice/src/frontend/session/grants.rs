@@ -36,22 +36,19 @@ impl Session {
     }
 }
 
-/// Whether a dedicated session that starts at `started` may have `conn`; when not, it
-/// is closed with every idle connection of the account as old.
-pub(super) async fn dedicated_fits(
-    conn: &mut Option<PooledConn>,
+/// `conn` when a dedicated session that starts at `started` may have it; when not,
+/// `None`: it is closed with every idle connection of the account as old.
+pub(super) async fn dedicated_fit(
+    mut conn: PooledConn,
     user: &str,
     started: Instant,
-) -> Result<bool, BackendError> {
-    let Some(c) = conn.as_mut() else {
-        return Ok(true);
-    };
+) -> Result<Option<PooledConn>, BackendError> {
     let mut want = None;
-    if c.fits_grants(user, started, &mut want).await? {
-        return Ok(true);
+    if conn.fits_grants(user, started, &mut want).await? {
+        return Ok(Some(conn));
     }
-    give_up(conn.take().expect("checked"), user, want);
-    Ok(false)
+    give_up(conn, user, want);
+    Ok(None)
 }
 
 /// Closes `conn`, which logged in with other rights than `want`, and the idle
