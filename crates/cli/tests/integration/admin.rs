@@ -779,7 +779,15 @@ fn admin_logs_requests_without_the_token() {
         server.client(Some(wrong)).get("/v1/log-probe-401").unwrap(),
         401,
     );
-    let text = String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    // The server logs a request once its answer is on its way: the client may read the
+    // answer first.
+    let logged = || String::from_utf8(log.0.lock().unwrap().clone()).unwrap();
+    crate::support::wait_until(Duration::from_secs(10), || {
+        let text = logged();
+        text.contains(r#"path="/v1/log-probe" status=404"#)
+            && text.contains(r#"path="/v1/log-probe-401" status=401"#)
+    });
+    let text = logged();
     assert!(
         text.contains(r#"method=GET path="/v1/log-probe" status=404"#),
         "{text}"
