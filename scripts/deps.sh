@@ -19,6 +19,11 @@ have sysbench || pkgs+=(sysbench)
 # The Galera provider, for the routing tests' three-node cluster (a dependency of
 # Debian's mariadb-server, but a machine may have mariadbd from elsewhere).
 { [ -e /usr/lib/galera/libgalera_smm.so ] || [ -e /usr/lib/libgalera_smm.so ]; } || pkgs+=(galera-4)
+# etcd for the fleet tests ([fleet] etcd); protoc and its well-known types to build
+# the etcd client's gRPC definitions.
+have etcd || pkgs+=(etcd-server)
+have protoc || pkgs+=(protobuf-compiler)
+[ -e /usr/include/google/protobuf/descriptor.proto ] || pkgs+=(libprotobuf-dev)
 have python3 || pkgs+=(python3)
 # venv needs ensurepip, which Debian ships in python3-venv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)

@@ -63,6 +63,13 @@ enum AdminCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The Sluice instances in front of the same servers: address, version,
+    /// configuration hash, sessions, duties, last contact.
+    Fleet {
+        /// Print the raw JSON answer.
+        #[arg(long)]
+        json: bool,
+    },
     /// Move the writer to another server without losing writes.
     Switchover {
         /// The server to promote [default: the most advanced replica].
@@ -254,6 +261,14 @@ fn execute(args: AdminArgs) -> Result<String, Failure> {
                 pretty(&servers)
             } else {
                 format_servers(&servers)
+            })
+        }
+        AdminCommand::Fleet { json } => {
+            let fleet = call(&client, "GET", "/v1/fleet", None)?;
+            Ok(if json {
+                pretty(&fleet)
+            } else {
+                servers::format_fleet(&fleet)
             })
         }
         AdminCommand::Switchover { to } => {

@@ -53,6 +53,8 @@ mod failover;
 mod failover_grants;
 #[path = "integration/failures.rs"]
 mod failures;
+#[path = "integration/fleet.rs"]
+mod fleet;
 #[path = "integration/galera_flow.rs"]
 mod galera_flow;
 #[path = "integration/galera_writers.rs"]

@@ -77,6 +77,13 @@ pub trait ServersAdmin: Send + Sync + 'static {
     fn drain(&self, server: &str) -> Result<Value, (StatusCode, String)>;
 }
 
+/// What the admin API shows of the other Sluice instances in front of the same servers.
+pub trait FleetAdmin: Send + Sync + 'static {
+    /// This instance's slot and mode, and every instance with its address, version,
+    /// configuration hash, sessions, duties and last contact.
+    fn fleet(&self) -> Value;
+}
+
 /// What the admin API shows of analytics: overview, history, digests, users, the cache
 /// advisor, and the Prometheus exposition.
 pub trait AnalyticsAdmin: Send + Sync + 'static {
@@ -129,6 +136,9 @@ pub struct AdminState {
     pub sessions: Option<Arc<dyn SessionsAdmin>>,
     pub servers: Option<Arc<dyn ServersAdmin>>,
     pub analytics: Option<Arc<dyn AnalyticsAdmin>>,
+    /// `None` when the instance is in no fleet (`[fleet] enabled = false`, or no
+    /// account to reach the servers): `/v1/fleet` answers 404.
+    pub fleet: Option<Arc<dyn FleetAdmin>>,
     pub reload: Option<Reload>,
     pub stats: Arc<Stats>,
 }
@@ -220,6 +230,7 @@ pub fn router(token: &Secret, state: AdminState) -> Router {
         .route("/v1/sessions", get(sessions))
         .route("/v1/pool", get(pool))
         .route("/v1/servers", get(servers))
+        .route("/v1/fleet", get(fleet))
         .route("/v1/servers/switchover", post(switchover))
         .route("/v1/servers/{name}/enable", post(enable_server))
         .route("/v1/servers/{name}/disable", post(disable_server))
@@ -529,6 +540,16 @@ async fn servers(State(state): State<Shared>) -> ApiResult {
     Ok(Json(servers_admin(&state)?.servers()))
 }
 
+async fn fleet(State(state): State<Shared>) -> ApiResult {
+    let fleet = state.fleet.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "this instance is in no fleet ([fleet] enabled = false, or no monitor account)",
+        )
+    })?;
+    Ok(Json(fleet.fleet()))
+}
+
 /// `{"to": "name"}` or an empty body (the most advanced replica).
 async fn switchover(State(state): State<Shared>, body: Result<Bytes, BytesRejection>) -> ApiResult {
     let servers = servers_admin(&state)?.clone();
@@ -791,6 +812,7 @@ mod tests {
             .build()
             .unwrap();
         let state = || AdminState {
+            fleet: None,
             cache: None,
             sessions: None,
             servers: None,

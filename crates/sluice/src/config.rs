@@ -54,6 +54,8 @@ pub struct Config {
     pub shards: Vec<ShardConfig>,
     #[serde(default)]
     pub sharding: ShardingConfig,
+    #[serde(default)]
+    pub fleet: crate::fleet::FleetConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -213,6 +215,7 @@ impl Config {
     pub fn validate(&self) -> Vec<String> {
         let mut p = Vec::new();
         self.validate_sharding(&mut p);
+        p.extend(self.fleet.validate());
         if self.listeners.is_empty() {
             p.push(
                 "no [[listeners]]: give at least one address or socket to accept clients on".into(),

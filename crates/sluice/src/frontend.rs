@@ -6,11 +6,13 @@ mod analytics_admin;
 mod cache_admin;
 mod client;
 pub mod config;
+mod fleet_local;
 mod login;
 mod servers_admin;
 mod session;
 mod sessions_admin;
 pub mod warm;
+pub use fleet_local::FleetLocal;
 
 pub use analytics_admin::AnalyticsHandle;
 pub use cache_admin::CacheHandle;
@@ -201,6 +203,8 @@ pub struct Frontend {
     rsa_path: Option<std::path::PathBuf>,
     pub sessions: Mutex<HashMap<u32, SessionEntry>>,
     next_id: AtomicU32,
+    /// The other Sluice instances in front of the same servers, once joined.
+    pub fleet: OnceLock<Arc<crate::fleet::Fleet>>,
     /// The query cache, when rules are configured.
     pub cache: Option<Arc<QueryCache>>,
     /// Per-statement statistics, history and the cache advisor.
@@ -254,6 +258,7 @@ impl Frontend {
             rsa_path: config.listeners.iter().find_map(|l| l.rsa_key.clone()),
             sessions: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
+            fleet: OnceLock::new(),
             cache,
             analytics: Arc::new(crate::analytics::Analytics::new(config.analytics)),
             client_params: Mutex::new(HashMap::new()),
@@ -347,8 +352,17 @@ impl Frontend {
         }
     }
 
+    /// A session id unique across the fleet: the instance's slot in the top byte, its
+    /// own count below (a lone instance's ids are 1, 2, 3...), never one in use here.
     pub fn next_connection_id(&self) -> u32 {
-        self.next_id.fetch_add(1, Ordering::Relaxed)
+        let prefix = self.fleet.get().map_or(0, |f| f.id_prefix());
+        loop {
+            let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+            let id = prefix | ((n.wrapping_sub(1) % crate::fleet::LOCAL_ID_MASK) + 1);
+            if !self.sessions.lock().contains_key(&id) {
+                return id;
+            }
+        }
     }
 
     /// The RSA key for `caching_sha2_password` without TLS: loaded or generated once.

@@ -26,6 +26,7 @@ pub mod cache;
 pub mod classify;
 pub mod config;
 pub mod error;
+pub mod fleet;
 pub mod frontend;
 pub mod monitor;
 pub mod router;

@@ -95,6 +95,27 @@ pub struct Router {
     /// Whether reads may go elsewhere than the writer at all.
     split: bool,
     pub stats: RouterStats,
+    /// The other Sluice instances in front of these servers, once the fleet started.
+    pub coordination: std::sync::OnceLock<Arc<dyn Coordination>>,
+}
+
+/// A boxed future, for [`Coordination`]'s methods.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What routing and failover need of the other Sluice instances in front of the same
+/// servers (`crate::fleet` provides it).
+pub trait Coordination: Send + Sync {
+    /// The writer the fleet last named (promoted or switched over to), by name.
+    fn named_writer(&self) -> Option<String>;
+    /// Before this instance changes the writer: Err when it may not (with etcd: etcd
+    /// can't be reached, or another instance holds the duty). The servers' writer lock
+    /// is taken after this.
+    fn begin_writer_change(&self) -> BoxFuture<'_, Result<(), String>>;
+    /// The change ended: `to` is the writer it made (told to every instance).
+    fn end_writer_change(&self, to: Option<String>) -> BoxFuture<'_, ()>;
+    /// A switchover away from `from` begins: the other instances hold their writes,
+    /// and this returns once what they run on `from` has ended (bounded by `timeout`).
+    fn pause_peers(&self, from: &str, timeout: Duration) -> BoxFuture<'_, ()>;
 }
 
 #[derive(Default)]
@@ -168,6 +189,7 @@ impl Router {
             replay_gate: Default::default(),
             split,
             stats: RouterStats::default(),
+            coordination: std::sync::OnceLock::new(),
         };
         router.elect();
         Ok(router)
@@ -256,6 +278,25 @@ impl Router {
         }
     }
 
+    /// When more than one server takes writes (two promotions, or one that came back
+    /// writable), the one the fleet named, or none: writes never go to two of them.
+    /// None when at most one is writable, or no instance named a writer.
+    fn several_writable_named(&self) -> Option<Option<Arc<Member>>> {
+        let named = self.coordination.get()?.named_writer()?;
+        let writable: Vec<&Arc<Member>> = self.members.iter().filter(|m| m.writable()).collect();
+        if writable.len() < 2 {
+            return None;
+        }
+        let chosen = writable.into_iter().find(|m| m.name() == named).cloned();
+        if chosen.is_none() {
+            tracing::error!(
+                named,
+                "several servers take writes and none is the one the fleet named: writes wait"
+            );
+        }
+        Some(chosen)
+    }
+
     /// Chooses the writer from what the monitor saw: the current one while it can
     /// take writes, else the first member that can. A single server is always the
     /// writer, whatever it says about itself.
@@ -268,6 +309,10 @@ impl Router {
             return Some(only);
         }
         let current = self.writer.load_full();
+        if let Some(named) = self.several_writable_named() {
+            self.set_writer(named.clone());
+            return named;
+        }
         let pinned = self
             .members
             .iter()

@@ -161,6 +161,48 @@ async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
     }
 }
 
+/// Joins the other instances in front of the same servers (`[fleet]`), unless turned
+/// off or there is no account to reach the servers with.
+fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
+    if !config.fleet.enabled {
+        return;
+    }
+    let Some(creds) = monitor_creds(config) else {
+        return;
+    };
+    let listen = config.listeners.first().map(|l| match &l.socket {
+        Some(path) => path.display().to_string(),
+        None => l.address.clone(),
+    });
+    let xa_instance = config
+        .sharding
+        .instance
+        .clone()
+        .unwrap_or_else(|| crate::shard::xa::default_instance(listen.as_deref()));
+    let identity = crate::fleet::Identity {
+        name: config
+            .fleet
+            .instance
+            .clone()
+            .unwrap_or_else(|| crate::shard::xa::default_instance(listen.as_deref())),
+        address: listen.unwrap_or_default(),
+        config_hash: crate::fleet::config_hash(&format!("{config:?}")),
+        xa_instance,
+    };
+    let source = fe.clone();
+    let fleet = crate::fleet::Fleet::new(
+        &config.fleet,
+        identity,
+        Arc::new(move || source.router.load_full()),
+        creds,
+    );
+    for router in fe.routers() {
+        let _ = router.coordination.set(fleet.clone());
+    }
+    let _ = fe.fleet.set(fleet.clone());
+    fleet.start(frontend::FleetLocal::new(fe.clone()), shutdown.clone());
+}
+
 /// Runs Sluice until SIGTERM or SIGINT, then drains.
 pub async fn run(
     config: Config,
@@ -249,6 +291,7 @@ pub async fn run(
         }
         None => start_monitor(&router, &config, shutdown.clone()).await,
     }
+    start_fleet(&fe, &config, &shutdown);
     {
         // Accounts are read once before clients are accepted, then periodically.
         if fe.accounts.enabled() {
@@ -300,6 +343,10 @@ pub async fn run(
             creds: monitor_creds(&config),
         })),
         analytics: Some(Arc::new(frontend::AnalyticsHandle { fe: fe.clone() })),
+        fleet: fe
+            .fleet
+            .get()
+            .map(|f| f.clone() as Arc<dyn crate::admin::FleetAdmin>),
         reload: config_path.clone().map(|path| {
             let (fe, stats, overrides, shutdown) = (
                 fe.clone(),
@@ -440,6 +487,9 @@ fn reload(
     }
     if let Some(creds) = monitor_creds(&config) {
         crate::monitor::spawn(&router, creds, shutdown.clone());
+    }
+    if let Some(fleet) = fe.fleet.get() {
+        let _ = router.coordination.set(fleet.clone());
     }
     fe.router.store(router);
     fe.users.store(Arc::new(Users::from_config(&config.users)));

@@ -101,6 +101,81 @@ fn galera_lines(servers: &Value) -> String {
     out
 }
 
+/// `sluice admin fleet`: this instance, then every instance as a table; instances whose
+/// configuration differs from this one's are marked.
+pub fn format_fleet(fleet: &Value) -> String {
+    let mine = fleet["slot"].as_u64();
+    let members = fleet["members"].as_array().cloned().unwrap_or_default();
+    let my_hash = members
+        .iter()
+        .find(|m| m["slot"].as_u64() == mine)
+        .and_then(|m| m["config_hash"].as_str())
+        .unwrap_or("");
+    let mut out = format!(
+        "fleet {} ({}), this instance: {} (slot {}), writer named: {}\n",
+        fleet["name"].as_str().unwrap_or("-"),
+        fleet["mode"].as_str().unwrap_or("-"),
+        fleet["instance"].as_str().unwrap_or("-"),
+        mine.map_or("-".into(), |s| s.to_string()),
+        fleet["named_writer"].as_str().unwrap_or("(none)"),
+    );
+    if let Some(t) = fleet["trouble"].as_str() {
+        out.push_str(&format!("trouble: {t}\n"));
+    }
+    out.push_str(&format!(
+        "{:>4} {:<28} {:<22} {:<8} {:<13} {:>8} {:<12} {:>10}  {}\n",
+        "slot",
+        "instance",
+        "address",
+        "version",
+        "config",
+        "sessions",
+        "duties",
+        "contact",
+        "state"
+    ));
+    for m in &members {
+        let text = |k: &str| m[k].as_str().unwrap_or("-").to_owned();
+        let hash = text("config_hash");
+        let drift = if hash != my_hash { "*" } else { "" };
+        let duties: Vec<&str> = m["duties"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        out.push_str(&format!(
+            "{:>4} {:<28} {:<22} {:<8} {:<13} {:>8} {:<12} {:>10}  {}\n",
+            m["slot"].as_u64().unwrap_or(0),
+            text("name"),
+            text("address"),
+            text("version"),
+            format!("{hash}{drift}"),
+            m["sessions"].as_u64().unwrap_or(0),
+            if duties.is_empty() {
+                "-".into()
+            } else {
+                duties.join(",")
+            },
+            m["last_contact_ms"]
+                .as_u64()
+                .map_or("-".into(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0)),
+            if m["live"].as_bool() == Some(true) {
+                "live"
+            } else {
+                "gone"
+            },
+        ));
+    }
+    if members
+        .iter()
+        .any(|m| m["config_hash"].as_str() != Some(my_hash))
+    {
+        out.push_str("* configuration differs from this instance's\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +212,28 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("plain: galera"), "{text}");
+    }
+
+    #[test]
+    fn fleet_marks_drift_and_gone_instances() {
+        let fleet = serde_json::json!({
+            "name": "sluice", "mode": "servers", "instance": "a", "slot": 0,
+            "named_writer": "db1",
+            "members": [
+                {"slot": 0, "name": "a", "address": "10.0.0.1:3306", "version": "0.1.0",
+                 "config_hash": "aaaa", "sessions": 3, "duties": ["leader"], "live": true,
+                 "last_contact_ms": 1500},
+                {"slot": 1, "name": "b", "address": "10.0.0.2:3306", "version": "0.1.0",
+                 "config_hash": "bbbb", "sessions": 0, "duties": [], "live": false}
+            ]
+        });
+        let text = format_fleet(&fleet);
+        assert!(text.contains("writer named: db1"), "{text}");
+        assert!(
+            text.contains("leader") && text.contains("1.5s ago"),
+            "{text}"
+        );
+        assert!(text.contains("bbbb*") && text.contains("gone"), "{text}");
+        assert!(!text.contains("aaaa*"), "{text}");
     }
 }

@@ -132,6 +132,7 @@ impl AdminServer {
         stats.commands.store(4242, Ordering::Relaxed);
         stats.client_connections.store(17, Ordering::Relaxed);
         let state = AdminState {
+            fleet: None,
             cache: with_cache.then(|| cache.clone() as Arc<dyn CacheAdmin>),
             sessions: None,
             servers: None,

@@ -54,6 +54,8 @@ pub struct Config {
     pub shards: Vec<toml::Table>,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub sharding: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub fleet: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -205,6 +207,7 @@ impl Config {
             accounts: toml::Table::new(),
             shards: Vec::new(),
             sharding: toml::Table::new(),
+            fleet: toml::Table::new(),
         }
     }
 
@@ -232,6 +235,12 @@ impl Config {
         self.users.clear();
         self.accounts("user", super::NATIVE_USER)
             .accounts("password", super::NATIVE_PASSWORD)
+    }
+
+    /// Set `[fleet] key = value`.
+    pub fn fleet(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.fleet.insert(key.to_owned(), value.into());
+        self
     }
 
     /// Set `[failover] key = value`.

@@ -258,6 +258,9 @@ impl AnalyticsAdmin for AnalyticsHandle {
         let a = &fe.analytics;
         let mut e = Exposition::default();
         metrics::counters(&mut e, &fe.stats);
+        if let Some(fleet) = fe.fleet.get() {
+            fleet.metrics(&mut e);
+        }
         let t = a.totals();
 
         e.family(

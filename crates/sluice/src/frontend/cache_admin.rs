@@ -5,6 +5,7 @@ use super::{warm, Frontend};
 use crate::admin::{CacheAdmin, Invalidate, WarmFuture};
 use crate::cache::{RuleConfig, Scope};
 use crate::classify::sql::TableRef;
+use crate::fleet::Change;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -33,22 +34,15 @@ impl CacheAdmin for CacheHandle {
     }
 
     fn set_rules(&self, rules: serde_json::Value) -> Result<(), Vec<String>> {
-        let rules: Vec<RuleConfig> = serde_json::from_value(rules)
-            .map_err(|e| vec![format!("rules must be an array of rule objects: {e}")])?;
-        self.cache().set_rules(rules)
+        set_rules(self.cache(), rules.clone())?;
+        self.fe.publish(Change::CacheRules { rules });
+        Ok(())
     }
 
     fn invalidate(&self, what: Invalidate) -> Result<u64, String> {
-        let scope = match what {
-            Invalidate::All => Scope::All,
-            Invalidate::Rule(name) => Scope::Rule(name),
-            Invalidate::Table { schema, table } => Scope::Table(TableRef {
-                schema: schema.to_ascii_lowercase(),
-                table: table.to_ascii_lowercase(),
-            }),
-            Invalidate::Digest(d) => Scope::Digest(d),
-        };
-        self.cache().invalidate(&scope)
+        let dropped = invalidate(self.cache(), what.clone())?;
+        self.fe.publish(Change::Invalidate { what });
+        Ok(dropped)
     }
 
     fn warm(&self, file: Option<PathBuf>) -> WarmFuture {
@@ -61,4 +55,31 @@ impl CacheAdmin for CacheHandle {
             serde_json::to_value(report).map_err(|e| e.to_string())
         })
     }
+}
+
+/// Replaces the cache rules (through this instance's API or a peer's).
+pub(super) fn set_rules(
+    cache: &crate::cache::QueryCache,
+    rules: serde_json::Value,
+) -> Result<(), Vec<String>> {
+    let rules: Vec<RuleConfig> = serde_json::from_value(rules)
+        .map_err(|e| vec![format!("rules must be an array of rule objects: {e}")])?;
+    cache.set_rules(rules)
+}
+
+/// Drops entries (through this instance's API or a peer's); returns how many.
+pub(super) fn invalidate(
+    cache: &crate::cache::QueryCache,
+    what: Invalidate,
+) -> Result<u64, String> {
+    let scope = match what {
+        Invalidate::All => Scope::All,
+        Invalidate::Rule(name) => Scope::Rule(name),
+        Invalidate::Table { schema, table } => Scope::Table(TableRef {
+            schema: schema.to_ascii_lowercase(),
+            table: table.to_ascii_lowercase(),
+        }),
+        Invalidate::Digest(d) => Scope::Digest(d),
+    };
+    cache.invalidate(&scope)
 }

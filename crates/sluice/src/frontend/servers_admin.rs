@@ -4,6 +4,7 @@
 use super::Frontend;
 use crate::admin::{ServersAdmin, WarmFuture};
 use crate::auth::BackendCredentials;
+use crate::fleet::{Change, ServerState};
 use crate::router::{Health, Member, Router};
 use axum::http::StatusCode;
 use serde_json::{json, Value};
@@ -132,15 +133,6 @@ impl ServersHandle {
         }
         out
     }
-
-    /// The router `server` is a member of (the default one when none is).
-    fn router_of(&self, server: &str) -> Arc<crate::router::Router> {
-        self.fe
-            .routers()
-            .into_iter()
-            .find(|r| r.by_name(server).is_some())
-            .unwrap_or_else(|| self.fe.router.load_full())
-    }
 }
 
 impl ServersAdmin for ServersHandle {
@@ -211,20 +203,47 @@ impl ServersAdmin for ServersHandle {
     }
 
     fn set_enabled(&self, server: &str, enabled: bool) -> Result<Value, String> {
-        let router = self.router_of(server);
-        let m = router
-            .by_name(server)
-            .ok_or_else(|| format!("no server is named {server:?}"))?;
-        m.disabled.store(!enabled, Ordering::Relaxed);
-        if enabled {
-            m.fenced.store(false, Ordering::Relaxed);
-            m.draining.store(false, Ordering::Relaxed);
-        }
-        router.elect();
-        Ok(member_json(&router, m))
+        let state = match enabled {
+            true => ServerState::Enabled,
+            false => ServerState::Disabled,
+        };
+        let done = self
+            .fe
+            .set_server_state(server, state)
+            .map_err(|(_, e)| e)?;
+        self.fe.publish(Change::Server {
+            name: server.to_owned(),
+            state,
+        });
+        Ok(done)
     }
 
     fn drain(&self, server: &str) -> Result<Value, (StatusCode, String)> {
+        let done = self.fe.set_server_state(server, ServerState::Drained)?;
+        self.fe.publish(Change::Server {
+            name: server.to_owned(),
+            state: ServerState::Drained,
+        });
+        Ok(done)
+    }
+}
+
+impl Frontend {
+    /// The router `server` is a member of (the default one when none is).
+    fn router_of(&self, server: &str) -> Arc<crate::router::Router> {
+        self.routers()
+            .into_iter()
+            .find(|r| r.by_name(server).is_some())
+            .unwrap_or_else(|| self.router.load_full())
+    }
+
+    /// Enables, disables or drains a server here (an operator's action, through this
+    /// instance's API or a peer's).
+    pub(super) fn set_server_state(
+        &self,
+        server: &str,
+        state: ServerState,
+    ) -> Result<Value, (StatusCode, String)> {
         let router = self.router_of(server);
         let m = router.by_name(server).ok_or_else(|| {
             (
@@ -232,15 +251,28 @@ impl ServersAdmin for ServersHandle {
                 format!("no server is named {server:?}"),
             )
         })?;
-        if router.writer().is_some_and(|w| Arc::ptr_eq(&w, m)) {
-            return Err((
-                StatusCode::CONFLICT,
-                format!("{server} is the writer: switch over to another server before draining it"),
-            ));
+        match state {
+            ServerState::Enabled | ServerState::Disabled => {
+                let enabled = state == ServerState::Enabled;
+                m.disabled.store(!enabled, Ordering::Relaxed);
+                if enabled {
+                    m.fenced.store(false, Ordering::Relaxed);
+                    m.draining.store(false, Ordering::Relaxed);
+                }
+                router.elect();
+            }
+            ServerState::Drained => {
+                if router.writer().is_some_and(|w| Arc::ptr_eq(&w, m)) {
+                    return Err((
+                        StatusCode::CONFLICT,
+                        format!("{server} is the writer: switch over to another server before draining it"),
+                    ));
+                }
+                m.draining.store(true, Ordering::Relaxed);
+                let closed = m.pool.close_idle();
+                tracing::info!(server, closed, "server drained by the operator");
+            }
         }
-        m.draining.store(true, Ordering::Relaxed);
-        let closed = m.pool.close_idle();
-        tracing::info!(server, closed, "server drained by the operator");
         Ok(member_json(&router, m))
     }
 }

@@ -28,6 +28,7 @@ mod globals;
 mod grants;
 mod identity;
 mod kill;
+pub(crate) use kill::{host_matches, stop_session};
 pub mod mux;
 mod prepared;
 mod relay;

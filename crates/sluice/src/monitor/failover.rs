@@ -430,9 +430,25 @@ pub async fn failover(
     lost: &Arc<Member>,
 ) -> Result<Arc<Member>, ChangeError> {
     let started = Instant::now();
-    let lock = WriterLock::acquire(router, creds, Some(lost)).await?;
-    let result = failover_locked(router, creds, lost, started).await;
-    lock.release().await;
+    let fleet = router.coordination.get();
+    if let Some(fleet) = fleet {
+        fleet
+            .begin_writer_change()
+            .await
+            .map_err(ChangeError::Refused)?;
+    }
+    let result = match WriterLock::acquire(router, creds, Some(lost)).await {
+        Ok(lock) => {
+            let result = failover_locked(router, creds, lost, started).await;
+            lock.release().await;
+            result
+        }
+        Err(e) => Err(e),
+    };
+    if let Some(fleet) = fleet {
+        let to = result.as_ref().ok().map(|m| m.name().to_owned());
+        fleet.end_writer_change(to).await;
+    }
     result
 }
 
@@ -579,7 +595,7 @@ async fn promote_replica(
 }
 
 /// Routes writes to `new` at once, before its monitor's next check says it is writable.
-fn install_writer(router: &Router, new: &Arc<Member>) {
+pub fn install_writer(router: &Router, new: &Arc<Member>) {
     let mut s: ServerState = (*new.state.load_full()).clone();
     s.read_only = Some(false);
     s.replica = None;
@@ -602,7 +618,6 @@ pub async fn switchover(
     let old = router
         .writer()
         .ok_or("there is no writer to switch over from")?;
-    let timeout = router.failover.switchover_timeout;
     if old.role == RoleConfig::Writer {
         return Err(format!("{} has role = \"writer\" in the configuration", old.name()).into());
     }
@@ -628,6 +643,32 @@ pub async fn switchover(
         )
         .into());
     }
+    let fleet = router.coordination.get();
+    if let Some(fleet) = fleet {
+        fleet
+            .begin_writer_change()
+            .await
+            .map_err(ChangeError::Refused)?;
+    }
+    let result = switchover_locked(router, creds, &old, &new, started).await;
+    if let Some(fleet) = fleet {
+        let to = result.as_ref().ok().map(|_| new.name().to_owned());
+        fleet.end_writer_change(to).await;
+    }
+    result
+}
+
+/// [`switchover`] once this instance may change the writer: under the writer lock,
+/// with the other instances' writes held.
+async fn switchover_locked(
+    router: &Router,
+    creds: &BackendCredentials,
+    old: &Arc<Member>,
+    new: &Arc<Member>,
+    started: Instant,
+) -> Result<FailoverRecord, ChangeError> {
+    let (old, new) = (old.clone(), new.clone());
+    let timeout = router.failover.switchover_timeout;
     let lock = WriterLock::acquire(router, creds, None).await?;
     // Under the lock: the writer this instance saw is still the one the servers have.
     if promoted_elsewhere(router, creds, &old).await.is_some() {
@@ -651,6 +692,9 @@ pub async fn switchover(
 
     router.paused.store(true, Ordering::Release);
     router.switching.send_modify(|begun| *begun += 1);
+    if let Some(fleet) = router.coordination.get() {
+        fleet.pause_peers(old.name(), timeout).await;
+    }
     let result = async {
         wait_sessions_leave(&old, timeout).await?;
         let mut journal = Journal::default();

@@ -30,6 +30,9 @@ const PRIVILEGE_CHECK: &str = "SELECT COUNT(*) FROM information_schema.USER_PRIV
     '''@''', SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') \
     OR GRANTEE IN (SELECT CONCAT('''', ROLE_NAME, '''') FROM information_schema.ENABLED_ROLES))";
 
+/// How long a KILL waits for the peer holding the session to answer.
+const PEER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// What the KILL statement answers.
 enum Answer {
     Ok {
@@ -256,6 +259,9 @@ impl Session {
     }
 
     async fn kill_session(&mut self, id: u64, query_only: bool) -> Result<Answer, BackendError> {
+        if let Some(answer) = self.kill_on_peer(id, query_only).await? {
+            return Ok(answer);
+        }
         let target = u32::try_from(id)
             .ok()
             .and_then(|id| Some((id, self.fe.sessions.lock().get(&id).cloned()?)));
@@ -288,6 +294,44 @@ impl Session {
         Ok(Answer::Ok { killed: 0 })
     }
 
+    /// KILL of a session id another instance of the fleet gave: carried out there, on
+    /// this session's behalf. None: the id is this instance's.
+    async fn kill_on_peer(
+        &mut self,
+        id: u64,
+        query_only: bool,
+    ) -> Result<Option<Answer>, BackendError> {
+        let Some(fleet) = self.fe.fleet.get().cloned() else {
+            return Ok(None);
+        };
+        let Ok(id) = u32::try_from(id) else {
+            return Ok(None);
+        };
+        let slot = crate::fleet::slot_of(id);
+        if fleet.slot().is_none_or(|mine| mine == slot) {
+            return Ok(None);
+        }
+        if fleet.peer(slot).is_none() {
+            return Ok(Some(Answer::Refused(unknown_thread(u64::from(id)))));
+        }
+        let request = crate::fleet::Request::Kill {
+            target: crate::fleet::KillTarget::Session(id),
+            query_only,
+            user: self.user.name.clone(),
+            privileged: self.may_kill_others().await?,
+        };
+        let replies = fleet.ask(Some(slot), request, PEER_WAIT).await;
+        Ok(Some(match replies.first().map(|(_, r)| r) {
+            Some(crate::fleet::Reply::Killed { .. }) => Answer::Ok { killed: 0 },
+            Some(crate::fleet::Reply::Denied) => Answer::Refused(ErrPacket::new(
+                code::ER_KILL_DENIED_ERROR,
+                "HY000",
+                format!("You are not owner of thread {id}"),
+            )),
+            _ => Answer::Refused(unknown_thread(u64::from(id))),
+        }))
+    }
+
     /// `KILL [QUERY] USER`: every session of the account. As on the server, sessions the
     /// killer may not kill are passed over without an error, and the killer's own
     /// session, if it is one of them, ends after the answer.
@@ -317,6 +361,23 @@ impl Session {
                 self.end_session(target, query_only).await?;
             }
             killed += 1;
+        }
+        if let Some(fleet) = self.fe.fleet.get().cloned() {
+            let request = crate::fleet::Request::Kill {
+                target: crate::fleet::KillTarget::User {
+                    name: name.to_owned(),
+                    host: host.map(str::to_owned),
+                },
+                query_only,
+                user: self.user.name.clone(),
+                // Asked above when the account is another's.
+                privileged: name != self.user.name,
+            };
+            for (_, reply) in fleet.ask(None, request, PEER_WAIT).await {
+                if let crate::fleet::Reply::Killed { count } = reply {
+                    killed += count;
+                }
+            }
         }
         Ok(if me && !query_only {
             Answer::EndSelf(None)
@@ -355,12 +416,48 @@ impl Session {
             if let Some(id) = owner {
                 return self.kill_session(u64::from(id), true).await;
             }
+            if let Some(answer) = self.kill_thread_on_peer(&server, thread).await? {
+                return Ok(answer);
+            }
         }
         Ok(Answer::Refused(ErrPacket::new(
             code::ER_NO_SUCH_QUERY,
             "HY000",
             format!("Unknown query id: {query_id}"),
         )))
+    }
+
+    /// `KILL QUERY ID` of a statement a peer's session runs on `server`'s `thread`.
+    async fn kill_thread_on_peer(
+        &mut self,
+        server: &str,
+        thread: u32,
+    ) -> Result<Option<Answer>, BackendError> {
+        let Some(fleet) = self.fe.fleet.get().cloned() else {
+            return Ok(None);
+        };
+        if fleet.peers().is_empty() {
+            return Ok(None);
+        }
+        let request = crate::fleet::Request::Kill {
+            target: crate::fleet::KillTarget::Thread {
+                server: server.to_owned(),
+                thread,
+            },
+            query_only: true,
+            user: self.user.name.clone(),
+            privileged: self.may_kill_others().await?,
+        };
+        let replies = fleet.ask(None, request, PEER_WAIT).await;
+        Ok(replies.into_iter().find_map(|(_, reply)| match reply {
+            crate::fleet::Reply::Killed { .. } => Some(Answer::Ok { killed: 0 }),
+            crate::fleet::Reply::Denied => Some(Answer::Refused(ErrPacket::new(
+                code::ER_KILL_DENIED_ERROR,
+                "HY000",
+                format!("You are not owner of thread {thread}"),
+            ))),
+            _ => None,
+        }))
     }
 
     /// Asks the server whether this session's account holds the privilege to kill
@@ -395,55 +492,67 @@ impl Session {
         target: &SessionEntry,
         query_only: bool,
     ) -> Result<(), BackendError> {
-        if !query_only {
-            // A session between statements ends at once; one in a statement, once the
-            // statement is stopped below, without a word of its answer, as the server
-            // closes a killed connection.
-            target.live.kill();
-            target.kill.notify_one();
-        }
-        if !target.live.attached() {
-            return Ok(());
-        }
-        let thread = target.live.thread_id();
         let own_thread = self.backend.as_ref().map(|b| b.thread_id);
-        if target.multiplexed && own_thread == Some(thread) {
-            // The connection it last used is this session's now: nothing of it runs.
-            return Ok(());
-        }
-        // A multiplexed session's connection goes back to the pool after the statement:
-        // only its statement is stopped, and the session, told above, ends by itself.
-        let sql = match query_only || target.multiplexed {
-            true => format!("KILL QUERY {thread}"),
-            false => format!("KILL {thread}"),
-        };
-        let server = target.live.server_name().unwrap_or_default();
-        let routers = self.fe.routers();
-        let Some(pool) = routers
-            .iter()
-            .flat_map(|r| r.pools())
-            .find(|p| p.server.name == server)
-        else {
-            return Ok(());
-        };
-        // Sluice's own right to stop its connection: the backend login that opened it.
-        let key = crate::backend::PoolKey::new(target.login.clone(), self.params(false));
-        let mut conn = pool.lease(&key, None).await?;
-        match conn.simple_query(&sql).await? {
-            Ok(_) => Ok(()),
-            // It finished (or its connection closed) meanwhile: nothing left to stop.
-            Err(e) if e.code == code::ER_NO_SUCH_THREAD => Ok(()),
-            Err(e) => {
-                tracing::warn!(code = e.code, "KILL of a session's backend thread refused");
-                Ok(())
-            }
+        stop_session(&self.fe, target, query_only, self.params(false), own_thread).await
+    }
+}
+
+/// Ends a session of this instance (or only its statement in flight), for a KILL made
+/// here (`own_thread`: the killer's connection, if it holds one) or by a peer.
+pub(crate) async fn stop_session(
+    fe: &crate::frontend::Frontend,
+    target: &SessionEntry,
+    query_only: bool,
+    params: crate::backend::ConnParams,
+    own_thread: Option<u32>,
+) -> Result<(), BackendError> {
+    if !query_only {
+        // A session between statements ends at once; one in a statement, once the
+        // statement is stopped below, without a word of its answer, as the server
+        // closes a killed connection.
+        target.live.kill();
+        target.kill.notify_one();
+    }
+    if !target.live.attached() {
+        return Ok(());
+    }
+    let thread = target.live.thread_id();
+    if target.multiplexed && own_thread == Some(thread) {
+        // The connection it last used is the killer's now: nothing of it runs.
+        return Ok(());
+    }
+    // A multiplexed session's connection goes back to the pool after the statement:
+    // only its statement is stopped, and the session, told above, ends by itself.
+    let sql = match query_only || target.multiplexed {
+        true => format!("KILL QUERY {thread}"),
+        false => format!("KILL {thread}"),
+    };
+    let server = target.live.server_name().unwrap_or_default();
+    let routers = fe.routers();
+    let Some(pool) = routers
+        .iter()
+        .flat_map(|r| r.pools())
+        .find(|p| p.server.name == server)
+    else {
+        return Ok(());
+    };
+    // Sluice's own right to stop its connection: the backend login that opened it.
+    let key = crate::backend::PoolKey::new(target.login.clone(), params);
+    let mut conn = pool.lease(&key, None).await?;
+    match conn.simple_query(&sql).await? {
+        Ok(_) => Ok(()),
+        // It finished (or its connection closed) meanwhile: nothing left to stop.
+        Err(e) if e.code == code::ER_NO_SUCH_THREAD => Ok(()),
+        Err(e) => {
+            tracing::warn!(code = e.code, "KILL of a session's backend thread refused");
+            Ok(())
         }
     }
 }
 
 /// MySQL's host pattern match (`%` any run, `_` one character) against the client's
 /// address (`localhost` over the socket), as `KILL USER 'u'@'host'` names accounts by host.
-fn host_matches(pattern: &str, client: &crate::stream::Peer) -> bool {
+pub(crate) fn host_matches(pattern: &str, client: &crate::stream::Peer) -> bool {
     let host = client.host();
     like(pattern.as_bytes(), host.as_bytes())
         || (pattern.eq_ignore_ascii_case("localhost") && client.ip().is_loopback())

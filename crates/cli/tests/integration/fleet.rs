@@ -1,0 +1,351 @@
+//! Sluice instances with the same servers act as one proxy: they find each other (with
+//! no `[fleet]` section, through the servers; or through a real etcd), give session ids
+//! unique across them, carry out a KILL of a peer's session there, and apply runtime
+//! changes made through any of them.
+
+use super::routing::{admin_get, config, replica_set, ADMIN_TOKEN};
+use crate::support::proxy::User;
+use crate::support::wire::{RawConn, Reply};
+use crate::support::{
+    admin_call, free_port, wait_until, Config, Sluice, NATIVE_PASSWORD, NATIVE_USER,
+};
+use sluice_sandbox::{MariaDb, ReplicaSet};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const WEAK_USER: &str = "fleet_weak";
+const WEAK_PASSWORD: &str = "weak_pw";
+
+/// `n` configurations alike but for their listener and admin addresses.
+fn alike(first: &Config, n: usize) -> Vec<Config> {
+    (0..n)
+        .map(|i| {
+            let mut c = first.clone();
+            if i > 0 {
+                c = c.admin(ADMIN_TOKEN);
+                c.listeners[0].address = format!("127.0.0.1:{}", free_port());
+            }
+            c
+        })
+        .collect()
+}
+
+fn fleet_of(sluice: &Sluice, config: &Config) -> serde_json::Value {
+    admin_get(sluice, config, "/v1/fleet")
+}
+
+fn live_slots(view: &serde_json::Value) -> Vec<u64> {
+    view["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["live"] == true)
+        .filter_map(|m| m["slot"].as_u64())
+        .collect()
+}
+
+/// Waits until every instance lists all `n` live, and returns their slots.
+fn joined(instances: &[Sluice], configs: &[Config]) -> Vec<u64> {
+    let n = instances.len();
+    let all_see_all = || {
+        instances
+            .iter()
+            .zip(configs)
+            .all(|(s, c)| live_slots(&fleet_of(s, c)).len() == n)
+    };
+    let logs = || {
+        instances
+            .iter()
+            .map(|s| s.log())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), all_see_all),
+        "the instances did not find each other\n{}",
+        logs()
+    );
+    instances
+        .iter()
+        .zip(configs)
+        .map(|(s, c)| fleet_of(s, c)["slot"].as_u64().expect("a slot"))
+        .collect()
+}
+
+fn login(sluice: &Sluice, user: &str, password: &str) -> RawConn {
+    RawConn::login(sluice.addr(), user, password, None)
+        .unwrap_or_else(|e| panic!("login: {e:?}\n{}", sluice.log()))
+}
+
+fn connection_id(c: &mut RawConn) -> u32 {
+    match c.query("SELECT CONNECTION_ID()").expect("CONNECTION_ID()") {
+        Reply::ResultSet { rows, .. } => String::from_utf8(rows[0][0].clone().unwrap())
+            .unwrap()
+            .parse()
+            .unwrap(),
+        other => panic!("CONNECTION_ID(): {other:?}"),
+    }
+}
+
+fn error_code(reply: Reply) -> Option<u16> {
+    match reply {
+        Reply::Err(e) => Some(e.code),
+        _ => None,
+    }
+}
+
+/// Whether the session on `c` was ended: its next statement gets no answer.
+fn ended(c: &mut RawConn) -> bool {
+    match c.query("SELECT 1") {
+        Err(_) => true,
+        Ok(Reply::Err(e)) => e.code == 1927 || e.code == 2013 || e.code == 2006,
+        Ok(_) => false,
+    }
+}
+
+fn with_weak_user(set: &ReplicaSet, config: Config) -> Config {
+    set.primary
+        .execute(&format!(
+            "CREATE USER IF NOT EXISTS '{WEAK_USER}'@'%' IDENTIFIED VIA mysql_native_password \
+             USING PASSWORD('{WEAK_PASSWORD}'); GRANT SELECT ON *.* TO '{WEAK_USER}'@'%'"
+        ))
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+    config
+        .user(User::native(WEAK_USER, WEAK_PASSWORD))
+        .cache_rule("start", "^SELECT 1$", "10s")
+}
+
+/// What every mode must do: ids unique across instances, KILL across them with the
+/// server's rules, runtime changes everywhere.
+fn acts_as_one(configs: &[Config]) {
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    let slots = joined(&instances, configs);
+    assert_ne!(slots[0], slots[1], "each instance its own slot");
+
+    // Session ids: unique, each instance's slot in the top byte.
+    let mut a = login(&instances[0], NATIVE_USER, NATIVE_PASSWORD);
+    let mut b = login(&instances[1], NATIVE_USER, NATIVE_PASSWORD);
+    let (id_a, id_b) = (connection_id(&mut a), connection_id(&mut b));
+    assert_ne!(id_a, id_b);
+    assert_eq!(u64::from(id_a >> 24), slots[0], "{id_a}");
+    assert_eq!(u64::from(id_b >> 24), slots[1], "{id_b}");
+
+    // KILL through A of B's session ends B's session, not one of A's.
+    let mut victim = login(&instances[1], NATIVE_USER, NATIVE_PASSWORD);
+    let victim_id = connection_id(&mut victim);
+    let answer = a.query(&format!("KILL {victim_id}")).unwrap();
+    assert!(matches!(answer, Reply::Ok { .. }), "{answer:?}");
+    assert!(
+        ended(&mut victim),
+        "B's session goes on after a KILL through A"
+    );
+    assert!(!ended(&mut b), "another session of B was ended");
+    assert!(!ended(&mut a), "the killer's session was ended");
+
+    // An id of B's slot that B does not hold: 1094, as the server answers.
+    let unknown = (slots[1] as u32) << 24 | 0x00ab_cdef;
+    let answer = a.query(&format!("KILL {unknown}")).unwrap();
+    assert_eq!(error_code(answer), Some(1094));
+
+    // An account without the privilege may not kill another account's session on B...
+    let mut weak = login(&instances[0], WEAK_USER, WEAK_PASSWORD);
+    let answer = weak.query(&format!("KILL {id_b}")).unwrap();
+    assert_eq!(error_code(answer), Some(1095));
+    assert!(!ended(&mut b));
+    // ... and may its own there.
+    let mut weak_b = login(&instances[1], WEAK_USER, WEAK_PASSWORD);
+    let weak_b_id = connection_id(&mut weak_b);
+    let answer = weak.query(&format!("KILL QUERY {weak_b_id}")).unwrap();
+    assert!(matches!(answer, Reply::Ok { .. }), "{answer:?}");
+
+    // KILL USER through A reaches the account's sessions on B too.
+    let answer = a.query(&format!("KILL USER {WEAK_USER}")).unwrap();
+    assert!(
+        matches!(
+            answer,
+            Reply::Ok {
+                affected_rows: 2,
+                ..
+            }
+        ),
+        "{answer:?}"
+    );
+    assert!(ended(&mut weak_b) && ended(&mut weak));
+
+    // A cache rule set through A is in force on B.
+    let rules = serde_json::json!([{ "name": "fleet_rule", "match": "^SELECT 2", "ttl": "30s" }]);
+    let admin = |i: usize| configs[i].admin_address().unwrap();
+    admin_call(
+        &admin(0),
+        ADMIN_TOKEN,
+        "PUT",
+        "/v1/cache/rules",
+        Some(&rules),
+    );
+    let put_at = Instant::now();
+    let has_rule = || {
+        admin_call(&admin(1), ADMIN_TOKEN, "GET", "/v1/cache/rules", None)
+            .as_array()
+            .is_some_and(|r| r.iter().any(|r| r["name"] == "fleet_rule"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), has_rule),
+        "the rule did not reach B\n{}",
+        instances[1].log()
+    );
+    eprintln!("rule in force on B after {:?}", put_at.elapsed());
+
+    // A server disabled through B is out of routing on A.
+    admin_call(
+        &admin(1),
+        ADMIN_TOKEN,
+        "POST",
+        "/v1/servers/replica2/disable",
+        None,
+    );
+    let role_on_a = || {
+        admin_get(&instances[0], &configs[0], "/v1/servers")["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "replica2")
+            .map(|s| s["role"].as_str().unwrap_or("").to_owned())
+    };
+    assert!(
+        wait_until(Duration::from_secs(5), || role_on_a().as_deref()
+            == Some("disabled")),
+        "replica2 still {:?} on A",
+        role_on_a()
+    );
+
+    // Every instance is listed, with its address and configuration hash.
+    let view = fleet_of(&instances[0], &configs[0]);
+    let members = view["members"].as_array().unwrap();
+    for c in configs {
+        assert!(
+            members
+                .iter()
+                .any(|m| m["address"] == c.listeners[0].address.as_str()),
+            "{view}"
+        );
+    }
+}
+
+/// No `[fleet]` section: the instances coordinate through the servers.
+#[test]
+fn instances_with_the_same_servers_act_as_one() {
+    let set = replica_set(false);
+    let first = with_weak_user(&set, config(&set));
+    acts_as_one(&alike(&first, 2));
+}
+
+/// A real etcd on loopback, stopped with the test.
+struct Etcd {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Etcd {
+    fn start() -> Etcd {
+        let dir = tempfile::tempdir().unwrap();
+        let (client, peer) = (free_port(), free_port());
+        let url = format!("http://127.0.0.1:{client}");
+        let child = Command::new("etcd")
+            .args([
+                "--name",
+                "sluice-test",
+                "--data-dir",
+                dir.path().to_str().unwrap(),
+                "--listen-client-urls",
+                &url,
+                "--advertise-client-urls",
+                &url,
+                "--listen-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-advertise-peer-urls",
+                &format!("http://127.0.0.1:{peer}"),
+                "--initial-cluster",
+                &format!("sluice-test=http://127.0.0.1:{peer}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("etcd (Debian's etcd-server) is installed by scripts/deps.sh");
+        let up = wait_until(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", client)).is_ok()
+        });
+        assert!(up, "etcd did not start");
+        Etcd {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `[fleet] etcd`: the same, through etcd.
+#[test]
+fn instances_sharing_an_etcd_act_as_one() {
+    let etcd = Etcd::start();
+    let set = replica_set(false);
+    let first = with_weak_user(&set, config(&set))
+        .fleet("etcd", vec![etcd.url.clone()])
+        .fleet("name", "t1");
+    let configs = alike(&first, 2);
+    acts_as_one(&configs);
+}
+
+/// With etcd, an instance that can't reach it never promotes: the primary lost while
+/// etcd is down leaves the writer unchanged, and once etcd is back, one instance fails
+/// over for all.
+#[test]
+fn without_etcd_no_instance_promotes() {
+    let mut etcd = Etcd::start();
+    let set = replica_set(true);
+    let first = super::failover::failover_config(&set)
+        .fleet("etcd", vec![etcd.url.clone()])
+        .fleet("name", "t2");
+    let configs = alike(&first, 2);
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    joined(&instances, &configs);
+    etcd.child.kill().unwrap();
+    etcd.child.wait().unwrap();
+    set.primary.kill().unwrap();
+    let down_on_all = || {
+        instances.iter().zip(&configs).all(|(s, c)| {
+            admin_get(s, c, "/v1/servers")["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|m| m["name"] == "primary" && m["health"] == "down")
+        })
+    };
+    assert!(wait_until(Duration::from_secs(20), down_on_all));
+    // Several monitor intervals (200 ms) after both saw the primary down.
+    let refused = |s: &Sluice| {
+        s.log()
+            .contains("only the instance holding the `writer` duty")
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || instances.iter().all(refused)),
+        "{}",
+        instances[0].log()
+    );
+    let writable = |r: &MariaDb| {
+        r.execute("SELECT @@read_only")
+            .is_ok_and(|o| o.lines().last() == Some("0"))
+    };
+    assert!(
+        set.replicas.iter().all(|r| !writable(r)),
+        "a replica was promoted without etcd"
+    );
+}
