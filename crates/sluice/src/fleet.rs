@@ -109,6 +109,8 @@ pub struct Fleet {
     trouble: Mutex<Option<String>>,
     /// A switchover of this instance asked peers to hold their writes.
     pausing: std::sync::atomic::AtomicBool,
+    /// Since when (as this instance saw it) each gone member has been gone.
+    gone_since: Mutex<HashMap<u32, Instant>>,
     /// What this instance last wrote of itself, and when.
     registered: Mutex<Option<(MemberInfo, Instant)>>,
 }
@@ -162,6 +164,7 @@ impl Fleet {
             trouble: Mutex::new(None),
             pausing: Default::default(),
             registered: Mutex::new(None),
+            gone_since: Mutex::new(HashMap::new()),
         })
     }
 
@@ -210,6 +213,41 @@ impl Fleet {
     /// Every instance ever registered, live or not (the XA recovery's view).
     pub fn members(&self) -> Arc<Vec<MemberInfo>> {
         self.members.load_full()
+    }
+
+    /// The instances (hashed as transaction ids carry them) gone from the fleet for
+    /// good, whose prepared cross-shard branches this instance is to finish: only while
+    /// it holds the leader duty, and only for instances gone long enough that a live one
+    /// cut off for a moment is never taken for dead (twice the lease with etcd, whose
+    /// lease ending is the proof; with the servers, past two registrations too).
+    pub fn orphaned_xa(&self) -> std::collections::HashSet<String> {
+        let mut orphans = std::collections::HashSet::new();
+        if !self.holds("leader") {
+            return orphans;
+        }
+        let bound = match self.engine {
+            Engine::Etcd(_) => self.config.lease * 2,
+            Engine::Servers(_) => REGISTER_EVERY * 2 + self.config.lease,
+        };
+        let members = self.members.load();
+        let live: std::collections::HashSet<&str> = members
+            .iter()
+            .filter(|m| m.live)
+            .map(|m| m.xa_instance.as_str())
+            .collect();
+        let own = self.me.lock().xa_instance.clone();
+        let gone = self.gone_since.lock();
+        for m in members.iter().filter(|m| !m.live) {
+            let seen_gone = gone.get(&m.slot).map_or(Duration::ZERO, |t| t.elapsed());
+            let heard = Duration::from_millis(m.last_contact_ms.unwrap_or(0));
+            if seen_gone.max(heard) >= bound
+                && m.xa_instance != own
+                && !live.contains(m.xa_instance.as_str())
+            {
+                orphans.insert(crate::shard::xa::hash(&m.xa_instance));
+            }
+        }
+        orphans
     }
 
     pub fn named_writer(&self) -> Option<String> {
@@ -407,6 +445,16 @@ impl Fleet {
         };
         match members {
             Ok(members) => {
+                {
+                    let mut gone = self.gone_since.lock();
+                    for m in &members {
+                        if m.live {
+                            gone.remove(&m.slot);
+                        } else {
+                            gone.entry(m.slot).or_insert_with(Instant::now);
+                        }
+                    }
+                }
                 self.members.store(Arc::new(members));
                 *self.trouble.lock() = None;
             }

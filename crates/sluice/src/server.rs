@@ -285,7 +285,11 @@ pub async fn run(
             if let Some(creds) = monitor_creds(&config) {
                 crate::monitor::shard_keys::spawn(s.clone(), creds.clone(), shutdown.clone());
                 if s.cross_shard == crate::shard::config::CrossShard::Xa {
-                    crate::monitor::xa_recovery::spawn(s.clone(), creds, shutdown.clone());
+                    let fe = fe.clone();
+                    let orphans: crate::monitor::xa_recovery::Orphans = Arc::new(move || {
+                        fe.fleet.get().map(|f| f.orphaned_xa()).unwrap_or_default()
+                    });
+                    crate::monitor::xa_recovery::spawn(s.clone(), creds, orphans, shutdown.clone());
                 }
             }
         }

@@ -218,11 +218,14 @@ pub(super) fn sluice_config(
             i + 1
         );
     }
+    // Out of any fleet: the rows check counts every INSERT the nodes executed
+    // (`Com_insert`), and a fleet member's own registration would be one.
     let _ = write!(
         text,
         "\n[pool]\nmax_connections = {backend_connections}\nmultiplex = true\n\n\
          [routing]\ngalera_writers = {}\n\n\
          [monitor]\ninterval = \"500ms\"\n\n\
+         [fleet]\nenabled = false\n\n\
          [admin]\naddress = \"127.0.0.1:{admin_port}\"\ntoken = {}\n",
         toml_string(galera_writers),
         toml_string(token)

@@ -304,6 +304,26 @@ fn instances_sharing_an_etcd_act_as_one() {
     acts_as_one(&configs);
 }
 
+/// With etcd: the primary SIGKILLed under writes through both instances gives one
+/// promotion, one writable server, and every acknowledged write on it.
+#[test]
+fn two_instances_with_etcd_fail_over_once() {
+    let etcd = Etcd::start();
+    crate::writer_lock::fail_over_with(2, false, |c| {
+        c.fleet("etcd", vec![etcd.url.clone()]).fleet("name", "t4")
+    });
+}
+
+/// With etcd: the primary and an instance SIGKILLed together; the two left fail over
+/// once.
+#[test]
+fn three_instances_with_etcd_one_killed_with_the_primary_fail_over_once() {
+    let etcd = Etcd::start();
+    crate::writer_lock::fail_over_with(3, true, |c| {
+        c.fleet("etcd", vec![etcd.url.clone()]).fleet("name", "t5")
+    });
+}
+
 /// With etcd, an instance that can't reach it never promotes: the primary lost while
 /// etcd is down leaves the writer unchanged, and once etcd is back, one instance fails
 /// over for all.
@@ -348,4 +368,70 @@ fn without_etcd_no_instance_promotes() {
         set.replicas.iter().all(|r| !writable(r)),
         "a replica was promoted without etcd"
     );
+}
+
+/// An instance killed with a cross-shard commit half done, and never started again: the
+/// instance left finishes its prepared branch once the dead one's etcd lease is over.
+#[test]
+fn a_dead_instances_prepared_branches_are_finished_by_a_survivor() {
+    use crate::sharding_xa::{decision_table_made, fill, prepared, value};
+    let etcd = Etcd::start();
+    let fleet = |c: Config| {
+        c.fleet("etcd", vec![etcd.url.clone()])
+            .fleet("name", "t3")
+            .fleet("lease", "2s")
+    };
+    let (a, b, dying, config) = crate::sharding::start_adjusted(&[("instance", "xa-dying")], fleet);
+    assert!(decision_table_made(&a, &b), "{}", dying.log());
+    let mut other = config.clone().admin(ADMIN_TOKEN);
+    other.listeners[0].address = format!("127.0.0.1:{}", free_port());
+    other
+        .sharding
+        .insert("instance".into(), "xa-survivor".into());
+    let configs = [config.clone(), other.clone()];
+    let survivor = Sluice::start(&other);
+    let mut instances = [dying, survivor];
+    joined(&instances, &configs);
+
+    // As in sharding_xa: the decision waits on a lock, the other shard's branch is
+    // prepared, and the instance dies.
+    let mut c = crate::sharding::shop(&instances[0]);
+    let (on_a, on_b) = fill(&mut c, &a, &b);
+    let (x, y) = (on_a[0], on_b[0]);
+    let mut locker = RawConn::login(a.addr(), NATIVE_USER, NATIVE_PASSWORD, None).unwrap();
+    crate::routing::ok(&mut locker, "LOCK TABLES sluice.xa_decision WRITE");
+    crate::routing::ok(&mut c, "BEGIN");
+    for id in [x, y] {
+        crate::routing::ok(
+            &mut c,
+            &format!("UPDATE orders SET v = 'lost' WHERE id = {id}"),
+        );
+    }
+    c.send_command(0x03, b"COMMIT").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || prepared(&b).len() == 1),
+        "{}",
+        instances[0].log()
+    );
+    let waiting = || {
+        a.query_value(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+             WHERE INFO LIKE 'INSERT INTO sluice.xa_decision%'",
+        )
+        .is_ok_and(|n| n == "1")
+    };
+    assert!(wait_until(Duration::from_secs(20), waiting));
+    crate::support::sandbox::send_signal(instances[0].pid(), "KILL").unwrap();
+    assert!(instances[0].wait_exit(Duration::from_secs(10)).is_some());
+    crate::routing::ok(&mut locker, "UNLOCK TABLES");
+
+    // Lease (2 s), twice that to be sure, and the recovery's 10 s round.
+    assert!(
+        wait_until(Duration::from_secs(60), || prepared(&b).is_empty()),
+        "the dead instance's branch is still prepared: {:?}\n{}",
+        prepared(&b),
+        instances[1].log()
+    );
+    assert_eq!(value(&b, y), "v", "no decision was recorded: rolled back");
+    assert!(wait_until(Duration::from_secs(20), || value(&a, x) == "v"));
 }

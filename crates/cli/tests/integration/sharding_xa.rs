@@ -12,14 +12,14 @@ use std::time::Duration;
 
 const INSTANCE: &str = "xa-test";
 
-fn value(server: &MariaDb, id: u32) -> String {
+pub(crate) fn value(server: &MariaDb, id: u32) -> String {
     server
         .query_value(&format!("SELECT v FROM shop.orders WHERE id = {id}"))
         .unwrap()
 }
 
 /// This instance's branches prepared on `server` (their `XA RECOVER` data).
-fn prepared(server: &MariaDb) -> Vec<String> {
+pub(crate) fn prepared(server: &MariaDb) -> Vec<String> {
     let out = server.execute("XA RECOVER").unwrap();
     out.lines()
         .skip(1)
@@ -36,7 +36,7 @@ fn decisions(server: &MariaDb) -> u64 {
 }
 
 /// Rows 1..=10 over both shards; one id on each.
-fn fill(c: &mut RawConn, a: &MariaDb, b: &MariaDb) -> (Vec<u32>, Vec<u32>) {
+pub(crate) fn fill(c: &mut RawConn, a: &MariaDb, b: &MariaDb) -> (Vec<u32>, Vec<u32>) {
     for id in 1..=10 {
         ok(c, &format!("INSERT INTO orders (id, v) VALUES ({id}, 'v')"));
     }
@@ -45,7 +45,7 @@ fn fill(c: &mut RawConn, a: &MariaDb, b: &MariaDb) -> (Vec<u32>, Vec<u32>) {
     (on_a.into_iter().collect(), on_b.into_iter().collect())
 }
 
-fn decision_table_made(a: &MariaDb, b: &MariaDb) -> bool {
+pub(crate) fn decision_table_made(a: &MariaDb, b: &MariaDb) -> bool {
     wait_until(Duration::from_secs(30), || {
         [a, b].iter().all(|s| {
             s.query_value(

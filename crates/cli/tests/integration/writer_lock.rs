@@ -58,13 +58,13 @@ fn writer_of(sluice: &Sluice, config: &Config) -> Option<String> {
 /// `n`), the primary SIGKILLed, and with it the first instance when `kill_first`: the
 /// survivors agree on one writer, the only writable server, promoted once, holding
 /// every write acknowledged through any instance.
-fn fail_over_with(n: usize, kill_first: bool) {
+pub(crate) fn fail_over_with(n: usize, kill_first: bool, adjust: impl Fn(Config) -> Config) {
     let set = replica_set(true);
     set.primary
         .execute("CREATE DATABASE wl; CREATE TABLE wl.acks (id BIGINT PRIMARY KEY)")
         .unwrap();
     set.wait_caught_up(Duration::from_secs(20)).unwrap();
-    let first = failover_config(&set);
+    let first = adjust(failover_config(&set));
     let configs: Vec<Config> = (0..n)
         .map(|i| {
             if i == 0 {
@@ -167,12 +167,12 @@ fn fail_over_with(n: usize, kill_first: bool) {
 
 #[test]
 fn two_instances_fail_over_once_to_one_writer() {
-    fail_over_with(2, false);
+    fail_over_with(2, false, |c| c);
 }
 
 /// The primary and an instance SIGKILLed together: the two left complete the failover
 /// between them, once.
 #[test]
 fn three_instances_one_killed_with_the_primary_fail_over_once() {
-    fail_over_with(3, true);
+    fail_over_with(3, true, |c| c);
 }

@@ -239,9 +239,12 @@ impl AnalyticsAdmin for AnalyticsHandle {
         // First, so that a broader rule placed earlier can't shadow the operator's choice.
         rules.insert(0, rule.clone());
         let count = rules.len();
+        let shared = serde_json::to_value(&rules).unwrap_or_default();
         cache
             .set_rules(rules)
             .map_err(|p| (StatusCode::CONFLICT, p.join("; ")))?;
+        self.fe
+            .publish(crate::fleet::Change::CacheRules { rules: shared });
         tracing::info!(rule = %name, digest = %text, "cache rule enabled from the advisor");
         Ok(json!({
             "rule": {

@@ -4,12 +4,14 @@
 //! those of this Sluice instance that no commit of this process is working on are
 //! committed when their coordinator shard holds the decision row, and rolled back when
 //! it does not. Also creates the decision table where it is missing, and deletes
-//! decisions no branch needs any more.
+//! decisions no branch needs any more. The branches of an instance of the fleet that
+//! is gone for good are finished the same way, by the one instance holding the fleet's
+//! leader duty ([`Orphans`]).
 
 use super::shard_keys::connect;
 use super::BackendCredentials;
 use crate::backend::BackendConn;
-use crate::shard::xa::{xid, Prepared, CREATE_DECISIONS, DECISIONS};
+use crate::shard::xa::{parse_any, xid, Coordinator, Prepared, CREATE_DECISIONS, DECISIONS};
 use crate::shard::Shards;
 use crate::shutdown::Shutdown;
 use std::collections::{HashMap, HashSet};
@@ -23,12 +25,22 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 /// flight (whose branches might be prepared after `XA RECOVER` was read).
 const KEEP_DECISIONS: &str = "INTERVAL 10 MINUTE";
 
-pub fn spawn(shards: Arc<Shards>, creds: Arc<BackendCredentials>, mut shutdown: Shutdown) {
+/// The instances (as their transaction ids name them) whose prepared branches this one
+/// finishes too: gone from the fleet for good, while this one holds its leader duty.
+pub type Orphans = Arc<dyn Fn() -> HashSet<String> + Send + Sync>;
+
+pub fn spawn(
+    shards: Arc<Shards>,
+    creds: Arc<BackendCredentials>,
+    orphans: Orphans,
+    mut shutdown: Shutdown,
+) {
     tokio::spawn(async move {
         let mut tables = vec![false; shards.routers.len()];
         loop {
+            let orphans = orphans();
             tokio::select! {
-                _ = recover(&shards, &creds, &mut tables) => {}
+                _ = recover(&shards, &creds, &orphans, &mut tables) => {}
                 _ = shutdown.stopping() => return,
             }
             tokio::select! {
@@ -51,7 +63,12 @@ async fn run(conn: &mut BackendConn, sql: &str) -> Option<Vec<Vec<Option<Vec<u8>
 }
 
 /// One pass over every shard; `tables[i]`: shard `i` has the decision table.
-async fn recover(shards: &Shards, creds: &BackendCredentials, tables: &mut [bool]) {
+async fn recover(
+    shards: &Shards,
+    creds: &BackendCredentials,
+    orphans: &HashSet<String>,
+    tables: &mut [bool],
+) {
     let mut conns: HashMap<usize, BackendConn> = HashMap::new();
     let mut prepared: Vec<(usize, Prepared)> = Vec::new();
     for (index, made_here) in tables.iter_mut().enumerate() {
@@ -73,11 +90,13 @@ async fn recover(shards: &Shards, creds: &BackendCredentials, tables: &mut [bool
             *made_here = made;
         }
         if let Some(rows) = run(&mut conn, "XA RECOVER").await {
-            prepared.extend(
-                rows.iter()
-                    .filter_map(|r| shards.xa.parse_recovered(r))
-                    .map(|p| (index, p)),
-            );
+            prepared.extend(rows.iter().filter_map(|r| {
+                let p = shards.xa.parse_recovered(r).or_else(|| {
+                    let (instance, p) = parse_any(r)?;
+                    orphans.contains(&instance).then_some(p)
+                })?;
+                Some((index, p))
+            }));
         }
         conns.insert(index, conn);
     }
@@ -121,13 +140,18 @@ async fn recover(shards: &Shards, creds: &BackendCredentials, tables: &mut [bool
         }
     }
     if reached_all {
-        forget_decisions(shards, &mut conns, &pending, tables).await;
+        let mut patterns = vec![shards.xa.own_pattern()];
+        patterns.extend(orphans.iter().map(|o| Coordinator::pattern_of(o)));
+        for pattern in patterns {
+            forget_decisions(&pattern, &mut conns, &pending, tables).await;
+        }
     }
 }
 
-/// Deletes this instance's old decisions that no prepared branch refers to.
+/// Deletes an instance's old decisions (ids `LIKE pattern`) that no prepared branch
+/// refers to.
 async fn forget_decisions(
-    shards: &Shards,
+    pattern: &str,
     conns: &mut HashMap<usize, BackendConn>,
     pending: &HashSet<String>,
     tables: &[bool],
@@ -143,9 +167,8 @@ async fn forget_decisions(
             continue;
         }
         let sql = format!(
-            "DELETE FROM {DECISIONS} WHERE gtrid LIKE '{}' \
-             AND decided_at < NOW() - {KEEP_DECISIONS}{not_pending}",
-            shards.xa.own_pattern()
+            "DELETE FROM {DECISIONS} WHERE gtrid LIKE '{pattern}' \
+             AND decided_at < NOW() - {KEEP_DECISIONS}{not_pending}"
         );
         run(conn, &sql).await;
     }

@@ -53,10 +53,7 @@ impl Coordinator {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis());
         Coordinator {
-            instance: format!(
-                "{:08x}",
-                crate::classify::sql::fnv1a(instance.as_bytes()) as u32
-            ),
+            instance: hash(instance),
             boot: format!("{boot:x}"),
             next: AtomicU64::new(1),
             in_flight: parking_lot::Mutex::new(HashSet::new()),
@@ -89,34 +86,58 @@ impl Coordinator {
     /// A row of `XA RECOVER` (formatID, gtrid_length, bqual_length, data) if it is a
     /// branch of this instance.
     pub fn parse_recovered(&self, row: &[Option<Vec<u8>>]) -> Option<Prepared> {
-        let number = |i: usize| -> Option<usize> {
-            std::str::from_utf8(row.get(i)?.as_deref()?)
-                .ok()?
-                .parse()
-                .ok()
-        };
-        if number(0)? != 1 {
-            return None;
-        }
-        let (glen, blen) = (number(1)?, number(2)?);
-        let data = row.get(3)?.as_deref()?;
-        if data.len() != glen + blen {
-            return None;
-        }
-        let gtrid = std::str::from_utf8(&data[..glen]).ok()?;
-        let bqual = std::str::from_utf8(&data[glen..]).ok()?;
-        let mut parts = gtrid.split(':');
-        if parts.next()? != PREFIX || parts.next()? != self.instance {
-            return None;
-        }
-        let _boot = parts.next()?;
-        let coordinator = parts.next()?.parse().ok()?;
-        Some(Prepared {
+        let (instance, prepared) = parse_any(row)?;
+        (instance == self.instance).then_some(prepared)
+    }
+
+    /// The `LIKE` pattern of an instance's ids, by its hashed name.
+    pub fn pattern_of(instance: &str) -> String {
+        format!("{PREFIX}:{instance}:%")
+    }
+}
+
+/// An instance name as the transaction ids carry it.
+pub fn hash(instance: &str) -> String {
+    format!(
+        "{:08x}",
+        crate::classify::sql::fnv1a(instance.as_bytes()) as u32
+    )
+}
+
+/// A row of `XA RECOVER` if it is a branch of any Sluice instance: that instance (as
+/// [`hash`] gives it) and the branch.
+pub fn parse_any(row: &[Option<Vec<u8>>]) -> Option<(String, Prepared)> {
+    let number = |i: usize| -> Option<usize> {
+        std::str::from_utf8(row.get(i)?.as_deref()?)
+            .ok()?
+            .parse()
+            .ok()
+    };
+    if number(0)? != 1 {
+        return None;
+    }
+    let (glen, blen) = (number(1)?, number(2)?);
+    let data = row.get(3)?.as_deref()?;
+    if data.len() != glen + blen {
+        return None;
+    }
+    let gtrid = std::str::from_utf8(&data[..glen]).ok()?;
+    let bqual = std::str::from_utf8(&data[glen..]).ok()?;
+    let mut parts = gtrid.split(':');
+    if parts.next()? != PREFIX {
+        return None;
+    }
+    let instance = parts.next()?.to_owned();
+    let _boot = parts.next()?;
+    let coordinator = parts.next()?.parse().ok()?;
+    Some((
+        instance,
+        Prepared {
             gtrid: gtrid.to_owned(),
             bqual: bqual.to_owned(),
             coordinator,
-        })
-    }
+        },
+    ))
 }
 
 /// The XID of shard `shard`'s branch of `gtrid` as XA statements write it. Ids are made

@@ -198,6 +198,7 @@ function start() {
   setText($('#status'), 'Connecting…');
   loop('live', 1000, fetchLive, applyLive);
   loop('servers', 2000, () => api('/v1/servers'), applyServers);
+  loop('fleet', 2000, fetchFleet, renderFleet);
   loop('digests', 2000, () => api('/v1/digests?limit=20'), applyDigests);
   loop('advisor', 2000, () => api('/v1/advisor'), applyAdvisor);
   loop('day', 30000, fetchDay, applyDay);
@@ -596,6 +597,42 @@ function renderServers() {
     { cls: 'actions', set: serverActions },
   ], 'No servers', (tr, s) => { tr.dataset.server = s.name; });
 }
+// An instance in no fleet answers 404: the section stays hidden.
+async function fetchFleet() {
+  try {
+    return await api('/v1/fleet');
+  } catch (e) {
+    if (e instanceof ApiError && /no fleet/.test(e.message)) return null;
+    throw e;
+  }
+}
+function renderFleet(d) {
+  const section = $('#fleet');
+  section.hidden = !d;
+  if (!d) return;
+  const members = Array.isArray(d.members) ? d.members : [];
+  const mine = members.find((m) => m.slot === d.slot);
+  const hash = mine ? mine.config_hash : null;
+  const notes = [`${d.mode} · fleet ${d.name}`];
+  if (d.named_writer) notes.push(`writer named: ${d.named_writer}`);
+  if (d.trouble) notes.push(d.trouble);
+  setText($('#fleet-note'), notes.join(' · '));
+  syncRows($('#fleet-body'), members, (m) => String(m.slot), [
+    { cls: '', set: (td, m) => {
+      const [b, small] = parts(td, [['b', ''], ['small', 'muted block']]);
+      setText(b, m.name + (m.slot === d.slot ? ' (this one)' : ''));
+      setText(small, m.address || '');
+    } },
+    numCol((m) => String(m.slot)),
+    txt('', (m) => m.version || DASH),
+    txt('', (m) => (m.config_hash || DASH) + (hash && m.config_hash !== hash ? ' (differs)' : '')),
+    numCol((m) => fmtCount(m.sessions)),
+    txt('', (m) => (Array.isArray(m.duties) && m.duties.length ? m.duties.join(', ') : DASH)),
+    txt('', (m) => (isNum(m.last_contact_ms) ? (m.last_contact_ms / 1000).toFixed(1) + ' s ago' : DASH)),
+    txt('', (m) => (m.live ? 'live' : 'gone')),
+  ], 'No instances yet');
+}
+
 const ACTIONS = ['enable', 'disable', 'drain'];
 function serverActions(td, s, tr) {
   if (!td.firstChild) {
