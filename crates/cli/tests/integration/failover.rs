@@ -20,17 +20,17 @@ use std::time::{Duration, Instant};
 
 /// What the probe clients saw.
 #[derive(Default, Debug)]
-struct Probe {
+pub(crate) struct Probe {
     /// Ids of inserts the server acknowledged, with when.
-    acked: Vec<(i64, Instant)>,
-    write_errors: Vec<String>,
-    reads: u64,
-    read_errors: Vec<String>,
-    transactions: u64,
-    transaction_errors: Vec<String>,
+    pub(crate) acked: Vec<(i64, Instant)>,
+    pub(crate) write_errors: Vec<String>,
+    pub(crate) reads: u64,
+    pub(crate) read_errors: Vec<String>,
+    pub(crate) transactions: u64,
+    pub(crate) transaction_errors: Vec<String>,
 }
 
-struct Load {
+pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     probe: Arc<Mutex<Probe>>,
     threads: Vec<JoinHandle<()>>,
@@ -40,7 +40,7 @@ struct Load {
 impl Load {
     /// A writer inserting one row per statement, a reader, a client running
     /// two-insert transactions, and sysbench's read/write mix, all through `sluice`.
-    fn start(sluice: &Sluice, with_sysbench: bool) -> Load {
+    pub(crate) fn start(sluice: &Sluice, with_sysbench: bool) -> Load {
         let stop = Arc::new(AtomicBool::new(false));
         let probe = Arc::new(Mutex::new(Probe::default()));
         let addr = sluice.addr();
@@ -176,7 +176,12 @@ impl Load {
     }
 
     /// Stops every client; what the probes saw and what sysbench printed.
-    fn finish(mut self) -> (Probe, String) {
+    /// Writes acknowledged so far.
+    pub(crate) fn acked(&self) -> usize {
+        self.probe.lock().unwrap().acked.len()
+    }
+
+    pub(crate) fn finish(mut self) -> (Probe, String) {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
             t.join().unwrap();
@@ -209,7 +214,7 @@ fn connect(addr: std::net::SocketAddr) -> RawConn {
 }
 
 /// Tables for the probes and for sysbench, created on the primary and replicated.
-fn prepare(set: &ReplicaSet) {
+pub(crate) fn prepare(set: &ReplicaSet) {
     set.primary
         .execute(
             "CREATE DATABASE fo; CREATE TABLE fo.acks (id BIGINT PRIMARY KEY); \

@@ -435,3 +435,57 @@ fn a_dead_instances_prepared_branches_are_finished_by_a_survivor() {
     assert_eq!(value(&b, y), "v", "no decision was recorded: rolled back");
     assert!(wait_until(Duration::from_secs(20), || value(&a, x) == "v"));
 }
+
+/// A switchover asked of one instance: the other holds its writes while it runs and
+/// sends them to the new writer after, so its clients see no error.
+#[test]
+fn a_switchover_through_one_instance_moves_every_instances_writes_without_an_error() {
+    use crate::failover::{prepare, Load};
+    let set = replica_set(false);
+    prepare(&set);
+    let configs = alike(&super::failover::failover_config(&set), 2);
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    joined(&instances, &configs);
+    let load = Load::start(&instances[1], false);
+    assert!(wait_until(Duration::from_secs(20), || load.acked() > 50));
+    let before = load.acked();
+    let report = admin_call(
+        &configs[0].admin_address().unwrap(),
+        ADMIN_TOKEN,
+        "POST",
+        "/v1/servers/switchover",
+        Some(&serde_json::json!({ "to": "replica2" })),
+    );
+    assert_eq!(report["outcome"], "ok", "{report}");
+    let writer_on_b =
+        || admin_get(&instances[1], &configs[1], "/v1/servers")["writer"] == "replica2";
+    assert!(wait_until(Duration::from_secs(5), writer_on_b));
+    assert!(wait_until(Duration::from_secs(20), || load.acked() > before + 50));
+    let (probe, _) = load.finish();
+    assert!(probe.write_errors.is_empty(), "{:?}", probe.write_errors);
+    assert!(
+        probe.transaction_errors.is_empty(),
+        "{:?}",
+        probe.transaction_errors
+    );
+    assert!(probe.read_errors.is_empty(), "{:?}", probe.read_errors);
+    // Every write acknowledged through B is on the new writer: none went to the old one
+    // after it stopped being the writer (the test account's SUPER passes read_only).
+    let on_new: std::collections::HashSet<i64> = set.replicas[1]
+        .execute("SELECT id FROM fo.acks")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    let lost: Vec<i64> = probe
+        .acked
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| !on_new.contains(id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "acknowledged writes not on the new writer: {lost:?}"
+    );
+}
