@@ -24,6 +24,7 @@ mod chart;
 mod client;
 pub mod document;
 pub mod failover;
+pub mod fleet;
 pub mod galera;
 pub mod mux;
 mod mysqlslap;
@@ -145,6 +146,19 @@ pub enum Scenario {
     /// Defaults: 10 runs; 8 threads; 4 tables x 10,000 rows; killed after 5 s, 5 s after
     /// the failover. --demo: 2 runs; 4 threads; 2 tables x 1,000 rows.
     Failover(Box<failover::FailoverArgs>),
+    /// Several instances: what N Sluice instances cost the servers, and how fast they agree.
+    ///
+    /// For each count of --instances, that many Sluice processes with the same
+    /// configuration in front of one replica set (a primary and 2 replicas), idle: the
+    /// statements, writes and connections each server counts from them over --window;
+    /// then, with more than one, a cache rule set through the first instance (time until
+    /// every other has it) and a session on the last killed through the first (time to
+    /// the KILL's OK), --samples times each. Starts its own servers; coordinated through
+    /// the servers unless --etcd names an etcd.
+    ///
+    /// Defaults: instances 1,2,10; 30 s; 20 samples. --demo: instances 1,2; 5 s; 5
+    /// samples.
+    Fleet(Box<fleet::FleetArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
     /// The common flags go to every scenario (with --demo, each runs in its demo
@@ -164,6 +178,7 @@ impl Scenario {
             Scenario::Shard(_) => "shard",
             Scenario::Zones(_) => "zones",
             Scenario::Failover(_) => "failover",
+            Scenario::Fleet(_) => "fleet",
             Scenario::All(_) => "all",
         }
     }
@@ -177,6 +192,7 @@ impl Scenario {
             Scenario::Shard(a) => &mut a.common,
             Scenario::Zones(a) => &mut a.common,
             Scenario::Failover(a) => &mut a.common,
+            Scenario::Fleet(a) => &mut a.common,
             Scenario::All(a) => &mut a.common,
         }
     }
@@ -191,6 +207,7 @@ impl Scenario {
             Scenario::Shard(a) => shard::run(&a),
             Scenario::Zones(a) => zones::run(&a),
             Scenario::Failover(a) => failover::run(&a),
+            Scenario::Fleet(a) => fleet::run(&a),
             Scenario::All(a) => all::run(&a),
         }
     }

@@ -489,3 +489,39 @@ fn a_switchover_through_one_instance_moves_every_instances_writes_without_an_err
         "acknowledged writes not on the new writer: {lost:?}"
     );
 }
+
+/// `sluice bench fleet` in miniature: two instances idle, then rule changes and KILLs
+/// timed across them; each change and KILL arrives, and the servers' counts are read.
+#[test]
+fn the_fleet_benchmark_measures_cost_and_agreement() {
+    use crate::support::proxy::{run_sluice_within, SLUICE_BIN};
+    let out = tempfile::tempdir().unwrap();
+    let output = run_sluice_within(
+        &[
+            "bench",
+            "fleet",
+            "--instances",
+            "2",
+            "--window",
+            "2s",
+            "--samples",
+            "3",
+            "--sluice-bin",
+            SLUICE_BIN,
+            "--out",
+            out.path().to_str().unwrap(),
+        ],
+        Duration::from_secs(180),
+    );
+    assert_eq!(output.code, Some(0), "{}\n{}", output.stdout, output.stderr);
+    let json = std::fs::read_to_string(out.path().join("results.json")).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let count = &r["counts"][0];
+    assert_eq!(count["instances"], 2, "{r}");
+    assert_eq!(count["rule_ms"].as_array().unwrap().len(), 3, "{r}");
+    assert_eq!(count["kill_ms"].as_array().unwrap().len(), 3, "{r}");
+    assert_eq!(count["kills_missed"], 0, "{r}");
+    let primary = &count["servers"][0];
+    assert!(primary["statements_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(primary["connections"].as_i64().unwrap() >= 2, "{r}");
+}
