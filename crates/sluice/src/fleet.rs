@@ -428,14 +428,17 @@ impl Fleet {
         };
         let registered = match self.registration_due(&me) {
             false => Ok(()),
-            true => match &self.engine {
-                Engine::Servers(s) => s.register(&me).await,
-                Engine::Etcd(e) => e.register(&me).await,
-            },
+            true => {
+                let written = match &self.engine {
+                    Engine::Servers(s) => s.register(&me).await,
+                    Engine::Etcd(e) => e.register(&me).await,
+                };
+                if written.is_ok() {
+                    *self.registered.lock() = Some((me.clone(), Instant::now()));
+                }
+                written
+            }
         };
-        if registered.is_ok() {
-            *self.registered.lock() = Some((me.clone(), Instant::now()));
-        }
         let members = match registered {
             Ok(()) => match &self.engine {
                 Engine::Servers(s) => s.members().await,

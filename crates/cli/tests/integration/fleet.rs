@@ -398,32 +398,7 @@ fn a_dead_instances_prepared_branches_are_finished_by_a_survivor() {
     let mut c = crate::sharding::shop(&instances[0]);
     let (on_a, on_b) = fill(&mut c, &a, &b);
     let (x, y) = (on_a[0], on_b[0]);
-    let mut locker = RawConn::login(a.addr(), NATIVE_USER, NATIVE_PASSWORD, None).unwrap();
-    crate::routing::ok(&mut locker, "LOCK TABLES sluice.xa_decision WRITE");
-    crate::routing::ok(&mut c, "BEGIN");
-    for id in [x, y] {
-        crate::routing::ok(
-            &mut c,
-            &format!("UPDATE orders SET v = 'lost' WHERE id = {id}"),
-        );
-    }
-    c.send_command(0x03, b"COMMIT").unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || prepared(&b).len() == 1),
-        "{}",
-        instances[0].log()
-    );
-    let waiting = || {
-        a.query_value(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-             WHERE INFO LIKE 'INSERT INTO sluice.xa_decision%'",
-        )
-        .is_ok_and(|n| n == "1")
-    };
-    assert!(wait_until(Duration::from_secs(20), waiting));
-    crate::support::sandbox::send_signal(instances[0].pid(), "KILL").unwrap();
-    assert!(instances[0].wait_exit(Duration::from_secs(10)).is_some());
-    crate::routing::ok(&mut locker, "UNLOCK TABLES");
+    crate::sharding_xa::crash_mid_commit(&mut instances[0], &mut c, &a, &b, x, y);
 
     // Lease (2 s), twice that to be sure, and the recovery's 10 s round.
     assert!(

@@ -238,6 +238,44 @@ fn refused_by_configuration_a_transaction_stays_on_one_shard() {
     assert!(message.contains("multi-row insert"), "{message}");
 }
 
+/// Updates `x` (on `a`) and `y` (on `b`) in one transaction through `sluice` on `c`,
+/// and SIGKILLs `sluice` once its COMMIT has prepared `b`'s branch while the decision
+/// waits (its table locked here): what a crash mid-commit leaves. The branch's data.
+pub(crate) fn crash_mid_commit(
+    sluice: &mut crate::support::Sluice,
+    c: &mut RawConn,
+    a: &MariaDb,
+    b: &MariaDb,
+    x: u32,
+    y: u32,
+) -> String {
+    let mut locker = RawConn::login(a.addr(), NATIVE_USER, NATIVE_PASSWORD, None).unwrap();
+    ok(&mut locker, "LOCK TABLES sluice.xa_decision WRITE");
+    ok(c, "BEGIN");
+    for id in [x, y] {
+        ok(c, &format!("UPDATE orders SET v = 'lost' WHERE id = {id}"));
+    }
+    c.send_command(0x03, b"COMMIT").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(20), || prepared(b).len() == 1),
+        "{}",
+        sluice.log()
+    );
+    let waiting = || {
+        a.query_value(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+             WHERE INFO LIKE 'INSERT INTO sluice.xa_decision%'",
+        )
+        .is_ok_and(|n| n == "1")
+    };
+    assert!(wait_until(Duration::from_secs(20), waiting));
+    let gtrid = prepared(b)[0].clone();
+    sandbox::send_signal(sluice.pid(), "KILL").unwrap();
+    assert!(sluice.wait_exit(Duration::from_secs(10)).is_some());
+    ok(&mut locker, "UNLOCK TABLES");
+    gtrid
+}
+
 /// Sluice is killed while the first shard's commit waits for the decision table
 /// (locked here), after the other shard's branch was prepared: the next Sluice rolls
 /// that branch back. A branch prepared with its decision recorded (what a crash after
@@ -250,35 +288,7 @@ fn prepared_branches_left_by_a_crash_are_finished_by_the_next_sluice() {
     let (on_a, on_b) = fill(&mut c, &a, &b);
     let (x, y, y2) = (on_a[0], on_b[0], on_b[1]);
 
-    let mut locker = RawConn::login(a.addr(), NATIVE_USER, NATIVE_PASSWORD, None).unwrap();
-    ok(&mut locker, "LOCK TABLES sluice.xa_decision WRITE");
-    ok(&mut c, "BEGIN");
-    ok(
-        &mut c,
-        &format!("UPDATE orders SET v = 'lost' WHERE id = {x}"),
-    );
-    ok(
-        &mut c,
-        &format!("UPDATE orders SET v = 'lost' WHERE id = {y}"),
-    );
-    c.send_command(0x03, b"COMMIT").unwrap();
-    assert!(
-        wait_until(Duration::from_secs(20), || prepared(&b).len() == 1),
-        "{}",
-        sluice.log()
-    );
-    let waiting = || {
-        a.query_value(
-            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
-             WHERE INFO LIKE 'INSERT INTO sluice.xa_decision%'",
-        )
-        .is_ok_and(|n| n == "1")
-    };
-    assert!(wait_until(Duration::from_secs(20), waiting));
-    let gtrid = prepared(&b)[0].clone();
-    sandbox::send_signal(sluice.pid(), "KILL").unwrap();
-    assert!(sluice.wait_exit(Duration::from_secs(10)).is_some());
-    ok(&mut locker, "UNLOCK TABLES");
+    let gtrid = crash_mid_commit(&mut sluice, &mut c, &a, &b, x, y);
 
     // What a crash after the decision leaves: a branch of the same instance prepared on
     // b, decided on a (shard 0).

@@ -96,3 +96,23 @@ impl FleetConfig {
         p
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_endpoints_names_and_durations_are_named() {
+        assert!(FleetConfig::default().validate().is_empty());
+        let bad = FleetConfig {
+            etcd: vec!["10.0.0.5:2379".into()],
+            name: "a/b".into(),
+            lease: Duration::from_millis(500),
+            poll: Duration::ZERO,
+            ..FleetConfig::default()
+        };
+        let problems = bad.validate();
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems[0].starts_with("fleet.etcd[0]"), "{problems:?}");
+    }
+}

@@ -123,11 +123,13 @@ impl Servers {
         (self.router)().monitor.timeout
     }
 
+    /// The servers not known to be down: a lone server is never checked (nothing to
+    /// fail over to), and is running for this purpose.
     fn running(&self) -> Vec<Arc<Member>> {
         (self.router)()
             .members
             .iter()
-            .filter(|m| m.state.load().health == Health::Up)
+            .filter(|m| m.state.load().health != Health::Down)
             .cloned()
             .collect()
     }

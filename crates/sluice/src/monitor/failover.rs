@@ -430,6 +430,22 @@ pub async fn failover(
     lost: &Arc<Member>,
 ) -> Result<Arc<Member>, ChangeError> {
     let started = Instant::now();
+    let change = async {
+        let lock = WriterLock::acquire(router, creds, Some(lost)).await?;
+        let result = failover_locked(router, creds, lost, started).await;
+        lock.release().await;
+        result
+    };
+    as_the_fleet_allows(router, change, |m| m.name().to_owned()).await
+}
+
+/// Runs a change of the writer as the other instances allow: asked of them before
+/// (`begin_writer_change`), and the writer it made (`made`) told them after.
+async fn as_the_fleet_allows<T>(
+    router: &Router,
+    change: impl std::future::Future<Output = Result<T, ChangeError>>,
+    made: impl Fn(&T) -> String,
+) -> Result<T, ChangeError> {
     let fleet = router.coordination.get();
     if let Some(fleet) = fleet {
         fleet
@@ -437,17 +453,9 @@ pub async fn failover(
             .await
             .map_err(ChangeError::Refused)?;
     }
-    let result = match WriterLock::acquire(router, creds, Some(lost)).await {
-        Ok(lock) => {
-            let result = failover_locked(router, creds, lost, started).await;
-            lock.release().await;
-            result
-        }
-        Err(e) => Err(e),
-    };
+    let result = change.await;
     if let Some(fleet) = fleet {
-        let to = result.as_ref().ok().map(|m| m.name().to_owned());
-        fleet.end_writer_change(to).await;
+        fleet.end_writer_change(result.as_ref().ok().map(made)).await;
     }
     result
 }
@@ -643,19 +651,8 @@ pub async fn switchover(
         )
         .into());
     }
-    let fleet = router.coordination.get();
-    if let Some(fleet) = fleet {
-        fleet
-            .begin_writer_change()
-            .await
-            .map_err(ChangeError::Refused)?;
-    }
-    let result = switchover_locked(router, creds, &old, &new, started).await;
-    if let Some(fleet) = fleet {
-        let to = result.as_ref().ok().map(|_| new.name().to_owned());
-        fleet.end_writer_change(to).await;
-    }
-    result
+    let change = switchover_locked(router, creds, &old, &new, started);
+    as_the_fleet_allows(router, change, |_| new.name().to_owned()).await
 }
 
 /// [`switchover`] once this instance may change the writer: under the writer lock,
