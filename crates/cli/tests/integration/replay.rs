@@ -17,9 +17,11 @@ fn start() -> (ReplicaSet, Config, Sluice) {
     start_logging("ROW")
 }
 
-/// [`start`] with this `binlog_format`.
+/// [`start`] with this `binlog_format`. Autocommit writes go on their own, as with
+/// `failover.wrap_autocommit_writes = false`: what these tests look at is how a write
+/// whose own OK is not in hand is settled (`replay_wrap.rs` has the wrapped ones).
 fn start_logging(format: &str) -> (ReplicaSet, Config, Sluice) {
-    start_configured(format, "", |c| c)
+    start_configured(format, "", |c| c.failover("wrap_autocommit_writes", false))
 }
 
 /// [`start_logging`], running `sql` on the primary first and changing Sluice's
