@@ -64,10 +64,11 @@ pub struct FailoverArgs {
     /// commit there was acknowledged.
     #[arg(long, value_enum, default_value_t = BinlogFormat::Mixed)]
     pub binlog_format: BinlogFormat,
-    /// Sluice's `failover.wrap_autocommit_writes`: the probes' autocommit inserts go
-    /// inside a BEGIN ... COMMIT of Sluice's, so that one whose COMMIT's reply is lost
-    /// but that the new writer has gets its own OK rather than error 1158.
-    #[arg(long)]
+    /// Sluice's `failover.wrap_autocommit_writes` (on, as Sluice's default): the probes'
+    /// autocommit inserts go inside a BEGIN ... COMMIT of Sluice's, so that one whose
+    /// COMMIT's reply is lost but that the new writer has gets its own OK rather than
+    /// error 1158. `--wrap-autocommit-writes false` measures without it.
+    #[arg(long, num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub wrap_autocommit_writes: bool,
 }
 

@@ -83,6 +83,8 @@ mod prepared;
 mod proxy_paths;
 #[path = "integration/replay.rs"]
 mod replay;
+#[path = "integration/replay_rows.rs"]
+mod replay_rows;
 #[path = "integration/replay_wrap.rs"]
 mod replay_wrap;
 #[path = "integration/replication_sandbox.rs"]

@@ -3,6 +3,7 @@
 //! invalidation for writes that bypass Sluice.
 
 mod events;
+pub mod origin;
 pub mod rows;
 pub mod scan;
 

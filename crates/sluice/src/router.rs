@@ -489,6 +489,13 @@ impl Router {
         }
     }
 
+    /// Whether a commit lost with the writer may have to be found on a new one
+    /// (transaction replay, several servers, one writer): row-changing statements then
+    /// name their connection in the binlog (`binlog/origin.rs`).
+    pub fn settles_lost_commits(&self) -> bool {
+        self.failover.transaction_replay && self.members.len() > 1 && !self.multi_writer()
+    }
+
     /// Whether writes spread over every synced Galera node (`galera_writers = "all"`
     /// and the monitor has seen Galera nodes).
     pub fn multi_writer(&self) -> bool {

@@ -11,7 +11,7 @@
 // Usage:
 //   node compat.js --host H --port P --user U --password PW --database DB
 //                  [--ssl-ca FILE] [--user2 U2 --password2 PW2]
-//                  [--scenario full|sha2|tracking|kill]
+//                  [--scenario full|sha2|tracking|kill|rowcount]
 //
 // Exit status: 0 when the scenario ran; 1 on an unexpected exception (printed to stderr).
 'use strict';
@@ -64,7 +64,7 @@ function parseArgs(argv) {
     if (args[required] === null) throw new Error(`--${required} is required`);
   }
   args.port = Number(args.port);
-  if (!['full', 'sha2', 'tracking', 'kill'].includes(args.scenario)) {
+  if (!['full', 'sha2', 'tracking', 'kill', 'rowcount'].includes(args.scenario)) {
     throw new Error(`unknown scenario ${args.scenario}`);
   }
   return args;
@@ -932,9 +932,49 @@ async function runKill(args) {
   }
 }
 
+// ROW_COUNT() right after autocommit writes (which Sluice may send inside a transaction
+// of its own), read as text and through prepared statements: the statement read may
+// have been prepared before the write, between it and the read, or with parameters.
+async function runRowCount(args) {
+  const s = new Scenario(args);
+  try {
+    const conn = await s.connect();
+    await conn.query('CREATE TABLE rc (id INT AUTO_INCREMENT PRIMARY KEY, a INT)');
+    const run = async (how, sql, values) => {
+      try {
+        const got = how === 'execute'
+          ? await conn.execute({ sql, values })
+          : await conn.query({ sql, values });
+        return s.rec.results(got);
+      } catch (err) {
+        return { error: s.rec.error(err) };
+      }
+    };
+    const out = [];
+    for (const [how, write, read, values] of [
+      ['query', 'INSERT INTO rc (a) VALUES (1), (2)', 'SELECT ROW_COUNT()'],
+      ['execute', 'UPDATE rc SET a = a + 1', 'SELECT ROW_COUNT()'],
+      ['execute', 'UPDATE rc SET a = a WHERE id = 1', 'SELECT ROW_COUNT() AS n, ROW_COUNT() * 10'],
+      ['query', 'INSERT INTO rc (id, a) VALUES (1, 1)', 'SELECT ROW_COUNT()'],
+      ['execute', 'DELETE FROM rc WHERE id = 2', 'SELECT ROW_COUNT() + ?', [5]],
+      ['query', 'INSERT INTO rc (a) VALUES (3), (4), (5)', 'SELECT ROW_COUNT() + ?', [1]],
+      ['execute', 'REPLACE INTO rc (id, a) VALUES (1, 9)', 'SELECT ROW_COUNT()'],
+      ['query', 'UPDATE rc SET a = 0', 'SELECT 1 FROM rc WHERE id = ROW_COUNT()'],
+    ]) {
+      const wrote = await run(how, write);
+      out.push({ write, how, wrote, read, text: await run('query', read, values) });
+      await run(how, write);
+      out.push({ write, how, read, prepared: await run('execute', read, values) });
+    }
+    return out;
+  } finally {
+    await s.closeAll();
+  }
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
-  const run = { sha2: runSha2, tracking: runTracking, kill: runKill }[args.scenario] ?? runFull;
+  const run = { sha2: runSha2, tracking: runTracking, kill: runKill, rowcount: runRowCount }[args.scenario] ?? runFull;
   const body = await run(args);
   const doc = {
     driver: { name: 'mysql2', version: mysqlPackage.version },

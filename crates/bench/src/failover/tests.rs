@@ -28,6 +28,15 @@ fn defaults_demo_sizes_and_bad_values() {
     // sysbench's --time is whole seconds: 3.5 s of load rounds up.
     assert_eq!(p.sysbench_secs, 4 + SYSBENCH_MARGIN_SECS);
     assert_eq!(plan(&["--runs", "1", "--threads", "2"]).unwrap().runs, 1);
+    // Wrapping follows Sluice's default, on, unless turned off.
+    assert!(plan(&[]).unwrap().wrap_autocommit_writes);
+    assert!(
+        plan(&["--wrap-autocommit-writes"])
+            .unwrap()
+            .wrap_autocommit_writes
+    );
+    let off = plan(&["--wrap-autocommit-writes", "false"]).unwrap();
+    assert!(!off.wrap_autocommit_writes);
     assert!(plan(&["--runs", "0"]).is_err());
     assert!(plan(&["--threads", "2,4"]).is_err());
     assert!(plan(&["--kill-after", "0s"]).is_err());

@@ -22,6 +22,18 @@ fn run_driver(
     extra: &[&str],
 ) -> serde_json::Value {
     fresh_database(shared_server(), database);
+    run_script(program, script, port, database, extra)
+}
+
+/// Runs a driver script against 127.0.0.1:`port` in `database`, which exists: its JSON
+/// document.
+pub(super) fn run_script(
+    program: &Path,
+    script: &Path,
+    port: u16,
+    database: &str,
+    extra: &[&str],
+) -> serde_json::Value {
     let mut command = Command::new(program);
     command
         .arg(script)
@@ -80,7 +92,7 @@ fn compare(program: PathBuf, script: PathBuf, database: &str, extra: &[&str]) {
 }
 
 #[track_caller]
-fn require(path: PathBuf, what: &str) -> PathBuf {
+pub(super) fn require(path: PathBuf, what: &str) -> PathBuf {
     assert!(
         path.exists(),
         "{} is missing ({what}); run `make test`, which installs the test clients",

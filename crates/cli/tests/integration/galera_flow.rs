@@ -141,7 +141,7 @@ fn writes_running(cluster: &GaleraCluster) -> usize {
         .iter()
         .map(|n| {
             n.query_value(&format!(
-                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO = '{WRITE}'"
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE INFO LIKE '%{WRITE}'"
             ))
             .unwrap()
             .parse::<usize>()

@@ -132,7 +132,7 @@ fn wrapped_autocommit_writes_answer_as_on_their_own() {
 }
 
 /// The COMMITs `server` has run (`Com_commit`): one per wrapped write.
-fn commits(server: &sluice_sandbox::MariaDb) -> u64 {
+pub(super) fn commits(server: &sluice_sandbox::MariaDb) -> u64 {
     let out = server
         .execute("SHOW GLOBAL STATUS LIKE 'Com_commit'")
         .unwrap();
@@ -141,7 +141,7 @@ fn commits(server: &sluice_sandbox::MariaDb) -> u64 {
 }
 
 /// `text` without the `(0.001 sec)` the `mariadb` client prints after each statement.
-fn without_timings(text: &str) -> String {
+pub(super) fn without_timings(text: &str) -> String {
     text.lines()
         .map(|l| match l.rfind(" (") {
             Some(at) if l.ends_with(" sec)") => &l[..at],

@@ -127,7 +127,8 @@ pub(super) struct Decoded {
     pub rotate: Option<(String, u64)>,
     /// A new GTID ("domain-server-seq") started a group.
     pub gtid: Option<String>,
-    /// A statement event: the id of the connection that ran it on the server it came
+    /// A statement event, or the statement behind row events as Sluice sent it
+    /// (`binlog/origin.rs`): the id of the connection that ran it on the server it came
     /// from (replicas log it unchanged), which ties its group to that connection.
     pub thread: Option<u32>,
     /// An `INSERT_ID` variable event: the first auto-increment value the next statement
@@ -338,13 +339,11 @@ impl Decoder {
                     "encrypted binlog events (START_ENCRYPTION not marked ignorable)".into(),
                 ));
             }
-            // The statement behind row events, binlog bookkeeping, liveness: nothing
-            // for the cache.
-            kind::ANNOTATE_ROWS
-            | kind::BINLOG_CHECKPOINT
-            | kind::GTID_LIST
-            | kind::HEARTBEAT
-            | kind::HEARTBEAT_V2 => {}
+            // The statement behind row events: nothing for the cache, but it may name
+            // the connection that ran it, as statement events do.
+            kind::ANNOTATE_ROWS => out.thread = super::origin::thread_named(body),
+            // Binlog bookkeeping, liveness: nothing for the cache.
+            kind::BINLOG_CHECKPOINT | kind::GTID_LIST | kind::HEARTBEAT | kind::HEARTBEAT_V2 => {}
             kind::STOP => {
                 // The primary stopped: a group cut off by it never completes.
                 out.batch = self.group.finish();

@@ -13,6 +13,9 @@ use sluice_wire::response::{ErrPacket, ERR_HEADER};
 /// COM_BINLOG_DUMP flag: end with an EOF packet at the end of the binlog instead of
 /// waiting for more.
 const DUMP_NON_BLOCK: u16 = 1;
+/// COM_BINLOG_DUMP flag (MariaDB): send `Annotate_rows` events, which a primary
+/// otherwise leaves out; under row-based logging they name Sluice's connections.
+const DUMP_SEND_ANNOTATE_ROWS: u16 = 2;
 /// Server id the dump announces. 0 is what one-shot binlog readers send: a primary
 /// ends the dump of a replica with the same id, and no replica has 0.
 const DUMP_SERVER_ID: u32 = 0;
@@ -28,8 +31,9 @@ pub struct Logged {
     /// The server it was first committed on.
     pub server: u32,
     pub seq: u64,
-    /// The connection on `server` that ran it, as its statement events name it. None
-    /// when it has none (row events only, in row-based logging) or they differ.
+    /// The connection on `server` that ran it, as its statement events name it (or the
+    /// statements behind its row events, when Sluice sent them). None when nothing
+    /// names one or they differ.
     pub thread: Option<u32>,
     /// The first auto-increment value its first `INSERT_ID` event says a statement of
     /// it generated: what that statement left `LAST_INSERT_ID()` at.
@@ -58,7 +62,14 @@ pub async fn logged_after(conn: &mut BackendConn, from: &str) -> Result<Vec<Logg
     ] {
         set_variable(conn, &sql).await?;
     }
-    send_dump(conn, 4, DUMP_NON_BLOCK, DUMP_SERVER_ID, "").await?;
+    send_dump(
+        conn,
+        4,
+        DUMP_NON_BLOCK | DUMP_SEND_ANNOTATE_ROWS,
+        DUMP_SERVER_ID,
+        "",
+    )
+    .await?;
 
     let mut decoder = Decoder::new();
     let mut logged: Vec<Logged> = Vec::new();

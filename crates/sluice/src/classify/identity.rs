@@ -3,16 +3,10 @@
 //! runs the statement. The call is replaced in the text by a literal the server types
 //! exactly as it types the function (`INT UNSIGNED`, display width 10, not null), and a
 //! select-list item that is the bare call keeps its column name through an alias.
+//! `ROW_COUNT()` is answered the same way where Sluice knows the count the server no
+//! longer does (after a write it wrapped in a transaction of its own).
 
 use super::sql::{code_token, is_one_of, Kind, Lexer, Tok};
-
-/// Whether `sql` may call `CONNECTION_ID()`: the text before each `(` is looked at, so
-/// ordinary statements pay a vectorised byte search and little more.
-pub fn may_name_connection_id(sql: &[u8]) -> bool {
-    const NAME: &[u8] = b"connection_id";
-    memchr::memchr_iter(b'(', sql)
-        .any(|i| i >= NAME.len() && sql[i - NAME.len()..i].eq_ignore_ascii_case(NAME))
-}
 
 /// How a statement reads the server's process list, whose ids Sluice translates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,46 +87,97 @@ fn names_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
 
 /// `sql` with every `CONNECTION_ID()` call replaced by `id`, or `None` when there is
 /// none to replace. Calls in a definition the server stores (any `CREATE` or `ALTER`,
-/// and whatever follows one in a multi-statement text) are left to the server. A select-list item without an alias that contains a call keeps the
-/// server's name for it, the item as written, through an alias. A statement that also
-/// reads one of the server's own thread ids (`PROCESSLIST`, `IS_USED_LOCK()`...) is left
-/// as it is, so that `WHERE ID = CONNECTION_ID()` still compares like with like.
+/// and whatever follows one in a multi-statement text) are left to the server. A
+/// select-list item without an alias that contains a call keeps the server's name for
+/// it, the item as written, through an alias. A statement that also reads one of the
+/// server's own thread ids (`PROCESSLIST`, `IS_USED_LOCK()`...) is left as it is, so
+/// that `WHERE ID = CONNECTION_ID()` still compares like with like.
 pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
-    if !may_name_connection_id(sql) {
+    if !may_call(sql, b"connection_id") {
         return None;
     }
+    let toks = tokens(sql);
+    if toks.iter().any(|t| names_one_of(sql, t, THREAD_ID_SOURCES)) {
+        return None;
+    }
+    let literal = format!("CAST({id:010} AS UNSIGNED)").into_bytes();
+    rewrite_calls(sql, &toks, "CONNECTION_ID", toks.len(), &literal)
+}
+
+/// `sql` with every `ROW_COUNT()` call of its first statement replaced by `rows`, the
+/// count the previous statement left, or `None` when there is none to replace. The
+/// literal is typed as the server types the function (`BIGINT`, display width 21, not
+/// null); later statements of a multi-statement text read the ones before them, and
+/// stored definitions are left as [`rewrite_connection_id`] leaves them.
+pub fn rewrite_row_count(sql: &[u8], rows: i64) -> Option<Vec<u8>> {
+    if !may_call(sql, b"row_count") {
+        return None;
+    }
+    let toks = tokens(sql);
+    let first_ends = (toks.iter().position(|t| t.kind == Kind::Punct(b';'))).unwrap_or(toks.len());
+    // A negative literal of 20 digits is what the server types as it types the
+    // function (width 21, precision 20), and the ABS keeps a count's negation an
+    // integer, as the function's is. A constant -1 (after an error) negates to a
+    // DECIMAL where the function's negation stays BIGINT: that alone differs.
+    // A zero so written is read as a positive literal, one digit short: `- 0` keeps
+    // the width.
+    let literal = match rows {
+        r if r < 0 => format!("CAST(-{:020} AS SIGNED)", r.unsigned_abs()),
+        0 => format!("CAST(ABS(-{:019} - 0) AS SIGNED)", 0),
+        r => format!("CAST(ABS(-{r:020}) AS SIGNED)"),
+    };
+    rewrite_calls(sql, &toks, "ROW_COUNT", first_ends, literal.as_bytes())
+}
+
+/// Whether `sql` may call `name` (lowercase): the text before each `(` is looked at, so
+/// ordinary statements pay a vectorised byte search and little more.
+fn may_call(sql: &[u8], name: &[u8]) -> bool {
+    memchr::memchr_iter(b'(', sql)
+        .any(|i| i >= name.len() && sql[i - name.len()..i].eq_ignore_ascii_case(name))
+}
+
+fn tokens(sql: &[u8]) -> Vec<Tok> {
     let mut lex = Lexer::new(sql);
     let mut toks: Vec<Tok> = Vec::new();
     while let Some(t) = code_token(&mut lex) {
         toks.push(t);
     }
-    if toks.iter().any(|t| names_one_of(sql, t, THREAD_ID_SOURCES)) {
-        return None;
-    }
+    toks
+}
+
+/// `sql` with the calls of the built-in `name()` among `toks[..until]` replaced by
+/// `literal`, select-list items keeping their names through aliases.
+fn rewrite_calls(
+    sql: &[u8],
+    toks: &[Tok],
+    name: &str,
+    until: usize,
+    literal: &[u8],
+) -> Option<Vec<u8>> {
     // The server keeps the text of a definition (a column's DEFAULT, a view, a routine,
     // a trigger, an event) and evaluates it later, on other connections: a literal put
-    // there would be one session's id forever. From the first CREATE or ALTER on (both
-    // reserved words, so never a bare name), calls are the server's.
+    // there would be one moment's value forever. From the first CREATE or ALTER on
+    // (both reserved words, so never a bare name), calls are the server's.
     let stored_from = toks
         .iter()
         .position(|t| t.kind == Kind::Word && is_one_of(sql, t, &["CREATE", "ALTER"]))
-        .unwrap_or(toks.len());
+        .unwrap_or(toks.len())
+        .min(until);
     let calls: Vec<usize> = (0..stored_from)
-        .filter(|&i| is_call(sql, &toks, i))
+        .filter(|&i| is_call(sql, toks, i, name))
         .collect();
     if calls.is_empty() {
         return None;
     }
     // (from, to, replacement) by byte offset: the calls, and the aliases after items.
-    let literal = format!("CAST({id:010} AS UNSIGNED)").into_bytes();
     let mut edits: Vec<(usize, usize, Vec<u8>)> = calls
         .iter()
-        .map(|&i| (toks[i].start, toks[i + 2].end, literal.clone()))
+        .map(|&i| (toks[i].start, toks[i + 2].end, literal.to_vec()))
         .collect();
-    for (first, last) in select_items(sql, &toks) {
+    for (first, last) in select_items(sql, toks) {
         let holds_call = calls.iter().any(|&c| c >= first && c + 2 <= last);
         let text = &sql[toks[first].start..toks[last].end];
-        if !holds_call || has_alias(sql, &toks, first, last) || text.len() > NAME_MAX {
+        if !holds_call || has_alias(sql, toks, first, last) || text.len() > NAME_MAX {
             continue;
         }
         let mut alias = b" AS `".to_vec();
@@ -161,14 +206,14 @@ pub fn rewrite_connection_id(sql: &[u8], id: u32) -> Option<Vec<u8>> {
 /// alias is at most 256 characters.
 const NAME_MAX: usize = 200;
 
-/// Whether tokens `i..=i+2` are a call of the built-in `CONNECTION_ID()`.
-fn is_call(sql: &[u8], toks: &[Tok], i: usize) -> bool {
-    is_one_of(sql, &toks[i], &["CONNECTION_ID"])
+/// Whether tokens `i..=i+2` are a call of the built-in `name()`.
+fn is_call(sql: &[u8], toks: &[Tok], i: usize, name: &str) -> bool {
+    is_one_of(sql, &toks[i], &[name])
         && toks
             .get(i + 1)
             .is_some_and(|p| p.kind == Kind::Punct(b'(') && p.start == toks[i].end)
         && toks.get(i + 2).is_some_and(|p| p.kind == Kind::Punct(b')'))
-        // `db.CONNECTION_ID()` is a stored function of that name.
+        // `db.ROW_COUNT()` is a stored function of that name.
         && !(i > 0 && toks[i - 1].kind == Kind::Punct(b'.'))
 }
 
@@ -427,6 +472,45 @@ mod tests {
         ] {
             assert_eq!(processlist(sql.as_bytes()), want, "{sql}");
         }
+    }
+
+    #[test]
+    fn row_count_is_read_in_the_first_statement_only() {
+        let rewrite = |sql: &str, rows| {
+            rewrite_row_count(sql.as_bytes(), rows).map(|v| String::from_utf8(v).unwrap())
+        };
+        let three = "CAST(ABS(-00000000000000000003) AS SIGNED)";
+        assert_eq!(
+            rewrite("SELECT ROW_COUNT()", 3).unwrap(),
+            format!("SELECT {three} AS `ROW_COUNT()`")
+        );
+        assert_eq!(
+            rewrite("select row_count() r, row_count() + 1", 3).unwrap(),
+            format!("select {three} r, {three} + 1 AS `row_count() + 1`")
+        );
+        assert_eq!(
+            rewrite("SET @n = ROW_COUNT()", -1).unwrap(),
+            "SET @n = CAST(-00000000000000000001 AS SIGNED)"
+        );
+        // The second statement reads the first's count: the server's.
+        assert_eq!(
+            rewrite("SELECT ROW_COUNT(); SELECT ROW_COUNT()", 3).unwrap(),
+            format!("SELECT {three} AS `ROW_COUNT()`; SELECT ROW_COUNT()")
+        );
+        for sql in [
+            "SELECT ROW_COUNT",
+            "SELECT 'ROW_COUNT()'",
+            "SELECT d.ROW_COUNT()",
+            "SELECT 1; SELECT ROW_COUNT()",
+            "CREATE TABLE t (a INT DEFAULT ROW_COUNT())",
+            "EXECUTE IMMEDIATE 'SELECT ROW_COUNT()'",
+        ] {
+            assert_eq!(rewrite(sql, 3), None, "{sql}");
+        }
+        let zero = rewrite_row_count(b"DO ROW_COUNT()", 0).unwrap();
+        assert_eq!(zero, b"DO CAST(ABS(-0000000000000000000 - 0) AS SIGNED)");
+        let big = rewrite_row_count(b"DO ROW_COUNT()", i64::MAX).unwrap();
+        assert_eq!(big, b"DO CAST(ABS(-09223372036854775807) AS SIGNED)");
     }
 
     #[test]

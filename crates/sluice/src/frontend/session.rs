@@ -30,6 +30,7 @@ mod identity;
 mod kill;
 pub(crate) use kill::{host_matches, stop_session};
 pub mod mux;
+mod origin;
 mod prepared;
 mod relay;
 mod route;
@@ -398,6 +399,9 @@ impl Session {
                 Action::Forward(kind) => self.screen_kill(kind, header.len).await?,
                 other => other,
             };
+            if !matches!(action, Action::Forward(_)) {
+                self.forget_wrapped_rows();
+            }
             // The screen may have rewritten the text.
             let len =
                 sluice_wire::packet::Header::parse(&self.client.rbuf).map_or(header.len, |h| h.len);

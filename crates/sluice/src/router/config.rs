@@ -327,9 +327,10 @@ pub struct FailoverConfig {
     /// Send an autocommit INSERT, UPDATE, DELETE or REPLACE on the writer inside a
     /// BEGIN ... COMMIT of Sluice's, so that when the writer is lost before the COMMIT's
     /// reply and the new writer has the commit, the client gets the write's own OK
-    /// rather than error 1158. Costs the server two more commands per such write, and
-    /// `ROW_COUNT()` right after one reads 0. Default false.
-    #[serde(default)]
+    /// rather than error 1158. Costs the server two more commands per such write;
+    /// `ROW_COUNT()` right after one is answered by Sluice with the write's count.
+    /// Default true.
+    #[serde(default = "default_true")]
     pub wrap_autocommit_writes: bool,
 }
 
@@ -344,7 +345,7 @@ impl Default for FailoverConfig {
             replication_password: None,
             transaction_replay: true,
             replay_max_bytes: default_replay_max_bytes(),
-            wrap_autocommit_writes: false,
+            wrap_autocommit_writes: true,
         }
     }
 }

@@ -299,6 +299,25 @@ fn an_insert_id_variable_is_reported_and_last_insert_id_is_not() {
     assert!(d.feed(&b.event(kind::INTVAR, 100, 0, &[2, 1])).is_err());
 }
 
+/// Under row-based logging, the statement behind row events names the connection when
+/// Sluice sent it (`binlog/origin.rs`); any other statement names none.
+#[test]
+fn annotations_name_the_connection_sluice_marked() {
+    let b = CRC;
+    let mut d = decoder(&b);
+    d.feed(&b.gtid(9, 2, 0)).unwrap();
+    let marked = b.event(
+        kind::ANNOTATE_ROWS,
+        100,
+        0,
+        b"/*sluice:4321*/ INSERT INTO t VALUES (1)",
+    );
+    let (_, a) = d.feed(&marked).unwrap();
+    assert_eq!((a.thread, a.batch), (Some(4321), None));
+    let plain = b.event(kind::ANNOTATE_ROWS, 100, 0, b"INSERT INTO t VALUES (1)");
+    assert_eq!(d.feed(&plain).unwrap().1.thread, None);
+}
+
 #[test]
 fn standalone_gtid_delivers_the_ddl_at_once() {
     let b = CRC;

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 
 impl Session {
     /// Rewrites the COM_QUERY or COM_STMT_PREPARE at the front of the client buffer,
-    /// whose payload is `len` bytes, if it calls `CONNECTION_ID()`, and notes whether
+    /// whose payload is `len` bytes, if it calls `CONNECTION_ID()` (or a query calls a
+    /// `ROW_COUNT()` Sluice answers, `mux/row_count.rs`), and notes whether
     /// its result's ids are to be translated. Returns the payload length to forward.
     pub(super) async fn screen_identity(
         &mut self,
@@ -36,7 +37,13 @@ impl Session {
             ResponseKind::Query => identity::processlist(text).map(ProcesslistIds::new),
             _ => None,
         };
-        let Some(rewritten) = identity::rewrite_connection_id(text, self.id) else {
+        let own_id = identity::rewrite_connection_id(text, self.id);
+        let rows = match kind {
+            ResponseKind::Query => self.answer_row_count(own_id.as_deref().unwrap_or(text)),
+            _ => None,
+        };
+        self.stmt.row_count_answered = rows.is_some();
+        let Some(rewritten) = rows.or(own_id) else {
             return Ok(len);
         };
         if 1 + rewritten.len() >= MAX_PAYLOAD {

@@ -12,6 +12,7 @@
 mod finish;
 mod lease;
 pub(super) mod replay;
+mod row_count;
 mod scatter;
 mod shard;
 mod split;
@@ -273,6 +274,10 @@ pub(super) struct Mux {
     lid_dirty: bool,
     /// After a write, keep the connection while idle until then.
     pub hold_until: Option<Instant>,
+    /// What `ROW_COUNT()` reads next when the server no longer knows it: the count of
+    /// a write Sluice wrapped in a transaction (`mux/wrap.rs`), whose COMMIT left 0.
+    /// Kept over the commands that leave the server's count as it is.
+    pub wrapped_rows: Option<i64>,
     stmts: HashMap<u32, ClientStmt>,
     next_stmt: u32,
     /// The client did not negotiate CLIENT_SESSION_TRACK: OK packets are rewritten, with
@@ -341,6 +346,7 @@ impl Mux {
             last_insert_id: 0,
             lid_dirty: false,
             hold_until: None,
+            wrapped_rows: None,
             stmts: HashMap::new(),
             next_stmt: 1,
             translate_ok,

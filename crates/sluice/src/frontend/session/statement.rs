@@ -67,6 +67,15 @@ pub(super) struct InFlight {
     pub(super) replay_record: Option<super::cached::Recording>,
     /// It may set a server global: new sessions read them again.
     pub(super) may_set_global: bool,
+    /// What `ROW_COUNT()` in it reads, when Sluice answers it rather than the server
+    /// (after a wrapped write).
+    pub(super) prior_rows: Option<i64>,
+    /// Its text's `ROW_COUNT()` was answered so: it still runs where the function
+    /// would have, so that the writer's count is the one it leaves.
+    pub(super) row_count_answered: bool,
+    /// A statement prepared on its connection for this execute alone (its
+    /// `ROW_COUNT()` answered), closed once it ran.
+    pub(super) one_off: Option<u32>,
 }
 
 impl Session {
@@ -136,6 +145,7 @@ impl Session {
             ..InFlight::default()
         };
         self.client.answered_error = false;
+        self.stmt.prior_rows = self.take_wrapped_rows();
         if self.probe.is_none() {
             return Ok(());
         }

@@ -13,6 +13,7 @@ impl Session {
         command: Option<Command>,
         client_id: Option<u32>,
     ) -> Result<(), SessionError> {
+        self.close_one_off().await?;
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write =
             self.stmt.target == Some(crate::router::Target::Writer) && self.spreads_writes();

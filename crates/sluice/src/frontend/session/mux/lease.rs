@@ -32,7 +32,10 @@ impl Session {
         let visible = self.client.rbuf.len().min(HEADER_LEN + len);
         let fx = match command {
             Some(Command::Query) => {
-                crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible])
+                let mut fx =
+                    crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible]);
+                fx.row_count |= self.stmt.row_count_answered;
+                fx
             }
             // A prepared LOCK TABLES or GET_LOCK holds what the same text would.
             Some(Command::StmtExecute) => {
@@ -196,6 +199,9 @@ impl Session {
                 }
             }
             match self.map_statement(id, command, len).await? {
+                Ok(true) if command == Some(Command::StmtExecute) => {
+                    self.execute_with_row_count(id).await?;
+                }
                 Ok(true) => {}
                 Ok(false) => {
                     let seq = self.client.skip_packet().await?;
@@ -504,7 +510,12 @@ impl Session {
             .get_mut(&id)
             .expect("checked by the caller");
         Stats::incr(&self.fe.mux_stats.reprepares);
-        let prepared = match backend.prepare(&stmt.text).await {
+        let marked = crate::binlog::origin::mark(&stmt.text, backend.thread_id)
+            .filter(|_| self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits());
+        let prepared = match backend
+            .prepare(marked.as_deref().unwrap_or(&stmt.text))
+            .await
+        {
             Ok(r) => r,
             // Nothing of the client's command was sent: it gets an error and the
             // session goes on (its server may just have died).

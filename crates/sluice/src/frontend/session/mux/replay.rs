@@ -736,6 +736,7 @@ impl Session {
         let parsed = OkPacket::parse(&ok).unwrap_or_default();
         let mux = self.backing.muxed_mut();
         mux.status = parsed.status;
+        mux.wrapped_rows = Some(parsed.affected_rows as i64);
         // It set LAST_INSERT_ID() only if it generated the id its OK tells (an id
         // given in the statement is told too, and sets nothing).
         if let Some(id) = insert_id.filter(|&id| id != 0 && id == parsed.last_insert_id) {

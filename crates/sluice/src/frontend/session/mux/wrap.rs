@@ -9,8 +9,9 @@
 //! if only the COMMIT's reply is lost and the new writer has the commit, the client
 //! gets that OK (`mux/replay.rs`).
 //!
-//! The cost, documented: the server runs two more commands per write, and `ROW_COUNT()`
-//! in the statement after reads the COMMIT's 0.
+//! The cost, documented: the server runs two more commands per write. `ROW_COUNT()` in
+//! the statement after would read the COMMIT's 0: Sluice answers it with the write's
+//! own count (`mux/row_count.rs`).
 
 use super::super::relay::{broke_protocol, lost_backend, Relayed};
 use super::super::Session;
@@ -60,8 +61,8 @@ impl Session {
     /// Whether the autocommit write about to be relayed (`text`), armed to be settled
     /// after a loss, goes inside a transaction of Sluice's: only where nothing the
     /// client can see tells the difference (its session tracking reports no
-    /// transaction state, `in_transaction` or GTID, and a COMMIT starts no new
-    /// transaction).
+    /// transaction state, `in_transaction` or GTID, a COMMIT starts no new transaction,
+    /// and it holds no SQL-level prepared statement).
     pub(in crate::frontend::session) fn wraps(&self, text: &[u8]) -> bool {
         let Some(mux) = self.backing.mux() else {
             return false;
@@ -77,7 +78,10 @@ impl Session {
             .vars
             .get(b"completion_type".as_slice())
             .is_some_and(|v| !(v.eq_ignore_ascii_case(b"NO_CHAIN") || v.as_ref() == b"0"));
-        !tracking_sees_it && !chains && wrappable_text(text)
+        // Its `EXECUTE` may read `ROW_COUNT()` in a text Sluice never sees, which
+        // would read the COMMIT's count.
+        let sql_prepared = !mux.pins.sql_prepared.is_empty();
+        !tracking_sees_it && !chains && !sql_prepared && wrappable_text(text)
     }
 
     /// Relays the write at the front of the client buffer inside `BEGIN` ... `COMMIT`.
@@ -272,6 +276,9 @@ impl Session {
         };
         if let Some(m) = self.backing.mux_mut() {
             m.observed.status = status;
+            // The COMMIT after it left the server's count at 0; a write that failed
+            // leaves -1.
+            m.wrapped_rows = Some(status.map_or(-1, |_| affected as i64));
         }
         self.stmt.outcome = Outcome {
             rows: 0,

@@ -1,0 +1,56 @@
+//! Row-changing statements name the server connection they run on, in a comment the
+//! binlog keeps (`binlog/origin.rs`): under row-based logging that is how a failover
+//! tells whose commit in doubt the new writer has.
+
+use super::Session;
+use crate::binlog::origin;
+use crate::error::SessionError;
+use sluice_wire::command::Command;
+use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
+
+/// Longest statement text marked: a larger one goes as it is, and a commit of it in
+/// doubt stays so.
+const MARKED_MAX: usize = 1 << 20;
+
+impl Session {
+    /// Starts the text of the query or prepare at the front of the client buffer with
+    /// the comment naming the held connection, when it changes rows and a failover may
+    /// have to find its transaction. The client's own copy of the text (for the cache,
+    /// replay, its prepared statement's key) was taken before.
+    pub(super) async fn mark_origin(&mut self) -> Result<(), SessionError> {
+        let Some(thread) = self.backend.as_ref().map(|b| b.thread_id) else {
+            return Ok(());
+        };
+        let Some(len) = Header::parse(&self.client.rbuf).map(|h| h.len) else {
+            return Ok(());
+        };
+        let command = self.client.rbuf.get(HEADER_LEN).copied();
+        let text_command = matches!(
+            command.and_then(Command::from_byte),
+            Some(Command::Query | Command::StmtPrepare)
+        );
+        if !text_command || len > MARKED_MAX {
+            return Ok(());
+        }
+        let seen = self.client.rbuf.len().min(HEADER_LEN + len);
+        if !origin::changes_rows(&self.client.rbuf[HEADER_LEN + 1..seen]) {
+            return Ok(());
+        }
+        let settles = self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits();
+        if !settles {
+            return Ok(());
+        }
+        while self.client.rbuf.len() < HEADER_LEN + len {
+            self.client.read_more().await?;
+        }
+        let text = &self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len];
+        let Some(marked) = origin::mark(text, thread) else {
+            return Ok(());
+        };
+        if 1 + marked.len() < MAX_PAYLOAD {
+            self.client
+                .rewrite_front(len, |payload| [&payload[..1], &marked[..]].concat());
+        }
+        Ok(())
+    }
+}
