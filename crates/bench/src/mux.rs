@@ -191,7 +191,10 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
         idle: IdleRun::default(),
     };
     let top = plan.threads.iter().copied().max().unwrap_or(1);
-    let limits = "\n[limits]\nmax_client_connections = 20000\n".to_string();
+    // Out of any fleet: the server connections counted are the pool's (a fleet member
+    // holds two more of its own: docs/BENCHMARKS.md, "Several instances").
+    let limits =
+        "\n[limits]\nmax_client_connections = 20000\n\n[fleet]\nenabled = false\n".to_string();
     println!(
         "starting MariaDB and Sluice (pool of {} connections)...",
         plan.backend_connections

@@ -131,7 +131,12 @@ impl Fleet {
         creds: Arc<BackendCredentials>,
     ) -> Arc<Fleet> {
         let engine = match config.etcd.is_empty() {
-            true => Engine::Servers(servers::Servers::new(router.clone(), creds, config.poll)),
+            true => Engine::Servers(servers::Servers::new(
+                &config.name,
+                router.clone(),
+                creds,
+                config.poll,
+            )),
             false => Engine::Etcd(etcd::Etcd::new(config)),
         };
         let (outbox, rx) = mpsc::unbounded_channel();
@@ -467,6 +472,19 @@ impl Fleet {
             }
         }
         if !*caught_up {
+            // The shared state is what the running fleet applies now: an instance joining
+            // it takes it. A fleet started afresh (no other instance live) starts from
+            // its files, not from what an earlier run changed at runtime.
+            let me = self.slot();
+            if !self
+                .members
+                .load()
+                .iter()
+                .any(|m| m.live && Some(m.slot) != me)
+            {
+                *caught_up = true;
+                return;
+            }
             let state = match &self.engine {
                 Engine::Servers(s) => s.state().await,
                 Engine::Etcd(e) => e.state().await,

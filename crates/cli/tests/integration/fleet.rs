@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 const WEAK_USER: &str = "fleet_weak";
 const WEAK_PASSWORD: &str = "weak_pw";
 
-/// `n` configurations alike but for their listener and admin addresses.
+/// `n` configurations alike but for their listener and admin addresses, in a fleet
+/// (the harness keeps instances out of one by default).
 fn alike(first: &Config, n: usize) -> Vec<Config> {
     (0..n)
         .map(|i| {
-            let mut c = first.clone();
+            let mut c = first.clone().fleet("enabled", true);
             if i > 0 {
                 c = c.admin(ADMIN_TOKEN);
                 c.listeners[0].address = format!("127.0.0.1:{}", free_port());
@@ -310,7 +311,9 @@ fn instances_sharing_an_etcd_act_as_one() {
 fn two_instances_with_etcd_fail_over_once() {
     let etcd = Etcd::start();
     crate::writer_lock::fail_over_with(2, false, |c| {
-        c.fleet("etcd", vec![etcd.url.clone()]).fleet("name", "t4")
+        c.fleet("enabled", true)
+            .fleet("etcd", vec![etcd.url.clone()])
+            .fleet("name", "t4")
     });
 }
 
@@ -320,7 +323,9 @@ fn two_instances_with_etcd_fail_over_once() {
 fn three_instances_with_etcd_one_killed_with_the_primary_fail_over_once() {
     let etcd = Etcd::start();
     crate::writer_lock::fail_over_with(3, true, |c| {
-        c.fleet("etcd", vec![etcd.url.clone()]).fleet("name", "t5")
+        c.fleet("enabled", true)
+            .fleet("etcd", vec![etcd.url.clone()])
+            .fleet("name", "t5")
     });
 }
 
@@ -377,7 +382,8 @@ fn a_dead_instances_prepared_branches_are_finished_by_a_survivor() {
     use crate::sharding_xa::{decision_table_made, fill, prepared, value};
     let etcd = Etcd::start();
     let fleet = |c: Config| {
-        c.fleet("etcd", vec![etcd.url.clone()])
+        c.fleet("enabled", true)
+            .fleet("etcd", vec![etcd.url.clone()])
             .fleet("name", "t3")
             .fleet("lease", "2s")
     };
@@ -499,4 +505,26 @@ fn the_fleet_benchmark_measures_cost_and_agreement() {
     let primary = &count["servers"][0];
     assert!(primary["statements_per_s"].as_f64().unwrap() > 0.0, "{r}");
     assert!(primary["connections"].as_i64().unwrap() >= 2, "{r}");
+}
+
+/// Instances of two fleets (`[fleet] name`) in front of the same servers share nothing:
+/// each is slot 0 of its own and lists only itself.
+#[test]
+fn fleets_with_other_names_share_nothing() {
+    let set = replica_set(false);
+    let mut configs = alike(&config(&set), 2);
+    configs[0] = configs[0].clone().fleet("name", "shop");
+    configs[1] = configs[1].clone().fleet("name", "billing");
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    for (s, c) in instances.iter().zip(&configs) {
+        let joined_alone = || {
+            let view = fleet_of(s, c);
+            view["slot"] == 0 && live_slots(&view) == [0]
+        };
+        assert!(
+            wait_until(Duration::from_secs(20), joined_alone),
+            "{}",
+            fleet_of(s, c)
+        );
+    }
 }

@@ -13,8 +13,8 @@ pub struct FleetConfig {
     /// and tables in the `sluice` schema on the writer.
     #[serde(default)]
     pub etcd: Vec<String>,
-    /// The fleet's name: instances with the same etcd and name are one fleet (the key
-    /// prefix is `/sluice/<name>/`). Default "sluice".
+    /// The fleet's name: instances with the same servers (or etcd) and name are one
+    /// fleet (with etcd, the key prefix is `/sluice/<name>/`). Default "sluice".
     #[serde(default = "default_name")]
     pub name: String,
     /// This instance's name, as peers and `GET /v1/fleet` show it. Default: the host
@@ -77,13 +77,14 @@ impl FleetConfig {
             }
         }
         let name_ok = !self.name.is_empty()
+            && self.name.len() <= 32
             && self
                 .name
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
         if !name_ok {
             p.push(format!(
-                "fleet.name: {:?} must be letters, digits, '-', '_' or '.'",
+                "fleet.name: {:?} must be 1 to 32 letters, digits, '-', '_' or '.'",
                 self.name
             ));
         }

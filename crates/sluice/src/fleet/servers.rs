@@ -18,19 +18,24 @@ use std::time::Duration;
 
 const SCHEMA: [&str; 4] = [
     "CREATE DATABASE IF NOT EXISTS sluice",
-    "CREATE TABLE IF NOT EXISTS sluice.fleet_member (slot SMALLINT UNSIGNED NOT NULL \
-     PRIMARY KEY, info TEXT NOT NULL, seen TIMESTAMP(6) NOT NULL) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS sluice.fleet_member (fleet VARCHAR(64) NOT NULL, slot \
+     SMALLINT UNSIGNED NOT NULL, info TEXT NOT NULL, seen TIMESTAMP(6) NOT NULL, \
+     PRIMARY KEY (fleet, slot)) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS sluice.fleet_log (id BIGINT UNSIGNED NOT NULL \
-     AUTO_INCREMENT PRIMARY KEY, origin SMALLINT UNSIGNED NOT NULL, at TIMESTAMP(6) NOT \
-     NULL DEFAULT CURRENT_TIMESTAMP(6), body TEXT NOT NULL) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS sluice.fleet_state (name VARCHAR(191) NOT NULL PRIMARY \
-     KEY, body TEXT NOT NULL, at TIMESTAMP(6) NOT NULL) ENGINE=InnoDB",
+     AUTO_INCREMENT PRIMARY KEY, fleet VARCHAR(64) NOT NULL, origin SMALLINT UNSIGNED NOT \
+     NULL, at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), body TEXT NOT NULL) \
+     ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS sluice.fleet_state (fleet VARCHAR(64) NOT NULL, name \
+     VARCHAR(191) NOT NULL, body TEXT NOT NULL, at TIMESTAMP(6) NOT NULL, PRIMARY KEY \
+     (fleet, name)) ENGINE=InnoDB",
 ];
 
 /// How long the log keeps a message: far longer than any instance takes to read it.
 const KEEP_LOG: &str = "INTERVAL 10 MINUTE";
 
 pub struct Servers {
+    /// `fleet.name`: instances of other fleets on the same servers share nothing.
+    fleet: String,
     router: RouterSource,
     creds: Arc<BackendCredentials>,
     poll: Duration,
@@ -58,12 +63,16 @@ struct Table {
     broken: Option<String>,
 }
 
-fn slot_lock(slot: u32) -> String {
-    format!("sluice.slot.{slot}")
-}
+impl Servers {
+    /// A fleet's slot lock: its name, then the slot (`GET_LOCK` names are 64 characters
+    /// at most, which `fleet.name`'s 32 leave room for).
+    fn slot_lock(&self, slot: u32) -> String {
+        format!("sluice.{}.slot.{slot}", self.fleet)
+    }
 
-fn duty_lock(duty: &str) -> String {
-    format!("sluice.duty.{duty}")
+    fn duty_lock(&self, duty: &str) -> String {
+        format!("sluice.{}.duty.{duty}", self.fleet)
+    }
 }
 
 /// A text as an SQL literal whatever the session's `sql_mode` (no escapes to get wrong).
@@ -109,8 +118,14 @@ async fn unlock(c: &mut BackendConn, name: &str, timeout: Duration) {
 }
 
 impl Servers {
-    pub fn new(router: RouterSource, creds: Arc<BackendCredentials>, poll: Duration) -> Servers {
+    pub fn new(
+        fleet: &str,
+        router: RouterSource,
+        creds: Arc<BackendCredentials>,
+        poll: Duration,
+    ) -> Servers {
         Servers {
+            fleet: fleet.to_owned(),
             router,
             creds,
             poll,
@@ -167,7 +182,7 @@ impl Servers {
             return None;
         }
         for slot in 0..SLOTS {
-            let name = slot_lock(slot);
+            let name = self.slot_lock(slot);
             let mut got = Vec::new();
             let count = conns.len();
             for (i, (_, c)) in conns.iter_mut().enumerate() {
@@ -221,7 +236,7 @@ impl Servers {
                         servers.remove(&name);
                     }
                     if let Some(mut c) = self.connect(m).await {
-                        if lock(&mut c, &slot_lock(slot), timeout).await {
+                        if lock(&mut c, &self.slot_lock(slot), timeout).await {
                             alive.insert(name, c);
                         }
                     }
@@ -238,7 +253,7 @@ impl Servers {
         let mut holds = self.holds.lock().await;
         let timeout = self.timeout();
         let running = self.running().len();
-        let name = duty_lock(duty);
+        let name = self.duty_lock(duty);
         let Holds { conns, duties, .. } = &mut *holds;
         let on = duties.entry(duty.to_owned()).or_default();
         for (server, c) in conns.iter_mut() {
@@ -331,8 +346,9 @@ impl Servers {
     pub async fn register(&self, me: &MemberInfo) -> Result<(), String> {
         let info = serde_json::to_string(me).map_err(|e| e.to_string())?;
         let sql = format!(
-            "INSERT INTO sluice.fleet_member (slot, info, seen) VALUES ({}, {}, NOW(6)) \
-             ON DUPLICATE KEY UPDATE info = VALUES(info), seen = VALUES(seen)",
+            "INSERT INTO sluice.fleet_member (fleet, slot, info, seen) VALUES ({}, {}, {}, \
+             NOW(6)) ON DUPLICATE KEY UPDATE info = VALUES(info), seen = VALUES(seen)",
+            literal(&self.fleet),
             me.slot,
             literal(&info)
         );
@@ -342,10 +358,14 @@ impl Servers {
     /// Every instance that ever registered, with how long ago it was last heard of and
     /// whether its slot's lock is held on the writer now.
     pub async fn members(&self) -> Result<Vec<MemberInfo>, String> {
-        let sql = "SELECT info, TIMESTAMPDIFF(MICROSECOND, seen, NOW(6)) DIV 1000, \
-                   IS_USED_LOCK(CONCAT('sluice.slot.', slot)) IS NOT NULL \
-                   FROM sluice.fleet_member ORDER BY slot";
-        let rows = self.on_writer(sql).await?;
+        let sql = format!(
+            "SELECT info, TIMESTAMPDIFF(MICROSECOND, seen, NOW(6)) DIV 1000, \
+             IS_USED_LOCK(CONCAT({}, slot)) IS NOT NULL FROM sluice.fleet_member \
+             WHERE fleet = {} ORDER BY slot",
+            literal(&format!("sluice.{}.slot.", self.fleet)),
+            literal(&self.fleet)
+        );
+        let rows = self.on_writer(&sql).await?;
         Ok(rows
             .iter()
             .filter_map(|r| {
@@ -361,15 +381,17 @@ impl Servers {
         let body = serde_json::to_string(m).map_err(|e| e.to_string())?;
         if let Some(key) = state_key {
             let sql = format!(
-                "INSERT INTO sluice.fleet_state (name, body, at) VALUES ({}, {}, NOW(6)) \
-                 ON DUPLICATE KEY UPDATE body = VALUES(body), at = VALUES(at)",
+                "INSERT INTO sluice.fleet_state (fleet, name, body, at) VALUES ({}, {}, {}, \
+                 NOW(6)) ON DUPLICATE KEY UPDATE body = VALUES(body), at = VALUES(at)",
+                literal(&self.fleet),
                 literal(key),
                 literal(&body)
             );
             self.on_writer(&sql).await?;
         }
         let sql = format!(
-            "INSERT INTO sluice.fleet_log (origin, body) VALUES ({}, {})",
+            "INSERT INTO sluice.fleet_log (fleet, origin, body) VALUES ({}, {}, {})",
+            literal(&self.fleet),
             m.origin(),
             literal(&body)
         );
@@ -389,7 +411,9 @@ impl Servers {
             return Vec::new();
         };
         let sql = format!(
-            "SELECT id, body FROM sluice.fleet_log WHERE id > {last} ORDER BY id LIMIT 1000"
+            "SELECT id, IF(fleet = {}, body, NULL) FROM sluice.fleet_log WHERE id > {last} \
+             ORDER BY id LIMIT 1000",
+            literal(&self.fleet)
         );
         let read = rows(c, &sql, timeout).await;
         let Ok(read) = read else {
@@ -401,13 +425,11 @@ impl Servers {
             if let Some(id) = r.first().map(text).and_then(|t| t.parse::<u64>().ok()) {
                 table.last = Some(id);
             }
-            match r
-                .get(1)
-                .map(text)
-                .map(|b| serde_json::from_str::<Message>(&b))
-            {
-                Some(Ok(m)) => out.push(m),
-                _ => tracing::debug!("a fleet message this version does not read, skipped"),
+            // Another fleet's message (NULL) is passed over.
+            let Some(Some(body)) = r.get(1) else { continue };
+            match serde_json::from_slice::<Message>(body) {
+                Ok(m) => out.push(m),
+                Err(_) => tracing::debug!("a fleet message this version does not read, skipped"),
             }
         }
         out
@@ -416,7 +438,10 @@ impl Servers {
     /// The shared state entries, as the changes that last set them.
     pub async fn state(&self) -> Result<Vec<Message>, String> {
         let rows = self
-            .on_writer("SELECT body FROM sluice.fleet_state ORDER BY at")
+            .on_writer(&format!(
+                "SELECT body FROM sluice.fleet_state WHERE fleet = {} ORDER BY at",
+                literal(&self.fleet)
+            ))
             .await?;
         Ok(rows
             .iter()

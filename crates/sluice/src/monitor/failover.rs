@@ -455,7 +455,9 @@ async fn as_the_fleet_allows<T>(
     }
     let result = change.await;
     if let Some(fleet) = fleet {
-        fleet.end_writer_change(result.as_ref().ok().map(made)).await;
+        fleet
+            .end_writer_change(result.as_ref().ok().map(made))
+            .await;
     }
     result
 }
