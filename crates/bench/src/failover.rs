@@ -13,7 +13,13 @@
 //! ([`report`]) is written after every run. A run fails only when it could not be
 //! measured (no failover within a bound, sysbench without its summary); what it
 //! measured is reported as it is, whatever the target.
+//!
+//! With --instances N, N Sluice instances share the replica set and the clients
+//! ([`fleet`]); the report adds what the fleet did: promotions, writable servers, the
+//! writer each instance routes to.
 
+mod clients;
+mod fleet;
 mod probe;
 mod report;
 mod tally;
@@ -26,15 +32,16 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 use serde::Serialize;
-use sluice_sandbox::{self as sandbox, MariaDb, ReplicaSet, ReplicaSetOptions};
+use sluice_sandbox::{self as sandbox, ReplicaSet, ReplicaSetOptions};
 
 use crate::document::Document;
 use crate::report::Machine;
-use crate::routing::{admin_token, endpoint, last_line, servers_json, wait_for_routing, AdminApi};
-use crate::sysbench::{self, parse_run, DataSet, RunStats, SysbenchCommand};
+use crate::routing::{endpoint, last_line};
+use crate::sysbench::{self, DataSet, RunStats, SysbenchCommand};
 use crate::tool::Finished;
-use crate::topology::{toml_string, SluiceProcess, MAX_PREPARED_STMT_COUNT};
+use crate::topology::{toml_string, MAX_PREPARED_STMT_COUNT};
 use crate::{CommonArgs, Ran, Resolved, Sizes};
+use fleet::{instance_file, thread_shares, FleetRun, FleetSummary, Instances};
 use probe::{ProbeLog, ProbeTarget, Probes, TRX_TABLE, WRITES_TABLE};
 use tally::{ErrorText, Replays};
 
@@ -70,6 +77,15 @@ pub struct FailoverArgs {
     /// error 1158. `--wrap-autocommit-writes false` measures without it.
     #[arg(long, num_args = 0..=1, default_value_t = true, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub wrap_autocommit_writes: bool,
+    /// Sluice instances in front of the replica set, the same configuration but their
+    /// addresses; sysbench's threads and the probes are spread over them.
+    #[arg(long, default_value_t = 1)]
+    pub instances: u32,
+    /// SIGKILL the first Sluice instance together with the primary (with --instances 2
+    /// or more): the others must carry out the failover. Its clients' errors are
+    /// reported apart and not counted against the target.
+    #[arg(long)]
+    pub kill_instance: bool,
 }
 
 #[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -105,6 +121,9 @@ const SYSBENCH_MARGIN_SECS: u64 = 3;
 const ERROR_TEXTS: usize = 5;
 /// Ids of lost or doubled writes kept per run.
 const IDS_KEPT: usize = 10;
+/// Most --instances: each takes 100 connections of every server, and the fleet's
+/// slots and the two cores the target is stated for run out well before.
+const MAX_INSTANCES: u32 = 8;
 
 /// The flags checked and resolved.
 #[derive(Debug, Clone)]
@@ -117,10 +136,12 @@ struct Plan {
     probe_writers: u32,
     binlog_format: BinlogFormat,
     wrap_autocommit_writes: bool,
+    instances: u32,
+    kill_instance: bool,
     /// sysbench's --time, whole seconds.
     sysbench_secs: u64,
-    /// Of every server: sysbench's threads, Sluice's pool (100 per server by default)
-    /// and room for the probes, the monitor and the admin.
+    /// Of every server: sysbench's threads, each instance's pool (100 per server by
+    /// default) and room for the probes, the monitors and the admin.
     max_connections: u32,
 }
 
@@ -144,6 +165,12 @@ impl Plan {
         if args.kill_after.is_zero() || args.after.is_zero() {
             bail!("--kill-after and --after must be longer than 0s");
         }
+        if args.instances == 0 || args.instances > MAX_INSTANCES {
+            bail!("--instances must be from 1 to {MAX_INSTANCES}");
+        }
+        if args.kill_instance && args.instances < 2 {
+            bail!("--kill-instance needs --instances 2 or more: one must survive to fail over");
+        }
         let load = args.kill_after + args.after;
         Ok(Plan {
             runs,
@@ -154,10 +181,14 @@ impl Plan {
             probe_writers: args.probe_writers,
             binlog_format: args.binlog_format,
             wrap_autocommit_writes: args.wrap_autocommit_writes,
+            instances: args.instances,
+            kill_instance: args.kill_instance,
             sysbench_secs: load.as_secs()
                 + u64::from(load.subsec_nanos() > 0)
                 + SYSBENCH_MARGIN_SECS,
-            max_connections: threads.saturating_add(200),
+            max_connections: threads
+                .saturating_add(100 * args.instances)
+                .saturating_add(100),
         })
     }
 }
@@ -188,6 +219,16 @@ impl SysbenchFigures {
             conflicts,
             reconnects: s.reconnects,
         }
+    }
+
+    /// `other`'s figures added to these: the sysbench processes of several instances.
+    fn add(&mut self, other: &SysbenchFigures) {
+        self.transactions += other.transactions;
+        self.tps += other.tps;
+        self.ignored_errors += other.ignored_errors;
+        self.errors_before_kill += other.errors_before_kill;
+        self.conflicts += other.conflicts;
+        self.reconnects += other.reconnects;
     }
 }
 
@@ -234,6 +275,9 @@ struct Run {
     sysbench_output: String,
     sluice_log: String,
     sluice_config: String,
+    /// With several instances: what the fleet did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<FleetRun>,
 }
 
 impl Run {
@@ -256,9 +300,12 @@ impl Run {
             self.acked_lost,
             self.applied_twice,
         ) {
-            (None, Some(errors), Some(lost), Some(twice)) => {
-                Some(errors == 0 && lost == 0 && twice == 0)
-            }
+            (None, Some(errors), Some(lost), Some(twice)) => Some(
+                errors == 0
+                    && lost == 0
+                    && twice == 0
+                    && self.fleet.as_ref().is_none_or(FleetRun::holds),
+            ),
             _ => None,
         };
     }
@@ -278,6 +325,9 @@ struct Summary {
     acked_lost: u64,
     applied_twice: u64,
     mismatches: u64,
+    /// With several instances.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<FleetSummary>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -298,11 +348,20 @@ struct Results {
     probe_writers: u32,
     binlog_format: BinlogFormat,
     wrap_autocommit_writes: bool,
+    #[serde(skip_serializing_if = "one")]
+    instances: u32,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    kill_instance: bool,
     runs_planned: u32,
     sluice_command: Option<String>,
     prepare_command: Option<String>,
     runs: Vec<Run>,
     summary: Summary,
+}
+
+/// Whether a count is 1: a single instance's results keep the fields they always had.
+fn one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// Runs the benchmark, printing the table and where the report is.
@@ -335,6 +394,8 @@ fn run_into(args: &FailoverArgs, document: &mut Option<Document>) -> anyhow::Res
         probe_writers: plan.probe_writers,
         binlog_format: plan.binlog_format,
         wrap_autocommit_writes: plan.wrap_autocommit_writes,
+        instances: plan.instances,
+        kill_instance: plan.kill_instance,
         runs_planned: plan.runs,
         sluice_command: None,
         prepare_command: None,
@@ -375,34 +436,58 @@ fn measure(
             .context("starting the probes' runtime")?,
     };
     for n in 1..=plan.runs {
-        eprintln!(
-            "[{n}/{}] a primary and 2 replicas, sysbench with {} threads and {} probe \
-             writers through Sluice; primary killed after {:?}, load on {:?} after the failover",
-            plan.runs, plan.threads, plan.probe_writers, plan.kill_after, plan.after
-        );
+        eprintln!("[{n}/{}] {}", plan.runs, plan.describe());
         let mut run = Run {
             run: n,
             sysbench_output: format!("raw/sysbench-run{n}.txt"),
             sluice_log: format!("raw/sluice-run{n}.log"),
             sluice_config: format!("raw/sluice-run{n}.toml"),
+            fleet: (plan.instances > 1).then(|| FleetRun {
+                killed_instance: plan.kill_instance.then_some(1),
+                ..FleetRun::default()
+            }),
             ..Run::default()
         };
         if let Err(e) = bench.one_run(&mut run, results) {
             run.failure = Some(format!("{e:#}"));
         }
         run.judge();
-        eprintln!("    {}", describe(&run));
+        eprintln!("    {}", report::progress_line(&run));
         results.runs.push(run);
         report::write(out, results)?;
     }
     Ok(())
 }
 
-/// The load of one run while it goes on: sysbench in a thread of its own, the probes
-/// on the runtime.
+impl Plan {
+    /// A progress line's account of what each run does.
+    fn describe(&self) -> String {
+        let mut s = String::from("a primary and 2 replicas, ");
+        if self.instances > 1 {
+            let _ = write!(s, "{} Sluice instances; ", self.instances);
+        }
+        let _ = write!(
+            s,
+            "sysbench with {} threads and {} probe writers through Sluice; primary ",
+            self.threads, self.probe_writers
+        );
+        if self.kill_instance {
+            s.push_str("and the first instance ");
+        }
+        let _ = write!(
+            s,
+            "killed after {:?}, load on {:?} after the failover",
+            self.kill_after, self.after
+        );
+        s
+    }
+}
+
+/// The load of one run while it goes on: sysbench in threads of their own, one per
+/// instance, the probes on the runtime.
 struct Load {
     started: Instant,
-    sysbench: JoinHandle<anyhow::Result<Finished>>,
+    sysbench: Vec<JoinHandle<anyhow::Result<Finished>>>,
     probes: Probes,
 }
 
@@ -414,8 +499,9 @@ struct Killed {
     killed: Instant,
     /// The kill's time from sysbench's start.
     killed_after: Duration,
-    sysbench: anyhow::Result<Finished>,
-    probes: ProbeLog,
+    /// One per instance, first instance first.
+    sysbench: Vec<anyhow::Result<Finished>>,
+    probes: Vec<ProbeLog>,
 }
 
 impl<'a> Bench<'a> {
@@ -438,18 +524,22 @@ impl<'a> Bench<'a> {
             results.mariadb_version = last_line(&set.primary.execute("SELECT VERSION()")?);
         }
         self.prepare(&set, run, results)?;
-        let (mut sluice, admin, sluice_addr) = self.start_sluice(&set, run, results)?;
+        let mut sluices = self.start_instances(&set, run, results)?;
 
-        let k = self.kill_under_load(&set, &admin, sluice_addr, run)?;
+        let k = self.kill_under_load(&set, &mut sluices, run)?;
         run.failover_seen_ms = Some((k.recovered - k.killed).as_millis() as u64);
         run.new_writer = Some(k.new_writer.clone());
-        let servers = servers_json(&admin)?;
-        run.replays = Replays::from_servers(&servers);
-        run.failover_took_ms = servers["last_failover"]["took_ms"].as_u64();
-        if let Err(ended) = sluice.check() {
-            bail!("{ended}");
+        let (readings, settled) = fleet::read_after(&sluices);
+        if readings.iter().all(Option::is_none) {
+            bail!("no Sluice instance answered /v1/servers after the run");
         }
-        sluice.stop();
+        run.replays = fleet::replays_of(&readings);
+        run.failover_took_ms = fleet::failover_took_ms(&readings);
+        sluices.check()?;
+        if let Some(f) = &mut run.fleet {
+            f.record(&readings, settled, fleet::writable_servers(&set)?);
+        }
+        sluices.stop();
 
         let index = NAMES
             .iter()
@@ -461,65 +551,21 @@ impl<'a> Bench<'a> {
                 )
             })?;
         let promoted = set.servers().nth(index).expect("one server per name");
-        tally_probes(run, &k.probes, promoted, k.killed, k.recovered)?;
-        self.tally_sysbench(run, k.sysbench, k.killed_after)?;
-        run.client_errors = Some(
-            run.sysbench
-                .as_ref()
-                .map_or(0, |s| s.ignored_errors + s.reconnects)
-                + run.probe_write_errors
-                + run.probe_trx_errors,
-        );
-        Ok(())
+        self.tally_clients(run, k, promoted)
     }
 
-    /// Sluice in front of `set`, routing: its process, its admin API, where clients
-    /// connect.
-    fn start_sluice(
-        &self,
-        set: &ReplicaSet,
-        run: &Run,
-        results: &mut Results,
-    ) -> anyhow::Result<(SluiceProcess, AdminApi, SocketAddr)> {
-        let port = sandbox::free_port();
-        let admin_port = sandbox::free_port();
-        let token = admin_token("failover");
-        let addresses: Vec<SocketAddr> = set.servers().map(MariaDb::addr).collect();
-        let config = self.out.join(&run.sluice_config);
-        std::fs::write(
-            &config,
-            sluice_config(
-                &addresses,
-                port,
-                admin_port,
-                &token,
-                self.plan.wrap_autocommit_writes,
-            ),
-        )
-        .with_context(|| format!("writing {}", config.display()))?;
-        let sluice = SluiceProcess::start(
-            &self.sluice_bin,
-            &config,
-            port,
-            &self.out.join(&run.sluice_log),
-        )?;
-        results.sluice_command = Some(sluice.command.clone());
-        let admin = AdminApi::new(format!("127.0.0.1:{admin_port}"), token);
-        wait_for_routing(&admin, &NAMES)?;
-        Ok((sluice, admin, SocketAddr::from(([127, 0, 0, 1], port))))
-    }
-
-    /// The load through Sluice at `addr` for --kill-after, the primary killed, the
-    /// failover waited for, the load on for --after; then the load stopped (always,
-    /// once started, even when no failover came).
+    /// The load through the instances for --kill-after, the primary killed (and with
+    /// --kill-instance the first instance), the failover waited for, the load on for
+    /// --after; then the load stopped (always, once started, even when no failover
+    /// came).
     fn kill_under_load(
         &self,
         set: &ReplicaSet,
-        admin: &AdminApi,
-        addr: SocketAddr,
+        sluices: &mut Instances,
         run: &mut Run,
     ) -> anyhow::Result<Killed> {
-        let load = self.start_load(addr, run);
+        let addrs: Vec<SocketAddr> = sluices.list.iter().map(|i| i.addr).collect();
+        let load = self.start_load(&addrs, run);
         // The load's length, not a wait for anything.
         std::thread::sleep(self.plan.kill_after);
         let killed = Instant::now();
@@ -528,7 +574,14 @@ impl<'a> Bench<'a> {
             .primary
             .kill()
             .context("killing the primary")
-            .and_then(|()| wait_for_failover(admin));
+            .and_then(|()| match self.plan.kill_instance {
+                true => sluices.kill_first(),
+                false => Ok(()),
+            })
+            .and_then(|()| {
+                let admins: Vec<_> = sluices.survivors().map(|i| &i.admin).collect();
+                fleet::wait_for_failover(&admins, FAILOVER_TIMEOUT)
+            });
         if failover.is_ok() {
             std::thread::sleep(self.plan.after);
         }
@@ -573,40 +626,60 @@ impl<'a> Bench<'a> {
             .context("waiting for the replicas to apply the sysbench tables")
     }
 
-    /// sysbench and the probes, all through Sluice at `addr`.
-    fn start_load(&self, addr: SocketAddr, run: &mut Run) -> Load {
+    /// sysbench and the probes through the Sluice instances at `addrs`: one sysbench
+    /// per instance with its share of the threads (one process per instance tells whose
+    /// clients got which errors), the probes spread over them in turn.
+    fn start_load(&self, addrs: &[SocketAddr], run: &mut Run) -> Load {
         let plan = self.plan;
-        let options = [
-            format!("--threads={}", plan.threads),
-            format!("--time={}", plan.sysbench_secs),
-            "--report-interval=1".to_string(),
-            "--mysql-ignore-errors=all".to_string(),
-            "--db-ps-mode=auto".to_string(),
-            // The level at which sysbench names each error it ignores (code and message),
-            // and little else.
-            "--verbosity=5".to_string(),
-        ];
-        let command = SysbenchCommand::run_script(
-            &self.args.common.sysbench,
-            "oltp_read_write",
-            &endpoint(addr),
-            plan.data,
-            &options,
-            self.out,
-        );
-        run.sysbench_command = Some(command.display());
-        let log = self.out.join(&run.sysbench_output);
-        // Connecting and preparing take a while of their own.
-        let deadline = Duration::from_secs(plan.sysbench_secs + 60);
         let started = Instant::now();
-        let sysbench = std::thread::spawn(move || command.execute(&log, deadline, |_, _| {}));
-        let target = ProbeTarget {
-            addr: addr.to_string(),
-            user: sandbox::ADMIN_USER.into(),
-            password: sandbox::ADMIN_PASSWORD.into(),
-            database: DATABASE.into(),
-        };
-        let probes = Probes::start(&self.runtime, &target, plan.probe_writers);
+        let mut sysbench = Vec::new();
+        for ((number, addr), threads) in (1..)
+            .zip(addrs)
+            .zip(thread_shares(plan.threads, plan.instances))
+        {
+            let options = [
+                format!("--threads={threads}"),
+                format!("--time={}", plan.sysbench_secs),
+                "--report-interval=1".to_string(),
+                "--mysql-ignore-errors=all".to_string(),
+                "--db-ps-mode=auto".to_string(),
+                // The level at which sysbench names each error it ignores (code and
+                // message), and little else.
+                "--verbosity=5".to_string(),
+            ];
+            let command = SysbenchCommand::run_script(
+                &self.args.common.sysbench,
+                "oltp_read_write",
+                &endpoint(*addr),
+                plan.data,
+                &options,
+                self.out,
+            );
+            if number == 1 {
+                run.sysbench_command = Some(command.display());
+            }
+            if let Some(f) = &mut run.fleet {
+                f.sysbench_commands.push(command.display());
+            }
+            let log = self
+                .out
+                .join(instance_file(&run.sysbench_output, number, plan.instances));
+            // Connecting and preparing take a while of their own.
+            let deadline = Duration::from_secs(plan.sysbench_secs + 60);
+            sysbench.push(std::thread::spawn(move || {
+                command.execute(&log, deadline, |_, _| {})
+            }));
+        }
+        let targets: Vec<ProbeTarget> = addrs
+            .iter()
+            .map(|addr| ProbeTarget {
+                addr: addr.to_string(),
+                user: sandbox::ADMIN_USER.into(),
+                password: sandbox::ADMIN_PASSWORD.into(),
+                database: DATABASE.into(),
+            })
+            .collect();
+        let probes = Probes::start(&self.runtime, &targets, plan.probe_writers);
         Load {
             started,
             sysbench,
@@ -614,107 +687,21 @@ impl<'a> Bench<'a> {
         }
     }
 
-    /// Stops the probes and waits for sysbench (bounded by its own deadline).
-    fn finish_load(&self, load: Load) -> (anyhow::Result<Finished>, ProbeLog) {
+    /// Stops the probes and waits for every sysbench (each bounded by its own
+    /// deadline).
+    fn finish_load(&self, load: Load) -> (Vec<anyhow::Result<Finished>>, Vec<ProbeLog>) {
         let probes = load.probes.finish(&self.runtime);
         let finished = load
             .sysbench
-            .join()
-            .unwrap_or_else(|_| Err(anyhow::anyhow!("the thread running sysbench panicked")));
+            .into_iter()
+            .map(|t| {
+                t.join().unwrap_or_else(|_| {
+                    Err(anyhow::anyhow!("the thread running sysbench panicked"))
+                })
+            })
+            .collect();
         (finished, probes)
     }
-
-    /// sysbench's summary into `run`, or why there is none; `killed_after`: the kill's
-    /// time from sysbench's start.
-    fn tally_sysbench(
-        &self,
-        run: &mut Run,
-        finished: anyhow::Result<Finished>,
-        killed_after: Duration,
-    ) -> anyhow::Result<()> {
-        let finished = finished?;
-        let texts = tally::sysbench_errors(&finished.output);
-        run.sysbench_errors = tally::error_texts(&texts, ERROR_TEXTS);
-        let log = self.out.join(&run.sysbench_output);
-        let what = format!("oltp_read_write threads={}", self.plan.threads);
-        sysbench::check(&finished, &what, &log)?;
-        let stats = parse_run(&finished.output).with_context(|| {
-            format!(
-                "{what}: sysbench exited 0 but its output has no complete summary; see {}",
-                log.display()
-            )
-        })?;
-        let before = tally::sysbench_errors_before(&finished.output, killed_after);
-        let conflicts = texts.iter().filter(|t| tally::workload_conflict(t)).count();
-        run.sysbench = Some(SysbenchFigures::new(&stats, before, conflicts as u64));
-        Ok(())
-    }
-}
-
-/// Waits (at most [`FAILOVER_TIMEOUT`]) until Sluice names a writer other than the
-/// primary; that writer, and when it was first seen.
-fn wait_for_failover(admin: &AdminApi) -> anyhow::Result<(String, Instant)> {
-    let deadline = Instant::now() + FAILOVER_TIMEOUT;
-    loop {
-        let last = servers_json(admin);
-        if let Ok(json) = &last {
-            if let Some(writer) = json["writer"].as_str().filter(|w| *w != NAMES[0]) {
-                return Ok((writer.to_string(), Instant::now()));
-            }
-        }
-        if Instant::now() >= deadline {
-            let last = match last {
-                Ok(json) => json.to_string(),
-                Err(e) => format!("{e:#}"),
-            };
-            bail!(
-                "no failover: Sluice named no writer other than the primary within \
-                 {FAILOVER_TIMEOUT:?} of the kill; /v1/servers said: {last}"
-            );
-        }
-        std::thread::sleep(POLL);
-    }
-}
-
-/// What the probes saw, and their writes as the promoted server has them.
-fn tally_probes(
-    run: &mut Run,
-    probes: &ProbeLog,
-    promoted: &MariaDb,
-    killed: Instant,
-    recovered: Instant,
-) -> anyhow::Result<()> {
-    run.probe_writes_acked = probes.acked_writes.len() as u64;
-    run.probe_write_errors = probes.write_errors;
-    run.probe_transactions = probes.transactions() as u64;
-    run.probe_trx_errors = probes.trx_errors;
-    run.probe_errors = tally::error_texts(&probes.errors, ERROR_TEXTS);
-    let acks: Vec<Instant> = probes
-        .acked_writes
-        .iter()
-        .chain(&probes.acked_trx)
-        .map(|(_, at)| *at)
-        .collect();
-    run.write_pause_ms = tally::write_pause(&acks, killed, recovered).map(|d| d.as_millis() as u64);
-
-    let ids_of = |table: &str| -> anyhow::Result<Vec<i64>> {
-        let batch = promoted
-            .execute(&format!("SELECT id FROM {DATABASE}.{table}"))
-            .context("reading the probe writes on the promoted server")?;
-        tally::parse_ids(&batch)
-    };
-    let writes = ids_of(WRITES_TABLE)?;
-    let trx = ids_of(TRX_TABLE)?;
-    let ids = |acked: &[(i64, Instant)]| acked.iter().map(|(id, _)| *id).collect::<Vec<_>>();
-    let mut lost = tally::lost(ids(&probes.acked_writes), &writes);
-    lost.extend(tally::lost(ids(&probes.acked_trx), &trx));
-    let mut twice = tally::applied_twice(&writes);
-    twice.extend(tally::applied_twice(&trx));
-    run.acked_lost = Some(lost.len() as u64);
-    run.applied_twice = Some(twice.len() as u64);
-    run.lost_ids = lost.into_iter().take(IDS_KEPT).collect();
-    run.twice_ids = twice.into_iter().take(IDS_KEPT).collect();
-    Ok(())
 }
 
 /// The Sluice configuration: the three servers, multiplexing, the read/write split,
@@ -754,42 +741,6 @@ fn sluice_config(
         toml_string(token)
     );
     text
-}
-
-/// A progress line's account of one run.
-fn describe(run: &Run) -> String {
-    let mut s = String::new();
-    if let Some(writer) = &run.new_writer {
-        let _ = write!(
-            s,
-            "failover to {writer} in {} ms; ",
-            run.failover_took_ms.map_or("?".into(), |ms| ms.to_string())
-        );
-    }
-    if let Some(pause) = run.write_pause_ms {
-        let _ = write!(s, "write pause {pause} ms; ");
-    }
-    if let Some(errors) = run.client_errors {
-        let _ = write!(
-            s,
-            "{errors} client errors ({} of them replays refused for a mismatch); ",
-            run.replays.mismatches()
-        );
-    }
-    if let (Some(lost), Some(twice)) = (run.acked_lost, run.applied_twice) {
-        let _ = write!(
-            s,
-            "{lost} acknowledged writes lost, {twice} applied twice; "
-        );
-    }
-    match (&run.failure, run.passed) {
-        (Some(f), _) => {
-            let _ = write!(s, "FAILED: {f}");
-        }
-        (None, Some(true)) => s.push_str("pass"),
-        (None, _) => s.push_str("fail"),
-    }
-    s
 }
 
 crate::report::ending_by_runs!(Results);

@@ -141,10 +141,12 @@ pub enum Scenario {
     /// promoted a replica. Reported per run: the failover's and the writes' pause, the
     /// errors clients got, Sluice's transaction replays, acknowledged writes lost and
     /// writes applied twice on the promoted server. Starts its own servers; --duration
-    /// and --repeat do not apply (--runs repeats).
+    /// and --repeat do not apply (--runs repeats). With --instances N, N Sluice
+    /// instances share the servers and the clients, and each run also reports the
+    /// promotions, the servers left writable and the writer each instance routes to.
     ///
     /// Defaults: 10 runs; 8 threads; 4 tables x 10,000 rows; killed after 5 s, 5 s after
-    /// the failover. --demo: 2 runs; 4 threads; 2 tables x 1,000 rows.
+    /// the failover; 1 instance. --demo: 2 runs; 4 threads; 2 tables x 1,000 rows.
     Failover(Box<failover::FailoverArgs>),
     /// Several instances: what N Sluice instances cost the servers, and how fast they agree.
     ///

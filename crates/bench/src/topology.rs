@@ -591,6 +591,8 @@ pub(crate) struct SluiceProcess {
 impl SluiceProcess {
     /// How long Sluice gets to start listening.
     const START_TIMEOUT: Duration = Duration::from_secs(20);
+    /// How long a SIGKILLed Sluice gets to be gone.
+    const KILL_TIMEOUT: Duration = Duration::from_secs(10);
 
     pub(crate) fn start(
         bin: &Path,
@@ -662,6 +664,25 @@ impl SluiceProcess {
     fn log_tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         tail(&text, 10)
+    }
+
+    /// SIGKILL now, as a crash or a lost host would end it, and wait (at most
+    /// [`Self::KILL_TIMEOUT`]) until it is gone. The watchdog still cleans up when the
+    /// handle drops.
+    pub(crate) fn kill(&self) -> anyhow::Result<()> {
+        let pid = self.pid();
+        sandbox::send_signal(pid, "KILL")?;
+        let deadline = Instant::now() + Self::KILL_TIMEOUT;
+        while sandbox::process_alive(pid) {
+            if Instant::now() >= deadline {
+                bail!(
+                    "Sluice ({pid}) still alive {:?} after SIGKILL",
+                    Self::KILL_TIMEOUT
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
     }
 
     /// SIGTERM for a graceful shutdown; the watchdog escalates to SIGKILL.

@@ -53,7 +53,7 @@ pub(super) struct ProbeLog {
 }
 
 impl ProbeLog {
-    fn merge(&mut self, other: ProbeLog) {
+    pub(super) fn merge(&mut self, other: ProbeLog) {
         self.acked_writes.extend(other.acked_writes);
         self.acked_trx.extend(other.acked_trx);
         self.write_errors += other.write_errors;
@@ -67,40 +67,49 @@ impl ProbeLog {
     }
 }
 
-/// The running probes.
+/// The running probes, each with the index of its target.
 pub(super) struct Probes {
     stop: Arc<AtomicBool>,
-    tasks: Vec<JoinHandle<ProbeLog>>,
+    tasks: Vec<(usize, JoinHandle<ProbeLog>)>,
+    targets: usize,
 }
 
 impl Probes {
-    /// Starts `writers` writers and one transaction client on `runtime`.
-    pub(super) fn start(runtime: &Runtime, target: &ProbeTarget, writers: u32) -> Probes {
+    /// Starts `writers` writers and one transaction client on `runtime`, spread over
+    /// `targets` in turn (the writers first, then the transaction client).
+    pub(super) fn start(runtime: &Runtime, targets: &[ProbeTarget], writers: u32) -> Probes {
+        assert!(!targets.is_empty(), "the probes need somewhere to connect");
         let stop = Arc::new(AtomicBool::new(false));
         // One sequence for every probe: an id names one acknowledged row in all tables.
         let ids = Arc::new(AtomicI64::new(1));
         let mut tasks = Vec::new();
-        for _ in 0..writers {
-            let probe = Probe::new(Kind::Writer, target, &ids, &stop);
-            tasks.push(runtime.spawn(probe.write_loop()));
+        for n in 0..writers as usize {
+            let at = n % targets.len();
+            let probe = Probe::new(Kind::Writer, &targets[at], &ids, &stop);
+            tasks.push((at, runtime.spawn(probe.write_loop())));
         }
-        let probe = Probe::new(Kind::Transactions, target, &ids, &stop);
-        tasks.push(runtime.spawn(probe.transaction_loop()));
-        Probes { stop, tasks }
+        let at = writers as usize % targets.len();
+        let probe = Probe::new(Kind::Transactions, &targets[at], &ids, &stop);
+        tasks.push((at, runtime.spawn(probe.transaction_loop())));
+        Probes {
+            stop,
+            tasks,
+            targets: targets.len(),
+        }
     }
 
     /// Stops the probes after their statement in flight (each waits at most
-    /// [`STATEMENT_TIMEOUT`]) and returns what they saw together.
-    pub(super) fn finish(self, runtime: &Runtime) -> ProbeLog {
+    /// [`STATEMENT_TIMEOUT`]) and returns what they saw, one log per target.
+    pub(super) fn finish(self, runtime: &Runtime) -> Vec<ProbeLog> {
         self.stop.store(true, Ordering::Relaxed);
-        let mut log = ProbeLog::default();
-        for task in self.tasks {
+        let mut logs: Vec<ProbeLog> = (0..self.targets).map(|_| ProbeLog::default()).collect();
+        for (at, task) in self.tasks {
             match runtime.block_on(task) {
-                Ok(one) => log.merge(one),
-                Err(e) => log.errors.push(format!("a probe task failed: {e}")),
+                Ok(one) => logs[at].merge(one),
+                Err(e) => logs[at].errors.push(format!("a probe task failed: {e}")),
             }
         }
-        log
+        logs
     }
 }
 

@@ -2,21 +2,23 @@
 //! the write pause, the errors clients got, Sluice's replays, acknowledged writes lost
 //! or doubled), the runs summed up against the target, and the errors' texts.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
+use super::fleet::FleetSummary;
 use super::{Results, Run, Summary};
 use crate::document::{Document, Section, Table};
 use crate::report::{status_fact, thousands};
 
 /// Fills in the summary, writes the report's files into `out`, and returns it.
 pub(super) fn write(out: &Path, results: &mut Results) -> anyhow::Result<Document> {
-    results.summary = summarize(&results.runs);
+    results.summary = summarize(&results.runs, results.instances);
     let document = document(results);
     document.write(out)?;
     Ok(document)
 }
 
-fn document(r: &Results) -> Document {
+pub(super) fn document(r: &Results) -> Document {
     let runs = runs_table(r);
     Document {
         title: "Sluice benchmark: failover".into(),
@@ -38,21 +40,53 @@ fn document(r: &Results) -> Document {
              of those. Lost: acknowledged probe writes \
              missing on the promoted server; twice: probe writes found there more than once \
              (the probe tables have no unique key)."
-                .into(),
+                .to_string()
+                + if r.instances > 1 { FLEET_LEGEND } else { "" },
         ),
         sections: vec![Section {
             title: "Primary killed under load".into(),
-            tables: vec![summary_table(&r.summary), runs.clone()],
+            tables: vec![summary_table(r), runs.clone()],
             notes: notes(&r.runs),
             charts: Vec::new(),
         }],
         commands: commands(r),
-        commands_note: Some(
-            "Each run's sysbench output, Sluice configuration and Sluice log are in `raw/`.".into(),
-        ),
+        commands_note: Some(if r.instances > 1 {
+            "Each run's sysbench output, Sluice configuration and Sluice log are in `raw/`, \
+             one per instance (`sluice-runR-I.log` for run R, instance I)."
+                .into()
+        } else {
+            "Each run's sysbench output, Sluice configuration and Sluice log are in `raw/`.".into()
+        }),
         csv: runs.csv(),
         json: serde_json::to_string_pretty(r).expect("the results serialize") + "\n",
     }
+}
+
+/// What the fleet's columns mean, after the single-instance legend.
+const FLEET_LEGEND: &str = " Promotions: the sum over the instances of the promotions each \
+    performed (`stats.failovers` of its `/v1/servers`, read until unchanged for 2 s), with \
+    which instance did them. Writable: the servers still running that answer \
+    `@@read_only = 0` at the end. Writers: the writer each instance routes writes to at \
+    the end (`writer` of its `/v1/servers`), one name when all agree. A run passes only \
+    with one promotion, one writable server and one writer for all.";
+
+/// The Sluice instances as the facts word them.
+fn sluice_fact(r: &Results) -> String {
+    if r.instances == 1 {
+        return "Sluice in front".into();
+    }
+    format!(
+        "{} Sluice instances in front, the same configuration but their addresses, the \
+         clients spread over them (one sysbench each with its share of the threads, the \
+         probes in turn){}, each with",
+        r.instances,
+        if r.kill_instance {
+            "; the first instance SIGKILLed with the primary, its clients' errors reported \
+             apart"
+        } else {
+            ""
+        }
+    )
 }
 
 /// What the run was and where, one line each.
@@ -68,12 +102,13 @@ fn facts(r: &Results) -> Vec<String> {
         ),
         format!(
             "Each run: a fresh primary and 2 replicas (semi-synchronous replication, \
-             binlog_format={}) on this machine, Sluice in front (multiplexing, read/write split, the monitor at its \
+             binlog_format={}) on this machine, {} (multiplexing, read/write split, the monitor at its \
              defaults, failover on{}); sysbench oltp_read_write with {} threads (prepared \
              statements, --mysql-ignore-errors=all) on {} tables x {} rows, {} probe writers \
              and one probe transaction client, all through Sluice; the primary SIGKILLed after \
              {} s of load, the load kept on {} s after the failover.",
             r.binlog_format.name(),
+            sluice_fact(r),
             if r.wrap_autocommit_writes {
                 ", autocommit writes wrapped in a transaction"
             } else {
@@ -86,20 +121,38 @@ fn facts(r: &Results) -> Vec<String> {
             seconds(r.kill_after_ms),
             seconds(r.after_ms),
         ),
-        format!(
-            "Target: 0 errors reach clients in at least 9 of 10 runs (transactions whose \
-             results differ on replay excepted, counted), 0 acknowledged writes lost, 0 \
-             writes applied twice; write pause at most 2.5 s with the default monitor. \
-             {} of {} runs done.",
-            r.runs.len(),
-            r.runs_planned
-        ),
+        format!("{} {} of {} runs done.", target(r), r.runs.len(), r.runs_planned),
         format!("**{}**", summary_line(&r.summary)),
     ]
 }
 
-/// "8 of 10 runs with no client error (...); worst write pause ...".
+fn target(r: &Results) -> &'static str {
+    if r.instances > 1 {
+        "Target: 1 promotion and 0 lost in every run, no client error in at least 9 of 10 \
+         (transactions whose results differ on replay excepted, counted)."
+    } else {
+        "Target: 0 errors reach clients in at least 9 of 10 runs (transactions whose \
+         results differ on replay excepted, counted), 0 acknowledged writes lost, 0 \
+         writes applied twice; write pause at most 2.5 s with the default monitor."
+    }
+}
+
+/// "8 of 10 runs with no client error (...); worst write pause ...", and with several
+/// instances "...; 10 of 10 runs with one promotion ...".
 fn summary_line(s: &Summary) -> String {
+    let mut line = single_summary_line(s);
+    if let Some(f) = &s.fleet {
+        line.push_str(&format!(
+            " {} of {} measured runs with exactly one promotion ({} in all), {} with one \
+             writable server at the end, {} with every instance routing writes to the same \
+             writer.",
+            f.one_promotion, s.measured, f.promotions, f.one_writable, f.same_writer
+        ));
+    }
+    line
+}
+
+fn single_summary_line(s: &Summary) -> String {
     format!(
         "{} of {} runs with no client error (mismatch-refused replays, {} of them, and sysbench's own conflicts excepted); \
          worst write pause {}; {} acknowledged writes lost; {} applied twice.",
@@ -125,7 +178,11 @@ fn seconds(ms: u64) -> String {
 fn commands(r: &Results) -> Vec<(String, Vec<String>)> {
     let mut commands = Vec::new();
     if let Some(c) = &r.sluice_command {
-        commands.push(("Sluice (the last run's)".to_string(), vec![c.clone()]));
+        let what = match r.instances {
+            1 => "Sluice (the last run's)",
+            _ => "Sluice (the last run's first instance; the others read their own file)",
+        };
+        commands.push((what.to_string(), vec![c.clone()]));
     }
     if let Some(c) = &r.prepare_command {
         commands.push((
@@ -135,14 +192,20 @@ fn commands(r: &Results) -> Vec<(String, Vec<String>)> {
     }
     crate::report::run_commands(
         commands,
-        r.runs
-            .iter()
-            .filter_map(|run| run.sysbench_command.as_deref()),
+        r.runs.iter().flat_map(|run| match &run.fleet {
+            Some(f) => f.sysbench_commands.iter().map(String::as_str).collect(),
+            None => run
+                .sysbench_command
+                .as_deref()
+                .into_iter()
+                .collect::<Vec<_>>(),
+        }),
         &r.command,
     )
 }
 
-fn summary_table(s: &Summary) -> Table {
+fn summary_table(r: &Results) -> Table {
+    let s = &r.summary;
     let mut t = Table::new(
         "All runs",
         &[
@@ -168,7 +231,44 @@ fn summary_table(s: &Summary) -> Table {
         s.applied_twice.to_string(),
         s.mismatches.to_string(),
     ]);
+    if let Some(f) = &s.fleet {
+        fleet_summary_columns(&mut t, f, s.measured, r.kill_instance);
+    }
     t
+}
+
+/// The fleet's columns of the summary: runs with one promotion, one writable server,
+/// one writer; promotions in all; the killed instance's clients' errors.
+fn fleet_summary_columns(t: &mut Table, f: &FleetSummary, measured: usize, killed: bool) {
+    let of = |n: usize| format!("{n} of {measured}");
+    let mut columns = vec![
+        ("one promotion", of(f.one_promotion)),
+        ("one writable server", of(f.one_writable)),
+        ("one writer for all", of(f.same_writer)),
+        ("promotions", f.promotions.to_string()),
+    ];
+    if killed {
+        columns.push((
+            "killed instance's client errors",
+            thousands(f.killed_instance_errors),
+        ));
+    }
+    add_columns(t, columns.into_iter().map(|(h, c)| (h, vec![c])));
+}
+
+/// `columns` (a header and a cell per row) inserted before the table's last column, or
+/// after the last when it has no "result" column.
+fn add_columns<'a>(t: &mut Table, columns: impl Iterator<Item = (&'a str, Vec<String>)>) {
+    let at = match t.header.last().map(String::as_str) {
+        Some("result") => t.header.len() - 1,
+        _ => t.header.len(),
+    };
+    for (n, (header, cells)) in columns.enumerate() {
+        t.header.insert(at + n, header.to_string());
+        for (row, cell) in t.rows.iter_mut().zip(cells) {
+            row.insert(at + n, cell);
+        }
+    }
 }
 
 fn runs_table(r: &Results) -> Table {
@@ -231,7 +331,34 @@ fn runs_table(r: &Results) -> Table {
             },
         ]);
     }
+    if r.instances > 1 {
+        fleet_run_columns(&mut t, &r.runs, r.kill_instance);
+    }
     t
+}
+
+/// The fleet's columns of each run, before its result.
+fn fleet_run_columns(t: &mut Table, runs: &[Run], killed: bool) {
+    let cells = |f: &dyn Fn(&super::fleet::FleetRun) -> String| -> Vec<String> {
+        runs.iter()
+            .map(|run| match &run.fleet {
+                Some(fleet) if fleet.promotions.is_some() => f(fleet),
+                _ => "-".into(),
+            })
+            .collect()
+    };
+    let mut columns = vec![
+        ("promotions", cells(&|f| f.promotions_cell())),
+        ("writable servers", cells(&|f| f.writable.len().to_string())),
+        ("writer per instance", cells(&|f| f.writers_cell())),
+    ];
+    if killed {
+        columns.push((
+            "killed instance's client errors",
+            cells(&|f| opt(f.killed_instance_errors)),
+        ));
+    }
+    add_columns(t, columns.into_iter());
 }
 
 /// Why runs failed, and what clients were told, run by run.
@@ -253,6 +380,28 @@ fn notes(runs: &[Run]) -> Vec<String> {
                 run.run, e.count, e.text
             ));
         }
+        if let Some(f) = &run.fleet {
+            if f.promotions.is_some() && !f.settled {
+                notes.push(format!(
+                    "Run {}: the promotions and writers were still changing 20 s after the \
+                     run; the last ones read are shown.",
+                    run.run
+                ));
+            }
+            if f.writable.len() > 1 {
+                notes.push(format!(
+                    "Run {}: writable servers at the end: {}",
+                    run.run,
+                    f.writable.join(", ")
+                ));
+            }
+            for e in &f.killed_instance_texts {
+                notes.push(format!(
+                    "Run {}, the killed instance's clients ({}x, excepted): {}",
+                    run.run, e.count, e.text
+                ));
+            }
+        }
         if !run.lost_ids.is_empty() {
             notes.push(format!(
                 "Run {}: acknowledged ids missing on the promoted server: {:?}",
@@ -269,11 +418,62 @@ fn notes(runs: &[Run]) -> Vec<String> {
     notes
 }
 
+/// A progress line's account of one run.
+pub(super) fn progress_line(run: &Run) -> String {
+    let mut s = String::new();
+    if let Some(writer) = &run.new_writer {
+        let _ = write!(
+            s,
+            "failover to {writer} in {} ms; ",
+            run.failover_took_ms.map_or("?".into(), |ms| ms.to_string())
+        );
+    }
+    if let Some(pause) = run.write_pause_ms {
+        let _ = write!(s, "write pause {pause} ms; ");
+    }
+    if let Some(f) = run.fleet.as_ref().filter(|f| f.promotions.is_some()) {
+        let _ = write!(
+            s,
+            "promotions {}; writable servers {}; writers {}; ",
+            f.promotions_cell(),
+            f.writable.len(),
+            f.writers_cell()
+        );
+        if let Some(errors) = f.killed_instance_errors {
+            let _ = write!(
+                s,
+                "{errors} errors of the killed instance's clients (excepted); "
+            );
+        }
+    }
+    if let Some(errors) = run.client_errors {
+        let _ = write!(
+            s,
+            "{errors} client errors ({} of them replays refused for a mismatch); ",
+            run.replays.mismatches()
+        );
+    }
+    if let (Some(lost), Some(twice)) = (run.acked_lost, run.applied_twice) {
+        let _ = write!(
+            s,
+            "{lost} acknowledged writes lost, {twice} applied twice; "
+        );
+    }
+    match (&run.failure, run.passed) {
+        (Some(f), _) => {
+            let _ = write!(s, "FAILED: {f}");
+        }
+        (None, Some(true)) => s.push_str("pass"),
+        (None, _) => s.push_str("fail"),
+    }
+    s
+}
+
 fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), thousands)
 }
 
-fn summarize(runs: &[Run]) -> Summary {
+pub(super) fn summarize(runs: &[Run], instances: u32) -> Summary {
     let measured: Vec<&Run> = runs.iter().filter(|r| r.passed.is_some()).collect();
     Summary {
         runs: runs.len(),
@@ -288,6 +488,7 @@ fn summarize(runs: &[Run]) -> Summary {
         acked_lost: runs.iter().filter_map(|r| r.acked_lost).sum(),
         applied_twice: runs.iter().filter_map(|r| r.applied_twice).sum(),
         mismatches: runs.iter().map(|r| r.replays.mismatches()).sum(),
+        fleet: (instances > 1).then(|| FleetSummary::of(instances, runs)),
     }
 }
 
@@ -361,7 +562,7 @@ mod tests {
                 Some(true)
             ]
         );
-        let s = summarize(&runs);
+        let s = summarize(&runs, 1);
         assert_eq!(
             s,
             Summary {
@@ -374,6 +575,7 @@ mod tests {
                 acked_lost: 1,
                 applied_twice: 0,
                 mismatches: 2,
+                fleet: None,
             }
         );
         assert!(summary_line(&s).starts_with(
@@ -400,6 +602,8 @@ mod tests {
             probe_writers: 2,
             binlog_format: crate::failover::BinlogFormat::Mixed,
             wrap_autocommit_writes: false,
+            instances: 1,
+            kill_instance: false,
             runs_planned: 10,
             sluice_command: None,
             prepare_command: None,

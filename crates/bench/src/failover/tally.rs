@@ -102,6 +102,16 @@ impl Replays {
         }
     }
 
+    /// `other`'s counters added to these: the replays of several instances.
+    pub(super) fn add(&mut self, other: &Replays) {
+        self.attempted += other.attempted;
+        self.succeeded += other.succeeded;
+        self.refused += other.refused;
+        for (why, n) in &other.refused_by {
+            *self.refused_by.entry(why.clone()).or_insert(0) += n;
+        }
+    }
+
     pub(super) fn mismatches(&self) -> u64 {
         self.refused_by.get(MISMATCH).copied().unwrap_or(0)
     }

@@ -82,15 +82,22 @@ impl AdminApi {
     }
 }
 
+impl AdminApi {
+    /// `GET path`, answered 200 with JSON.
+    pub(crate) fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+        let (status, body) = self
+            .get(path)
+            .with_context(|| format!("asking Sluice's admin API for {path}"))?;
+        if status != 200 {
+            bail!("{path} answered {status}: {body}");
+        }
+        serde_json::from_str(&body).with_context(|| format!("{path} is not JSON"))
+    }
+}
+
 /// `GET /v1/servers`.
 pub(crate) fn servers_json(admin: &AdminApi) -> anyhow::Result<Value> {
-    let (status, body) = admin
-        .get("/v1/servers")
-        .context("asking Sluice's admin API for /v1/servers")?;
-    if status != 200 {
-        bail!("/v1/servers answered {status}: {body}");
-    }
-    serde_json::from_str(&body).context("/v1/servers is not JSON")
+    admin.get_json("/v1/servers")
 }
 
 pub(crate) fn server_entry<'a>(json: &'a Value, name: &str) -> Option<&'a Value> {

@@ -3,7 +3,7 @@
 //! the primary and writes its results. This checks that a failover happened and was
 //! measured, and that no acknowledged probe write was lost or applied twice; not the
 //! errors clients got, nor the pause (those are what the benchmark reports, see
-//! docs/BENCHMARKS.md).
+//! docs/BENCHMARKS.md). With two instances, that the fleet promoted one replica, once.
 
 use std::time::Duration;
 
@@ -88,4 +88,72 @@ fn the_failover_benchmark_kills_the_primary_and_counts_the_writes() {
         Duration::from_secs(10),
     );
     assert_eq!(check.code, Some(0), "{}", check.stderr);
+}
+
+#[test]
+fn the_failover_benchmark_with_two_instances_counts_one_promotion() {
+    let out = tempfile::tempdir().unwrap();
+    let out_dir = out.path().to_str().unwrap();
+    // The same miniature as above, with a second Sluice and its sysbench.
+    let output = run_sluice_within(
+        &[
+            "bench",
+            "failover",
+            "--demo",
+            "--instances",
+            "2",
+            "--runs",
+            "1",
+            "--threads",
+            "2",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--kill-after",
+            "2s",
+            "--after",
+            "2s",
+            "--sluice-bin",
+            SLUICE_BIN,
+            "--out",
+            out_dir,
+        ],
+        Duration::from_secs(240),
+    );
+    let said = format!(
+        "--- stdout\n{}\n--- stderr\n{}",
+        output.stdout, output.stderr
+    );
+    assert_eq!(output.code, Some(0), "{said}");
+    for file in [
+        "sysbench-run1-2.txt",
+        "sluice-run1-1.log",
+        "sluice-run1-2.toml",
+    ] {
+        assert!(
+            out.path().join("raw").join(file).is_file(),
+            "raw/{file} missing\n{said}"
+        );
+    }
+    let json = std::fs::read_to_string(out.path().join("results.json")).expect("results.json");
+    let r: Value = serde_json::from_str(&json).expect("results.json is JSON");
+    assert_eq!(r["instances"], 2, "{r}");
+    let run = &r["runs"][0];
+    assert!(run["failure"].is_null(), "{run}");
+    let fleet = &run["fleet"];
+    assert_eq!(fleet["promotions"], 1, "one promotion in all: {run}");
+    assert_eq!(
+        fleet["writable"].as_array().map(Vec::len),
+        Some(1),
+        "one writable server: {run}"
+    );
+    assert_eq!(fleet["writable"][0], run["new_writer"], "{run}");
+    assert_eq!(run["acked_lost"], 0, "{run}");
+    let md = std::fs::read_to_string(out.path().join("results.md")).unwrap();
+    assert!(md.contains("| promotions | writable servers |"), "{md}");
+    assert!(
+        md.contains("1 of 1 measured runs with exactly one promotion"),
+        "{md}"
+    );
 }
