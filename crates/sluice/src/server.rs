@@ -194,13 +194,16 @@ fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
         &config.fleet,
         identity,
         Arc::new(move || source.router.load_full()),
-        creds,
+        creds.clone(),
     );
     for router in fe.routers() {
         let _ = router.coordination.set(fleet.clone());
     }
     let _ = fe.fleet.set(fleet.clone());
-    fleet.start(frontend::FleetLocal::new(fe.clone()), shutdown.clone());
+    fleet.start(
+        frontend::FleetLocal::new(fe.clone(), Some(creds)),
+        shutdown.clone(),
+    );
 }
 
 /// Runs Sluice until SIGTERM or SIGINT, then drains.

@@ -3,8 +3,9 @@
 //! switches the writer over).
 
 use super::{Frontend, SessionEntry};
+use crate::auth::BackendCredentials;
 use crate::fleet::{Change, KillTarget, Reply, Request};
-use crate::router::Router;
+use crate::router::{Health, Router};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,15 +14,18 @@ use std::time::{Duration, Instant};
 
 pub struct FleetLocal {
     pub fe: Arc<Frontend>,
+    /// The monitor's account: what a failover peer's new writer is read with.
+    creds: Option<Arc<BackendCredentials>>,
     /// Counts the holds a peer's switchover asked for: a hold ends at its end, or at
     /// its deadline unless a later one began.
     pauses: Arc<AtomicU64>,
 }
 
 impl FleetLocal {
-    pub fn new(fe: Arc<Frontend>) -> Arc<FleetLocal> {
+    pub fn new(fe: Arc<Frontend>, creds: Option<Arc<BackendCredentials>>) -> Arc<FleetLocal> {
         Arc::new(FleetLocal {
             fe,
+            creds,
             pauses: Arc::new(AtomicU64::new(0)),
         })
     }
@@ -37,11 +41,28 @@ impl Frontend {
 }
 
 /// Routes writes to `name` at once: a peer made it the writer and told us, before this
-/// instance's monitor reads it writable.
-fn follow_writer(router: &Router, name: &str) {
-    if let Some(m) = router.by_name(name) {
-        crate::monitor::failover::install_writer(router, m);
-    }
+/// instance's monitor reads it writable. After a failover (`lost`: the writer it
+/// replaced, down), this instance's commits lost in flight are first looked for on it,
+/// as the peer did for its own.
+fn follow_writer(
+    router: Arc<Router>,
+    creds: Option<Arc<BackendCredentials>>,
+    name: &str,
+    failover: bool,
+) {
+    let Some(new) = router.by_name(name).cloned() else {
+        return;
+    };
+    let Some(creds) = creds.filter(|_| failover) else {
+        crate::monitor::failover::install_writer(&router, &new);
+        return;
+    };
+    tokio::spawn(async move {
+        let lost = router
+            .writer()
+            .filter(|w| !Arc::ptr_eq(w, &new) && w.state.load().health == Health::Down);
+        crate::monitor::failover::follow(&router, &creds, lost.as_deref(), &new).await;
+    });
 }
 
 impl crate::fleet::Local for FleetLocal {
@@ -66,7 +87,7 @@ impl crate::fleet::Local for FleetLocal {
                 let router = fe.router.load_full();
                 // Entries kept from long ago name a writer the monitor knows better.
                 match live {
-                    true => follow_writer(&router, name),
+                    true => follow_writer(router, self.creds.clone(), name, true),
                     false => {
                         router.elect();
                     }
@@ -76,7 +97,7 @@ impl crate::fleet::Local for FleetLocal {
             Change::SwitchoverEnded { to } => {
                 let router = fe.router.load_full();
                 if let Some(to) = to {
-                    follow_writer(&router, to);
+                    follow_writer(router.clone(), None, to, false);
                 }
                 self.pauses.fetch_add(1, Ordering::AcqRel);
                 router.paused.store(false, Ordering::Release);

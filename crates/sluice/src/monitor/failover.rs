@@ -475,8 +475,7 @@ async fn failover_locked(
             to = new.name(),
             "writer down: following the writer another Sluice instance promoted"
         );
-        lost.fenced.store(true, Ordering::Relaxed);
-        install_writer(router, &new);
+        follow(router, creds, Some(lost), &new).await;
         return Ok(new);
     }
     tracing::warn!(server = lost.name(), "writer down: failing over");
@@ -602,6 +601,40 @@ async fn promote_replica(
         notes.push(format!("{}: RESET SLAVE ALL: {e}", new.name()));
     }
     Ok((notes, has))
+}
+
+/// Follows a writer another Sluice instance promoted, as that instance does after its
+/// promotion: this instance's commits lost in flight with `lost` (the old writer, fenced
+/// here too) are looked for in what `new` logged, before its sessions are routed there.
+/// What `new` applied of the old writer is its `gtid_slave_pos`: it stopped replicating
+/// when promoted, and applies nothing from anyone since.
+pub async fn follow(
+    router: &Router,
+    creds: &BackendCredentials,
+    lost: Option<&Member>,
+    new: &Arc<Member>,
+) {
+    if router.writer().is_some_and(|w| Arc::ptr_eq(&w, new)) {
+        return;
+    }
+    if let Some(lost) = lost {
+        lost.fenced.store(true, Ordering::Relaxed);
+    }
+    let applied = match connect(new, creds, router.monitor.timeout).await {
+        Ok(mut c) => scalar(&mut c, "SELECT @@global.gtid_slave_pos")
+            .await
+            .ok()
+            .and_then(|p| GtidPos::parse(&p)),
+        Err(_) => None,
+    };
+    if let Some(has) = applied {
+        let scanned = match router.commits.scan_from(&has) {
+            Some(from) => scan_binlog(router, new, creds, from).await,
+            None => None,
+        };
+        router.promoted(new, has, scanned);
+    }
+    install_writer(router, new);
 }
 
 /// Routes writes to `new` at once, before its monitor's next check says it is writable.
