@@ -322,6 +322,17 @@ impl Router {
             (None, Some(c)) if c.writable() => Some(c.clone()),
             _ => self.members.iter().find(|m| m.writable()).cloned(),
         };
+        // A replica another instance promoted after the writer was lost is left to the
+        // failover watcher while commits of this instance's are in doubt: it settles them
+        // against the new writer's binlog before any session is routed there.
+        let promoted_elsewhere = current.is_none()
+            && self.failover.enabled
+            && chosen
+                .as_ref()
+                .is_some_and(|c| c.state.load().galera.is_none() && c.role != RoleConfig::Writer);
+        if promoted_elsewhere && self.commits.in_doubt() {
+            return None;
+        }
         self.set_writer(chosen.clone());
         chosen
     }

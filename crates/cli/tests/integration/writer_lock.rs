@@ -167,12 +167,13 @@ pub(crate) fn fail_over_with(n: usize, kill_first: bool, adjust: impl Fn(Config)
 
 #[test]
 fn two_instances_fail_over_once_to_one_writer() {
-    fail_over_with(2, false, |c| c);
+    // The product's default: in a fleet, coordinated through the servers.
+    fail_over_with(2, false, |c| c.fleet("enabled", true));
 }
 
 /// The primary and an instance SIGKILLed together: the two left complete the failover
 /// between them, once.
 #[test]
 fn three_instances_one_killed_with_the_primary_fail_over_once() {
-    fail_over_with(3, true, |c| c);
+    fail_over_with(3, true, |c| c.fleet("enabled", true));
 }

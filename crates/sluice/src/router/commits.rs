@@ -119,6 +119,11 @@ impl Commits {
         }
     }
 
+    /// Whether a commit lost its reply since the last failover settled them.
+    pub fn in_doubt(&self) -> bool {
+        self.inner.lock().in_doubt.is_some()
+    }
+
     /// Where a failover whose new writer `received` this of the old one must read the
     /// new writer's binlog from, to settle the commits lost in flight since the last
     /// one. None: there is nothing acknowledgements can't settle.
