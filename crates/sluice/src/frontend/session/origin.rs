@@ -18,6 +18,11 @@ impl Session {
     /// have to find its transaction. The client's own copy of the text (for the cache,
     /// replay, its prepared statement's key) was taken before.
     pub(super) async fn mark_origin(&mut self) -> Result<(), SessionError> {
+        // First what costs nothing: one cluster whose lost commits may need settling.
+        let settles = self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits();
+        if !settles {
+            return Ok(());
+        }
         let Some(thread) = self.backend.as_ref().map(|b| b.thread_id) else {
             return Ok(());
         };
@@ -34,10 +39,6 @@ impl Session {
         }
         let seen = self.client.rbuf.len().min(HEADER_LEN + len);
         if !origin::changes_rows(&self.client.rbuf[HEADER_LEN + 1..seen]) {
-            return Ok(());
-        }
-        let settles = self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits();
-        if !settles {
             return Ok(());
         }
         while self.client.rbuf.len() < HEADER_LEN + len {
