@@ -646,6 +646,8 @@ fn every_endpoint_refuses_strangers_and_answers_as_documented() {
         ("/v1/sessions", "/v1/sessions"),
         ("/v1/pool", "/v1/pool"),
         ("/v1/servers", "/v1/servers"),
+        // In no fleet here (the harness's default): its 404 is documented too.
+        ("/v1/fleet", "/v1/fleet"),
         ("/v1/history", "/v1/history?range=week"),
         ("/v1/digests", "/v1/digests?sort=colour"),
     ];
