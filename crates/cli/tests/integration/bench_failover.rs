@@ -11,40 +11,43 @@ use serde_json::Value;
 
 use crate::support::proxy::{run_sluice_within, SLUICE_BIN};
 
-#[test]
-fn the_failover_benchmark_kills_the_primary_and_counts_the_writes() {
-    let out = tempfile::tempdir().unwrap();
-    let out_dir = out.path().to_str().unwrap();
-    // Generous: servers start slower while other tests load the machine.
-    let output = run_sluice_within(
-        &[
-            "bench",
-            "failover",
-            "--demo",
-            "--runs",
-            "1",
-            "--threads",
-            "2",
-            "--tables",
-            "1",
-            "--table-size",
-            "100",
-            "--kill-after",
-            "2s",
-            "--after",
-            "2s",
-            "--sluice-bin",
-            SLUICE_BIN,
-            "--out",
-            out_dir,
-        ],
-        Duration::from_secs(180),
-    );
+/// Runs the benchmark in miniature (one run, small sizes, `extra` flags) into `out`;
+/// what it printed, once it has succeeded.
+fn miniature(out: &std::path::Path, extra: &[&str], within: Duration) -> String {
+    let mut args = vec!["bench", "failover", "--demo"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&[
+        "--runs",
+        "1",
+        "--threads",
+        "2",
+        "--tables",
+        "1",
+        "--table-size",
+        "100",
+        "--kill-after",
+        "2s",
+        "--after",
+        "2s",
+        "--sluice-bin",
+        SLUICE_BIN,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let output = run_sluice_within(&args, within);
     let said = format!(
         "--- stdout\n{}\n--- stderr\n{}",
         output.stdout, output.stderr
     );
     assert_eq!(output.code, Some(0), "{said}");
+    said
+}
+
+#[test]
+fn the_failover_benchmark_kills_the_primary_and_counts_the_writes() {
+    let out = tempfile::tempdir().unwrap();
+    // Generous: servers start slower while other tests load the machine.
+    let said = miniature(out.path(), &[], Duration::from_secs(180));
     for file in ["results.md", "results.json", "results.csv", "report.html"] {
         assert!(out.path().join(file).is_file(), "{file} missing\n{said}");
     }
@@ -93,39 +96,8 @@ fn the_failover_benchmark_kills_the_primary_and_counts_the_writes() {
 #[test]
 fn the_failover_benchmark_with_two_instances_counts_one_promotion() {
     let out = tempfile::tempdir().unwrap();
-    let out_dir = out.path().to_str().unwrap();
     // The same miniature as above, with a second Sluice and its sysbench.
-    let output = run_sluice_within(
-        &[
-            "bench",
-            "failover",
-            "--demo",
-            "--instances",
-            "2",
-            "--runs",
-            "1",
-            "--threads",
-            "2",
-            "--tables",
-            "1",
-            "--table-size",
-            "100",
-            "--kill-after",
-            "2s",
-            "--after",
-            "2s",
-            "--sluice-bin",
-            SLUICE_BIN,
-            "--out",
-            out_dir,
-        ],
-        Duration::from_secs(240),
-    );
-    let said = format!(
-        "--- stdout\n{}\n--- stderr\n{}",
-        output.stdout, output.stderr
-    );
-    assert_eq!(output.code, Some(0), "{said}");
+    let said = miniature(out.path(), &["--instances", "2"], Duration::from_secs(240));
     for file in [
         "sysbench-run1-2.txt",
         "sluice-run1-1.log",
