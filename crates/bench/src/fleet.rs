@@ -505,7 +505,7 @@ fn write(out: &Path, r: &Results) -> anyhow::Result<Document> {
         notes.push(format!("{} instances: {}", c.instances, describe(c)));
     }
     let document = Document {
-        title: "Several Sluice instances: what they cost the servers".into(),
+        title: "Sluice benchmark: fleet (what several instances cost the servers)".into(),
         facts: vec![
             format!("Started {}; coordinated through {}", r.started_at, r.engine),
             format!("MariaDB {}", r.mariadb_version.as_deref().unwrap_or("?")),

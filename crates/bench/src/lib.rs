@@ -521,7 +521,7 @@ mod tests {
         let names: Vec<&str> = each.iter().map(Scenario::name).collect();
         assert_eq!(
             names,
-            ["cache", "mux", "routing", "galera", "shard", "zones", "failover"]
+            ["cache", "mux", "routing", "galera", "shard", "zones", "failover", "fleet"]
         );
         for mut scenario in each {
             let name = scenario.name();

@@ -6,6 +6,7 @@
 
 pub mod failover;
 pub mod flow;
+pub mod follow;
 pub mod grants;
 mod rejoin;
 pub mod shard_keys;

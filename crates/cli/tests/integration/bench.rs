@@ -643,7 +643,7 @@ fn the_old_benchmark_names_still_work_with_a_note() {
 }
 
 /// `sluice bench all` in its smallest form: every scenario runs (cache, mux, routing,
-/// galera, shard, zones, failover), each writes its own report in its own directory,
+/// galera, shard, zones, failover, fleet), each writes its own report in its own directory,
 /// and one HTML page holds them all.
 #[test]
 fn every_scenario_runs_and_lands_on_one_page() {
@@ -686,6 +686,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
         ("shard", "Sluice benchmark: shard"),
         ("zones", "Sluice benchmark: zones"),
         ("failover", "Sluice benchmark: failover"),
+        ("fleet", "Sluice benchmark: fleet"),
     ] {
         assert!(
             page.contains(&format!("<h2>{title}")),
@@ -695,10 +696,10 @@ fn every_scenario_runs_and_lands_on_one_page() {
             assert!(out.join(name).join(file).is_file(), "{name}/{file}");
         }
     }
-    assert_eq!(page.matches("<article>").count(), 7);
+    assert_eq!(page.matches("<article>").count(), 8);
     assert!(page.matches("<svg").count() >= 6, "charts inline");
     for name in [
-        "cache", "mux", "routing", "galera", "shard", "zones", "failover",
+        "cache", "mux", "routing", "galera", "shard", "zones", "failover", "fleet",
     ] {
         assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
     }

@@ -54,14 +54,14 @@ fn follow_writer(
         return;
     };
     let Some(creds) = creds.filter(|_| failover) else {
-        crate::monitor::failover::install_writer(&router, &new);
+        crate::monitor::follow::install_writer(&router, &new);
         return;
     };
     tokio::spawn(async move {
         let lost = router
             .writer()
             .filter(|w| !Arc::ptr_eq(w, &new) && w.state.load().health == Health::Down);
-        crate::monitor::failover::follow(&router, &creds, lost.as_deref(), &new).await;
+        crate::monitor::follow::follow(&router, &creds, lost.as_deref(), &new).await;
     });
 }
 

@@ -7,6 +7,7 @@
 //! transactions end and the new writer catch up, so that nothing is lost. Galera needs
 //! none of this: the router's election moves the writer among synced nodes.
 
+use super::follow::install_writer;
 use super::writer_lock::{promoted_elsewhere, WriterLock};
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
@@ -82,7 +83,7 @@ pub(super) fn replication_creds(router: &Router, creds: &BackendCredentials) -> 
 /// Reads back what `new` logged after `from`: whose commits, among those lost in
 /// flight with the old writer, it has. Bounded by [`SCAN_LIMIT`]; None when it could
 /// not be read, which leaves those commits' outcome unknown.
-async fn scan_binlog(
+pub(super) async fn scan_binlog(
     router: &Router,
     new: &Member,
     creds: &BackendCredentials,
@@ -436,30 +437,7 @@ pub async fn failover(
         lock.release().await;
         result
     };
-    as_the_fleet_allows(router, change, |m| m.name().to_owned()).await
-}
-
-/// Runs a change of the writer as the other instances allow: asked of them before
-/// (`begin_writer_change`), and the writer it made (`made`) told them after.
-async fn as_the_fleet_allows<T>(
-    router: &Router,
-    change: impl std::future::Future<Output = Result<T, ChangeError>>,
-    made: impl Fn(&T) -> String,
-) -> Result<T, ChangeError> {
-    let fleet = router.coordination.get();
-    if let Some(fleet) = fleet {
-        fleet
-            .begin_writer_change()
-            .await
-            .map_err(ChangeError::Refused)?;
-    }
-    let result = change.await;
-    if let Some(fleet) = fleet {
-        fleet
-            .end_writer_change(result.as_ref().ok().map(made))
-            .await;
-    }
-    result
+    super::follow::as_the_fleet_allows(router, change, |m| m.name().to_owned()).await
 }
 
 /// [`failover`], under the writer lock: a writer another instance promoted is followed.
@@ -475,7 +453,7 @@ async fn failover_locked(
             to = new.name(),
             "writer down: following the writer another Sluice instance promoted"
         );
-        follow(router, creds, Some(lost), &new).await;
+        super::follow::follow(router, creds, Some(lost), &new).await;
         return Ok(new);
     }
     tracing::warn!(server = lost.name(), "writer down: failing over");
@@ -603,50 +581,6 @@ async fn promote_replica(
     Ok((notes, has))
 }
 
-/// Follows a writer another Sluice instance promoted, as that instance does after its
-/// promotion: this instance's commits lost in flight with `lost` (the old writer, fenced
-/// here too) are looked for in what `new` logged, before its sessions are routed there.
-/// What `new` applied of the old writer is its `gtid_slave_pos`: it stopped replicating
-/// when promoted, and applies nothing from anyone since.
-pub async fn follow(
-    router: &Router,
-    creds: &BackendCredentials,
-    lost: Option<&Member>,
-    new: &Arc<Member>,
-) {
-    if router.writer().is_some_and(|w| Arc::ptr_eq(&w, new)) {
-        return;
-    }
-    if let Some(lost) = lost {
-        lost.fenced.store(true, Ordering::Relaxed);
-    }
-    let applied = match connect(new, creds, router.monitor.timeout).await {
-        Ok(mut c) => scalar(&mut c, "SELECT @@global.gtid_slave_pos")
-            .await
-            .ok()
-            .and_then(|p| GtidPos::parse(&p)),
-        Err(_) => None,
-    };
-    if let Some(has) = applied {
-        let scanned = match router.commits.scan_from(&has) {
-            Some(from) => scan_binlog(router, new, creds, from).await,
-            None => None,
-        };
-        router.promoted(new, has, scanned);
-    }
-    install_writer(router, new);
-}
-
-/// Routes writes to `new` at once, before its monitor's next check says it is writable.
-pub fn install_writer(router: &Router, new: &Arc<Member>) {
-    let mut s: ServerState = (*new.state.load_full()).clone();
-    s.read_only = Some(false);
-    s.replica = None;
-    s.lagging = false;
-    new.state.store(Arc::new(s));
-    router.set_writer(Some(new.clone()));
-}
-
 /// Moves the writer to `to` (or the most advanced replica) without losing a write:
 /// new writer statements wait while running ones end, the old writer turns
 /// read-only, the new one catches up and takes over, and the old one replicates from
@@ -687,7 +621,7 @@ pub async fn switchover(
         .into());
     }
     let change = switchover_locked(router, creds, &old, &new, started);
-    as_the_fleet_allows(router, change, |_| new.name().to_owned()).await
+    super::follow::as_the_fleet_allows(router, change, |_| new.name().to_owned()).await
 }
 
 /// [`switchover`] once this instance may change the writer: under the writer lock,
