@@ -268,7 +268,7 @@ fn measure_count(
         .map(|s| status(s))
         .collect::<Result<_, _>>()?;
     let secs = began.elapsed().as_secs_f64();
-    for (i, server) in servers.iter().enumerate() {
+    for i in 0..servers.len() {
         let d = |k: usize| t1[i][k] - t0[i][k];
         count.servers.push(ServerCost {
             server: if i == 0 {
@@ -281,7 +281,6 @@ fn measure_count(
             writes_per_min: (d(1) + d(2) + d(3) + d(4)) as f64 * 60.0 / secs,
             connections: t1[i][5] - before[i][5],
         });
-        let _ = server;
     }
     if n > 1 {
         agreement(&agent, &instances, &token, samples, count)?;

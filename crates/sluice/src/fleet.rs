@@ -262,8 +262,8 @@ impl Fleet {
     /// Tells every other instance of a change made here (in order, in the background).
     pub fn publish(&self, change: Change) {
         if let Some(origin) = self.slot() {
-            if change_names_writer(&change).is_some() {
-                *self.named_writer.lock() = change_names_writer(&change);
+            if let Some(name) = change_names_writer(&change) {
+                *self.named_writer.lock() = Some(name);
             }
             let _ = self.outbox.send(Message::Change { origin, change });
         }

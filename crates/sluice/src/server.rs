@@ -161,6 +161,24 @@ async fn learn_identity(fe: Arc<Frontend>, announced: Option<String>) {
     }
 }
 
+/// Where the first listener takes clients: an address, or a socket's path.
+fn first_listener(config: &Config) -> Option<String> {
+    config.listeners.first().map(|l| match &l.socket {
+        Some(path) => path.display().to_string(),
+        None => l.address.clone(),
+    })
+}
+
+/// The name this instance's cross-shard transactions carry: `[sharding] instance`, or
+/// the host and the first listener.
+fn xa_instance(config: &Config) -> String {
+    config
+        .sharding
+        .instance
+        .clone()
+        .unwrap_or_else(|| crate::shard::xa::default_instance(first_listener(config).as_deref()))
+}
+
 /// Joins the other instances in front of the same servers (`[fleet]`), unless turned
 /// off or there is no account to reach the servers with.
 fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
@@ -170,15 +188,7 @@ fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
     let Some(creds) = monitor_creds(config) else {
         return;
     };
-    let listen = config.listeners.first().map(|l| match &l.socket {
-        Some(path) => path.display().to_string(),
-        None => l.address.clone(),
-    });
-    let xa_instance = config
-        .sharding
-        .instance
-        .clone()
-        .unwrap_or_else(|| crate::shard::xa::default_instance(listen.as_deref()));
+    let listen = first_listener(config);
     let identity = crate::fleet::Identity {
         name: config
             .fleet
@@ -187,7 +197,7 @@ fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
             .unwrap_or_else(|| crate::shard::xa::default_instance(listen.as_deref())),
         address: listen.unwrap_or_default(),
         config_hash: crate::fleet::config_hash(&format!("{config:?}")),
-        xa_instance,
+        xa_instance: xa_instance(config),
     };
     let source = fe.clone();
     let fleet = crate::fleet::Fleet::new(
@@ -220,13 +230,7 @@ pub async fn run(
                 .map(|i| build_router(&config.for_shard(i), &stats, None))
                 .collect::<anyhow::Result<Vec<_>>>()?;
             tracing::info!(shards = routers.len(), "sharding on");
-            let instance = config.sharding.instance.clone().unwrap_or_else(|| {
-                let first = config.listeners.first().map(|l| match &l.socket {
-                    Some(path) => path.display().to_string(),
-                    None => l.address.clone(),
-                });
-                crate::shard::xa::default_instance(first.as_deref())
-            });
+            let instance = xa_instance(&config);
             Some(Arc::new(crate::shard::Shards::new(
                 map,
                 routers,

@@ -30,6 +30,20 @@ pub(crate) struct Probe {
     pub(crate) transaction_errors: Vec<String>,
 }
 
+impl Probe {
+    /// No write, transaction or read of the probes got an error.
+    #[track_caller]
+    pub(crate) fn assert_no_errors(&self) {
+        assert!(self.write_errors.is_empty(), "{:?}", self.write_errors);
+        assert!(
+            self.transaction_errors.is_empty(),
+            "{:?}",
+            self.transaction_errors
+        );
+        assert!(self.read_errors.is_empty(), "{:?}", self.read_errors);
+    }
+}
+
 pub(crate) struct Load {
     stop: Arc<AtomicBool>,
     probe: Arc<Mutex<Probe>>,
@@ -432,13 +446,7 @@ fn a_switchover_moves_the_writer_without_a_single_error() {
         probe.reads,
         response.stdout
     );
-    assert!(probe.write_errors.is_empty(), "{:?}", probe.write_errors);
-    assert!(
-        probe.transaction_errors.is_empty(),
-        "{:?}",
-        probe.transaction_errors
-    );
-    assert!(probe.read_errors.is_empty(), "{:?}", probe.read_errors);
+    probe.assert_no_errors();
     assert_eq!(
         admin_get(&sluice, &config, "/v1/servers")["writer"],
         "replica2"

@@ -286,6 +286,15 @@ impl Etcd {
     }
 }
 
+impl Etcd {
+    /// `c` in a fleet of `name` coordinated through this etcd.
+    fn fleet(&self, c: Config, name: &str) -> Config {
+        c.fleet("enabled", true)
+            .fleet("etcd", vec![self.url.clone()])
+            .fleet("name", name)
+    }
+}
+
 impl Drop for Etcd {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -298,9 +307,7 @@ impl Drop for Etcd {
 fn instances_sharing_an_etcd_act_as_one() {
     let etcd = Etcd::start();
     let set = replica_set(false);
-    let first = with_weak_user(&set, config(&set))
-        .fleet("etcd", vec![etcd.url.clone()])
-        .fleet("name", "t1");
+    let first = etcd.fleet(with_weak_user(&set, config(&set)), "t1");
     let configs = alike(&first, 2);
     acts_as_one(&configs);
 }
@@ -310,11 +317,7 @@ fn instances_sharing_an_etcd_act_as_one() {
 #[test]
 fn two_instances_with_etcd_fail_over_once() {
     let etcd = Etcd::start();
-    crate::writer_lock::fail_over_with(2, false, |c| {
-        c.fleet("enabled", true)
-            .fleet("etcd", vec![etcd.url.clone()])
-            .fleet("name", "t4")
-    });
+    crate::writer_lock::fail_over_with(2, false, |c| etcd.fleet(c, "t4"));
 }
 
 /// With etcd: the primary and an instance SIGKILLed together; the two left fail over
@@ -322,11 +325,7 @@ fn two_instances_with_etcd_fail_over_once() {
 #[test]
 fn three_instances_with_etcd_one_killed_with_the_primary_fail_over_once() {
     let etcd = Etcd::start();
-    crate::writer_lock::fail_over_with(3, true, |c| {
-        c.fleet("enabled", true)
-            .fleet("etcd", vec![etcd.url.clone()])
-            .fleet("name", "t5")
-    });
+    crate::writer_lock::fail_over_with(3, true, |c| etcd.fleet(c, "t5"));
 }
 
 /// With etcd, an instance that can't reach it never promotes: the primary lost while
@@ -336,9 +335,7 @@ fn three_instances_with_etcd_one_killed_with_the_primary_fail_over_once() {
 fn without_etcd_no_instance_promotes() {
     let mut etcd = Etcd::start();
     let set = replica_set(true);
-    let first = super::failover::failover_config(&set)
-        .fleet("etcd", vec![etcd.url.clone()])
-        .fleet("name", "t2");
+    let first = etcd.fleet(super::failover::failover_config(&set), "t2");
     let configs = alike(&first, 2);
     let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
     joined(&instances, &configs);
@@ -381,12 +378,7 @@ fn without_etcd_no_instance_promotes() {
 fn a_dead_instances_prepared_branches_are_finished_by_a_survivor() {
     use crate::sharding_xa::{decision_table_made, fill, prepared, value};
     let etcd = Etcd::start();
-    let fleet = |c: Config| {
-        c.fleet("enabled", true)
-            .fleet("etcd", vec![etcd.url.clone()])
-            .fleet("name", "t3")
-            .fleet("lease", "2s")
-    };
+    let fleet = |c: Config| etcd.fleet(c, "t3").fleet("lease", "2s");
     let (a, b, dying, config) = crate::sharding::start_adjusted(&[("instance", "xa-dying")], fleet);
     assert!(decision_table_made(&a, &b), "{}", dying.log());
     let mut other = config.clone().admin(ADMIN_TOKEN);
@@ -443,28 +435,11 @@ fn a_switchover_through_one_instance_moves_every_instances_writes_without_an_err
     assert!(wait_until(Duration::from_secs(5), writer_on_b));
     assert!(wait_until(Duration::from_secs(20), || load.acked() > before + 50));
     let (probe, _) = load.finish();
-    assert!(probe.write_errors.is_empty(), "{:?}", probe.write_errors);
-    assert!(
-        probe.transaction_errors.is_empty(),
-        "{:?}",
-        probe.transaction_errors
-    );
-    assert!(probe.read_errors.is_empty(), "{:?}", probe.read_errors);
+    probe.assert_no_errors();
     // Every write acknowledged through B is on the new writer: none went to the old one
     // after it stopped being the writer (the test account's SUPER passes read_only).
-    let on_new: std::collections::HashSet<i64> = set.replicas[1]
-        .execute("SELECT id FROM fo.acks")
-        .unwrap()
-        .lines()
-        .skip(1)
-        .map(|l| l.trim().parse().unwrap())
-        .collect();
-    let lost: Vec<i64> = probe
-        .acked
-        .iter()
-        .map(|(id, _)| *id)
-        .filter(|id| !on_new.contains(id))
-        .collect();
+    let acked: Vec<i64> = probe.acked.iter().map(|(id, _)| *id).collect();
+    let lost = crate::writer_lock::missing_on(&set.replicas[1], "fo.acks", &acked);
     assert!(
         lost.is_empty(),
         "acknowledged writes not on the new writer: {lost:?}"

@@ -148,21 +148,25 @@ pub(crate) fn fail_over_with(n: usize, kill_first: bool, adjust: impl Fn(Config)
         "all route writes to {name}, the writable one"
     );
     // Every write acknowledged through any instance is on it.
-    let on_new: std::collections::HashSet<i64> = new
-        .execute("SELECT id FROM wl.acks")
+    let acked: Vec<i64> = acked.lock().unwrap().iter().map(|(id, _)| *id).collect();
+    let lost = missing_on(new, "wl.acks", &acked);
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+}
+
+/// The ids of `acked` that `table` (of one `id` column) on `server` lacks.
+pub(crate) fn missing_on(server: &MariaDb, table: &str, acked: &[i64]) -> Vec<i64> {
+    let on: std::collections::HashSet<i64> = server
+        .execute(&format!("SELECT id FROM {table}"))
         .unwrap()
         .lines()
         .skip(1)
         .map(|l| l.trim().parse().unwrap())
         .collect();
-    let lost: Vec<i64> = acked
-        .lock()
-        .unwrap()
+    acked
         .iter()
-        .map(|(id, _)| *id)
-        .filter(|id| !on_new.contains(id))
-        .collect();
-    assert!(lost.is_empty(), "acknowledged writes lost: {lost:?}");
+        .copied()
+        .filter(|id| !on.contains(id))
+        .collect()
 }
 
 #[test]

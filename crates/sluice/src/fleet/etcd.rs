@@ -27,10 +27,17 @@ pub struct Etcd {
 #[derive(Default)]
 struct Inner {
     client: Option<Client>,
-    /// The lease and the slot held under it.
-    lease: Option<(i64, Option<etcd_client::LeaseKeeper>)>,
+    /// The lease, and the slot held under it.
+    lease: Option<Lease>,
     slot: Option<u32>,
     duties: Vec<String>,
+}
+
+struct Lease {
+    id: i64,
+    keeper: etcd_client::LeaseKeeper,
+    /// etcd's answer to each keep-alive: the time the lease has left.
+    answers: etcd_client::LeaseKeepAliveStream,
 }
 
 #[derive(Default)]
@@ -111,7 +118,7 @@ impl Etcd {
             return inner.slot;
         }
         let mut c = self.client(&mut inner).await.ok()?;
-        let lease = inner.lease.as_ref()?.0;
+        let lease = inner.lease.as_ref()?.id;
         for slot in 0..SLOTS {
             let key = self.key(&format!("slots/{slot}"));
             let mut info = me.clone();
@@ -138,17 +145,13 @@ impl Etcd {
 
     async fn keep_lease(&self, inner: &mut Inner) -> Result<()> {
         let mut c = self.client(inner).await?;
-        if let Some((_, Some(keeper))) = &mut inner.lease {
+        if let Some(lease) = &mut inner.lease {
             let alive = async {
-                keeper.keep_alive().await?;
-                Ok::<_, etcd_client::Error>(())
+                lease.keeper.keep_alive().await?;
+                lease.answers.message().await
             };
-            if self.bounded(alive).await.is_ok() {
-                // The keeper's answers are not read: the lease's time left is checked
-                // below, by asking.
-                let id = inner.lease.as_ref().map_or(0, |l| l.0);
-                let left = self.bounded(c.lease_time_to_live(id, None)).await?;
-                if left.ttl() > 0 {
+            if let Ok(Some(answer)) = self.bounded(alive).await {
+                if answer.ttl() > 0 {
                     return Ok(());
                 }
             }
@@ -158,17 +161,20 @@ impl Etcd {
         inner.duties.clear();
         let ttl = self.ttl.as_secs().max(2) as i64;
         let lease = self.bounded(c.lease_grant(ttl, None)).await?;
-        let (keeper, _answers) = self.bounded(c.lease_keep_alive(lease.id())).await?;
-        inner.lease = Some((lease.id(), Some(keeper)));
+        let (keeper, answers) = self.bounded(c.lease_keep_alive(lease.id())).await?;
+        inner.lease = Some(Lease {
+            id: lease.id(),
+            keeper,
+            answers,
+        });
         Ok(())
     }
 
     pub async fn hold_duty(&self, duty: &str) -> bool {
         let mut inner = self.inner.lock().await;
-        let (Some(slot), Some((lease, _))) = (inner.slot, inner.lease.as_ref()) else {
+        let (Some(slot), Some(lease)) = (inner.slot, inner.lease.as_ref().map(|l| l.id)) else {
             return false;
         };
-        let lease = *lease;
         let Ok(mut c) = self.client(&mut inner).await else {
             return false;
         };
@@ -221,7 +227,7 @@ impl Etcd {
 
     pub async fn register(&self, me: &MemberInfo) -> Result<()> {
         let mut inner = self.inner.lock().await;
-        let lease = inner.lease.as_ref().map(|l| l.0).ok_or("etcd: no lease")?;
+        let lease = inner.lease.as_ref().map(|l| l.id).ok_or("etcd: no lease")?;
         let mut c = self.client(&mut inner).await?;
         let value = serde_json::to_string(me).map_err(|e| e.to_string())?;
         let live = self.key(&format!("slots/{}", me.slot));
@@ -346,8 +352,8 @@ impl Etcd {
     /// Ends the lease: the slot and the duties go at once rather than at its end.
     pub async fn leave(&self) {
         let mut inner = self.inner.lock().await;
-        if let (Some((lease, _)), Some(c)) = (inner.lease.take(), inner.client.as_mut()) {
-            let _ = tokio::time::timeout(Duration::from_secs(1), c.lease_revoke(lease)).await;
+        if let (Some(lease), Some(c)) = (inner.lease.take(), inner.client.as_mut()) {
+            let _ = tokio::time::timeout(Duration::from_secs(1), c.lease_revoke(lease.id)).await;
         }
     }
 }
