@@ -79,6 +79,8 @@ mod multiplex;
 mod pool;
 #[path = "integration/prepared.rs"]
 mod prepared;
+#[path = "integration/partition.rs"]
+mod partition;
 #[path = "integration/proxy_paths.rs"]
 mod proxy_paths;
 #[path = "integration/replay.rs"]

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Inserts ids `first, first + step, ...` through `addr` until stopped; the ids
 /// acknowledged, with when.
-fn writer(
+pub(crate) fn writer(
     addr: std::net::SocketAddr,
     first: i64,
     step: i64,
@@ -42,13 +42,13 @@ fn writer(
     })
 }
 
-fn writable(server: &MariaDb) -> bool {
+pub(crate) fn writable(server: &MariaDb) -> bool {
     server
         .execute("SELECT @@read_only")
         .is_ok_and(|out| out.lines().last() == Some("0"))
 }
 
-fn writer_of(sluice: &Sluice, config: &Config) -> Option<String> {
+pub(crate) fn writer_of(sluice: &Sluice, config: &Config) -> Option<String> {
     admin_get(sluice, config, "/v1/servers")["writer"]
         .as_str()
         .map(str::to_owned)

@@ -11,6 +11,7 @@
 #![allow(dead_code, unused_imports)]
 
 pub mod cli;
+pub mod gate;
 pub mod http;
 pub mod proxy;
 pub mod wire;

@@ -247,12 +247,14 @@ impl Servers {
         holds.conns.len() > running.len() / 2
     }
 
-    /// Takes (or keeps) `duty` on a majority of the running servers; false: another
-    /// instance holds it, or too few servers answer. Held until released or lost.
+    /// Takes (or keeps) `duty` on a majority of all the servers (not only those this
+    /// instance sees running: two instances partitioned from different servers would
+    /// each find a majority of their own); false: another instance holds it, or too few
+    /// servers answer. Held until released or lost.
     pub async fn hold_duty(&self, duty: &str) -> bool {
         let mut holds = self.holds.lock().await;
         let timeout = self.timeout();
-        let running = self.running().len();
+        let all = (self.router)().members.len();
         let name = self.duty_lock(duty);
         let Holds { conns, duties, .. } = &mut *holds;
         let on = duties.entry(duty.to_owned()).or_default();
@@ -261,7 +263,7 @@ impl Servers {
                 on.insert(server.clone());
             }
         }
-        if on.len() > running / 2 {
+        if on.len() > all / 2 {
             return true;
         }
         for server in std::mem::take(on) {

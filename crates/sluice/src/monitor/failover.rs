@@ -29,11 +29,16 @@ const SCAN_LIMIT: Duration = Duration::from_secs(1);
 /// Watches for a lost writer (and for returning old primaries to rejoin).
 pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shutdown: Shutdown) {
     let mut last_writer: Option<Arc<Member>> = None;
+    // Said once, not at every check, while this instance can't act on a lost writer.
+    let mut out_of_reach = String::new();
     loop {
         let interval = {
             let Some(r) = router.upgrade() else { return };
             match r.writer() {
-                Some(w) => last_writer = Some(w),
+                Some(w) => {
+                    last_writer = Some(w);
+                    out_of_reach.clear();
+                }
                 None => {
                     if let Some(lost) = last_writer.clone() {
                         // Galera needs no promotion: the election moves the writer
@@ -45,6 +50,12 @@ pub async fn watch(router: Weak<Router>, creds: Arc<BackendCredentials>, mut shu
                         if r.failover.enabled && down && !r.paused.load(Ordering::Acquire) {
                             match failover(&r, &creds, &lost).await {
                                 Ok(to) => last_writer = Some(to),
+                                Err(ChangeError::OutOfReach(why)) => {
+                                    if why != out_of_reach {
+                                        tracing::warn!(from = lost.name(), %why, "writer unreachable, not failing over");
+                                        out_of_reach = why;
+                                    }
+                                }
                                 Err(ChangeError::Elsewhere(why)) => {
                                     tracing::info!(from = lost.name(), %why, "not failing over: following the instance that does")
                                 }
@@ -204,48 +215,56 @@ pub(super) async fn point_at(
 }
 
 /// Replicas of the lost writer that can be promoted, with how much of its binlog each
-/// received, most first.
+/// received, most first; and the replicas (promotable or not) still connected to
+/// their primary, which say it is alive.
 async fn candidates(
     router: &Router,
     creds: &BackendCredentials,
     lost: &Member,
-) -> Vec<(Arc<Member>, BackendConn, GtidPos)> {
+) -> (Vec<(Arc<Member>, BackendConn, GtidPos)>, Vec<String>) {
     let mut found = Vec::new();
+    let mut connected = Vec::new();
     for m in &router.members {
-        if std::ptr::eq(m.as_ref(), lost)
-            || m.role == RoleConfig::Reader
-            || !m.usable()
-            || m.state.load().health != Health::Up
-        {
+        if std::ptr::eq(m.as_ref(), lost) || m.state.load().health != Health::Up {
             continue;
         }
         let Ok(mut c) = connect(m, creds, router.monitor.timeout).await else {
             continue;
         };
-        let Some(received) = has_of_primary(&mut c).await else {
+        let Some((received, io_running)) = has_of_primary(&mut c).await else {
             continue;
         };
-        found.push((m.clone(), c, received));
+        if io_running {
+            connected.push(m.name().to_owned());
+        }
+        if m.role != RoleConfig::Reader && m.usable() {
+            found.push((m.clone(), c, received));
+        }
     }
     // Most received first; config order breaks ties (a stable choice).
     found.sort_by_key(|(_, _, g)| std::cmp::Reverse(g.total()));
-    found
+    (found, connected)
 }
 
 /// What a replica has of its primary: what it received, and what it applied or wrote
-/// itself. `None`: it is not a replica, or could not be asked.
-async fn has_of_primary(c: &mut BackendConn) -> Option<GtidPos> {
-    let mut received = match c.query_named_row("SHOW SLAVE STATUS").await {
-        Ok(Ok(Some(cols))) => cols
-            .iter()
-            .find(|(n, _)| n == "Gtid_IO_Pos")
+/// itself; and whether its replication is connected to that primary now (a replica
+/// that lost it says `Connecting`). `None`: it is not a replica, or could not be asked.
+async fn has_of_primary(c: &mut BackendConn) -> Option<(GtidPos, bool)> {
+    let cols = match c.query_named_row("SHOW SLAVE STATUS").await {
+        Ok(Ok(Some(cols))) => cols,
+        _ => return None,
+    };
+    let field = |name: &str| {
+        cols.iter()
+            .find(|(n, _)| n == name)
             .and_then(|(_, v)| v.as_deref())
-            .and_then(|v| GtidPos::parse(&String::from_utf8_lossy(v))),
-        _ => None,
-    }?;
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    let mut received = GtidPos::parse(&field("Gtid_IO_Pos")?)?;
+    let io_running = field("Slave_IO_Running").as_deref() == Some("Yes");
     let cur = scalar(c, "SELECT @@global.gtid_current_pos").await.ok()?;
     received.merge(&GtidPos::parse(&cur)?);
-    Some(received)
+    Some((received, io_running))
 }
 
 /// Which server of a writer change a statement ran on.
@@ -351,6 +370,10 @@ pub enum ChangeError {
     /// Another instance holds the writer lock: it is changing the writer.
     #[error("{0}")]
     Elsewhere(String),
+    /// What this instance sees is not enough to know the writer is lost for everyone:
+    /// too few servers answer it, or the replicas still replicate from the writer.
+    #[error("{0}")]
+    OutOfReach(String),
     /// A step failed; the servers were put back as they were (`not_undone` says what
     /// could not be).
     #[error("{failed}; undone: {}{}", list(undone), not_undone_text(not_undone))]
@@ -456,8 +479,18 @@ async fn failover_locked(
         super::follow::follow(router, creds, Some(lost), &new).await;
         return Ok(new);
     }
+    let (mut found, connected) = candidates(router, creds, lost).await;
+    if !connected.is_empty() {
+        // This instance lost the writer; its replicas did not. Promoting one would make
+        // a second writer beside one that others still reach: wait until the replicas
+        // lose it too (within their `slave_net_timeout` if it stopped answering).
+        return Err(ChangeError::OutOfReach(format!(
+            "{} still replicate{} from it: only this instance lost it",
+            connected.join(", "),
+            if connected.len() == 1 { "s" } else { "" }
+        )));
+    }
     tracing::warn!(server = lost.name(), "writer down: failing over");
-    let mut found = candidates(router, creds, lost).await;
     if found.is_empty() {
         let e = ChangeError::Refused(
             "no replica of the lost writer can be promoted (none is up)".into(),
@@ -539,7 +572,7 @@ async fn promote_replica(
             .step(conn, Side::New, "STOP SLAVE IO_THREAD", Some("START SLAVE"))
             .await?;
         // Read again now that nothing more arrives: the old writer may not be dead.
-        has = has_of_primary(conn).await;
+        has = has_of_primary(conn).await.map(|(g, _)| g);
         let received = has.as_ref().unwrap_or(received);
         let wait = router.failover.switchover_timeout.as_secs().max(1);
         let waited = scalar(
@@ -605,6 +638,7 @@ pub async fn switchover(
             .ok_or_else(|| format!("no server is named {name:?}"))?,
         None => candidates(router, creds, &old)
             .await
+            .0
             .into_iter()
             .next()
             .map(|(m, _, _)| m)

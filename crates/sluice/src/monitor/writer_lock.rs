@@ -24,12 +24,21 @@ pub struct WriterLock {
 
 impl WriterLock {
     /// Takes the lock on every running server but `except` (the lost writer) that gives
-    /// it at once; refused unless that is a majority of them.
+    /// it at once; refused unless that is a majority of all the set's servers, the lost
+    /// one counted. A majority of those this instance sees running would not do: cut
+    /// off from all but one replica, it would count one of one and promote it while the
+    /// rest of the fleet, with the other servers, goes on with the writer it lost.
+    ///
+    /// Two servers are the exception: after losing one, a majority of two is out of
+    /// reach for good, so the survivor's lock alone is the quorum there; what keeps a
+    /// cut-off instance from promoting it is the replica's own word that it lost its
+    /// primary too (see the failover).
     pub async fn acquire(
         router: &Router,
         creds: &BackendCredentials,
         except: Option<&Member>,
     ) -> Result<WriterLock, ChangeError> {
+        let all = router.members.len();
         let running: Vec<&Arc<Member>> = router
             .members
             .iter()
@@ -38,8 +47,9 @@ impl WriterLock {
                     && m.state.load().health == Health::Up
             })
             .collect();
-        let need = running.len() / 2 + 1;
+        let need = quorum(all, except.is_some());
         let mut held = Vec::new();
+        let mut refused = 0;
         // In configuration order, as every instance asks: one that misses a lock stops
         // as soon as a majority is out of reach, leaving the rest to the one that got
         // it, rather than both holding half.
@@ -51,20 +61,28 @@ impl WriterLock {
                 continue;
             };
             let sql = format!("SELECT GET_LOCK('{LOCK}', 0)");
-            if super::failover::scalar(&mut c, &sql).await.as_deref() == Ok("1") {
-                held.push(c);
+            match super::failover::scalar(&mut c, &sql).await.as_deref() {
+                Ok("1") => held.push(c),
+                Ok(_) => refused += 1,
+                Err(_) => {}
             }
         }
-        if !running.is_empty() && held.len() >= need {
+        if held.len() >= need {
             return Ok(WriterLock { held });
         }
-        let running = running.len();
         let lock = WriterLock { held };
         let n = lock.held.len();
         lock.release().await;
-        Err(ChangeError::Elsewhere(format!(
-            "another Sluice instance is changing the writer: this one holds the lock on \
-             {n} of the {running} running servers, and needs a majority"
+        if refused > 0 {
+            return Err(ChangeError::Elsewhere(format!(
+                "another Sluice instance is changing the writer: this one holds the lock \
+                 on {n} of the {all} servers, and needs {need}"
+            )));
+        }
+        Err(ChangeError::OutOfReach(format!(
+            "this instance reaches {} of the {all} servers and needs {need} to change the \
+             writer: the others may still see it",
+            running.len()
         )))
     }
 
@@ -120,4 +138,31 @@ pub async fn replica_of(c: &mut BackendConn, writer: &Member) -> bool {
         .iter()
         .any(|(n, v)| n == "Master_Port" && v.as_deref() == Some(port.as_bytes()));
     read_only.as_deref() == Ok("1") && port_is
+}
+
+/// How many servers' locks make a writer change safe: a majority of all `servers`,
+/// but one when a set of two lost one (`after_loss`).
+fn quorum(servers: usize, after_loss: bool) -> usize {
+    if servers == 2 && after_loss {
+        1
+    } else {
+        servers / 2 + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quorum;
+
+    #[test]
+    fn a_majority_of_all_servers_the_lost_one_counted() {
+        assert_eq!(quorum(1, true), 1);
+        assert_eq!(quorum(3, true), 2);
+        assert_eq!(quorum(3, false), 2);
+        assert_eq!(quorum(4, true), 3);
+        assert_eq!(quorum(5, true), 3);
+        // A pair that lost one can only go on with the other.
+        assert_eq!(quorum(2, true), 1);
+        assert_eq!(quorum(2, false), 2);
+    }
 }
