@@ -75,12 +75,12 @@ mod links;
 mod meaning;
 #[path = "integration/multiplex.rs"]
 mod multiplex;
+#[path = "integration/partition.rs"]
+mod partition;
 #[path = "integration/pool.rs"]
 mod pool;
 #[path = "integration/prepared.rs"]
 mod prepared;
-#[path = "integration/partition.rs"]
-mod partition;
 #[path = "integration/proxy_paths.rs"]
 mod proxy_paths;
 #[path = "integration/replay.rs"]

@@ -117,7 +117,10 @@ fn cut_off_from(cut: &[usize], refusal: &str) {
 /// counted, is out of its reach.
 #[test]
 fn an_instance_reaching_a_minority_of_the_servers_never_promotes() {
-    cut_off_from(&[0, 1], "this instance reaches 1 of the 3 servers and needs 2");
+    cut_off_from(
+        &[0, 1],
+        "this instance reaches 1 of the 3 servers and needs 2",
+    );
 }
 
 /// It reaches both replicas, a majority, but they still replicate from the writer:
@@ -155,4 +158,52 @@ fn a_closed_gate_holds_traffic_until_opened() {
     gate.open();
     assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(true));
     asking.join().unwrap();
+}
+
+/// A set of three whose writer is lost after a replica: by default no failover (one
+/// server of three is no majority), and the instance says why; with `failover.quorum
+/// = "majority_of_running"`, the last replica is promoted.
+fn lose_a_replica_then_the_writer(quorum: Option<&str>) -> (bool, String) {
+    let set = replica_set(true);
+    let mut config = failover_config(&set);
+    if let Some(q) = quorum {
+        config = config.failover("quorum", q);
+    }
+    let sluice = Sluice::start(&config);
+    let health = |name: &str| {
+        admin_get(&sluice, &config, "/v1/servers")["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .map(|m| m["health"].as_str().unwrap_or("").to_owned())
+    };
+    assert!(wait_until(Duration::from_secs(10), || health("replica2")
+        .as_deref()
+        == Some("up")));
+    set.replicas[0].kill().unwrap();
+    assert!(wait_until(Duration::from_secs(10), || health("replica1")
+        .as_deref()
+        == Some("down")));
+    set.primary.kill().unwrap();
+    let promoted = wait_until(Duration::from_secs(20), || {
+        writer_of(&sluice, &config).as_deref() == Some("replica2")
+            || sluice
+                .log()
+                .contains("writer unreachable, not failing over")
+    });
+    assert!(promoted, "{}", sluice.log());
+    (writable(&set.replicas[1]), sluice.log())
+}
+
+#[test]
+fn a_set_of_three_that_lost_two_servers_waits_unless_told_otherwise() {
+    let (promoted, log) = lose_a_replica_then_the_writer(None);
+    assert!(!promoted, "{log}");
+    assert!(
+        log.contains("this instance reaches 1 of the 3 servers and needs 2"),
+        "{log}"
+    );
+    let (promoted, log) = lose_a_replica_then_the_writer(Some("majority_of_running"));
+    assert!(promoted, "{log}");
 }

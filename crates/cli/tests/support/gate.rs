@@ -105,7 +105,11 @@ fn accept(listener: TcpListener, to: SocketAddr, state: Arc<State>) {
 /// Reaches the server once the gate lets the connection through, then relays both ways.
 fn connect(client: TcpStream, to: SocketAddr, state: Arc<State>) {
     client.set_nonblocking(false).unwrap();
-    state.sockets.lock().unwrap().push(client.try_clone().unwrap());
+    state
+        .sockets
+        .lock()
+        .unwrap()
+        .push(client.try_clone().unwrap());
     if !state.pass() {
         return;
     }
@@ -113,7 +117,11 @@ fn connect(client: TcpStream, to: SocketAddr, state: Arc<State>) {
         let _ = client.shutdown(Shutdown::Both);
         return;
     };
-    state.sockets.lock().unwrap().push(server.try_clone().unwrap());
+    state
+        .sockets
+        .lock()
+        .unwrap()
+        .push(server.try_clone().unwrap());
     let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
     let s = state.clone();
     let back = std::thread::spawn(move || copy(s2, c2, &s));

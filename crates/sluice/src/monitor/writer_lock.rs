@@ -11,6 +11,7 @@
 use super::failover::ChangeError;
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
+use crate::router::config::Quorum;
 use crate::router::{Health, Member, Router};
 use std::sync::Arc;
 
@@ -29,6 +30,7 @@ impl WriterLock {
     /// off from all but one replica, it would count one of one and promote it while the
     /// rest of the fleet, with the other servers, goes on with the writer it lost.
     ///
+    /// (`failover.quorum = "majority_of_running"` asks only that, for a lone instance.)
     /// Two servers are the exception: after losing one, a majority of two is out of
     /// reach for good, so the survivor's lock alone is the quorum there; what keeps a
     /// cut-off instance from promoting it is the replica's own word that it lost its
@@ -47,7 +49,10 @@ impl WriterLock {
                     && m.state.load().health == Health::Up
             })
             .collect();
-        let need = quorum(all, except.is_some());
+        let need = match router.failover.quorum {
+            Quorum::MajorityOfAll => quorum(all, except.is_some()),
+            Quorum::MajorityOfRunning => running.len() / 2 + 1,
+        };
         let mut held = Vec::new();
         let mut refused = 0;
         // In configuration order, as every instance asks: one that misses a lock stops

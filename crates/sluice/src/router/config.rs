@@ -291,6 +291,21 @@ pub enum OldPrimary {
     Rejoin,
 }
 
+/// Whose locks make a change of the writer safe (`failover.quorum`).
+#[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Quorum {
+    /// A majority of all the set's servers, the lost writer counted (default): an
+    /// instance cut off from most servers never promotes, and a set of three that lost
+    /// two waits for one to return.
+    #[default]
+    MajorityOfAll,
+    /// A majority of the servers this instance sees running: failover goes on down to
+    /// the last replica, but two instances partitioned from different servers can both
+    /// promote. Only for a single instance where no other may run.
+    MajorityOfRunning,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FailoverConfig {
@@ -332,6 +347,9 @@ pub struct FailoverConfig {
     /// Default true.
     #[serde(default = "default_true")]
     pub wrap_autocommit_writes: bool,
+    /// "majority_of_all" (default) or "majority_of_running", see [`Quorum`].
+    #[serde(default)]
+    pub quorum: Quorum,
 }
 
 impl Default for FailoverConfig {
@@ -346,6 +364,7 @@ impl Default for FailoverConfig {
             transaction_replay: true,
             replay_max_bytes: default_replay_max_bytes(),
             wrap_autocommit_writes: true,
+            quorum: Quorum::default(),
         }
     }
 }
