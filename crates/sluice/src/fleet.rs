@@ -39,6 +39,9 @@ const NO_SLOT: u32 = u32::MAX;
 /// How often an instance's row is written when nothing in it changed but its count of
 /// sessions.
 const REGISTER_EVERY: Duration = Duration::from_secs(30);
+/// How long a change is offered again to an engine that refuses it: longer than a
+/// failover takes to name a new writer for the fleet's tables.
+const RESEND_FOR: Duration = Duration::from_secs(30);
 
 /// The instance a session id belongs to.
 pub fn slot_of(id: u32) -> u32 {
@@ -332,12 +335,26 @@ impl Fleet {
                 Message::Change { change, .. } => change.state_key(),
                 _ => None,
             };
-            let sent = match &self.engine {
-                Engine::Servers(s) => s.send(&m, key.as_deref()).await,
-                Engine::Etcd(e) => e.send(&m, key.as_deref()).await,
-            };
-            if let Err(e) = sent {
-                tracing::warn!(error = %e, "a fleet message was not sent: peers won't see it");
+            // A change (rules, an invalidation, a server's state, the writer) is tried
+            // again while the engine can't take it, as when the servers are between two
+            // writers; later messages wait behind it, keeping the order. A request or a
+            // reply is not: its asker stops waiting long before.
+            let retry_until =
+                matches!(m, Message::Change { .. }).then(|| Instant::now() + RESEND_FOR);
+            loop {
+                let sent = match &self.engine {
+                    Engine::Servers(s) => s.send(&m, key.as_deref()).await,
+                    Engine::Etcd(e) => e.send(&m, key.as_deref()).await.map_err(|e| e.to_string()),
+                };
+                let Err(e) = sent else { break };
+                if retry_until.is_none_or(|until| Instant::now() >= until) {
+                    tracing::warn!(error = %e, "a fleet message was not sent: peers won't see it");
+                    break;
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.poll) => {}
+                    _ = shutdown.stopping() => return,
+                }
             }
         }
     }

@@ -503,3 +503,50 @@ fn fleets_with_other_names_share_nothing() {
         );
     }
 }
+
+/// A change made while the servers have no writer (the fleet's tables are out of
+/// reach) reaches the other instances once there is one again: a cache rule set
+/// through A with the primary gone, and a replica made the writer by hand.
+#[test]
+fn a_change_made_without_a_writer_reaches_the_others_once_there_is_one() {
+    let set = replica_set(false);
+    let first = config(&set).cache_rule("start", "^SELECT 1$", "10s");
+    let configs: Vec<Config> = alike(&first, 2)
+        .into_iter()
+        .map(|c| c.failover("enabled", false))
+        .collect();
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    joined(&instances, &configs);
+    set.primary.kill().unwrap();
+    let no_writer =
+        |i: usize| admin_get(&instances[i], &configs[i], "/v1/servers")["writer"].is_null();
+    assert!(wait_until(Duration::from_secs(20), || no_writer(0) && no_writer(1)));
+    let rules = serde_json::json!([{ "name": "late_rule", "match": "^SELECT 3", "ttl": "30s" }]);
+    admin_call(
+        &configs[0].admin_address().unwrap(),
+        ADMIN_TOKEN,
+        "PUT",
+        "/v1/cache/rules",
+        Some(&rules),
+    );
+    set.replicas[0]
+        .execute("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0")
+        .unwrap();
+    let has_rule = || {
+        admin_call(
+            &configs[1].admin_address().unwrap(),
+            ADMIN_TOKEN,
+            "GET",
+            "/v1/cache/rules",
+            None,
+        )
+        .as_array()
+        .is_some_and(|r| r.iter().any(|r| r["name"] == "late_rule"))
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), has_rule),
+        "the rule made without a writer did not reach B\n{}\n---\n{}",
+        instances[0].log(),
+        instances[1].log()
+    );
+}
