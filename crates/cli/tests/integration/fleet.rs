@@ -550,3 +550,50 @@ fn a_change_made_without_a_writer_reaches_the_others_once_there_is_one() {
         instances[1].log()
     );
 }
+
+/// Dedicated sessions (`multiplex = false`) across instances: a KILL QUERY through A
+/// interrupts the statement B's session runs on its own connection and leaves the
+/// session; a KILL through A ends it.
+#[test]
+fn a_kill_through_one_instance_reaches_a_dedicated_session_of_another() {
+    let set = replica_set(false);
+    let configs: Vec<Config> = alike(&config(&set), 2)
+        .into_iter()
+        .map(|c| c.pool("multiplex", false))
+        .collect();
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    joined(&instances, &configs);
+    let mut a = login(&instances[0], NATIVE_USER, NATIVE_PASSWORD);
+    let mut victim = login(&instances[1], NATIVE_USER, NATIVE_PASSWORD);
+    let victim_id = connection_id(&mut victim);
+    const SLEEP: &str = "SELECT SLEEP(60)";
+    let sleeping = std::thread::spawn(move || {
+        let started = Instant::now();
+        let reply = victim.query(SLEEP);
+        (victim, reply, started.elapsed())
+    });
+    let servers = || std::iter::once(&set.primary).chain(&set.replicas);
+    let running = || {
+        servers()
+            .map(|s| crate::support::running_statements(s, SLEEP))
+            .sum::<usize>()
+    };
+    assert!(wait_until(Duration::from_secs(10), || running() == 1));
+    let answer = a.query(&format!("KILL QUERY {victim_id}")).unwrap();
+    assert!(matches!(answer, Reply::Ok { .. }), "{answer:?}");
+    let (mut victim, reply, took) = sleeping.join().unwrap();
+    assert!(
+        took < Duration::from_secs(30),
+        "the statement ran on: {reply:?}"
+    );
+    assert_eq!(running(), 0);
+    assert!(!ended(&mut victim), "KILL QUERY ended the session");
+
+    let answer = a.query(&format!("KILL {victim_id}")).unwrap();
+    assert!(matches!(answer, Reply::Ok { .. }), "{answer:?}");
+    assert!(
+        ended(&mut victim),
+        "the session goes on after a KILL through A"
+    );
+    assert!(!ended(&mut a));
+}
