@@ -16,8 +16,11 @@ mod servers;
 pub use config::FleetConfig;
 pub use message::{Change, KillTarget, Message, Reply, Request, ServerState};
 
+use message::{Read, Reason, Rejections, Seal};
+
 use crate::auth::BackendCredentials;
 use crate::router::Router;
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -105,6 +108,8 @@ pub struct Fleet {
     local: std::sync::OnceLock<Arc<dyn Local>>,
     /// Messages applied from peers, for the admin view.
     applied: AtomicU64,
+    seal: Seal,
+    rejected: Rejections,
     /// Why the engine can't be used, when it can't.
     trouble: Mutex<Option<String>>,
     /// A switchover of this instance asked peers to hold their writes.
@@ -129,7 +134,15 @@ impl Fleet {
         identity: Identity,
         router: RouterSource,
         creds: Arc<BackendCredentials>,
+        key: Option<Secret>,
     ) -> Arc<Fleet> {
+        if key.is_none() {
+            tracing::warn!(
+                "no [fleet] secret and no admin token: fleet messages are sent and taken \
+                 unsigned, so whoever can write the fleet's tables (or etcd prefix) can \
+                 have this instance kill sessions or change its cache rules"
+            );
+        }
         let engine = match config.etcd.is_empty() {
             true => Engine::Servers(servers::Servers::new(
                 &config.name,
@@ -166,6 +179,8 @@ impl Fleet {
             next_request: AtomicU64::new(1),
             local: std::sync::OnceLock::new(),
             applied: AtomicU64::new(0),
+            seal: Seal::new(key.as_ref(), &config.name),
+            rejected: Rejections::default(),
             trouble: Mutex::new(None),
             pausing: Default::default(),
             registered: Mutex::new(None),
@@ -332,9 +347,12 @@ impl Fleet {
                 Message::Change { change, .. } => change.state_key(),
                 _ => None,
             };
-            let sent = match &self.engine {
-                Engine::Servers(s) => s.send(&m, key.as_deref()).await,
-                Engine::Etcd(e) => e.send(&m, key.as_deref()).await,
+            let sent = match self.seal.seal(&m, unix_ms(SystemTime::now())) {
+                Ok(body) => match &self.engine {
+                    Engine::Servers(s) => s.send(m.origin(), &body, key.as_deref()).await,
+                    Engine::Etcd(e) => e.send(&body, key.as_deref()).await,
+                },
+                Err(e) => Err(e),
             };
             if let Err(e) = sent {
                 tracing::warn!(error = %e, "a fleet message was not sent: peers won't see it");
@@ -370,7 +388,7 @@ impl Fleet {
                 m = self.next(wait) => m,
                 _ = shutdown.stopping() => break,
             };
-            for m in messages {
+            for m in self.open(messages, Read::Log) {
                 self.dispatch(m);
             }
         }
@@ -380,7 +398,7 @@ impl Fleet {
         }
     }
 
-    async fn next(&self, wait: Duration) -> Vec<Message> {
+    async fn next(&self, wait: Duration) -> Vec<Vec<u8>> {
         if self.slot().is_none() {
             tokio::time::sleep(wait).await;
             return Vec::new();
@@ -491,7 +509,7 @@ impl Fleet {
             };
             if let Ok(state) = state {
                 *caught_up = true;
-                for m in state {
+                for m in self.open(state, Read::State) {
                     if let Message::Change { change, .. } = m {
                         self.apply(&change, false);
                     }
@@ -522,6 +540,24 @@ impl Fleet {
             tracing::warn!(why, "fleet");
             *t = Some(why.to_owned());
         }
+    }
+
+    /// The messages read that pass the signature check; the others are counted.
+    fn open(&self, raw: Vec<Vec<u8>>, read: Read) -> Vec<Message> {
+        let now = unix_ms(SystemTime::now());
+        raw.iter()
+            .filter_map(|r| match self.seal.open(r, now, read) {
+                Ok(Some(m)) => Some(m),
+                Ok(None) => {
+                    tracing::debug!("a fleet message this version does not read, skipped");
+                    None
+                }
+                Err(refused) => {
+                    self.rejected.record(&refused, read);
+                    None
+                }
+            })
+            .collect()
     }
 
     fn apply(&self, change: &Change, live: bool) {
@@ -606,6 +642,19 @@ impl Fleet {
             "runtime changes made through other instances and applied here",
             self.applied.load(Ordering::Relaxed) as f64,
         );
+        e.family(
+            "sluice_fleet_messages_rejected_total",
+            Type::Counter,
+            "messages and shared state entries from the fleet dropped unread, by reason \
+             (unsigned, bad_signature, stale)",
+        );
+        for reason in Reason::ALL {
+            e.sample(
+                "sluice_fleet_messages_rejected_total",
+                &[("reason", reason.as_str())],
+                self.rejected.count(reason) as f64,
+            );
+        }
     }
 
     /// `GET /v1/fleet`.
