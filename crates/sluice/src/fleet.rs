@@ -16,8 +16,11 @@ mod servers;
 pub use config::FleetConfig;
 pub use message::{Change, KillTarget, Message, Reply, Request, ServerState};
 
+use message::{Read, Reason, Rejections, Seal};
+
 use crate::auth::BackendCredentials;
 use crate::router::Router;
+use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -108,6 +111,8 @@ pub struct Fleet {
     local: std::sync::OnceLock<Arc<dyn Local>>,
     /// Messages applied from peers, for the admin view.
     applied: AtomicU64,
+    seal: Seal,
+    rejected: Rejections,
     /// Why the engine can't be used, when it can't.
     trouble: Mutex<Option<String>>,
     /// A switchover of this instance asked peers to hold their writes.
@@ -132,7 +137,15 @@ impl Fleet {
         identity: Identity,
         router: RouterSource,
         creds: Arc<BackendCredentials>,
+        key: Option<Secret>,
     ) -> Arc<Fleet> {
+        if key.is_none() {
+            tracing::warn!(
+                "no [fleet] secret and no admin token: fleet messages are sent and taken \
+                 unsigned, so whoever can write the fleet's tables (or etcd prefix) can \
+                 have this instance kill sessions or change its cache rules"
+            );
+        }
         let engine = match config.etcd.is_empty() {
             true => Engine::Servers(servers::Servers::new(
                 &config.name,
@@ -169,6 +182,8 @@ impl Fleet {
             next_request: AtomicU64::new(1),
             local: std::sync::OnceLock::new(),
             applied: AtomicU64::new(0),
+            seal: Seal::new(key.as_ref(), &config.name),
+            rejected: Rejections::default(),
             trouble: Mutex::new(None),
             pausing: Default::default(),
             registered: Mutex::new(None),
@@ -342,9 +357,13 @@ impl Fleet {
             let retry_until =
                 matches!(m, Message::Change { .. }).then(|| Instant::now() + RESEND_FOR);
             loop {
-                let sent = match &self.engine {
-                    Engine::Servers(s) => s.send(&m, key.as_deref()).await,
-                    Engine::Etcd(e) => e.send(&m, key.as_deref()).await.map_err(|e| e.to_string()),
+                // Sealed at each try: its time is when it is sent.
+                let sent = match self.seal.seal(&m, unix_ms(SystemTime::now())) {
+                    Ok(body) => match &self.engine {
+                        Engine::Servers(s) => s.send(m.origin(), &body, key.as_deref()).await,
+                        Engine::Etcd(e) => e.send(&body, key.as_deref()).await,
+                    },
+                    Err(e) => Err(e),
                 };
                 let Err(e) = sent else { break };
                 if retry_until.is_none_or(|until| Instant::now() >= until) {
@@ -387,7 +406,7 @@ impl Fleet {
                 m = self.next(wait) => m,
                 _ = shutdown.stopping() => break,
             };
-            for m in messages {
+            for m in self.open(messages, Read::Log) {
                 self.dispatch(m);
             }
         }
@@ -397,7 +416,7 @@ impl Fleet {
         }
     }
 
-    async fn next(&self, wait: Duration) -> Vec<Message> {
+    async fn next(&self, wait: Duration) -> Vec<Vec<u8>> {
         if self.slot().is_none() {
             tokio::time::sleep(wait).await;
             return Vec::new();
@@ -508,7 +527,7 @@ impl Fleet {
             };
             if let Ok(state) = state {
                 *caught_up = true;
-                for m in state {
+                for m in self.open(state, Read::State) {
                     if let Message::Change { change, .. } = m {
                         self.apply(&change, false);
                     }
@@ -539,6 +558,24 @@ impl Fleet {
             tracing::warn!(why, "fleet");
             *t = Some(why.to_owned());
         }
+    }
+
+    /// The messages read that pass the signature check; the others are counted.
+    fn open(&self, raw: Vec<Vec<u8>>, read: Read) -> Vec<Message> {
+        let now = unix_ms(SystemTime::now());
+        raw.iter()
+            .filter_map(|r| match self.seal.open(r, now, read) {
+                Ok(Some(m)) => Some(m),
+                Ok(None) => {
+                    tracing::debug!("a fleet message this version does not read, skipped");
+                    None
+                }
+                Err(refused) => {
+                    self.rejected.record(&refused, read);
+                    None
+                }
+            })
+            .collect()
     }
 
     fn apply(&self, change: &Change, live: bool) {
@@ -623,6 +660,19 @@ impl Fleet {
             "runtime changes made through other instances and applied here",
             self.applied.load(Ordering::Relaxed) as f64,
         );
+        e.family(
+            "sluice_fleet_messages_rejected_total",
+            Type::Counter,
+            "messages and shared state entries from the fleet dropped unread, by reason \
+             (unsigned, bad_signature, stale)",
+        );
+        for reason in Reason::ALL {
+            e.sample(
+                "sluice_fleet_messages_rejected_total",
+                &[("reason", reason.as_str())],
+                self.rejected.count(reason) as f64,
+            );
+        }
     }
 
     /// `GET /v1/fleet`.

@@ -180,14 +180,19 @@ fn xa_instance(config: &Config) -> String {
 }
 
 /// Joins the other instances in front of the same servers (`[fleet]`), unless turned
-/// off or there is no account to reach the servers with.
-fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
+/// off or there is no account to reach the servers with. Fails when the key to sign
+/// messages with can't be read: running unsigned instead would trust anyone.
+fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) -> anyhow::Result<()> {
     if !config.fleet.enabled {
-        return;
+        return Ok(());
     }
     let Some(creds) = monitor_creds(config) else {
-        return;
+        return Ok(());
     };
+    let key = config
+        .fleet
+        .key(&config.admin)
+        .map_err(anyhow::Error::msg)?;
     let listen = first_listener(config);
     let identity = crate::fleet::Identity {
         name: config
@@ -205,6 +210,7 @@ fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
         identity,
         Arc::new(move || source.router.load_full()),
         creds.clone(),
+        key,
     );
     for router in fe.routers() {
         let _ = router.coordination.set(fleet.clone());
@@ -214,6 +220,7 @@ fn start_fleet(fe: &Arc<Frontend>, config: &Config, shutdown: &Shutdown) {
         frontend::FleetLocal::new(fe.clone(), Some(creds)),
         shutdown.clone(),
     );
+    Ok(())
 }
 
 /// Runs Sluice until SIGTERM or SIGINT, then drains.
@@ -302,7 +309,7 @@ pub async fn run(
         }
         None => start_monitor(&router, &config, shutdown.clone()).await,
     }
-    start_fleet(&fe, &config, &shutdown);
+    start_fleet(&fe, &config, &shutdown)?;
     {
         // Accounts are read once before clients are accepted, then periodically.
         if fe.accounts.enabled() {

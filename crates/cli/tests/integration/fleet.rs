@@ -597,3 +597,90 @@ fn a_kill_through_one_instance_reaches_a_dedicated_session_of_another() {
     );
     assert!(!ended(&mut a));
 }
+
+/// `sluice_fleet_messages_rejected_total{reason}` as the instance's `/metrics` has it.
+fn rejected(config: &Config, reason: &str) -> f64 {
+    let client = crate::support::http::Client::new(
+        config.admin_address().expect("admin configured"),
+        Some(sluice::config::Secret(ADMIN_TOKEN.into())),
+    );
+    let text = String::from_utf8(client.get("/metrics").expect("/metrics").body).unwrap();
+    let sample = format!("sluice_fleet_messages_rejected_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&sample))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {sample}in\n{text}"))
+}
+
+/// Instances with another `[fleet] secret` are still members (slots are locks, not
+/// messages) but act on none of each other's messages: a cache rule set through one
+/// is dropped by the other, counted and logged without the secret.
+#[test]
+fn instances_with_other_secrets_ignore_each_others_changes() {
+    let set = replica_set(false);
+    let secrets = ["fleet-secret-of-a", "fleet-secret-of-b"];
+    // A rule to start from: with none, there is no cache to set rules of.
+    let first = config(&set).cache_rule("start", "^SELECT 1$", "10s");
+    let configs: Vec<Config> = alike(&first, 2)
+        .into_iter()
+        .zip(secrets)
+        .map(|(c, s)| c.fleet("secret", s))
+        .collect();
+    let instances: Vec<Sluice> = configs.iter().map(Sluice::start).collect();
+    let slots = joined(&instances, &configs);
+    assert_eq!(rejected(&configs[1], "bad_signature"), 0.0);
+
+    let rules = serde_json::json!([{ "name": "fleet_rule", "match": "^SELECT 2", "ttl": "30s" }]);
+    let admin = |i: usize| configs[i].admin_address().unwrap();
+    admin_call(
+        &admin(0),
+        ADMIN_TOKEN,
+        "PUT",
+        "/v1/cache/rules",
+        Some(&rules),
+    );
+    // B has read A's message once it has counted it.
+    assert!(
+        wait_until(Duration::from_secs(10), || rejected(
+            &configs[1],
+            "bad_signature"
+        ) >= 1.0),
+        "B did not count A's message as rejected\n{}",
+        instances[1].log()
+    );
+    let rule_names = |i: usize| {
+        admin_call(&admin(i), ADMIN_TOKEN, "GET", "/v1/cache/rules", None)
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r["name"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
+    assert!(rule_names(0).contains(&"fleet_rule".to_owned()));
+    assert!(
+        !rule_names(1).contains(&"fleet_rule".to_owned()),
+        "B applied a change signed with another key\n{}",
+        instances[1].log()
+    );
+    assert_eq!(rejected(&configs[1], "unsigned"), 0.0);
+    assert_eq!(
+        rejected(&configs[0], "bad_signature"),
+        0.0,
+        "A rejected its own"
+    );
+
+    let log = instances[1].log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("fleet message was dropped"))
+        .unwrap_or_else(|| panic!("no warning\n{log}"));
+    assert!(
+        warning.contains(&format!("origin={}", slots[0])),
+        "{warning}"
+    );
+    assert!(warning.contains("bad_signature"), "{warning}");
+    for s in secrets {
+        assert!(!log.contains(s), "the secret is in B's log");
+        assert!(!instances[0].log().contains(s), "the secret is in A's log");
+    }
+}

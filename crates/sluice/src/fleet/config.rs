@@ -2,7 +2,10 @@
 //! other and agree. Every field is optional: without the section, instances coordinate
 //! through the servers themselves.
 
+use crate::admin::config::AdminConfig;
+use crate::secret::Secret;
 use serde::Deserialize;
+use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -34,6 +37,12 @@ pub struct FleetConfig {
     /// Default true.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// The key messages between instances are signed with (HMAC-SHA256). Either this or
+    /// `secret_file`; without both, the admin token; without that either, messages go
+    /// and are taken unsigned.
+    pub secret: Option<Secret>,
+    /// File holding the key (surrounding whitespace ignored).
+    pub secret_file: Option<PathBuf>,
 }
 
 impl Default for FleetConfig {
@@ -45,6 +54,8 @@ impl Default for FleetConfig {
             lease: default_lease(),
             poll: default_poll(),
             enabled: true,
+            secret: None,
+            secret_file: None,
         }
     }
 }
@@ -94,7 +105,39 @@ impl FleetConfig {
         if self.poll.is_zero() || self.poll > Duration::from_secs(1) {
             p.push("fleet.poll: between 1ms and 1s".into());
         }
+        if let Err(e) = self.configured_secret() {
+            p.push(e);
+        }
         p
+    }
+
+    /// The key the section gives (`secret` or `secret_file`).
+    pub fn configured_secret(&self) -> Result<Option<Secret>, String> {
+        let (secret, what) = match (&self.secret, &self.secret_file) {
+            (Some(_), Some(_)) => return Err("fleet: give secret or secret_file, not both".into()),
+            (Some(s), None) => (s.0.clone(), "fleet.secret"),
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("fleet.secret_file: cannot read {}: {e}", path.display())
+                })?;
+                (text.trim().to_owned(), "fleet.secret_file")
+            }
+            (None, None) => return Ok(None),
+        };
+        match secret.is_empty() {
+            true => Err(format!("{what} is empty")),
+            false => Ok(Some(Secret(secret))),
+        }
+    }
+
+    /// The key this instance signs and checks messages with: the section's, else the
+    /// admin token however `[admin]` resolves it (peers configured alike share it
+    /// already). None: messages go and are taken unsigned.
+    pub fn key(&self, admin: &AdminConfig) -> Result<Option<Secret>, String> {
+        match self.configured_secret()? {
+            Some(secret) => Ok(Some(secret)),
+            None => admin.resolved_token(),
+        }
     }
 }
 
@@ -115,5 +158,30 @@ mod tests {
         let problems = bad.validate();
         assert_eq!(problems.len(), 4, "{problems:?}");
         assert!(problems[0].starts_with("fleet.etcd[0]"), "{problems:?}");
+    }
+
+    fn fleet(toml: &str) -> FleetConfig {
+        toml::from_str(toml).unwrap()
+    }
+
+    #[test]
+    fn the_key_is_the_secret_else_the_admin_token() {
+        let admin: AdminConfig = toml::from_str("token = \"t0ken\"").unwrap();
+        let own = fleet("secret = \"s3cret\"");
+        assert!(own.validate().is_empty());
+        assert_eq!(own.key(&admin), Ok(Some(Secret("s3cret".into()))));
+        assert_eq!(fleet("").key(&admin), Ok(Some(Secret("t0ken".into()))));
+        assert!(!format!("{own:?}").contains("s3cret"));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "  from-file\n").unwrap();
+        let file = fleet(&format!("secret_file = {:?}", path.to_str().unwrap()));
+        assert_eq!(file.key(&admin), Ok(Some(Secret("from-file".into()))));
+
+        let problems = |toml: &str| fleet(toml).validate();
+        assert!(problems("secret = \"\"")[0].contains("fleet.secret is empty"));
+        assert!(problems("secret = \"a\"\nsecret_file = \"/x\"")[0].contains("not both"));
+        assert!(problems("secret_file = \"/nonexistent/secret\"")[0].contains("cannot read"));
     }
 }

@@ -8,7 +8,7 @@
 //! - `log`: one key, put once per message: watching it from a revision gives every
 //!   message since, in order, to every instance at once.
 
-use super::{FleetConfig, MemberInfo, Message, SLOTS};
+use super::{FleetConfig, MemberInfo, SLOTS};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, GetOptions, PutOptions, Txn, TxnOp, WatchOptions,
     WatchStream,
@@ -263,22 +263,24 @@ impl Etcd {
         Ok(all.into_values().collect())
     }
 
-    pub async fn send(&self, m: &Message, state_key: Option<&str>) -> Result<()> {
+    /// Puts a message (`body`, as [`super::message::Seal`] made it) on the log key, and
+    /// under `state/<state_key>`.
+    pub async fn send(&self, body: &str, state_key: Option<&str>) -> Result<()> {
         let mut c = {
             let mut inner = self.inner.lock().await;
             self.client(&mut inner).await?
         };
-        let body = serde_json::to_string(m).map_err(|e| e.to_string())?;
         if let Some(key) = state_key {
-            self.bounded(c.put(self.key(&format!("state/{key}")), body.clone(), None))
+            self.bounded(c.put(self.key(&format!("state/{key}")), body, None))
                 .await?;
         }
         self.bounded(c.put(self.key("log"), body, None)).await?;
         Ok(())
     }
 
-    /// The messages put since the last call, waiting up to `wait` for the first.
-    pub async fn next(&self, wait: Duration) -> Vec<Message> {
+    /// The messages put since the last call, as written, waiting up to `wait` for the
+    /// first.
+    pub async fn next(&self, wait: Duration) -> Vec<Vec<u8>> {
         let mut watch = self.watch.lock().await;
         if watch.stream.is_none() {
             let Ok(mut c) = ({
@@ -310,8 +312,9 @@ impl Etcd {
                     for e in r.events() {
                         let Some(kv) = e.kv() else { continue };
                         watch.from = kv.mod_revision() + 1;
-                        if let Ok(m) = serde_json::from_slice::<Message>(kv.value()) {
-                            out.push(m);
+                        // A deletion of the key (by hand) is no message.
+                        if e.event_type() == etcd_client::EventType::Put {
+                            out.push(kv.value().to_vec());
                         }
                     }
                     // Whatever else arrived with it, without waiting again.
@@ -326,7 +329,8 @@ impl Etcd {
         out
     }
 
-    pub async fn state(&self) -> Result<Vec<Message>> {
+    /// The shared state entries, as written, oldest first.
+    pub async fn state(&self) -> Result<Vec<Vec<u8>>> {
         let mut c = {
             let mut inner = self.inner.lock().await;
             self.client(&mut inner).await?
@@ -334,10 +338,10 @@ impl Etcd {
         let r = self
             .bounded(c.get(self.key("state/"), Some(GetOptions::new().with_prefix())))
             .await?;
-        let mut state: Vec<(i64, Message)> = r
+        let mut state: Vec<(i64, Vec<u8>)> = r
             .kvs()
             .iter()
-            .filter_map(|kv| Some((kv.mod_revision(), serde_json::from_slice(kv.value()).ok()?)))
+            .map(|kv| (kv.mod_revision(), kv.value().to_vec()))
             .collect();
         state.sort_by_key(|(rev, _)| *rev);
         // The log is read from what follows this state.

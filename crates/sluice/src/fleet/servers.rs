@@ -8,7 +8,7 @@
 //! the others (so they survive a failover); every instance reads the new ones every
 //! `fleet.poll`.
 
-use super::{MemberInfo, Message, RouterSource, SLOTS};
+use super::{MemberInfo, RouterSource, SLOTS};
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
 use crate::router::{Health, Member};
@@ -379,30 +379,36 @@ impl Servers {
             .collect())
     }
 
-    pub async fn send(&self, m: &Message, state_key: Option<&str>) -> Result<(), String> {
-        let body = serde_json::to_string(m).map_err(|e| e.to_string())?;
+    /// Writes a message (`body`, as [`super::message::Seal`] made it) to the log, and
+    /// to the shared state under `state_key`.
+    pub async fn send(
+        &self,
+        origin: u32,
+        body: &str,
+        state_key: Option<&str>,
+    ) -> Result<(), String> {
         if let Some(key) = state_key {
             let sql = format!(
                 "INSERT INTO sluice.fleet_state (fleet, name, body, at) VALUES ({}, {}, {}, \
                  NOW(6)) ON DUPLICATE KEY UPDATE body = VALUES(body), at = VALUES(at)",
                 literal(&self.fleet),
                 literal(key),
-                literal(&body)
+                literal(body)
             );
             self.on_writer(&sql).await?;
         }
         let sql = format!(
             "INSERT INTO sluice.fleet_log (fleet, origin, body) VALUES ({}, {}, {})",
             literal(&self.fleet),
-            m.origin(),
-            literal(&body)
+            origin,
+            literal(body)
         );
         self.on_writer(&sql).await.map(|_| ())
     }
 
-    /// The messages logged since the last call, waiting `fleet.poll` first (but no
-    /// longer than `wait`).
-    pub async fn next(&self, wait: Duration) -> Vec<Message> {
+    /// The messages logged since the last call, as written, waiting `fleet.poll` first
+    /// (but no longer than `wait`).
+    pub async fn next(&self, wait: Duration) -> Vec<Vec<u8>> {
         tokio::time::sleep(self.poll.min(wait)).await;
         let mut table = self.table.lock().await;
         let timeout = self.timeout();
@@ -428,17 +434,15 @@ impl Servers {
                 table.last = Some(id);
             }
             // Another fleet's message (NULL) is passed over.
-            let Some(Some(body)) = r.get(1) else { continue };
-            match serde_json::from_slice::<Message>(body) {
-                Ok(m) => out.push(m),
-                Err(_) => tracing::debug!("a fleet message this version does not read, skipped"),
+            if let Some(Some(body)) = r.get(1) {
+                out.push(body.clone());
             }
         }
         out
     }
 
-    /// The shared state entries, as the changes that last set them.
-    pub async fn state(&self) -> Result<Vec<Message>, String> {
+    /// The shared state entries, as written: the changes that last set them.
+    pub async fn state(&self) -> Result<Vec<Vec<u8>>, String> {
         let rows = self
             .on_writer(&format!(
                 "SELECT body FROM sluice.fleet_state WHERE fleet = {} ORDER BY at",
@@ -446,8 +450,8 @@ impl Servers {
             ))
             .await?;
         Ok(rows
-            .iter()
-            .filter_map(|r| serde_json::from_str(&text(r.first()?)).ok())
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
             .collect())
     }
 
