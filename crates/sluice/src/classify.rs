@@ -8,14 +8,13 @@ pub mod kill;
 pub mod sql;
 
 use crate::error::code;
-use sluice_wire::command::Command;
+use sluice_wire::command::{Command, Request};
 use sluice_wire::response::ErrPacket;
-use sluice_wire::tracker::ResponseKind;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Action {
-    /// Send to the backend; the response has this shape.
-    Forward(ResponseKind),
+    /// Send to the backend: the request, decoded once here for every later stage.
+    Forward(Request),
     /// Close the session (COM_QUIT).
     Quit,
     /// Re-authenticate as another user (COM_CHANGE_USER).
@@ -32,14 +31,14 @@ pub enum Action {
 
 /// Classifies a command from the first bytes of its payload.
 pub fn classify(head: &[u8]) -> Action {
-    let Some(&byte) = head.first() else {
-        return Action::Refuse(unknown_command("an empty packet"));
-    };
-    let Some(command) = Command::from_byte(byte) else {
-        return Action::Refuse(unknown_command(&format!("command byte {byte:#04x}")));
+    let Some(request) = Request::parse(head) else {
+        return Action::Refuse(match head.first() {
+            None => unknown_command("an empty packet"),
+            Some(byte) => unknown_command(&format!("command byte {byte:#04x}")),
+        });
     };
     use Command::*;
-    match command {
+    match request.command {
         Quit => Action::Quit,
         ChangeUser => Action::ChangeUser,
         ProcessKill => match head.get(1..5) {
@@ -57,12 +56,12 @@ pub fn classify(head: &[u8]) -> Action {
         },
         Query | InitDb | FieldList | Statistics | Ping | SetOption | ResetConnection
         | StmtPrepare | StmtExecute | StmtFetch | StmtClose | StmtReset | StmtSendLongData
-        | Refresh | Debug => Action::Forward(ResponseKind::of(command, head)),
+        | Refresh | Debug => Action::Forward(request),
         // Replication, long-removed commands, shutdown of the server behind the proxy, and
         // MariaDB's bulk execute (not advertised) are not for a proxied session.
         Sleep | CreateDb | DropDb | Shutdown | ProcessInfo | Connect | Time | DelayedInsert
         | BinlogDump | TableDump | ConnectOut | RegisterSlave | Daemon | BinlogDumpGtid
-        | StmtBulkExecute => Action::Refuse(unknown_command(command.name())),
+        | StmtBulkExecute => Action::Refuse(unknown_command(request.command.name())),
     }
 }
 
@@ -78,21 +77,27 @@ fn unknown_command(what: &str) -> ErrPacket {
 mod tests {
     use super::*;
 
+    use sluice_wire::tracker::ResponseKind;
+
+    fn forwarded(head: &[u8]) -> (ResponseKind, Option<u32>) {
+        match classify(head) {
+            Action::Forward(r) => (r.kind, r.stmt_id),
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn commands_map_to_actions() {
-        assert_eq!(
-            classify(&[0x03, b'S']),
-            Action::Forward(ResponseKind::Query)
-        );
+        assert_eq!(forwarded(&[0x03, b'S']), (ResponseKind::Query, None));
         assert_eq!(classify(&[0x01]), Action::Quit);
         assert_eq!(classify(&[0x11]), Action::ChangeUser);
         assert_eq!(
-            classify(&[0x19, 1, 0, 0, 0]),
-            Action::Forward(ResponseKind::None)
+            forwarded(&[0x19, 1, 0, 0, 0]),
+            (ResponseKind::None, Some(1))
         );
         assert_eq!(
-            classify(&[0x17, 1, 0, 0, 0, 1, 1, 0, 0, 0]),
-            Action::Forward(ResponseKind::Execute { cursor: true })
+            forwarded(&[0x17, 1, 0, 0, 0, 1, 1, 0, 0, 0]),
+            (ResponseKind::Execute { cursor: true }, Some(1))
         );
         for refused in [&[0x12u8][..], &[0x1d], &[0x99], &[]] {
             match classify(refused) {

@@ -1,4 +1,7 @@
-//! Command bytes (`COM_*`) that open every client request.
+//! Command bytes (`COM_*`) that open every client request, and what a request's first
+//! bytes say about it ([`Request`]), decoded once when it arrives.
+
+use crate::tracker::ResponseKind;
 
 /// A client command, by its first payload byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,5 +121,72 @@ impl Command {
             ResetConnection => "COM_RESET_CONNECTION",
             StmtBulkExecute => "COM_STMT_BULK_EXECUTE",
         }
+    }
+}
+
+impl Command {
+    /// Whether the request names a prepared statement by its id (bytes 1..5).
+    pub fn names_statement(self) -> bool {
+        use Command::*;
+        matches!(
+            self,
+            StmtExecute | StmtFetch | StmtReset | StmtSendLongData | StmtClose
+        )
+    }
+}
+
+/// A client request as its first payload bytes tell it: the command, how its response
+/// is read, and, for a `COM_STMT_*` request, the statement id as the client numbered it
+/// (a proxy may put another id in the packet on its way to a server; this one stays).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub command: Command,
+    pub kind: ResponseKind,
+    pub stmt_id: Option<u32>,
+}
+
+impl Request {
+    /// The request whose payload starts with `head` (at least the first 6 bytes, for an
+    /// execute's cursor flag). `None`: an empty payload or a command byte MySQL does
+    /// not define. An id cut short is left for the server to refuse (`stmt_id` None).
+    pub fn parse(head: &[u8]) -> Option<Request> {
+        let command = Command::from_byte(*head.first()?)?;
+        let stmt_id = match command.names_statement() {
+            true => crate::statement::request_stmt_id(head),
+            false => None,
+        };
+        Some(Request {
+            command,
+            kind: ResponseKind::of(command, head),
+            stmt_id,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_read_from_its_first_bytes() {
+        assert_eq!(Request::parse(&[]), None);
+        assert_eq!(Request::parse(&[0x60]), None);
+        let query = Request::parse(b"\x03SELECT 1").unwrap();
+        assert_eq!(
+            (query.command, query.kind),
+            (Command::Query, ResponseKind::Query)
+        );
+        // Text bytes where a statement's id would be are not one.
+        assert_eq!(query.stmt_id, None);
+        let execute = Request::parse(&[0x17, 7, 0, 0, 0, 1, 1, 0, 0, 0]).unwrap();
+        assert_eq!(execute.stmt_id, Some(7));
+        assert_eq!(execute.kind, ResponseKind::Execute { cursor: true });
+        let close = Request::parse(&[0x19, 0x2a, 1, 0, 0]).unwrap();
+        assert_eq!(
+            (close.stmt_id, close.kind),
+            (Some(0x12a), ResponseKind::None)
+        );
+        // Cut short: the server answers it.
+        assert_eq!(Request::parse(&[0x19, 1, 0]).unwrap().stmt_id, None);
     }
 }

@@ -71,6 +71,15 @@ impl ClientConn {
         }
     }
 
+    /// Reads until the buffer holds at least `bytes` (a statement's whole packet, or
+    /// the part a stage looks at).
+    pub async fn fill_to(&mut self, bytes: usize) -> Result<(), SessionError> {
+        while self.rbuf.len() < bytes {
+            self.read_more().await?;
+        }
+        Ok(())
+    }
+
     /// Waits until the buffer holds a chunk header and the first `want` payload bytes
     /// (fewer if the chunk is shorter). Returns the header.
     pub async fn peek_header(&mut self, want: usize) -> Result<Header, SessionError> {

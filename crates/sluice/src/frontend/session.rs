@@ -14,6 +14,7 @@ use crate::router::Target;
 use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use bytes::Buf;
+use sluice_wire::command::{Command, Request};
 use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::ErrPacket;
 use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
@@ -35,13 +36,8 @@ mod prepared;
 mod relay;
 mod route;
 mod statement;
-use statement::InFlight;
+use statement::{InFlight, Statement};
 mod tracking;
-
-/// The statement id of a COM_STMT_* packet at the front of `buf`.
-fn stmt_id(buf: &[u8]) -> Option<u32> {
-    sluice_wire::statement::request_stmt_id(buf.get(HEADER_LEN..)?)
-}
 
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
@@ -396,7 +392,7 @@ impl Session {
             Stats::incr(&self.fe.stats.commands);
             let head_len = header.len.min(CLASSIFY_HEAD);
             let action = match classify(&self.client.rbuf[4..4 + head_len]) {
-                Action::Forward(kind) => self.screen_kill(kind, header.len).await?,
+                Action::Forward(request) => self.screen_kill(request, header.len).await?,
                 other => other,
             };
             if !matches!(action, Action::Forward(_)) {
@@ -412,8 +408,8 @@ impl Session {
                     let seq = self.client.skip_packet().await?;
                     self.client.write_err(seq, &err).await?;
                 }
-                Action::Forward(kind) => {
-                    if !self.statement(kind, len).await? {
+                Action::Forward(request) => {
+                    if !self.statement(Statement::new(request, len)).await? {
                         return Ok(());
                     }
                 }
@@ -421,7 +417,13 @@ impl Session {
                     kill::Leading::Answered(true) => {}
                     kill::Leading::Answered(false) => return Ok(()),
                     kill::Leading::Run(len) => {
-                        if !self.statement(ResponseKind::Query, len).await? {
+                        // What is left of the COM_QUERY's text.
+                        let rest = Request {
+                            command: Command::Query,
+                            kind: ResponseKind::Query,
+                            stmt_id: None,
+                        };
+                        if !self.statement(Statement::new(rest, len)).await? {
                             return Ok(());
                         }
                     }
@@ -444,10 +446,10 @@ impl Session {
 
     /// A forwarded command, by the session's backing. Returns whether the session goes
     /// on.
-    async fn statement(&mut self, kind: ResponseKind, len: usize) -> Result<bool, SessionError> {
+    async fn statement(&mut self, stmt: Statement) -> Result<bool, SessionError> {
         match self.backing {
-            Backing::Multiplexed(_) => self.statement_multiplexed(kind, len).await,
-            Backing::Dedicated => self.statement_dedicated(kind, len).await,
+            Backing::Multiplexed(_) => self.statement_multiplexed(stmt).await,
+            Backing::Dedicated => self.statement_dedicated(stmt).await,
         }
     }
 

@@ -312,25 +312,21 @@ impl Session {
     }
 
     /// Forwards a command with the cache in the path. Returns false when the session
-    /// must end, as [`Session::relay`] does. `client_id` is the statement id of a
-    /// COM_STMT_* command as the client sent it: multiplexing has already put the
-    /// connection's own id in the packet, and the cache knows statements by the
-    /// client's.
+    /// must end, as [`Session::relay`] does. The cache knows prepared statements by the
+    /// client's id (`stmt.client_id`), whatever id multiplexing put in the packet.
     pub(super) async fn forward_cached(
         &mut self,
-        kind: ResponseKind,
-        len: usize,
-        client_id: Option<u32>,
+        stmt: &super::Statement,
     ) -> Result<Relayed, SessionError> {
-        let command = Command::from_byte(self.client.rbuf[4]);
+        let (kind, len, client_id) = (stmt.kind, stmt.len, stmt.client_id);
         let state = self.cache_state();
         state.served = false;
         state.reading = false;
-        let going_on = match command {
-            Some(Command::Query) => self.query_cached(kind, len).await?,
-            Some(Command::StmtPrepare) => self.prepare_tracked(kind, len).await?,
-            Some(Command::StmtExecute) => self.execute_cached(kind, len, client_id).await?,
-            Some(c @ (Command::StmtClose | Command::StmtReset | Command::StmtSendLongData)) => {
+        let going_on = match stmt.command {
+            Command::Query => self.query_cached(kind, len).await?,
+            Command::StmtPrepare => self.prepare_tracked(kind, len).await?,
+            Command::StmtExecute => self.execute_cached(kind, len, client_id).await?,
+            c @ (Command::StmtClose | Command::StmtReset | Command::StmtSendLongData) => {
                 let id = client_id;
                 let state = self.cache_state();
                 if let Some(id) = id {
@@ -347,10 +343,8 @@ impl Session {
                 }
                 self.relay(kind).await?
             }
-            Some(Command::Ping | Command::Statistics | Command::FieldList) => {
-                self.relay(kind).await?
-            }
-            Some(Command::ResetConnection) => {
+            Command::Ping | Command::Statistics | Command::FieldList => self.relay(kind).await?,
+            Command::ResetConnection => {
                 let going_on = self.relay(kind).await?;
                 let state = self.cache_state();
                 state.reset(None);
@@ -373,9 +367,7 @@ impl Session {
         if len >= MAX_PAYLOAD || len > MAX_BUFFERED {
             return Ok(false);
         }
-        while self.client.rbuf.len() < HEADER_LEN + len {
-            self.client.read_more().await?;
-        }
+        self.client.fill_to(HEADER_LEN + len).await?;
         Ok(true)
     }
 

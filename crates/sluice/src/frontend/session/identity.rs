@@ -19,18 +19,16 @@ impl Session {
     /// its result's ids are to be translated. Returns the payload length to forward.
     pub(super) async fn screen_identity(
         &mut self,
-        kind: ResponseKind,
-        len: usize,
+        stmt: &super::Statement,
     ) -> Result<usize, SessionError> {
+        let (kind, len) = (stmt.kind, stmt.len);
         self.stmt.processlist = None;
         self.stmt.identity_rewritten = false;
         self.stmt.may_set_global = false;
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) || len > SCREEN_MAX {
             return Ok(len);
         }
-        while self.client.rbuf.len() < HEADER_LEN + len {
-            self.client.read_more().await?;
-        }
+        self.client.fill_to(HEADER_LEN + len).await?;
         let text = &self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len];
         self.stmt.may_set_global = crate::classify::effects::may_set_global(text);
         self.stmt.processlist = match kind {

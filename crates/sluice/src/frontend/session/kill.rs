@@ -9,7 +9,7 @@ use crate::classify::Action;
 use crate::error::{code, BackendError, SessionError};
 use crate::frontend::SessionEntry;
 use crate::router::Target;
-use sluice_wire::command::Command;
+use sluice_wire::command::{Command, Request};
 use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::tracker::ResponseKind;
@@ -59,34 +59,33 @@ pub(super) enum Leading {
 impl Session {
     /// Looks at a statement's text (COM_QUERY, COM_STMT_PREPARE) for KILL, reading it in
     /// first: a KILL is carried out here, or refused when Sluice can't do it as the server
-    /// would; anything else goes on as `kind` (its text possibly rewritten: callers read
-    /// its length again). Also follows what KILL forms depend on: the multi-statement
-    /// option, and the SQL prepared statements that hold a KILL.
+    /// would; anything else goes on as `request` (its text possibly rewritten: callers
+    /// read its length again). Also follows what KILL forms depend on: the
+    /// multi-statement option, and the SQL prepared statements that hold a KILL.
     pub(super) async fn screen_kill(
         &mut self,
-        kind: ResponseKind,
+        request: Request,
         len: usize,
     ) -> Result<Action, SessionError> {
-        match Command::from_byte(self.client.rbuf[HEADER_LEN]) {
-            Some(Command::SetOption) => {
+        let kind = request.kind;
+        match request.command {
+            Command::SetOption => {
                 match self.client.rbuf.get(HEADER_LEN + 1..HEADER_LEN + 3) {
                     Some([0, 0]) => self.multi_statements = true,
                     Some([1, 0]) => self.multi_statements = false,
                     _ => {}
                 }
-                return Ok(Action::Forward(kind));
+                return Ok(Action::Forward(request));
             }
             // The server drops the session's prepared statements.
-            Some(Command::ResetConnection) => self.kill_statements.clear(),
+            Command::ResetConnection => self.kill_statements.clear(),
             _ => {}
         }
         if !matches!(kind, ResponseKind::Query | ResponseKind::Prepare) {
-            return Ok(Action::Forward(kind));
+            return Ok(Action::Forward(request));
         }
         let want = HEADER_LEN + len.min(SCREEN_MAX);
-        while self.client.rbuf.len() < want {
-            self.client.read_more().await?;
-        }
+        self.client.fill_to(want).await?;
         let text = &self.client.rbuf[HEADER_LEN + 1..want];
         if kind == ResponseKind::Query && !self.kill_statements.is_empty() {
             let (statements, uses) = kill::name_uses(text);
@@ -101,11 +100,11 @@ impl Session {
         }
         let text = &self.client.rbuf[HEADER_LEN + 1..want];
         if !kill::may_kill(text) {
-            return Ok(Action::Forward(kind));
+            return Ok(Action::Forward(request));
         }
         let whole = len < SCREEN_MAX;
         Ok(match (kind, kill::scan(text)) {
-            (_, KillScan::None) => Action::Forward(kind),
+            (_, KillScan::None) => Action::Forward(request),
             (ResponseKind::Query, KillScan::Alone(k) | KillScan::Immediate(k)) => Action::Kill(k),
             (ResponseKind::Query, KillScan::Leading(kills)) if whole => Action::KillLeading(kills),
             (ResponseKind::Query, KillScan::Prepare { name, kill, text }) if whole => {
@@ -117,7 +116,7 @@ impl Session {
                     let (start, end) = (1 + text.start, 1 + text.end);
                     [&payload[..start], &quoted[..], &payload[end..]].concat()
                 });
-                Action::Forward(kind)
+                Action::Forward(request)
             }
             (ResponseKind::Query, KillScan::Unsupported(what)) => refused(what),
             (ResponseKind::Query, _) => refused("KILL in a statement text over 1 MiB"),

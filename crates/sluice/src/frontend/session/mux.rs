@@ -23,8 +23,7 @@ pub(super) use lease::Ready;
 pub(super) use shard::Placed;
 
 use super::prepared::close_on;
-use super::stmt_id;
-use super::Session;
+use super::{Session, Statement};
 use crate::backend::{PoolKey, StmtRef, Vars, LOGIN_VARS};
 use crate::classify::effects::Effects;
 use crate::error::{code, SessionError};
@@ -35,6 +34,7 @@ use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::{ErrPacket, OkPacket};
 use sluice_wire::session_track::{parse_full_ok, untracked_ok, StateChange};
 use sluice_wire::statement::{self, Execute, PrepareOk};
+use sluice_wire::tracker::ResponseKind;
 use sluice_wire::ProtocolError;
 use sluice_wire::StatusFlags;
 use std::collections::{BTreeSet, HashMap};

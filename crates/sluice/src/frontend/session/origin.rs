@@ -5,8 +5,8 @@
 use super::Session;
 use crate::binlog::origin;
 use crate::error::SessionError;
-use sluice_wire::command::Command;
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
+use sluice_wire::tracker::ResponseKind;
 
 /// Longest statement text marked: a larger one goes as it is, and a commit of it in
 /// doubt stays so.
@@ -17,7 +17,7 @@ impl Session {
     /// the comment naming the held connection, when it changes rows and a failover may
     /// have to find its transaction. The client's own copy of the text (for the cache,
     /// replay, its prepared statement's key) was taken before.
-    pub(super) async fn mark_origin(&mut self) -> Result<(), SessionError> {
+    pub(super) async fn mark_origin(&mut self, kind: ResponseKind) -> Result<(), SessionError> {
         // First what costs nothing: one cluster whose lost commits may need settling.
         let settles = self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits();
         if !settles {
@@ -29,11 +29,8 @@ impl Session {
         let Some(len) = Header::parse(&self.client.rbuf).map(|h| h.len) else {
             return Ok(());
         };
-        let command = self.client.rbuf.get(HEADER_LEN).copied();
-        let text_command = matches!(
-            command.and_then(Command::from_byte),
-            Some(Command::Query | Command::StmtPrepare)
-        );
+        // COM_QUERY and COM_STMT_PREPARE, the commands with a text.
+        let text_command = matches!(kind, ResponseKind::Query | ResponseKind::Prepare);
         if !text_command || len > MARKED_MAX {
             return Ok(());
         }
@@ -41,9 +38,7 @@ impl Session {
         if !origin::changes_rows(&self.client.rbuf[HEADER_LEN + 1..seen]) {
             return Ok(());
         }
-        while self.client.rbuf.len() < HEADER_LEN + len {
-            self.client.read_more().await?;
-        }
+        self.client.fill_to(HEADER_LEN + len).await?;
         let text = &self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len];
         let Some(marked) = origin::mark(text, thread) else {
             return Ok(());

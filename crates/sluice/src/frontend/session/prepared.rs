@@ -134,8 +134,11 @@ impl Session {
 
     /// Before a dedicated session's command goes to its connection: a prepare past the
     /// budget is answered here (true: answered). Its statements are the server's own.
-    pub(super) async fn dedicated_refusal(&mut self) -> Result<bool, SessionError> {
-        if self.client.rbuf.get(HEADER_LEN) != Some(&(Command::StmtPrepare as u8)) {
+    pub(super) async fn dedicated_refusal(
+        &mut self,
+        command: Command,
+    ) -> Result<bool, SessionError> {
+        if command != Command::StmtPrepare {
             return Ok(false);
         }
         match self.room_for_statement(false).await? {

@@ -20,7 +20,7 @@ impl Session {
         kind: ResponseKind,
         mut record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
-        self.mark_origin().await?;
+        self.mark_origin(kind).await?;
         if self.stmt.wrap_commit {
             return self.relay_wrapped().await;
         }

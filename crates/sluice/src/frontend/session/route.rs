@@ -29,7 +29,7 @@ impl Session {
     pub(super) fn route(
         &self,
         router: &Router,
-        command: Option<Command>,
+        command: Command,
         fx: &Effects,
         visible: usize,
         execute: Option<u32>,
@@ -45,8 +45,8 @@ impl Session {
         let stmt = execute.and_then(|id| mux.stmt_route(id));
         let payload = &self.client.rbuf[HEADER_LEN..visible];
         let text: Option<&[u8]> = match command {
-            Some(Command::Query | Command::StmtPrepare) => Some(&payload[1..]),
-            Some(Command::StmtExecute) => stmt.map(|(t, _)| t),
+            Command::Query | Command::StmtPrepare => Some(&payload[1..]),
+            Command::StmtExecute => stmt.map(|(t, _)| t),
             _ => None,
         };
         let decision = match text {
@@ -70,10 +70,10 @@ impl Session {
             Some(r) => r,
             None => {
                 let read = match command {
-                    Some(Command::Query | Command::StmtPrepare) => {
+                    Command::Query | Command::StmtPrepare => {
                         text.is_some_and(|t| is_plain_read(t, fx))
                     }
-                    Some(Command::StmtExecute) => {
+                    Command::StmtExecute => {
                         // A cursor pins the session: keep pins on the writer.
                         let cursor = payload.get(5).is_some_and(|f| f & 0x07 != 0);
                         !cursor && stmt.is_some_and(|(_, read)| read)
@@ -116,12 +116,7 @@ impl Session {
     /// attempts remain). State beyond a transaction (locks, temporary tables...) dies
     /// with its server, so the session must end as it would directly; a transaction
     /// alone ends with an error the client can act on.
-    pub(super) fn arm_for_loss(
-        &mut self,
-        command: Option<Command>,
-        client_id: Option<u32>,
-        retry: bool,
-    ) {
+    pub(super) fn arm_for_loss(&mut self, stmt: &super::Statement, retry: bool) {
         let in_trx = self
             .backend
             .as_ref()
@@ -132,15 +127,16 @@ impl Session {
         self.stmt.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
         self.stmt.loss_error = None;
         if in_trx && self.stmt.survive_loss {
-            let text = match command {
-                Some(Command::Query) => self
+            let text = match stmt.command {
+                Command::Query => self
                     .client
                     .rbuf
                     .get(HEADER_LEN + 1..)
                     .map(|t| &t[..t.len().min(64)]),
-                Some(Command::StmtExecute) => {
-                    client_id.and_then(|id| mux.stmt_route(id)).map(|(t, _)| t)
-                }
+                Command::StmtExecute => stmt
+                    .client_id
+                    .and_then(|id| mux.stmt_route(id))
+                    .map(|(t, _)| t),
                 _ => None,
             };
             self.stmt.loss_error = text.and_then(transaction_lost);

@@ -2,11 +2,11 @@
 //! from the cache, routed and relayed, then accounted for.
 
 use super::relay::Relayed;
-use super::{identity, mux, route, stmt_id, Backing, Session, DIGEST_TEXT_MAX};
+use super::{identity, mux, route, Backing, Session, DIGEST_TEXT_MAX};
 use crate::analytics::CacheUse;
 use crate::error::SessionError;
 use crate::stats::Stats;
-use sluice_wire::command::Command;
+use sluice_wire::command::{Command, Request};
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::response::ErrPacket;
 use sluice_wire::tracker::{Outcome, ResponseKind};
@@ -16,6 +16,42 @@ use std::sync::Arc;
 /// How many times an autocommit statement that lost a Galera certification conflict is
 /// sent again before the client gets the conflict.
 const MAX_CONFLICT_RETRIES: u32 = 3;
+
+/// The command in flight as the client sent it: decoded once, when it arrived
+/// ([`Request`]: the command, how its response is read, the client's statement id),
+/// so that no stage reads those from the buffer again (where multiplexing may since
+/// have put a connection's own statement id), and its payload's length as the packet
+/// now stands in the buffer (a screen may rewrite the text, and multiplexing add to it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Statement {
+    pub(super) command: Command,
+    pub(super) kind: ResponseKind,
+    /// The statement a `COM_STMT_*` command names, by the client's id.
+    pub(super) client_id: Option<u32>,
+    pub(super) len: usize,
+}
+
+impl Statement {
+    pub(super) fn new(request: Request, len: usize) -> Statement {
+        Statement {
+            command: request.command,
+            kind: request.kind,
+            client_id: request.stmt_id,
+            len,
+        }
+    }
+
+    /// The same statement, its packet now `len` bytes long.
+    pub(super) fn with_len(self, len: usize) -> Statement {
+        Statement { len, ..self }
+    }
+
+    /// The length in the packet header at the front of `buf`, when the packet was
+    /// rewritten there (else this one's).
+    pub(super) fn as_in(self, buf: &[u8]) -> Statement {
+        self.with_len(Header::parse(buf).map_or(self.len, |h| h.len))
+    }
+}
 
 /// What the pipeline's stages learn of the statement in flight and tell each other:
 /// made afresh for every command, so nothing of one statement reaches the next.
@@ -83,14 +119,13 @@ impl Session {
     /// from the cache, or routed to a connection brought in line with the session.
     pub(super) async fn statement_multiplexed(
         &mut self,
-        kind: ResponseKind,
-        len: usize,
+        stmt: Statement,
     ) -> Result<bool, SessionError> {
-        self.begin_statement(len).await?;
-        let len = self.screen_identity(kind, len).await?;
-        let going_on = match self.answer_from_cache(len).await? {
+        self.begin_statement(&stmt).await?;
+        let stmt = stmt.with_len(self.screen_identity(&stmt).await?);
+        let going_on = match self.answer_from_cache(&stmt).await? {
             Some(answered) => answered.goes_on(),
-            None => self.forward_multiplexed(kind, len).await?,
+            None => self.forward_multiplexed(stmt).await?,
         };
         self.end_statement();
         Ok(going_on)
@@ -100,27 +135,24 @@ impl Session {
     /// or relayed on that connection.
     pub(super) async fn statement_dedicated(
         &mut self,
-        kind: ResponseKind,
-        len: usize,
+        stmt: Statement,
     ) -> Result<bool, SessionError> {
-        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
-        let set_option = command == Some(Command::SetOption);
-        let closing = stmt_id(&self.client.rbuf).filter(|_| command == Some(Command::StmtClose));
-        self.begin_statement(len).await?;
-        if self.dedicated_refusal().await? {
+        let set_option = stmt.command == Command::SetOption;
+        let closing = stmt
+            .client_id
+            .filter(|_| stmt.command == Command::StmtClose);
+        self.begin_statement(&stmt).await?;
+        if self.dedicated_refusal(stmt.command).await? {
             self.end_statement();
             return Ok(true);
         }
-        let len = self.screen_identity(kind, len).await?;
-        let relayed = match self.answer_from_cache(len).await? {
+        let stmt = stmt.with_len(self.screen_identity(&stmt).await?);
+        let relayed = match self.answer_from_cache(&stmt).await? {
             Some(answered) => answered,
-            None if self.cache.is_some() => {
-                let id = stmt_id(&self.client.rbuf);
-                self.forward_cached(kind, len, id).await?
-            }
-            None => self.relay(kind).await?,
+            None if self.cache.is_some() => self.forward_cached(&stmt).await?,
+            None => self.relay(stmt.kind).await?,
         };
-        let reset = command == Some(Command::ResetConnection) && !self.client.answered_error;
+        let reset = stmt.command == Command::ResetConnection && !self.client.answered_error;
         self.dedicated_closed(closing, reset);
         self.end_statement();
         if !relayed.goes_on() {
@@ -138,46 +170,44 @@ impl Session {
 
     /// Notes what analytics needs of the command at the front of the client buffer
     /// (reading the rest of a statement's text in first, when it is not too long).
-    pub(super) async fn begin_statement(&mut self, len: usize) -> Result<(), SessionError> {
+    pub(super) async fn begin_statement(&mut self, stmt: &Statement) -> Result<(), SessionError> {
+        let len = stmt.len;
         self.stmt = InFlight {
             request_len: (HEADER_LEN + len) as u64,
             sent_before: self.client.sent,
             ..InFlight::default()
         };
         self.client.answered_error = false;
-        self.stmt.prior_rows = self.take_wrapped_rows();
+        self.stmt.prior_rows = self.take_wrapped_rows(stmt.command);
         if self.probe.is_none() {
             return Ok(());
         }
         self.stmt.in_transaction = self.last_status().in_transaction();
-        let command = Command::from_byte(self.client.rbuf[4]);
-        if matches!(command, Some(Command::Query | Command::StmtPrepare))
+        if matches!(stmt.command, Command::Query | Command::StmtPrepare)
             && len < MAX_PAYLOAD
             && len <= DIGEST_TEXT_MAX
         {
-            while self.client.rbuf.len() < HEADER_LEN + len {
-                self.client.read_more().await?;
-            }
+            self.client.fill_to(HEADER_LEN + len).await?;
         }
         let end = (HEADER_LEN + len).min(self.client.rbuf.len());
         let body = &self.client.rbuf[HEADER_LEN + 1..end];
         let probe = self.probe.as_mut().expect("checked above");
         // Only an id inside this packet: a truncated one is the server's to refuse.
-        let id = stmt_id(&self.client.rbuf).filter(|_| body.len() >= 4);
-        match command {
-            Some(Command::Query) => probe.query(body, self.stmt.request_len),
-            Some(Command::StmtPrepare) => probe.prepare(body),
-            Some(Command::StmtExecute) => {
+        let id = stmt.client_id.filter(|_| body.len() >= 4);
+        match stmt.command {
+            Command::Query => probe.query(body, self.stmt.request_len),
+            Command::StmtPrepare => probe.prepare(body),
+            Command::StmtExecute => {
                 if let Some(id) = id {
                     probe.execute(id, &body[4..], self.stmt.request_len);
                 }
             }
-            Some(Command::StmtClose) => {
+            Command::StmtClose => {
                 if let Some(id) = id {
                     probe.closed(id);
                 }
             }
-            Some(Command::ResetConnection) => probe.forget_prepared(),
+            Command::ResetConnection => probe.forget_prepared(),
             _ => {}
         }
         Ok(())
@@ -224,25 +254,22 @@ impl Session {
     /// session, then the connection goes back unless something keeps it.
     pub(super) async fn forward_multiplexed(
         &mut self,
-        kind: ResponseKind,
-        len: usize,
+        stmt: Statement,
     ) -> Result<bool, SessionError> {
-        let command = Command::from_byte(self.client.rbuf[4]);
-        let client_id = stmt_id(&self.client.rbuf);
         // A plain read that loses its server before any reply can run again elsewhere,
         // and an autocommit statement that loses a certification conflict can run again:
         // keep the client's bytes as they came (ids are rewritten on the way).
-        let router = match self.place(len).await? {
+        let router = match self.place(&stmt).await? {
             mux::Placed::On(router) => router,
             mux::Placed::Done(going_on) => return Ok(going_on),
             mux::Placed::Scatter(shards, targets, merge) => {
                 self.stmt.scattered = true;
-                return self.scatter(len, &shards, &targets, merge).await;
+                return self.scatter(&stmt, &shards, &targets, merge).await;
             }
         };
         let reads_retry = router.splits() && self.cache.is_none();
         let conflicts_retry = router.multi_writer()
-            && matches!(command, Some(Command::Query | Command::StmtExecute))
+            && matches!(stmt.command, Command::Query | Command::StmtExecute)
             && self.backing.muxed().autocommits();
         // A statement on the writer may be part of a transaction to replay on a new
         // writer if this one is lost, or be sent again there (`mux/replay.rs`).
@@ -270,7 +297,7 @@ impl Session {
             self.stmt.avoid = Some(lost);
         }
         let fx = loop {
-            let fx = match self.mux_prepare(len, &router).await? {
+            let fx = match self.mux_prepare(&stmt, &router).await? {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };
@@ -290,7 +317,7 @@ impl Session {
                 }
             }
             let logged = match replays {
-                true => self.start_replay_entry(command, client_id, len).await?,
+                true => self.start_replay_entry(&stmt).await?,
                 false => None,
             };
             let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
@@ -303,16 +330,11 @@ impl Session {
                 )),
                 _ => None,
             };
-            self.arm_for_loss(
-                command,
-                client_id,
-                reads_retry && copy.is_some() && attempts < 2,
-            );
+            self.arm_for_loss(&stmt, reads_retry && copy.is_some() && attempts < 2);
             let on_loss = match replays {
                 true => {
-                    let stmt = (command, kind, client_id);
                     let again = attempts < 2;
-                    (self.arm_replay(&router, stmt, &logged, &mut copy, again, carried)).await?
+                    (self.arm_replay(&router, &stmt, &logged, &mut copy, again, carried)).await?
                 }
                 false => None,
             };
@@ -325,10 +347,9 @@ impl Session {
                     .as_ref()
                     .is_some_and(|b| !b.status.in_transaction());
             let relayed = if self.cache.is_some() {
-                let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
-                self.forward_cached(kind, len, client_id).await?
+                self.forward_cached(&stmt.as_in(&self.client.rbuf)).await?
             } else {
-                self.relay(kind).await?
+                self.relay(stmt.kind).await?
             };
             if let Some(t) = timer {
                 t.abort();
@@ -385,11 +406,11 @@ impl Session {
             if replays {
                 let answer = self.stmt.replay_record.take();
                 let limit = router.failover.replay_max_bytes as usize;
-                self.log_for_replay(command, kind, client_id, logged.as_deref(), answer, limit);
+                self.log_for_replay(&stmt, logged.as_deref(), answer, limit);
             }
             break fx;
         };
-        if command == Some(Command::SetOption) {
+        if stmt.command == Command::SetOption {
             // The multi-statement option is part of the pool key, and a reset does not
             // restore it: the session keeps this connection, which serves no one after.
             if let Some(b) = self.backend.as_mut() {
@@ -397,7 +418,7 @@ impl Session {
             }
             self.mux_pin_option();
         }
-        self.mux_finish(&fx, command, client_id).await?;
+        self.mux_finish(&fx, &stmt).await?;
         Ok(true)
     }
 }

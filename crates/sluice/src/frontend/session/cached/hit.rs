@@ -10,13 +10,13 @@ use crate::cache;
 use crate::classify::sql::{self, Hints};
 use crate::error::SessionError;
 use crate::frontend::session::relay::Relayed;
-use crate::frontend::session::Session;
+use crate::frontend::session::{Session, Statement as InFlightStatement};
 use crate::router::rules::Statement;
 use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::Command;
 use sluice_wire::packet::HEADER_LEN;
-use sluice_wire::statement::{request_stmt_id, Execute};
+use sluice_wire::statement::Execute;
 use std::borrow::Cow;
 
 impl Session {
@@ -25,13 +25,15 @@ impl Session {
     /// when answered; `None` when the command goes on down the pipeline, untouched.
     pub(in crate::frontend::session) async fn answer_from_cache(
         &mut self,
-        len: usize,
+        stmt: &InFlightStatement,
     ) -> Result<Option<Relayed>, SessionError> {
-        let command = self.client.rbuf[HEADER_LEN];
-        let execute = command == Command::StmtExecute as u8;
-        if !execute && command != Command::Query as u8 {
+        let len = stmt.len;
+        let execute = stmt.command == Command::StmtExecute;
+        if !execute && stmt.command != Command::Query {
             return Ok(None);
         }
+        // The client's id: the packet holds it until multiplexing maps it.
+        let id = stmt.client_id;
         let Some(state) = self.cache.as_ref() else {
             return Ok(None);
         };
@@ -60,7 +62,7 @@ impl Session {
         let mut key = std::mem::take(&mut state.key);
         let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
         let keyed = if execute {
-            execute_key(state, payload, &mut key)
+            id.and_then(|id| execute_key(state, id, payload, &mut key))
         } else {
             query_key(state, payload, &mut key)
         };
@@ -68,7 +70,7 @@ impl Session {
             state.key = key;
             return Ok(None);
         };
-        if self.refused_by_rule(execute, len) {
+        if self.refused_by_rule(execute.then_some(id), len) {
             self.cache.as_mut().expect("checked above").key = key;
             return Ok(None);
         }
@@ -78,8 +80,8 @@ impl Session {
         let Some(entry) = entry else {
             return Ok(None);
         };
-        if execute {
-            self.executed_from_cache(len, carries_types);
+        if let (true, Some(id)) = (execute, id) {
+            self.executed_from_cache(id, len, carries_types);
         }
         self.client.rbuf.advance(HEADER_LEN + len);
         self.client.write_all(&entry.response).await?;
@@ -91,16 +93,17 @@ impl Session {
     }
 
     /// A routing rule would refuse the statement: it is not answered before routing,
-    /// which gives the rule's error. Only multiplexed sessions are routed.
-    fn refused_by_rule(&self, execute: bool, len: usize) -> bool {
+    /// which gives the rule's error. Only multiplexed sessions are routed. `execute`:
+    /// the statement an execute names, when it is one.
+    fn refused_by_rule(&self, execute: Option<Option<u32>>, len: usize) -> bool {
         let Some(mux) = self.backing.mux() else {
             return false;
         };
         let router = self.fe.router.load();
         let rules = router.rules.load();
         let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
-        let text = if execute {
-            match request_stmt_id(payload).and_then(|id| mux.stmt_route(id)) {
+        let text = if let Some(id) = execute {
+            match id.and_then(|id| mux.stmt_route(id)) {
                 Some((text, _)) => text,
                 // A statement multiplexing does not know: left to the pipeline, which
                 // answers it with the server's error.
@@ -119,11 +122,8 @@ impl Session {
 
     /// An execute answered by the cache still binds the types it carries, for the
     /// executes after it that leave them out; the server's statement never saw them.
-    fn executed_from_cache(&mut self, len: usize, carries_types: bool) {
+    fn executed_from_cache(&mut self, id: u32, len: usize, carries_types: bool) {
         let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
-        let Some(id) = request_stmt_id(payload) else {
-            return;
-        };
         if carries_types {
             let state = self.cache.as_mut().expect("only called with a cache");
             if let Some(stmt) = state.stmts.get_mut(&id) {
@@ -160,8 +160,7 @@ fn query_key(state: &CacheState, payload: &[u8], key: &mut Vec<u8>) -> Option<bo
 
 /// The cache key of an execute into `key`; `None` when it is not a cacheable read whose
 /// parameters are all in the packet. `Some(carries_types)` when keyed.
-fn execute_key(state: &mut CacheState, payload: &[u8], key: &mut Vec<u8>) -> Option<bool> {
-    let id = request_stmt_id(payload)?;
+fn execute_key(state: &mut CacheState, id: u32, payload: &[u8], key: &mut Vec<u8>) -> Option<bool> {
     let prefix = state.prefix.as_deref()?;
     let stmt = state.stmts.get_mut(&id)?;
     if !matches!(stmt.kind, StmtKind::Read(_)) || stmt.long_data {

@@ -10,9 +10,9 @@ impl Session {
     pub(in crate::frontend::session) async fn mux_finish(
         &mut self,
         fx: &Effects,
-        command: Option<Command>,
-        client_id: Option<u32>,
+        stmt: &Statement,
     ) -> Result<(), SessionError> {
+        let (command, client_id) = (stmt.command, stmt.client_id);
         self.close_one_off().await?;
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write =
@@ -84,7 +84,7 @@ impl Session {
             backend.last_insert_id = None;
         }
         match command {
-            Some(Command::StmtPrepare) => {
+            Command::StmtPrepare => {
                 if let (Some(Preparing { key, text, id }), Some((bid, params))) =
                     (mux.preparing.take(), mux.prepared.take())
                 {
@@ -120,7 +120,7 @@ impl Session {
                 }
                 mux.preparing = None;
             }
-            Some(Command::StmtExecute) => {
+            Command::StmtExecute => {
                 if let Some(id) = client_id {
                     mux.pins.long_data = false;
                     if status.contains(StatusFlags::CURSOR_EXISTS) {
@@ -130,14 +130,14 @@ impl Session {
                     }
                 }
             }
-            Some(Command::StmtFetch) => {
+            Command::StmtFetch => {
                 if let Some(id) = client_id {
                     if status.contains(StatusFlags::LAST_ROW_SENT) || observed.status.is_none() {
                         mux.pins.cursors.remove(&id);
                     }
                 }
             }
-            Some(Command::ResetConnection) => {
+            Command::ResetConnection => {
                 let (key, schema) = (mux.key.clone(), mux.schema.clone());
                 mux.reset(key, schema);
                 backend.vars.clear();

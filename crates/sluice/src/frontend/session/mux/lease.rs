@@ -19,27 +19,25 @@ impl Session {
     /// the session has none and brings it in line, and maps statement ids.
     pub(in crate::frontend::session) async fn mux_prepare(
         &mut self,
-        len: usize,
+        stmt: &Statement,
         router: &std::sync::Arc<crate::router::Router>,
     ) -> Result<Ready, SessionError> {
-        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
+        let (command, len) = (stmt.command, stmt.len);
         let whole = len <= MAX_BUFFERED;
         if whole {
-            while self.client.rbuf.len() < HEADER_LEN + len {
-                self.client.read_more().await?;
-            }
+            self.client.fill_to(HEADER_LEN + len).await?;
         }
         let visible = self.client.rbuf.len().min(HEADER_LEN + len);
         let fx = match command {
-            Some(Command::Query) => {
+            Command::Query => {
                 let mut fx =
                     crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible]);
                 fx.row_count |= self.stmt.row_count_answered;
                 fx
             }
             // A prepared LOCK TABLES or GET_LOCK holds what the same text would.
-            Some(Command::StmtExecute) => {
-                let id = stmt_id(&self.client.rbuf);
+            Command::StmtExecute => {
+                let id = stmt.client_id;
                 match id.and_then(|id| self.backing.muxed_mut().stmts.get(&id)) {
                     Some(stmt) => stmt.effects.clone(),
                     None => Effects::default(),
@@ -48,10 +46,10 @@ impl Session {
             _ => Effects::default(),
         };
         match command {
-            Some(Command::StmtClose) => {
+            Command::StmtClose => {
                 // Dropping the statement's reference to its text lets the connections
                 // close theirs, unless another session's statement refers to it too.
-                if let Some(id) = stmt_id(&self.client.rbuf) {
+                if let Some(id) = stmt.client_id {
                     let mux = self.backing.muxed_mut();
                     mux.stmts.remove(&id);
                     mux.pins.cursors.remove(&id);
@@ -62,7 +60,7 @@ impl Session {
                 self.client.skip_packet().await?;
                 return Ok(Ready::Done(true));
             }
-            Some(Command::Ping) if self.backend.is_none() => {
+            Command::Ping if self.backend.is_none() => {
                 // Sluice is up and a connection will be found when there is work.
                 let seq = self.client.skip_packet().await?;
                 let ok = OkPacket {
@@ -72,7 +70,7 @@ impl Session {
                 self.client.write_ok(seq, &ok).await?;
                 return Ok(Ready::Done(true));
             }
-            Some(Command::ResetConnection) if self.backend.is_none() => {
+            Command::ResetConnection if self.backend.is_none() => {
                 let seq = self.client.skip_packet().await?;
                 let (key, schema) = {
                     let m = self.backing.muxed_mut();
@@ -89,9 +87,10 @@ impl Session {
                 self.client.write_ok(seq, &ok).await?;
                 return Ok(Ready::Done(true));
             }
-            Some(Command::StmtReset) if self.backend.is_none() => {
+            Command::StmtReset if self.backend.is_none() => {
                 // Nothing of it lives on a connection: no cursor, no long data.
-                let known = stmt_id(&self.client.rbuf)
+                let known = stmt
+                    .client_id
                     .is_some_and(|id| self.backing.muxed_mut().stmts.contains_key(&id));
                 let seq = self.client.skip_packet().await?;
                 if known {
@@ -111,29 +110,23 @@ impl Session {
         }
         let is_stmt_command = matches!(
             command,
-            Some(
-                Command::StmtExecute
-                    | Command::StmtFetch
-                    | Command::StmtReset
-                    | Command::StmtSendLongData
-            )
+            Command::StmtExecute
+                | Command::StmtFetch
+                | Command::StmtReset
+                | Command::StmtSendLongData
         );
-        let client_id = if is_stmt_command {
-            stmt_id(&self.client.rbuf)
-        } else {
-            None
-        };
+        let client_id = stmt.client_id.filter(|_| is_stmt_command);
         if is_stmt_command
             && !client_id.is_some_and(|id| self.backing.muxed_mut().stmts.contains_key(&id))
         {
             // An id never handed out: the server's answer, without asking it.
             let what = match command {
-                Some(Command::StmtExecute) => "mysqld_stmt_execute",
-                Some(Command::StmtFetch) => "mysqld_stmt_fetch",
-                Some(Command::StmtReset) => "mysqld_stmt_reset",
+                Command::StmtExecute => "mysqld_stmt_execute",
+                Command::StmtFetch => "mysqld_stmt_fetch",
+                Command::StmtReset => "mysqld_stmt_reset",
                 _ => "mysqld_stmt_send_long_data",
             };
-            let no_reply = command == Some(Command::StmtSendLongData);
+            let no_reply = command == Command::StmtSendLongData;
             let seq = self.client.skip_packet().await?;
             if !no_reply {
                 self.client.write_err(seq, &unknown_statement(what)).await?;
@@ -141,8 +134,8 @@ impl Session {
             return Ok(Ready::Done(true));
         }
         let needs_lid = fx.last_insert_id || may_insert(command, &self.client.rbuf[..visible]);
-        let stmt = client_id.filter(|_| command == Some(Command::StmtExecute));
-        let routed = match self.route(router, command, &fx, visible, stmt) {
+        let executed = client_id.filter(|_| command == Command::StmtExecute);
+        let routed = match self.route(router, command, &fx, visible, executed) {
             Ok(r) => r,
             Err(err) => {
                 let seq = self.client.skip_packet().await?;
@@ -162,7 +155,7 @@ impl Session {
                 return Ok(Ready::Done(true));
             }
         }
-        if command == Some(Command::StmtPrepare) {
+        if command == Command::StmtPrepare {
             let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
             let key = stmt_key(self.backing.muxed_mut().schema.as_deref(), &text);
             // Preparing a text this connection has replaces its statement: no room needed.
@@ -185,7 +178,7 @@ impl Session {
             mux.prepared = None;
         }
         if let Some(id) = client_id {
-            if !whole && command == Some(Command::StmtExecute) {
+            if !whole && command == Command::StmtExecute {
                 // Streamed: only its head, up to the parameter types, is looked at.
                 let params = self
                     .backing
@@ -194,12 +187,10 @@ impl Session {
                     .get(&id)
                     .map_or(0, |s| s.params);
                 let head = Execute::head_len(params).min(len);
-                while self.client.rbuf.len() < HEADER_LEN + head {
-                    self.client.read_more().await?;
-                }
+                self.client.fill_to(HEADER_LEN + head).await?;
             }
             match self.map_statement(id, command, len).await? {
-                Ok(true) if command == Some(Command::StmtExecute) => {
+                Ok(true) if command == Command::StmtExecute => {
                     self.execute_with_row_count(id).await?;
                 }
                 Ok(true) => {}
@@ -224,7 +215,7 @@ impl Session {
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.backing.muxed_mut();
         let names_tracking = fx.touches_session_tracking
-            || stmt.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
+            || executed.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
         let entered = super::super::tracking::enter(backend, mux, names_tracking).await;
         let refused = match entered {
             Ok(Ok(())) => None,
@@ -407,7 +398,7 @@ impl Session {
     async fn map_statement(
         &mut self,
         id: u32,
-        command: Option<Command>,
+        command: Command,
         len: usize,
     ) -> Result<Result<bool, ErrPacket>, SessionError> {
         let found = {
@@ -419,7 +410,7 @@ impl Session {
         self.backing.muxed_mut().bound = None;
         let backend_id = match found {
             Some(id) => id,
-            None if command == Some(Command::StmtReset) => return Ok(Ok(false)),
+            None if command == Command::StmtReset => return Ok(Ok(false)),
             None => match self.prepare_here(id).await? {
                 Ok(bid) => bid,
                 Err(err) => return Ok(Err(err)),
@@ -430,7 +421,7 @@ impl Session {
         let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
         put_stmt_id(&mut self.client.rbuf, backend_id);
         match command {
-            Some(Command::StmtExecute) => {
+            Command::StmtExecute => {
                 let bstmt = backend.stmts.get(stmt.key.key()).expect("just found");
                 let seen = len.min(self.client.rbuf.len() - HEADER_LEN);
                 let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + seen];
@@ -468,8 +459,8 @@ impl Session {
                     _ => {}
                 }
             }
-            Some(Command::StmtSendLongData) => mux.pins.long_data = true,
-            Some(Command::StmtReset) => {
+            Command::StmtSendLongData => mux.pins.long_data = true,
+            Command::StmtReset => {
                 mux.pins.long_data = false;
                 mux.pins.cursors.remove(&id);
             }
@@ -540,10 +531,10 @@ impl Session {
 /// Whether a command may generate an insert id (so `LAST_INSERT_ID()` must be the
 /// session's before it runs): INSERT, REPLACE, LOAD DATA, CALL, a multi-statement, or an
 /// execute (whose text was seen at prepare time; checked cheaply by assuming it may).
-fn may_insert(command: Option<Command>, packet: &[u8]) -> bool {
+fn may_insert(command: Command, packet: &[u8]) -> bool {
     match command {
-        Some(Command::StmtExecute) => true,
-        Some(Command::Query) => {
+        Command::StmtExecute => true,
+        Command::Query => {
             let text = packet.get(HEADER_LEN + 1..).unwrap_or_default();
             let start = text
                 .iter()

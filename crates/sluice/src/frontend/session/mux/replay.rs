@@ -13,7 +13,7 @@
 //! have committed anything, is simply sent again.
 
 use super::super::cached::{fetch, Recording};
-use super::super::Session;
+use super::super::{Session, Statement};
 use crate::error::SessionError;
 use crate::router::commits::{InDoubt, Outcome};
 use crate::router::{Router, Target};
@@ -191,11 +191,11 @@ fn plain_end(statement: &[u8]) -> bool {
 
 /// Commands that neither change data nor the session: a transaction they run in can
 /// still be replayed without them.
-fn leaves_transaction_alone(command: Option<Command>) -> bool {
+fn leaves_transaction_alone(command: Command) -> bool {
     use Command::*;
     matches!(
         command,
-        Some(Ping | StmtPrepare | StmtClose | StmtReset | Statistics | FieldList)
+        Ping | StmtPrepare | StmtClose | StmtReset | Statistics | FieldList
     )
 }
 
@@ -206,10 +206,9 @@ impl Session {
     /// here.
     pub(in crate::frontend::session) async fn start_replay_entry(
         &mut self,
-        command: Option<Command>,
-        client_id: Option<u32>,
-        len: usize,
+        stmt: &Statement,
     ) -> Result<Option<Vec<u8>>, SessionError> {
+        let (command, client_id, len) = (stmt.command, stmt.client_id, stmt.len);
         let in_trx = self
             .backend
             .as_ref()
@@ -218,12 +217,12 @@ impl Session {
         let mux = self.backing.muxed();
         // Drivers prepare BEGIN too (sysbench does).
         let opens = || match command {
-            Some(Command::Query) => opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]),
+            Command::Query => opens_transaction(&self.client.rbuf[HEADER_LEN + 1..]),
             _ => client_id
                 .and_then(|id| mux.stmt_route(id))
                 .is_some_and(|(text, _)| opens_transaction(text)),
         };
-        let logs = matches!(command, Some(Command::Query | Command::StmtExecute))
+        let logs = matches!(command, Command::Query | Command::StmtExecute)
             && on_writer
             && len <= super::MAX_BUFFERED
             && (in_trx || !mux.autocommits() || opens());
@@ -247,9 +246,7 @@ impl Session {
         if len > super::MAX_BUFFERED {
             return Ok(None);
         }
-        while self.client.rbuf.len() < HEADER_LEN + len {
-            self.client.read_more().await?;
-        }
+        self.client.fill_to(HEADER_LEN + len).await?;
         Ok(Some(self.client.rbuf[..HEADER_LEN + len].to_vec()))
     }
 
@@ -260,14 +257,15 @@ impl Session {
     pub(in crate::frontend::session) async fn arm_replay(
         &mut self,
         router: &Router,
-        (command, kind, client_id): (Option<Command>, ResponseKind, Option<u32>),
+        stmt: &Statement,
         logged: &Option<Vec<u8>>,
         copy: &mut Option<Vec<u8>>,
         again: bool,
         carried: bool,
     ) -> Result<Option<OnLoss>, SessionError> {
+        let (command, client_id) = (stmt.command, stmt.client_id);
         let mut on_loss = match again {
-            true => self.plan_for_loss(router, command, kind, client_id, logged.is_some()),
+            true => self.plan_for_loss(router, stmt, logged.is_some()),
             false => None,
         };
         if on_loss.is_some() {
@@ -284,7 +282,7 @@ impl Session {
         self.stmt.wrap_commit = in_doubt
             && router.failover.wrap_autocommit_writes
             && match command {
-                Some(Command::Query) => {
+                Command::Query => {
                     let text = copy.as_deref().and_then(|c| c.get(HEADER_LEN + 1..));
                     text.is_some_and(|t| self.wraps(t))
                 }
@@ -328,21 +326,15 @@ impl Session {
     /// What losing the writer before the reply to the statement at the front of the
     /// client buffer would lead to; `None`: the client gets the error, as without
     /// replay. `logged`: it is being kept for the log.
-    fn plan_for_loss(
-        &self,
-        router: &Router,
-        command: Option<Command>,
-        kind: ResponseKind,
-        client_id: Option<u32>,
-        logged: bool,
-    ) -> Option<OnLoss> {
+    fn plan_for_loss(&self, router: &Router, stmt: &Statement, logged: bool) -> Option<OnLoss> {
+        let (command, kind, client_id) = (stmt.command, stmt.kind, stmt.client_id);
         if !matches!(self.stmt.target, Some(Target::Writer)) || !self.stmt.survive_loss {
             return None;
         }
         let mux = self.backing.muxed();
         let text: &[u8] = match (command, kind) {
-            (Some(Command::Query), _) => self.client.rbuf.get(HEADER_LEN + 1..)?,
-            (Some(Command::StmtExecute), ResponseKind::Execute { cursor: false }) => {
+            (Command::Query, _) => self.client.rbuf.get(HEADER_LEN + 1..)?,
+            (Command::StmtExecute, ResponseKind::Execute { cursor: false }) => {
                 &mux.stmts.get(&client_id?)?.text
             }
             _ => return None,
@@ -385,13 +377,12 @@ impl Session {
     /// be logged), or forgets the transaction when there is none.
     pub(in crate::frontend::session) fn log_for_replay(
         &mut self,
-        command: Option<Command>,
-        kind: ResponseKind,
-        client_id: Option<u32>,
+        stmt: &Statement,
         request: Option<&[u8]>,
         recording: Option<Recording>,
         limit: usize,
     ) {
+        let (command, kind, client_id) = (stmt.command, stmt.kind, stmt.client_id);
         let in_trx = self
             .backend
             .as_ref()
@@ -414,8 +405,8 @@ impl Session {
             return;
         };
         let execute = match (command, kind) {
-            (Some(Command::Query), _) if replayable_text(&request[HEADER_LEN + 1..]) => None,
-            (Some(Command::StmtExecute), ResponseKind::Execute { cursor: false }) => {
+            (Command::Query, _) if replayable_text(&request[HEADER_LEN + 1..]) => None,
+            (Command::StmtExecute, ResponseKind::Execute { cursor: false }) => {
                 match client_id.and_then(|id| Some((id, mux.stmts.get(&id)?))) {
                     Some((id, stmt)) if replayable_text(&stmt.text) => {
                         // Without types in the packet, it ran with the ones bound before.

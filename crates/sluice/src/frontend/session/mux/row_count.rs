@@ -13,11 +13,13 @@ impl Session {
     /// The count `ROW_COUNT()` reads in the command at the front of the client buffer,
     /// when Sluice answers it. Commands that leave the server's count as it is (a
     /// prepare, a close, long data) keep it for the next.
-    pub(in crate::frontend::session) fn take_wrapped_rows(&mut self) -> Option<i64> {
-        let command = self.client.rbuf.get(HEADER_LEN).copied();
+    pub(in crate::frontend::session) fn take_wrapped_rows(
+        &mut self,
+        command: Command,
+    ) -> Option<i64> {
         let keeps = matches!(
-            command.and_then(Command::from_byte),
-            Some(Command::StmtPrepare | Command::StmtClose | Command::StmtSendLongData)
+            command,
+            Command::StmtPrepare | Command::StmtClose | Command::StmtSendLongData
         );
         let mux = self.backing.mux_mut()?;
         match keeps {

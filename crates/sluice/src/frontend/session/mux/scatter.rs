@@ -102,17 +102,16 @@ impl Session {
     /// (shard indexes) and answers the client with every row.
     pub(in crate::frontend::session) async fn scatter(
         &mut self,
-        len: usize,
+        stmt: &Statement,
         shards: &Shards,
         targets: &[usize],
         merge: Merge,
     ) -> Result<bool, SessionError> {
+        let len = stmt.len;
         if let Merge::Gathered(g) = merge {
-            return self.scatter_gathered(len, shards, targets, g).await;
+            return self.scatter_gathered(stmt, shards, targets, g).await;
         }
         let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
-        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
-        let client_id = stmt_id(&self.client.rbuf);
         let mut seq = 1u8;
         let mut warnings = 0u16;
         let mut last: Option<Vec<u8>> = None;
@@ -120,7 +119,7 @@ impl Session {
             // A shard that can't be had after others' rows went out ends the result with
             // its error, numbered after those rows.
             let Some(fx) = self
-                .enter_for(shards, shard, n, &request, len, (n > 0).then_some(seq))
+                .enter_for(shards, shard, n, &request, stmt, (n > 0).then_some(seq))
                 .await?
             else {
                 return Ok(true);
@@ -144,7 +143,7 @@ impl Session {
                     true
                 }
             };
-            self.mux_finish(&fx, command, client_id).await?;
+            self.mux_finish(&fx, stmt).await?;
             if ended {
                 return Ok(true);
             }
@@ -168,7 +167,7 @@ impl Session {
         shard: usize,
         n: usize,
         request: &[u8],
-        len: usize,
+        stmt: &Statement,
         seq: Option<u8>,
     ) -> Result<Option<Effects>, SessionError> {
         if n > 0 {
@@ -194,7 +193,7 @@ impl Session {
         let router = shards.routers[shard].clone();
         // Whatever this stage answers instead continues the rows already sent.
         self.client.continue_at = seq;
-        let ready = self.mux_prepare(len, &router).await;
+        let ready = self.mux_prepare(stmt, &router).await;
         self.client.continue_at = None;
         match ready? {
             Ready::Go(fx) => {
@@ -208,7 +207,7 @@ impl Session {
                 if let Some(b) = &self.backend {
                     b.server
                         .counters
-                        .relayed(len as u64, 0, std::time::Duration::ZERO, false);
+                        .relayed(stmt.len as u64, 0, std::time::Duration::ZERO, false);
                 }
                 Ok(Some(fx))
             }
@@ -222,18 +221,18 @@ impl Session {
     /// exact, the client gets error 1235 and nothing else.
     async fn scatter_gathered(
         &mut self,
-        len: usize,
+        stmt: &Statement,
         shards: &Shards,
         targets: &[usize],
         gather: Gather,
     ) -> Result<bool, SessionError> {
-        let request = self.client.rbuf[..HEADER_LEN + len].to_vec();
+        let request = self.client.rbuf[..HEADER_LEN + stmt.len].to_vec();
         let mut payload = vec![Command::Query as u8];
         payload.extend_from_slice(&gather.sql);
         let mut answers: Vec<Answer> = Vec::new();
         for (n, &shard) in targets.iter().enumerate() {
             let Some(fx) = self
-                .enter_for(shards, shard, n, &request, len, None)
+                .enter_for(shards, shard, n, &request, stmt, None)
                 .await?
             else {
                 return Ok(true);
@@ -245,7 +244,14 @@ impl Session {
                     b.mark_broken();
                 }
             }
-            self.mux_finish(&fx, Some(Command::Query), None).await?;
+            // Each shard ran the gathering query Sluice wrote, not the client's.
+            let gathering = Statement {
+                command: Command::Query,
+                kind: ResponseKind::Query,
+                client_id: None,
+                ..*stmt
+            };
+            self.mux_finish(&fx, &gathering).await?;
             match answer {
                 Ok(Ok(a)) => answers.push(a),
                 Ok(Err(err)) => {

@@ -67,11 +67,12 @@ impl Session {
         }
     }
 
-    /// The place stage for a multiplexed statement of `len` bytes.
+    /// The place stage for a multiplexed statement.
     pub(in crate::frontend::session) async fn place(
         &mut self,
-        len: usize,
+        stmt: &Statement,
     ) -> Result<Placed, SessionError> {
+        let len = stmt.len;
         let Some(shards) = self.fe.shards.clone() else {
             return Ok(Placed::On(self.fe.router.load_full()));
         };
@@ -80,8 +81,7 @@ impl Session {
             .muxed()
             .shard
             .unwrap_or(shards.map.default_shard());
-        let command = Command::from_byte(self.client.rbuf[HEADER_LEN]);
-        if !matches!(command, Some(Command::Query | Command::StmtExecute)) {
+        if !matches!(stmt.command, Command::Query | Command::StmtExecute) {
             return Ok(Placed::On(shards.routers[current].clone()));
         }
         if len > MAX_BUFFERED {
@@ -89,28 +89,25 @@ impl Session {
                 .refuse(not_yet("a statement over 1 MiB with [[shards]]"))
                 .await;
         }
-        while self.client.rbuf.len() < HEADER_LEN + len {
-            self.client.read_more().await?;
-        }
+        self.client.fill_to(HEADER_LEN + len).await?;
         // A copy, so that what is read from it outlives the answers written meanwhile.
         let payload = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
         let mut types = None;
         let mut cursor = false;
-        let text: Vec<u8> = match command {
-            Some(Command::StmtExecute) => {
+        let text: Vec<u8> = match stmt.command {
+            Command::StmtExecute => {
                 let mux = self.backing.muxed();
-                let Some(stmt) = stmt_id(&self.client.rbuf).and_then(|id| mux.stmts.get(&id))
-                else {
+                let Some(prepared) = stmt.client_id.and_then(|id| mux.stmts.get(&id)) else {
                     // An unknown id: the usual answer comes from the next stage.
                     return Ok(Placed::On(shards.routers[current].clone()));
                 };
-                let execute = Execute::parse(&payload, stmt.params);
+                let execute = Execute::parse(&payload, prepared.params);
                 cursor = execute.as_ref().is_some_and(|e| e.opens_cursor());
                 types = execute
                     .and_then(|e| e.types.map(<[u8]>::to_vec))
-                    .or_else(|| stmt.types.clone())
-                    .map(|t| (t, stmt.params));
-                stmt.text.to_vec()
+                    .or_else(|| prepared.types.clone())
+                    .map(|t| (t, prepared.params));
+                prepared.text.to_vec()
             }
             _ => payload[1..].to_vec(),
         };
@@ -164,8 +161,8 @@ impl Session {
                 Placement::Several(list) => list,
                 Placement::All => (0..shards.routers.len()).collect(),
             };
-            let split = match (read, command, tables.as_slice()) {
-                (false, Some(Command::Query), [table]) if targets.len() > 1 => {
+            let split = match (read, stmt.command, tables.as_slice()) {
+                (false, Command::Query, [table]) if targets.len() > 1 => {
                     shards.map.split_insert(table, &text, schema.as_deref())
                 }
                 _ => None,
@@ -179,7 +176,7 @@ impl Session {
             match targets.as_slice() {
                 [one] => *one,
                 _ => {
-                    return match self.scatter_merging(&shards, command, read, &text, cursor) {
+                    return match self.scatter_merging(&shards, stmt.command, read, &text, cursor) {
                         Ok(merge) => Ok(Placed::Scatter(shards.clone(), targets, merge)),
                         Err(why) => self.refuse(not_yet(why)).await,
                     };
@@ -212,7 +209,7 @@ impl Session {
     fn scatter_merging(
         &self,
         shards: &Shards,
-        command: Option<Command>,
+        command: Command,
         read: bool,
         text: &[u8],
         cursor: bool,
@@ -224,7 +221,7 @@ impl Session {
             return Err("a read over several shards in a transaction");
         }
         let merge = crate::shard::merging(text)?;
-        if command == Some(Command::StmtExecute) {
+        if command == Command::StmtExecute {
             // A cursor's rows come by COM_STMT_FETCH, from one server.
             if cursor {
                 return Err("a prepared read over several shards with a cursor");
