@@ -102,7 +102,8 @@ pub struct SessionEntry {
 pub struct SessionLive {
     attached: std::sync::atomic::AtomicBool,
     thread_id: AtomicU32,
-    /// 0: not pinned; else 1 + the reason's index in [`PinReason::ALL`].
+    /// 0: not pinned; else 1 + the reason's index (`reason as u8`, as in
+    /// [`PinReason::ALL`]).
     pinned: std::sync::atomic::AtomicU8,
     /// The server of the connection held now, or last.
     server: Mutex<Option<Arc<crate::backend::Server>>>,
@@ -127,9 +128,7 @@ impl SessionLive {
     }
 
     pub fn pin(&self, reason: Option<PinReason>) {
-        let code = reason.map_or(0, |r| {
-            1 + PinReason::ALL.iter().position(|x| *x == r).expect("listed") as u8
-        });
+        let code = reason.map_or(0, |r| 1 + r as u8);
         self.pinned.store(code, Ordering::Relaxed);
     }
 

@@ -11,6 +11,7 @@
 
 mod finish;
 mod lease;
+mod pins;
 pub(super) mod replay;
 mod row_count;
 mod scatter;
@@ -20,6 +21,8 @@ mod user_vars;
 mod wrap;
 mod xa;
 pub(super) use lease::Ready;
+pub use pins::PinReason;
+use pins::Pins;
 pub(super) use shard::Placed;
 
 use super::prepared::close_on;
@@ -37,7 +40,7 @@ use sluice_wire::statement::{self, Execute, PrepareOk};
 use sluice_wire::tracker::ResponseKind;
 use sluice_wire::ProtocolError;
 use sluice_wire::StatusFlags;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
@@ -45,75 +48,6 @@ use std::time::Instant;
 /// Statements up to this size are read whole before they are forwarded, so their effect
 /// on the session can be known. Larger ones stream, their effects read from their head.
 pub(super) const MAX_BUFFERED: usize = 1 << 20;
-
-/// Why a session keeps its backend connection between statements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PinReason {
-    Transaction,
-    TemporaryTable,
-    NamedLock,
-    TableLock,
-    FoundRows,
-    Xa,
-    Backup,
-    Handler,
-    SqlPrepared,
-    NextTransaction,
-    UserVariables,
-    Cursor,
-    LongData,
-    SessionTracking,
-    SqlLogBin,
-    FixedVariable,
-    WriteHold,
-    UnknownState,
-}
-
-impl PinReason {
-    pub const ALL: [PinReason; 18] = [
-        PinReason::Transaction,
-        PinReason::TemporaryTable,
-        PinReason::NamedLock,
-        PinReason::TableLock,
-        PinReason::FoundRows,
-        PinReason::Xa,
-        PinReason::Backup,
-        PinReason::Handler,
-        PinReason::SqlPrepared,
-        PinReason::NextTransaction,
-        PinReason::UserVariables,
-        PinReason::Cursor,
-        PinReason::LongData,
-        PinReason::SessionTracking,
-        PinReason::SqlLogBin,
-        PinReason::FixedVariable,
-        PinReason::WriteHold,
-        PinReason::UnknownState,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PinReason::Transaction => "transaction",
-            PinReason::TemporaryTable => "temporary_table",
-            PinReason::NamedLock => "named_lock",
-            PinReason::TableLock => "table_lock",
-            PinReason::FoundRows => "found_rows",
-            PinReason::Xa => "xa",
-            PinReason::Backup => "backup_lock",
-            PinReason::Handler => "handler",
-            PinReason::SqlPrepared => "sql_prepared_statement",
-            PinReason::NextTransaction => "next_transaction_characteristics",
-            PinReason::UserVariables => "user_variables",
-            PinReason::Cursor => "cursor",
-            PinReason::LongData => "long_data",
-            PinReason::SessionTracking => "session_tracking_changed",
-            PinReason::SqlLogBin => "sql_log_bin",
-            PinReason::FixedVariable => "fixed_variable",
-            PinReason::WriteHold => "write_hold",
-            PinReason::UnknownState => "session_state_changed",
-        }
-    }
-}
 
 /// Multiplexing figures of the whole process.
 #[derive(Default)]
@@ -127,77 +61,13 @@ pub struct MuxStats {
     pub sync_statements: AtomicU64,
     /// Statements prepared again on another connection.
     pub reprepares: AtomicU64,
-    /// Sessions pinned, by reason (indexed like [`PinReason::ALL`]).
-    pub pins: [AtomicU64; 18],
+    /// Sessions pinned, by reason (indexed by `reason as usize`, as [`PinReason::ALL`]).
+    pub pins: [AtomicU64; PinReason::COUNT],
 }
 
 impl MuxStats {
     pub fn pin(&self, reason: PinReason) {
-        let i = PinReason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .expect("listed");
-        Stats::incr(&self.pins[i]);
-    }
-}
-
-/// State that can't move to another connection, cleared by the statements that end it.
-#[derive(Default, Debug)]
-struct Pins {
-    temp_tables: BTreeSet<String>,
-    named_locks: u32,
-    table_locks: bool,
-    found_rows: bool,
-    xa: bool,
-    backup: bool,
-    handlers: BTreeSet<String>,
-    sql_prepared: BTreeSet<String>,
-    next_transaction: bool,
-    user_vars: bool,
-    cursors: BTreeSet<u32>,
-    long_data: bool,
-    tracking: bool,
-    fixed_variable: bool,
-    /// The server said the session's state changed in a way neither tracking nor the
-    /// statement's text explains (a temporary table created by a procedure...).
-    unknown_state: bool,
-}
-
-impl Pins {
-    fn reason(&self) -> Option<PinReason> {
-        Some(if !self.temp_tables.is_empty() {
-            PinReason::TemporaryTable
-        } else if self.named_locks > 0 {
-            PinReason::NamedLock
-        } else if self.table_locks {
-            PinReason::TableLock
-        } else if self.xa {
-            PinReason::Xa
-        } else if self.backup {
-            PinReason::Backup
-        } else if !self.handlers.is_empty() {
-            PinReason::Handler
-        } else if !self.sql_prepared.is_empty() {
-            PinReason::SqlPrepared
-        } else if self.user_vars {
-            PinReason::UserVariables
-        } else if !self.cursors.is_empty() {
-            PinReason::Cursor
-        } else if self.long_data {
-            PinReason::LongData
-        } else if self.tracking {
-            PinReason::SessionTracking
-        } else if self.fixed_variable {
-            PinReason::FixedVariable
-        } else if self.unknown_state {
-            PinReason::UnknownState
-        } else if self.found_rows {
-            PinReason::FoundRows
-        } else if self.next_transaction {
-            PinReason::NextTransaction
-        } else {
-            return None;
-        })
+        Stats::incr(&self.pins[reason as usize]);
     }
 }
 
