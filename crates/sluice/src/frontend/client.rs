@@ -71,6 +71,14 @@ impl ClientConn {
         }
     }
 
+    /// Puts `bytes` (a request read before) back at the front of the buffer, before what
+    /// the client sent since, to be sent again.
+    pub fn put_back(&mut self, bytes: &[u8]) {
+        let rest = self.rbuf.split();
+        self.rbuf.extend_from_slice(bytes);
+        self.rbuf.extend_from_slice(&rest);
+    }
+
     /// Reads until the buffer holds at least `bytes` (a statement's whole packet, or
     /// the part a stage looks at).
     pub async fn fill_to(&mut self, bytes: usize) -> Result<(), SessionError> {

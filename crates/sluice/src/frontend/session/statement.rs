@@ -5,6 +5,7 @@ use super::relay::Relayed;
 use super::{identity, mux, route, Backing, Session, DIGEST_TEXT_MAX};
 use crate::analytics::CacheUse;
 use crate::error::SessionError;
+use crate::router::Router;
 use crate::stats::Stats;
 use sluice_wire::command::{Command, Request};
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
@@ -256,9 +257,6 @@ impl Session {
         &mut self,
         stmt: Statement,
     ) -> Result<bool, SessionError> {
-        // A plain read that loses its server before any reply can run again elsewhere,
-        // and an autocommit statement that loses a certification conflict can run again:
-        // keep the client's bytes as they came (ids are rewritten on the way).
         let router = match self.place(&stmt).await? {
             mux::Placed::On(router) => router,
             mux::Placed::Done(going_on) => return Ok(going_on),
@@ -267,35 +265,8 @@ impl Session {
                 return self.scatter(&stmt, &shards, &targets, merge).await;
             }
         };
-        let reads_retry = router.splits() && self.cache.is_none();
-        let conflicts_retry = router.multi_writer()
-            && matches!(stmt.command, Command::Query | Command::StmtExecute)
-            && self.backing.muxed().autocommits();
-        // A statement on the writer may be part of a transaction to replay on a new
-        // writer if this one is lost, or be sent again there (`mux/replay.rs`).
-        // Only where the writer can move (a failover, a switchover): one server alone
-        // has nothing to replay on.
-        let replays = router.failover.transaction_replay
-            && router.members.len() > 1
-            && !router.multi_writer()
-            && self.fe.shards.is_none();
-        let mut copy = match reads_retry || conflicts_retry {
-            true => self.whole_request().await?,
-            false => None,
-        };
-        let mut attempts = 0;
-        let mut conflicts = 0;
-        let mut replay_pending = None;
-        if let Some(lost) = self.backing.muxed_mut().replay.lost_on.take() {
-            // Its transaction's server went away while the session was idle.
-            replay_pending = Some(mux::replay::Pending {
-                plan: mux::replay::OnLoss::Replay,
-                err: route::rolled_back(),
-                ticket: Some(router.replay_gate.enter()),
-                held: None,
-            });
-            self.stmt.avoid = Some(lost);
-        }
+        let retries = self.retries(&router, &stmt);
+        let mut attempt = self.first_attempt(&router, retries).await?;
         let fx = loop {
             let fx = match self.mux_prepare(&stmt, &router).await? {
                 mux::Ready::Go(fx) => fx,
@@ -310,100 +281,36 @@ impl Session {
             // The statement in flight follows its replayed transaction at once, unless it
             // commits: other writer statements let pending replays go first.
             let mut carried = false;
-            if let Some(pending) = replay_pending.take() {
+            if let Some(pending) = attempt.pending.take() {
                 carried = !matches!(pending.plan, mux::replay::OnLoss::IfAbsent { .. });
                 if !self.replay_on_new_writer(&router, pending).await? {
                     return Ok(true);
                 }
             }
-            let logged = match replays {
-                true => self.start_replay_entry(&stmt).await?,
-                false => None,
-            };
-            let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
-                (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
-                    &router,
-                    m.clone(),
-                    self.key(&self.user),
-                    b.thread_id,
-                    after,
-                )),
-                _ => None,
-            };
-            self.arm_for_loss(&stmt, reads_retry && copy.is_some() && attempts < 2);
-            let on_loss = match replays {
-                true => {
-                    let again = attempts < 2;
-                    (self.arm_replay(&router, &stmt, &logged, &mut copy, again, carried)).await?
+            let (relayed, logged) = self
+                .relay_attempt(&router, &stmt, retries, &mut attempt, carried)
+                .await?;
+            match relayed {
+                Relayed::LostBeforeReply => {
+                    self.again_after_loss(&router, &mut attempt);
+                    continue;
                 }
-                false => None,
-            };
-            // Only while its connection is outside a transaction too.
-            self.stmt.conflict_retry = conflicts_retry
-                && copy.is_some()
-                && conflicts < MAX_CONFLICT_RETRIES
-                && self
-                    .backend
-                    .as_ref()
-                    .is_some_and(|b| !b.status.in_transaction());
-            let relayed = if self.cache.is_some() {
-                self.forward_cached(&stmt.as_in(&self.client.rbuf)).await?
-            } else {
-                self.relay(stmt.kind).await?
-            };
-            if let Some(t) = timer {
-                t.abort();
-            }
-            if let Some(b) = self.backend.as_mut() {
-                if b.is_broken() && relayed.goes_on() {
-                    if replays && relayed != Relayed::LostBeforeReply && b.status.in_transaction() {
-                        self.unreplayable_lost(&router);
-                    }
-                    // The transaction died with its server: the session is outside one.
-                    let b = self.backend.as_mut().expect("checked above");
-                    b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
+                Relayed::Conflict => {
+                    // Another node committed a conflicting write first; this one left
+                    // nothing behind, and runs again now that the winner is applied here.
+                    attempt.conflicts += 1;
+                    Stats::incr(&self.fe.stats.certification_retries);
+                    self.client.put_back(attempt.copy());
+                    tracing::debug!(
+                        conflicts = attempt.conflicts,
+                        "autocommit statement retried after a certification conflict"
+                    );
+                    continue;
                 }
+                r if !r.goes_on() => return Ok(false),
+                _ => {}
             }
-            if relayed == Relayed::LostBeforeReply {
-                // Nothing reached the client: the same bytes go to another server.
-                attempts += 1;
-                if let Some(plan) = on_loss {
-                    replay_pending = Some(self.pending_replay(&router, plan));
-                } else {
-                    Stats::incr(&router.stats.retried_reads);
-                    tracing::info!("read retried on another server after its server was lost");
-                }
-                if let Some(b) = self.backend.as_mut() {
-                    b.mark_broken();
-                }
-                self.backend = None;
-                self.stmt.avoid = self.member.take();
-                self.publish();
-                let copy = copy.as_ref().expect("armed only with a copy");
-                let rest = self.client.rbuf.split();
-                self.client.rbuf.extend_from_slice(copy);
-                self.client.rbuf.extend_from_slice(&rest);
-                continue;
-            }
-            if relayed == Relayed::Conflict {
-                // Another node committed a conflicting write first; this one left nothing
-                // behind, and runs again now that the winner is applied here.
-                conflicts += 1;
-                Stats::incr(&self.fe.stats.certification_retries);
-                let copy = copy.as_ref().expect("armed only with a copy");
-                let rest = self.client.rbuf.split();
-                self.client.rbuf.extend_from_slice(copy);
-                self.client.rbuf.extend_from_slice(&rest);
-                tracing::debug!(
-                    conflicts,
-                    "autocommit statement retried after a certification conflict"
-                );
-                continue;
-            }
-            if !relayed.goes_on() {
-                return Ok(false);
-            }
-            if replays {
+            if retries.replays {
                 let answer = self.stmt.replay_record.take();
                 let limit = router.failover.replay_max_bytes as usize;
                 self.log_for_replay(&stmt, logged.as_deref(), answer, limit);
@@ -420,5 +327,167 @@ impl Session {
         }
         self.mux_finish(&fx, &stmt).await?;
         Ok(true)
+    }
+
+    /// What may send the statement again, decided once before it runs.
+    fn retries(&self, router: &Router, stmt: &Statement) -> Retries {
+        Retries {
+            reads: router.splits() && self.cache.is_none(),
+            conflicts: router.multi_writer()
+                && matches!(stmt.command, Command::Query | Command::StmtExecute)
+                && self.backing.muxed().autocommits(),
+            // Only where the writer can move (a failover, a switchover): one server
+            // alone has nothing to replay on.
+            replays: router.failover.transaction_replay
+                && router.members.len() > 1
+                && !router.multi_writer()
+                && self.fe.shards.is_none(),
+        }
+    }
+
+    /// Before the first try: the client's bytes as they came, when they may be sent
+    /// again (ids are rewritten on the way), and the replay of a transaction whose
+    /// server went away while the session was idle.
+    async fn first_attempt(
+        &mut self,
+        router: &Router,
+        retries: Retries,
+    ) -> Result<Attempt, SessionError> {
+        let mut attempt = Attempt {
+            copy: match retries.reads || retries.conflicts {
+                true => self.whole_request().await?,
+                false => None,
+            },
+            ..Attempt::default()
+        };
+        if let Some(lost) = self.backing.muxed_mut().replay.lost_on.take() {
+            attempt.pending = Some(mux::replay::Pending {
+                plan: mux::replay::OnLoss::Replay,
+                err: route::rolled_back(),
+                ticket: Some(router.replay_gate.enter()),
+                held: None,
+            });
+            self.stmt.avoid = Some(lost);
+        }
+        Ok(attempt)
+    }
+
+    /// One try on the connection in hand: armed for what losing its server would lead
+    /// to, relayed (through the cache when there is one), under the rule's time limit.
+    /// Returns how it went, and the bytes kept for the replay log.
+    async fn relay_attempt(
+        &mut self,
+        router: &Arc<Router>,
+        stmt: &Statement,
+        retries: Retries,
+        attempt: &mut Attempt,
+        carried: bool,
+    ) -> Result<(Relayed, Option<Vec<u8>>), SessionError> {
+        let logged = match retries.replays {
+            true => self.start_replay_entry(stmt).await?,
+            false => None,
+        };
+        let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
+            (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
+                router,
+                m.clone(),
+                self.key(&self.user),
+                b.thread_id,
+                after,
+            )),
+            _ => None,
+        };
+        let again = attempt.lost < 2;
+        self.arm_for_loss(stmt, retries.reads && attempt.copy.is_some() && again);
+        attempt.on_loss = match retries.replays {
+            true => {
+                let copy = &mut attempt.copy;
+                (self.arm_replay(router, stmt, &logged, copy, again, carried)).await?
+            }
+            false => None,
+        };
+        // Only while its connection is outside a transaction too.
+        self.stmt.conflict_retry = retries.conflicts
+            && attempt.copy.is_some()
+            && attempt.conflicts < MAX_CONFLICT_RETRIES
+            && self
+                .backend
+                .as_ref()
+                .is_some_and(|b| !b.status.in_transaction());
+        let relayed = if self.cache.is_some() {
+            self.forward_cached(&stmt.as_in(&self.client.rbuf)).await?
+        } else {
+            self.relay(stmt.kind).await?
+        };
+        if let Some(t) = timer {
+            t.abort();
+        }
+        if let Some(b) = self.backend.as_mut() {
+            if b.is_broken() && relayed.goes_on() {
+                if retries.replays
+                    && relayed != Relayed::LostBeforeReply
+                    && b.status.in_transaction()
+                {
+                    self.unreplayable_lost(router);
+                }
+                // The transaction died with its server: the session is outside one.
+                let b = self.backend.as_mut().expect("checked above");
+                b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
+            }
+        }
+        Ok((relayed, logged))
+    }
+
+    /// The server was lost before any reply reached the client: the same bytes go to
+    /// another server (a read), or after the transaction's replay (a writer statement).
+    fn again_after_loss(&mut self, router: &Router, attempt: &mut Attempt) {
+        attempt.lost += 1;
+        if let Some(plan) = attempt.on_loss.take() {
+            attempt.pending = Some(self.pending_replay(router, plan));
+        } else {
+            Stats::incr(&router.stats.retried_reads);
+            tracing::info!("read retried on another server after its server was lost");
+        }
+        if let Some(b) = self.backend.as_mut() {
+            b.mark_broken();
+        }
+        self.backend = None;
+        self.stmt.avoid = self.member.take();
+        self.publish();
+        self.client.put_back(attempt.copy());
+    }
+}
+
+/// What may send a statement again, decided before it runs (as Pingora's `RetryType`).
+#[derive(Clone, Copy, Debug)]
+struct Retries {
+    /// A plain read whose server is lost before any reply runs elsewhere.
+    reads: bool,
+    /// An autocommit statement that loses a Galera certification conflict runs again.
+    conflicts: bool,
+    /// A statement on the writer is logged for transaction replay, or sent again on a
+    /// new writer (`mux/replay.rs`).
+    replays: bool,
+}
+
+/// The tries of one statement.
+#[derive(Default)]
+struct Attempt {
+    /// The client's bytes as they came, to send again.
+    copy: Option<Vec<u8>>,
+    /// Tries whose server was lost before any reply.
+    lost: u32,
+    /// Tries that lost a certification conflict.
+    conflicts: u32,
+    /// What losing the writer during this try leads to.
+    on_loss: Option<mux::replay::OnLoss>,
+    /// A replay to run before the next try.
+    pending: Option<mux::replay::Pending>,
+}
+
+impl Attempt {
+    /// The copy a retry sends: there is one whenever a retry was armed.
+    fn copy(&self) -> &[u8] {
+        self.copy.as_deref().expect("armed only with a copy")
     }
 }

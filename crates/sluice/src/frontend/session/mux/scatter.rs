@@ -171,9 +171,7 @@ impl Session {
         seq: Option<u8>,
     ) -> Result<Option<Effects>, SessionError> {
         if n > 0 {
-            let rest = self.client.rbuf.split();
-            self.client.rbuf.extend_from_slice(request);
-            self.client.rbuf.extend_from_slice(&rest);
+            self.client.put_back(request);
         }
         let from = self
             .backing
