@@ -1,0 +1,3040 @@
+//! SQL text analysis for the query cache: what a statement reads or writes, whether its result
+//! may be cached, our cache hints and a normalized digest. Runs on every COM_QUERY the cache
+//! sees, before it is forwarded, so it is a single hand-written lexer pass with no I/O.
+
+use std::borrow::Cow;
+
+/// A table as `schema.table`, both lowercased ASCII; schema is the session default when unqualified.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableRef {
+    pub schema: String,
+    pub table: String,
+}
+
+/// Cache hints a client put in the statement text.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hints {
+    pub nocache: bool,
+    pub wipe: bool,
+}
+
+/// What a statement does, as far as the cache is concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Analysis {
+    /// A single read-only statement; `tables` (sorted, deduplicated) are every table name it
+    /// reads, plus possibly harmless extras such as CTE names. `uncacheable` is why its result
+    /// can never be cached, if it cannot. `SELECT ... INTO` (variables, OUTFILE, DUMPFILE) is
+    /// an uncacheable Read: it writes no table, so there is nothing to invalidate.
+    Read {
+        tables: Vec<TableRef>,
+        uncacheable: Option<&'static str>,
+    },
+    /// Changes data or schema: the tables written, or `None` when they cannot be known.
+    Write { tables: Option<Vec<TableRef>> },
+    /// BEGIN, START TRANSACTION, COMMIT, ROLLBACK, SAVEPOINT, RELEASE SAVEPOINT.
+    Transaction,
+    /// SET (any form) and USE: may change how later results are computed or encoded.
+    SessionChange,
+    /// Known not to write and not a cacheable read: SHOW, EXPLAIN, DO, empty statements...
+    Other,
+}
+
+/// Hints in block comments anywhere in the text: `/*nocache*/`, `/* wipe */` (case-insensitive).
+/// Optimizer hints (`/*+ ... */`) and executable comments (`/*! ... */`) are not ours.
+pub fn hints(sql: &[u8]) -> Hints {
+    let mut found = Hints::default();
+    if !has_block_comment(sql) {
+        return found;
+    }
+    let mut lex = Lexer::new(sql);
+    while let Some(t) = lex.next_raw() {
+        match hint_in(sql, t) {
+            Some(Hint::NoCache) => found.nocache = true,
+            Some(Hint::Wipe) => found.wipe = true,
+            None => {}
+        }
+    }
+    found
+}
+
+/// The text without our hint comments, so `SELECT /*wipe*/ 1` and `SELECT 1` share a cache key.
+/// Whitespace next to a removed hint is dropped as if the hint had never been typed.
+pub fn strip_hints(sql: &[u8]) -> Cow<'_, [u8]> {
+    if !has_block_comment(sql) {
+        return Cow::Borrowed(sql);
+    }
+    let mut out: Option<Vec<u8>> = None;
+    let mut copied = 0;
+    let mut lex = Lexer::new(sql);
+    while let Some(t) = lex.next_raw() {
+        if hint_in(sql, t).is_none() {
+            continue;
+        }
+        let out = out.get_or_insert_with(|| Vec::with_capacity(sql.len()));
+        out.extend_from_slice(&sql[copied..t.start]);
+        let mut after = t.end;
+        while sql.get(after).is_some_and(|&b| is_space(b)) {
+            after += 1;
+        }
+        if after == sql.len() {
+            while out.last().is_some_and(|&b| is_space(b)) {
+                out.pop();
+            }
+            copied = after;
+        } else if is_space(out.last().copied().unwrap_or(b' ')) {
+            copied = after;
+        } else if after > t.end {
+            copied = t.end;
+        } else {
+            // `a/*wipe*/b` must not become `ab`.
+            out.push(b' ');
+            copied = t.end;
+        }
+    }
+    match out {
+        None => Cow::Borrowed(sql),
+        Some(mut out) => {
+            out.extend_from_slice(&sql[copied..]);
+            Cow::Owned(out)
+        }
+    }
+}
+
+/// Normalized text for grouping statements that differ only in literal values, spacing, comments
+/// and keyword case, with its FNV-1a 64 hash (stable across runs and platforms). Whitespace runs
+/// and comments become one space; no space is added where the text had none.
+pub fn digest(sql: &[u8]) -> (String, u64) {
+    let mut out = Vec::with_capacity(sql.len().min(4096));
+    normalize(sql, &mut out);
+    while matches!(out.last(), Some(b' ' | b';')) {
+        out.pop();
+    }
+    let text = String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    let hash = fnv1a(text.as_bytes());
+    (text, hash)
+}
+
+/// The hash of [`digest`] without building its text: what per-statement statistics key by.
+pub fn digest_hash(sql: &[u8]) -> u64 {
+    let mut h = HashSink {
+        hash: FNV_OFFSET,
+        any: false,
+        pending: 0,
+        tail: [0; 16],
+    };
+    normalize(sql, &mut h);
+    h.hash
+}
+
+/// A cheap stand-in for [`digest_hash`] on plain statements: a hash of the text with
+/// each number literal replaced by a marker and whitespace runs folded, and the FNV-1a
+/// hash of the exact text. Two statements with the same shape have the same digest, so
+/// a session remembers shape → digest and lexes each shape once. `None` for anything
+/// the shape can't vouch for (quotes, comments, backslashes, control or non-ASCII
+/// bytes): those take [`digest_hash`].
+///
+/// A digit run counts as a number only where the lexer surely reads one: not inside or
+/// right after a name, not next to a `.` (decimals, qualified names) or after `@`. Every
+/// other byte is kept, so the shape is never coarser than the digest.
+pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
+    // What each byte is to the shape: one table lookup per byte.
+    const PLAIN: u8 = 0;
+    const SPACE: u8 = 1;
+    const DIGIT: u8 = 2;
+    const NAME: u8 = 3;
+    const REFUSE: u8 = 4;
+    const MAYBE_COMMENT: u8 = 5;
+    const CLASS: [u8; 256] = {
+        let mut c = [REFUSE; 256];
+        let mut b = 0x20;
+        while b < 0x7f {
+            c[b] = PLAIN;
+            b += 1;
+        }
+        let mut b = 0;
+        while b < 256 {
+            let u = b as u8;
+            if u.is_ascii_alphabetic() || u == b'_' || u == b'$' {
+                c[b] = NAME;
+            } else if u.is_ascii_digit() {
+                c[b] = DIGIT;
+            }
+            b += 1;
+        }
+        c[b' ' as usize] = SPACE;
+        c[b'\t' as usize] = SPACE;
+        c[b'\n' as usize] = SPACE;
+        c[b'\r' as usize] = SPACE;
+        c[0x0b] = SPACE;
+        c[0x0c] = SPACE;
+        c[b'\'' as usize] = REFUSE;
+        c[b'"' as usize] = REFUSE;
+        c[b'`' as usize] = REFUSE;
+        c[b'\\' as usize] = REFUSE;
+        c[b'#' as usize] = REFUSE;
+        c[b'/' as usize] = MAYBE_COMMENT;
+        c[b'-' as usize] = MAYBE_COMMENT;
+        c
+    };
+    let (mut shape, mut exact) = (FNV_OFFSET, FNV_OFFSET);
+    // The class of the byte before, and whether it was `.` or `@`.
+    let mut prev = SPACE;
+    let mut prev_joins = false;
+    let mut i = 0;
+    while i < sql.len() {
+        let b = sql[i];
+        let class = CLASS[b as usize];
+        match class {
+            REFUSE => return None,
+            MAYBE_COMMENT if sql.get(i + 1) == Some(&(if b == b'/' { b'*' } else { b'-' })) => {
+                return None
+            }
+            DIGIT if prev != NAME && prev != DIGIT && !prev_joins => {
+                let mut j = i;
+                while j < sql.len() && CLASS[sql[j] as usize] == DIGIT {
+                    exact = fnv1a_step(exact, sql[j]);
+                    j += 1;
+                }
+                let after = sql.get(j).copied().unwrap_or(b' ');
+                if matches!(CLASS[after as usize], NAME | REFUSE) || after == b'.' {
+                    for &d in &sql[i..j] {
+                        shape = fnv1a_step(shape, d);
+                    }
+                } else {
+                    shape = fnv1a_step(shape, 0x01);
+                }
+                prev = DIGIT;
+                prev_joins = false;
+                i = j;
+                continue;
+            }
+            SPACE => {
+                if prev != SPACE {
+                    shape = fnv1a_step(shape, b' ');
+                }
+            }
+            _ => shape = fnv1a_step(shape, b),
+        }
+        exact = fnv1a_step(exact, b);
+        prev = class;
+        prev_joins = b == b'.' || b == b'@';
+        i += 1;
+    }
+    Some((shape, exact))
+}
+
+/// Where [`normalize`] writes: a buffer, or a running hash.
+trait Sink {
+    fn push(&mut self, b: u8);
+    fn extend(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.push(b);
+        }
+    }
+    fn is_empty(&self) -> bool;
+}
+
+impl Sink for Vec<u8> {
+    fn push(&mut self, b: u8) {
+        Vec::push(self, b);
+    }
+    fn extend(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+    fn is_empty(&self) -> bool {
+        Vec::is_empty(self)
+    }
+}
+
+/// FNV-1a over the normalized bytes. Trailing spaces and `;` are dropped from the text, so
+/// they are held back until something else follows (a run longer than the buffer is hashed
+/// as it comes: only pathological text differs from [`digest`]).
+struct HashSink {
+    hash: u64,
+    any: bool,
+    pending: usize,
+    tail: [u8; 16],
+}
+
+impl Sink for HashSink {
+    fn push(&mut self, b: u8) {
+        self.any = true;
+        if matches!(b, b' ' | b';') && self.pending < self.tail.len() {
+            self.tail[self.pending] = b;
+            self.pending += 1;
+            return;
+        }
+        for i in 0..std::mem::take(&mut self.pending) {
+            self.hash = fnv1a_step(self.hash, self.tail[i]);
+        }
+        self.hash = fnv1a_step(self.hash, b);
+    }
+    fn is_empty(&self) -> bool {
+        !self.any
+    }
+}
+
+fn normalize(sql: &[u8], out: &mut impl Sink) {
+    let mut lex = Lexer::new(sql);
+    let mut depth = 0usize;
+    // Paren depth of a `VALUES` whose first row ends the next time this depth is reached.
+    let mut rows_at: Option<usize> = None;
+    while let Some(t) = code_token(&mut lex) {
+        if t.space && !out.is_empty() {
+            out.push(b' ');
+        }
+        match t.kind {
+            Kind::Str(_) | Kind::Number | Kind::Param => out.push(b'?'),
+            Kind::Word => {
+                let up = Upper::of(Some(t), sql);
+                if is_keyword(up.get()) {
+                    out.extend(up.get());
+                } else {
+                    out.extend(&sql[t.start..t.end]);
+                }
+                match up.get() {
+                    b"IN" => {
+                        if let Some((after, space)) = literal_list(&lex) {
+                            if space {
+                                out.push(b' ');
+                            }
+                            out.extend(b"(...)");
+                            lex = after;
+                        }
+                    }
+                    b"VALUES" | b"VALUE" => rows_at = Some(depth),
+                    _ => {}
+                }
+            }
+            Kind::Punct(b'(') => {
+                depth += 1;
+                out.push(b'(');
+            }
+            Kind::Punct(b')') => {
+                depth = depth.saturating_sub(1);
+                out.push(b')');
+                if rows_at == Some(depth) {
+                    rows_at = None;
+                    while let Some(after) = next_row(&lex) {
+                        lex = after;
+                    }
+                }
+            }
+            _ => out.extend(&sql[t.start..t.end]),
+        }
+    }
+}
+
+/// The statement's first word, uppercased, past hints, whitespace and opening
+/// parentheses: what it is, at a glance.
+pub fn first_word(statement: &[u8]) -> Vec<u8> {
+    strip_hints(statement)
+        .iter()
+        .skip_while(|b| b.is_ascii_whitespace() || **b == b'(')
+        .take_while(|b| b.is_ascii_alphabetic())
+        .map(u8::to_ascii_uppercase)
+        .collect()
+}
+
+/// Classifies statement text. `default_schema` qualifies unqualified table names (`None`: they
+/// get schema ""). Several `;`-separated statements are combined: any Write wins (tables
+/// unioned, `None` if any is unknown), then SessionChange, then Transaction; all reads give a
+/// Read that is uncacheable ("multiple statements"); anything else is Other. One trailing `;`
+/// is not a statement.
+pub fn analyze(sql: &[u8], default_schema: Option<&str>) -> Analysis {
+    let mut ts = Toks::new(sql);
+    let mut all = Combined::default();
+    loop {
+        let empty = ts.peek().is_none();
+        let one = if empty {
+            Analysis::Other
+        } else {
+            statement(&mut ts, default_schema, 0)
+        };
+        let more = ts.end_statement();
+        if !(empty && !more && all.count > 0) {
+            all.add(one);
+        }
+        if !more {
+            return all.finish();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lexer
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Unquoted identifier or keyword.
+    Word,
+    /// `` `identifier` ``.
+    Quoted,
+    /// A string by its quote byte; also `x'..'`, `b'..'`, `N'..'` (as `'`).
+    Str(u8),
+    /// Decimal, `0x..` or `0b..` literal.
+    Number,
+    /// `?` placeholder.
+    Param,
+    /// `@name`.
+    UserVar,
+    /// `@@name`.
+    SysVar,
+    /// Any other single byte.
+    Punct(u8),
+    /// `/* */`, not executable.
+    Block { closed: bool },
+    /// `-- ` or `#` to the end of the line.
+    Line,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tok {
+    pub(crate) kind: Kind,
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    /// Whitespace or a comment came right before it.
+    space: bool,
+}
+
+#[derive(Clone)]
+pub(crate) struct Lexer<'a> {
+    s: &'a [u8],
+    pos: usize,
+    /// Inside `/*! ... */`, whose content is code and whose `*/` is skipped.
+    in_exec: bool,
+    /// End of the last identifier, so `db.1t` lexes `.` as a separator, not as `.1`.
+    ident_end: usize,
+}
+
+impl<'a> Lexer<'a> {
+    pub(crate) fn new(s: &'a [u8]) -> Self {
+        Lexer {
+            s,
+            pos: 0,
+            in_exec: false,
+            ident_end: usize::MAX,
+        }
+    }
+
+    /// The byte at `i`, 0 past the end (0 never continues any token).
+    fn at(&self, i: usize) -> u8 {
+        self.s.get(i).copied().unwrap_or(0)
+    }
+
+    /// The next token, comments included.
+    fn next_raw(&mut self) -> Option<Tok> {
+        let s = self.s;
+        let mut space = false;
+        loop {
+            while self.pos < s.len() && is_space(s[self.pos]) {
+                self.pos += 1;
+                space = true;
+            }
+            let rest = s.get(self.pos..).filter(|r| !r.is_empty())?;
+            if self.in_exec && rest.starts_with(b"*/") {
+                self.pos += 2;
+                self.in_exec = false;
+                space = true;
+            } else if !self.in_exec && (rest.starts_with(b"/*!") || rest.starts_with(b"/*M!")) {
+                self.pos += if rest[2] == b'!' { 3 } else { 4 };
+                // The optional server version: code for us whatever the version.
+                let mut n = 0;
+                while n < 6 && self.at(self.pos).is_ascii_digit() {
+                    self.pos += 1;
+                    n += 1;
+                }
+                self.in_exec = true;
+                space = true;
+            } else {
+                break;
+            }
+        }
+        let start = self.pos;
+        let b = s[start];
+        let nb = self.at(start + 1);
+        let kind = match b {
+            b'/' if nb == b'*' => match find(s, start + 2, b"*/") {
+                Some(i) => {
+                    self.pos = i + 2;
+                    Kind::Block { closed: true }
+                }
+                None => {
+                    self.pos = s.len();
+                    Kind::Block { closed: false }
+                }
+            },
+            // `--` starts a comment only when followed by whitespace or a control byte.
+            b'#' => self.line_comment(),
+            b'-' if nb == b'-' && self.at(start + 2) <= b' ' => self.line_comment(),
+            b'\'' | b'"' => {
+                self.pos = quoted_end(s, start, b, true);
+                Kind::Str(b)
+            }
+            b'`' => {
+                self.pos = quoted_end(s, start, b'`', false);
+                Kind::Quoted
+            }
+            b'x' | b'X' | b'b' | b'B' | b'n' | b'N' if nb == b'\'' => {
+                self.pos = quoted_end(s, start + 1, b'\'', true);
+                Kind::Str(b'\'')
+            }
+            b'0'..=b'9' => self.number_or_word(start),
+            b'.' if nb.is_ascii_digit() && self.ident_end != start => {
+                self.pos = self.fraction(start);
+                Kind::Number
+            }
+            b'@' => {
+                let mut i = start + 1;
+                let kind = if nb == b'@' {
+                    i += 1;
+                    Kind::SysVar
+                } else {
+                    Kind::UserVar
+                };
+                match self.at(i) {
+                    q @ (b'\'' | b'"' | b'`') => i = quoted_end(s, i, q, q != b'`'),
+                    _ => {
+                        while is_ident(self.at(i)) || self.at(i) == b'.' {
+                            i += 1;
+                        }
+                    }
+                }
+                self.pos = i;
+                kind
+            }
+            b'?' => {
+                self.pos = start + 1;
+                Kind::Param
+            }
+            _ if is_ident(b) => {
+                self.pos = self.ident_run(start);
+                Kind::Word
+            }
+            _ => {
+                self.pos = start + 1;
+                Kind::Punct(b)
+            }
+        };
+        if matches!(kind, Kind::Word | Kind::Quoted) {
+            self.ident_end = self.pos;
+        }
+        Some(Tok {
+            kind,
+            start,
+            end: self.pos,
+            space,
+        })
+    }
+
+    fn line_comment(&mut self) -> Kind {
+        self.pos = find(self.s, self.pos, b"\n").unwrap_or(self.s.len());
+        Kind::Line
+    }
+
+    fn ident_run(&self, mut i: usize) -> usize {
+        while is_ident(self.at(i)) {
+            i += 1;
+        }
+        i
+    }
+
+    /// From a `.` followed by digits: the fraction and an optional exponent.
+    fn fraction(&self, dot: usize) -> usize {
+        let mut i = dot + 1;
+        while self.at(i).is_ascii_digit() {
+            i += 1;
+        }
+        self.exponent(i)
+    }
+
+    fn exponent(&self, i: usize) -> usize {
+        if !matches!(self.at(i), b'e' | b'E') {
+            return i;
+        }
+        let mut j = i + 1;
+        if matches!(self.at(j), b'+' | b'-') {
+            j += 1;
+        }
+        if !self.at(j).is_ascii_digit() {
+            return i;
+        }
+        while self.at(j).is_ascii_digit() {
+            j += 1;
+        }
+        j
+    }
+
+    /// MySQL identifiers may start with digits (`1abc`), so a digit run is a number only when
+    /// no identifier byte follows it.
+    fn number_or_word(&mut self, start: usize) -> Kind {
+        let radix = match (self.at(start), self.at(start + 1)) {
+            (b'0', b'x' | b'X') => Some(16),
+            (b'0', b'b' | b'B') => Some(2),
+            _ => None,
+        };
+        if let Some(radix) = radix {
+            let mut i = start + 2;
+            while (self.at(i) as char).is_digit(radix) {
+                i += 1;
+            }
+            if i > start + 2 && !is_ident(self.at(i)) {
+                self.pos = i;
+                return Kind::Number;
+            }
+        }
+        let mut i = start;
+        while self.at(i).is_ascii_digit() {
+            i += 1;
+        }
+        let end = if self.at(i) == b'.' {
+            self.fraction(i)
+        } else {
+            self.exponent(i)
+        };
+        if end > i || !is_ident(self.at(i)) {
+            self.pos = end;
+            Kind::Number
+        } else {
+            self.pos = self.ident_run(i);
+            Kind::Word
+        }
+    }
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// Identifier bytes; any non-ASCII byte counts so UTF-8 names stay whole.
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80
+}
+
+fn find(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
+    s.get(from..)?
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .map(|i| i + from)
+}
+
+/// End of a quoted token opening at `open`: doubled quotes, and backslash escapes in strings.
+/// Unterminated quotes run to the end of the text.
+fn quoted_end(s: &[u8], open: usize, q: u8, escapes: bool) -> usize {
+    let mut i = open + 1;
+    while let Some(&c) = s.get(i) {
+        if escapes && c == b'\\' {
+            i += 2;
+        } else if c == q {
+            if s.get(i + 1) == Some(&q) {
+                i += 2;
+            } else {
+                return i + 1;
+            }
+        } else {
+            i += 1;
+        }
+    }
+    s.len()
+}
+
+/// The next token that is not a comment; comments count as whitespace.
+/// Whether `t` is an unquoted word that is one of `words` (any case).
+pub(crate) fn is_one_of(sql: &[u8], t: &Tok, words: &[&str]) -> bool {
+    t.kind == Kind::Word
+        && words
+            .iter()
+            .any(|w| sql[t.start..t.end].eq_ignore_ascii_case(w.as_bytes()))
+}
+
+pub(crate) fn code_token(lex: &mut Lexer) -> Option<Tok> {
+    let mut space = false;
+    loop {
+        let mut t = lex.next_raw()?;
+        if matches!(t.kind, Kind::Block { .. } | Kind::Line) {
+            space = true;
+        } else {
+            t.space |= space;
+            return Some(t);
+        }
+    }
+}
+
+/// An ASCII-uppercased copy of a short unquoted word, for keyword matching without allocating.
+/// Anything else is empty, which matches no keyword.
+struct Upper {
+    buf: [u8; 32],
+    len: usize,
+}
+
+impl Upper {
+    fn of(t: Option<Tok>, s: &[u8]) -> Self {
+        let mut up = Upper {
+            buf: [0; 32],
+            len: 0,
+        };
+        if let Some(t) = t.filter(|t| t.kind == Kind::Word && t.end - t.start <= 32) {
+            up.len = t.end - t.start;
+            up.buf[..up.len].copy_from_slice(&s[t.start..t.end]);
+            up.buf[..up.len].make_ascii_uppercase();
+        }
+        up
+    }
+
+    fn get(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// Statement-bounded token stream with one token of lookahead.
+#[derive(Clone)]
+struct Toks<'a> {
+    lex: Lexer<'a>,
+    ahead: Option<Tok>,
+}
+
+impl<'a> Toks<'a> {
+    fn new(s: &'a [u8]) -> Self {
+        Toks {
+            lex: Lexer::new(s),
+            ahead: None,
+        }
+    }
+
+    fn text(&self) -> &'a [u8] {
+        self.lex.s
+    }
+
+    /// The next token of the current statement; `None` at its `;` or the end of the text.
+    fn peek(&mut self) -> Option<Tok> {
+        if self.ahead.is_none() {
+            self.ahead = code_token(&mut self.lex);
+        }
+        self.ahead.filter(|t| t.kind != Kind::Punct(b';'))
+    }
+
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.peek();
+        if t.is_some() {
+            self.ahead = None;
+        }
+        t
+    }
+
+    /// The token `n` places after the next one.
+    fn peek_after(&self, n: usize) -> Option<Tok> {
+        let mut c = self.clone();
+        for _ in 0..n {
+            c.next()?;
+        }
+        c.peek()
+    }
+
+    fn peek_up(&mut self) -> Upper {
+        let t = self.peek();
+        Upper::of(t, self.text())
+    }
+
+    fn peek_is(&mut self, b: u8) -> bool {
+        self.peek().is_some_and(|t| t.kind == Kind::Punct(b))
+    }
+
+    /// Consumes the next token if it is the keyword `kw`.
+    fn eat(&mut self, kw: &[u8]) -> bool {
+        let hit = self.peek_up().get() == kw;
+        if hit {
+            self.next();
+        }
+        hit
+    }
+
+    /// Skips the rest of the statement and its `;`; false at the end of the text.
+    fn end_statement(&mut self) -> bool {
+        while self.next().is_some() {}
+        self.ahead.take().is_some()
+    }
+}
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv1a_step(h: u64, b: u8) -> u64 {
+    (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+}
+
+/// FNV-1a 64: the digest ids, stable across runs and platforms.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(FNV_OFFSET, |h, &b| fnv1a_step(h, b))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hints and digest helpers
+
+enum Hint {
+    NoCache,
+    Wipe,
+}
+
+/// Hints live in comments, so text without `/*` needs no lexing at all.
+fn has_block_comment(sql: &[u8]) -> bool {
+    sql.windows(2).any(|w| w == b"/*")
+}
+
+fn hint_in(sql: &[u8], t: Tok) -> Option<Hint> {
+    if t.kind != (Kind::Block { closed: true }) {
+        return None;
+    }
+    let body = sql.get(t.start + 2..t.end.checked_sub(2)?)?.trim_ascii();
+    if body.eq_ignore_ascii_case(b"nocache") {
+        Some(Hint::NoCache)
+    } else if body.eq_ignore_ascii_case(b"wipe") {
+        Some(Hint::Wipe)
+    } else {
+        None
+    }
+}
+
+/// After `IN`: a parenthesised list of literals only, returned as the lexer past its `)` and
+/// whether the `(` had space before it.
+fn literal_list<'a>(lex: &Lexer<'a>) -> Option<(Lexer<'a>, bool)> {
+    let mut l = lex.clone();
+    let open = code_token(&mut l)?;
+    if open.kind != Kind::Punct(b'(') {
+        return None;
+    }
+    loop {
+        let mut t = code_token(&mut l)?;
+        while matches!(t.kind, Kind::Punct(b'-' | b'+')) {
+            t = code_token(&mut l)?;
+        }
+        let literal = match t.kind {
+            Kind::Str(_) | Kind::Number | Kind::Param => true,
+            Kind::Word => matches!(Upper::of(Some(t), l.s).get(), b"NULL" | b"TRUE" | b"FALSE"),
+            _ => false,
+        };
+        if !literal {
+            return None;
+        }
+        match code_token(&mut l)?.kind {
+            Kind::Punct(b',') => {}
+            Kind::Punct(b')') => return Some((l, open.space)),
+            _ => return None,
+        }
+    }
+}
+
+/// After a `VALUES` row: a further `, [ROW] (...)` row, returned as the lexer past it.
+fn next_row<'a>(lex: &Lexer<'a>) -> Option<Lexer<'a>> {
+    let mut l = lex.clone();
+    if code_token(&mut l)?.kind != Kind::Punct(b',') {
+        return None;
+    }
+    let mut t = code_token(&mut l)?;
+    if Upper::of(Some(t), l.s).get() == b"ROW" {
+        t = code_token(&mut l)?;
+    }
+    if t.kind != Kind::Punct(b'(') {
+        return None;
+    }
+    let mut depth = 1;
+    while depth > 0 {
+        match code_token(&mut l).map(|t| t.kind) {
+            None => break,
+            Some(Kind::Punct(b'(')) => depth += 1,
+            Some(Kind::Punct(b')')) => depth -= 1,
+            Some(_) => {}
+        }
+    }
+    Some(l)
+}
+
+/// Words the digest upper-cases: reserved words and common keywords and functions. Folding a
+/// column or table that happens to share a name only merges digests that differ in case.
+const KEYWORDS: &[&str] = &[
+    "ACCESSIBLE",
+    "ACTION",
+    "ADD",
+    "AFTER",
+    "AGAINST",
+    "ALGORITHM",
+    "ALL",
+    "ALTER",
+    "ANALYZE",
+    "AND",
+    "ANY",
+    "AS",
+    "ASC",
+    "ASENSITIVE",
+    "AT",
+    "ATOMIC",
+    "AUTOCOMMIT",
+    "AUTO_INCREMENT",
+    "AVG",
+    "BEFORE",
+    "BEGIN",
+    "BETWEEN",
+    "BIGINT",
+    "BINARY",
+    "BLOB",
+    "BOOLEAN",
+    "BOTH",
+    "BY",
+    "CALL",
+    "CASCADE",
+    "CASE",
+    "CAST",
+    "CHAIN",
+    "CHANGE",
+    "CHAR",
+    "CHARACTER",
+    "CHARSET",
+    "CHECK",
+    "CHECKSUM",
+    "COALESCE",
+    "COLLATE",
+    "COLUMN",
+    "COLUMNS",
+    "COMMENT",
+    "COMMIT",
+    "COMMITTED",
+    "CONCAT",
+    "CONDITION",
+    "CONSTRAINT",
+    "CONTINUE",
+    "CONVERT",
+    "COUNT",
+    "CREATE",
+    "CROSS",
+    "CUBE",
+    "CUME_DIST",
+    "CURRENT_DATE",
+    "CURRENT_TIME",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_USER",
+    "CURSOR",
+    "DATABASE",
+    "DATABASES",
+    "DATE",
+    "DATETIME",
+    "DATE_ADD",
+    "DATE_SUB",
+    "DAY",
+    "DAY_HOUR",
+    "DAY_MICROSECOND",
+    "DAY_MINUTE",
+    "DAY_SECOND",
+    "DEALLOCATE",
+    "DEC",
+    "DECIMAL",
+    "DECLARE",
+    "DEFAULT",
+    "DEFINER",
+    "DELAYED",
+    "DELETE",
+    "DENSE_RANK",
+    "DESC",
+    "DESCRIBE",
+    "DETERMINISTIC",
+    "DISTINCT",
+    "DISTINCTROW",
+    "DIV",
+    "DO",
+    "DOUBLE",
+    "DROP",
+    "DUAL",
+    "DUPLICATE",
+    "EACH",
+    "ELSE",
+    "ELSEIF",
+    "EMPTY",
+    "ENCLOSED",
+    "END",
+    "ENGINE",
+    "ENUM",
+    "ESCAPED",
+    "EXCEPT",
+    "EXECUTE",
+    "EXISTS",
+    "EXIT",
+    "EXPLAIN",
+    "EXTENDED",
+    "EXTRACT",
+    "FALSE",
+    "FETCH",
+    "FIELDS",
+    "FIRST",
+    "FIRST_VALUE",
+    "FLOAT",
+    "FLOAT4",
+    "FLOAT8",
+    "FLUSH",
+    "FOR",
+    "FORCE",
+    "FOREIGN",
+    "FORMAT",
+    "FROM",
+    "FULL",
+    "FULLTEXT",
+    "FUNCTION",
+    "GENERATED",
+    "GET",
+    "GLOBAL",
+    "GRANT",
+    "GROUP",
+    "GROUPING",
+    "GROUPS",
+    "GROUP_CONCAT",
+    "HANDLER",
+    "HAVING",
+    "HELP",
+    "HIGH_PRIORITY",
+    "HOUR",
+    "HOUR_MICROSECOND",
+    "HOUR_MINUTE",
+    "HOUR_SECOND",
+    "IF",
+    "IFNULL",
+    "IGNORE",
+    "IN",
+    "INDEX",
+    "INFILE",
+    "INNER",
+    "INOUT",
+    "INSENSITIVE",
+    "INSERT",
+    "INT",
+    "INT1",
+    "INT2",
+    "INT3",
+    "INT4",
+    "INT8",
+    "INTEGER",
+    "INTERSECT",
+    "INTERVAL",
+    "INTO",
+    "INVOKER",
+    "IS",
+    "ISOLATION",
+    "ITERATE",
+    "JOIN",
+    "JSON_TABLE",
+    "KEY",
+    "KEYS",
+    "KILL",
+    "LAG",
+    "LAST",
+    "LAST_VALUE",
+    "LATERAL",
+    "LEAD",
+    "LEADING",
+    "LEAVE",
+    "LEFT",
+    "LENGTH",
+    "LEVEL",
+    "LIKE",
+    "LIMIT",
+    "LINEAR",
+    "LINES",
+    "LOAD",
+    "LOCAL",
+    "LOCALTIME",
+    "LOCALTIMESTAMP",
+    "LOCK",
+    "LOCKED",
+    "LONG",
+    "LONGBLOB",
+    "LONGTEXT",
+    "LOOP",
+    "LOWER",
+    "LOW_PRIORITY",
+    "MATCH",
+    "MAX",
+    "MAXVALUE",
+    "MEDIUMBLOB",
+    "MEDIUMINT",
+    "MEDIUMTEXT",
+    "MIDDLEINT",
+    "MIN",
+    "MINUTE",
+    "MINUTE_MICROSECOND",
+    "MINUTE_SECOND",
+    "MOD",
+    "MODE",
+    "MODIFIES",
+    "MONTH",
+    "NAMES",
+    "NATURAL",
+    "NEXT",
+    "NO",
+    "NOT",
+    "NOW",
+    "NOWAIT",
+    "NO_WRITE_TO_BINLOG",
+    "NTH_VALUE",
+    "NTILE",
+    "NULL",
+    "NUMERIC",
+    "OF",
+    "OFFSET",
+    "ON",
+    "ONLY",
+    "OPTIMIZE",
+    "OPTION",
+    "OPTIONALLY",
+    "OR",
+    "ORDER",
+    "OUT",
+    "OUTER",
+    "OUTFILE",
+    "OVER",
+    "PARTITION",
+    "PERCENT_RANK",
+    "PRECISION",
+    "PREPARE",
+    "PREVIOUS",
+    "PRIMARY",
+    "PROCEDURE",
+    "PURGE",
+    "QUARTER",
+    "QUICK",
+    "RANGE",
+    "RANK",
+    "READ",
+    "READS",
+    "READ_WRITE",
+    "REAL",
+    "RECURSIVE",
+    "REFERENCES",
+    "REGEXP",
+    "RELEASE",
+    "RENAME",
+    "REPAIR",
+    "REPEAT",
+    "REPEATABLE",
+    "REPLACE",
+    "REQUIRE",
+    "RESIGNAL",
+    "RESTRICT",
+    "RETURN",
+    "RETURNING",
+    "REVOKE",
+    "RIGHT",
+    "RLIKE",
+    "ROLLBACK",
+    "ROLLUP",
+    "ROW",
+    "ROWS",
+    "ROW_NUMBER",
+    "SAVEPOINT",
+    "SCHEMA",
+    "SCHEMAS",
+    "SECOND",
+    "SECOND_MICROSECOND",
+    "SECURITY",
+    "SELECT",
+    "SENSITIVE",
+    "SEPARATOR",
+    "SEQUENCE",
+    "SERIALIZABLE",
+    "SESSION",
+    "SET",
+    "SHARE",
+    "SHOW",
+    "SIGNAL",
+    "SIGNED",
+    "SKIP",
+    "SMALLINT",
+    "SNAPSHOT",
+    "SOME",
+    "SPATIAL",
+    "SPECIFIC",
+    "SQL",
+    "SQLEXCEPTION",
+    "SQLSTATE",
+    "SQLWARNING",
+    "SQL_BIG_RESULT",
+    "SQL_CACHE",
+    "SQL_CALC_FOUND_ROWS",
+    "SQL_NO_CACHE",
+    "SQL_SMALL_RESULT",
+    "SSL",
+    "START",
+    "STARTING",
+    "STORED",
+    "STRAIGHT_JOIN",
+    "SUBSTRING",
+    "SUM",
+    "SYSTEM",
+    "TABLE",
+    "TABLES",
+    "TEMPORARY",
+    "TERMINATED",
+    "THEN",
+    "TIME",
+    "TIMESTAMP",
+    "TINYBLOB",
+    "TINYINT",
+    "TINYTEXT",
+    "TO",
+    "TRAILING",
+    "TRANSACTION",
+    "TRIGGER",
+    "TRIM",
+    "TRUE",
+    "TRUNCATE",
+    "UNCOMMITTED",
+    "UNDO",
+    "UNION",
+    "UNIQUE",
+    "UNKNOWN",
+    "UNLOCK",
+    "UNSIGNED",
+    "UPDATE",
+    "UPPER",
+    "USAGE",
+    "USE",
+    "USING",
+    "UTC_DATE",
+    "UTC_TIME",
+    "UTC_TIMESTAMP",
+    "VALUE",
+    "VALUES",
+    "VARBINARY",
+    "VARCHAR",
+    "VARCHARACTER",
+    "VARIABLES",
+    "VARYING",
+    "VIEW",
+    "VIRTUAL",
+    "WAIT",
+    "WARNINGS",
+    "WEEK",
+    "WHEN",
+    "WHERE",
+    "WHILE",
+    "WINDOW",
+    "WITH",
+    "WORK",
+    "WRITE",
+    "XA",
+    "XOR",
+    "YEAR",
+    "YEAR_MONTH",
+    "ZEROFILL",
+];
+
+fn is_keyword(up: &[u8]) -> bool {
+    !up.is_empty() && KeywordTable::get().contains(up)
+}
+
+/// [`KEYWORDS`] in an open-addressed table built once: every word of every statement is
+/// looked up (digests run per statement), where a binary search of a few hundred
+/// strings cost more than the rest of the lexer. A `phf` set was measured three to four
+/// times slower per lookup (SipHash costs more than FNV-1a over short words), so the
+/// table stays hand-written.
+struct KeywordTable {
+    slots: Box<[Option<&'static [u8]>]>,
+    mask: usize,
+}
+
+impl KeywordTable {
+    fn get() -> &'static KeywordTable {
+        static TABLE: std::sync::OnceLock<KeywordTable> = std::sync::OnceLock::new();
+        TABLE.get_or_init(|| {
+            let size = (KEYWORDS.len() * 4).next_power_of_two();
+            let mut t = KeywordTable {
+                slots: vec![None; size].into_boxed_slice(),
+                mask: size - 1,
+            };
+            for k in KEYWORDS {
+                let mut i = fnv1a(k.as_bytes()) as usize & t.mask;
+                while t.slots[i].is_some() {
+                    i = (i + 1) & t.mask;
+                }
+                t.slots[i] = Some(k.as_bytes());
+            }
+            t
+        })
+    }
+
+    fn contains(&self, word: &[u8]) -> bool {
+        let mut i = fnv1a(word) as usize & self.mask;
+        while let Some(k) = self.slots[i] {
+            if k == word {
+                return true;
+            }
+            i = (i + 1) & self.mask;
+        }
+        false
+    }
+}
+
+/// Functions whose result depends on the clock, randomness, the session or server state. The
+/// `bare` ones also work without parentheses; the others need `call` (a `(` follows).
+fn volatile(up: &[u8], call: bool) -> Option<&'static str> {
+    macro_rules! reasons {
+        (bare: $($bare:literal)*; call: $($called:literal)*) => {
+            match std::str::from_utf8(up).unwrap_or_default() {
+                $($bare => Some(concat!("non-deterministic function ", $bare, "()")),)*
+                $($called if call => Some(concat!("non-deterministic function ", $called, "()")),)*
+                _ => None,
+            }
+        };
+    }
+    reasons!(
+        bare: "CURRENT_DATE" "CURRENT_ROLE" "CURRENT_TIME" "CURRENT_TIMESTAMP" "CURRENT_USER"
+            "LOCALTIME" "LOCALTIMESTAMP" "UTC_DATE" "UTC_TIME" "UTC_TIMESTAMP";
+        call: "BENCHMARK" "CONNECTION_ID" "CURDATE" "CURTIME" "DATABASE" "FOUND_ROWS" "GET_LOCK"
+            "IS_FREE_LOCK" "IS_USED_LOCK" "LASTVAL" "LAST_INSERT_ID" "LOAD_FILE"
+            "MASTER_GTID_WAIT" "MASTER_POS_WAIT" "NEXTVAL" "NOW" "RAND" "RANDOM_BYTES"
+            "RELEASE_ALL_LOCKS" "RELEASE_LOCK" "ROW_COUNT" "SCHEMA" "SESSION_USER" "SETVAL"
+            "SLEEP" "SOURCE_POS_WAIT" "SYSDATE" "SYSTEM_USER" "SYS_GUID" "UNIX_TIMESTAMP" "USER"
+            "UUID" "UUID_SHORT" "WAIT_FOR_EXECUTED_GTID_SET"
+    )
+}
+
+/// Schemas whose content is server or session state rather than data written by statements.
+fn is_system_schema(schema: &str) -> bool {
+    matches!(
+        schema,
+        "information_schema" | "performance_schema" | "mysql" | "sys"
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statement classification
+
+/// How deep statements may nest (`EXPLAIN ANALYZE ...`, `SET STATEMENT ... FOR ...`) before the
+/// text counts as an unknown write; bounds recursion on hostile input.
+const MAX_NESTING: u8 = 4;
+
+fn unknown_write() -> Analysis {
+    Analysis::Write { tables: None }
+}
+
+/// A write of `tables`; none found means the parse went wrong, so everything may be written.
+fn writes(tables: Vec<TableRef>) -> Analysis {
+    if tables.is_empty() {
+        return unknown_write();
+    }
+    Analysis::Write {
+        tables: Some(sorted(tables)),
+    }
+}
+
+fn sorted(mut tables: Vec<TableRef>) -> Vec<TableRef> {
+    tables.sort_unstable();
+    tables.dedup();
+    tables
+}
+
+fn statement(ts: &mut Toks, schema: Option<&str>, nesting: u8) -> Analysis {
+    if nesting > MAX_NESTING {
+        return unknown_write();
+    }
+    if ts.peek_is(b'(') {
+        let mut ahead = ts.clone();
+        while ahead.peek_is(b'(') {
+            ahead.next();
+        }
+        return match ahead.peek_up().get() {
+            b"SELECT" | b"WITH" | b"VALUES" | b"TABLE" => read(ts, schema),
+            _ => unknown_write(),
+        };
+    }
+    let first = ts.peek_up();
+    if matches!(first.get(), b"SELECT" | b"TABLE" | b"VALUES") {
+        return read(ts, schema);
+    }
+    ts.next();
+    match first.get() {
+        b"WITH" => with(ts, schema),
+        b"INSERT" | b"REPLACE" => insert(ts, schema),
+        b"UPDATE" => update(ts, schema),
+        b"DELETE" => delete(ts, schema),
+        b"LOAD" => load(ts, schema),
+        b"TRUNCATE" => {
+            ts.eat(b"TABLE");
+            one_table(ts, schema)
+        }
+        b"CREATE" => create(ts, schema),
+        b"ALTER" => alter(ts, schema),
+        b"DROP" => drop(ts, schema),
+        b"RENAME" => rename(ts, schema),
+        b"OPTIMIZE" | b"REPAIR" => maintenance(ts, schema),
+        b"ANALYZE" => match ts.peek_up().get() {
+            b"TABLE" | b"TABLES" | b"NO_WRITE_TO_BINLOG" | b"LOCAL" => maintenance(ts, schema),
+            // MariaDB's ANALYZE runs the statement to report on its execution.
+            _ => executed(ts, schema, nesting),
+        },
+        b"EXPLAIN" | b"DESCRIBE" | b"DESC" => {
+            if ts.eat(b"ANALYZE") {
+                executed(ts, schema, nesting)
+            } else {
+                Analysis::Other
+            }
+        }
+        b"SHOW" | b"HELP" | b"DO" | b"KILL" | b"CHECK" | b"CHECKSUM" | b"PREPARE"
+        | b"DEALLOCATE" => Analysis::Other,
+        b"BEGIN" => {
+            ts.eat(b"WORK");
+            // Anything else (MariaDB's BEGIN NOT ATOMIC) is a compound statement.
+            if ts.peek().is_none() {
+                Analysis::Transaction
+            } else {
+                unknown_write()
+            }
+        }
+        // Not START SLAVE / REPLICA / GROUP_REPLICATION.
+        b"START" if ts.eat(b"TRANSACTION") => Analysis::Transaction,
+        b"COMMIT" | b"SAVEPOINT" => Analysis::Transaction,
+        b"ROLLBACK" => {
+            // ROLLBACK TO SAVEPOINT keeps the transaction open.
+            while let Some(t) = ts.next() {
+                if Upper::of(Some(t), ts.text()).get() == b"TO" {
+                    return Analysis::Other;
+                }
+            }
+            Analysis::Transaction
+        }
+        b"RELEASE" if ts.eat(b"SAVEPOINT") => Analysis::Transaction,
+        b"SET" if ts.eat(b"STATEMENT") => {
+            // MariaDB's SET STATEMENT var=value[, ...] FOR stmt runs stmt under those values.
+            if skip_past(ts, b"FOR") {
+                executed(ts, schema, nesting)
+            } else {
+                Analysis::SessionChange
+            }
+        }
+        b"SET" | b"USE" => Analysis::SessionChange,
+        _ => unknown_write(),
+    }
+}
+
+/// A statement that runs another one (`ANALYZE stmt`, `EXPLAIN ANALYZE stmt`, `SET STATEMENT
+/// ... FOR stmt`): what the inner one does, except that its read output (execution reports,
+/// results under temporary settings) is not for the cache.
+fn executed(ts: &mut Toks, schema: Option<&str>, nesting: u8) -> Analysis {
+    if ts.eat(b"FORMAT") {
+        if ts.peek_is(b'=') {
+            ts.next();
+        }
+        ts.next();
+    }
+    match statement(ts, schema, nesting + 1) {
+        Analysis::Read { .. } => Analysis::Other,
+        inner => inner,
+    }
+}
+
+fn read(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    let mut scan = Scan::new(schema, true);
+    scan.run(ts, Frame::default(), |_, _| false);
+    scan.into_read()
+}
+
+/// `WITH [RECURSIVE] cte [(cols)] AS (query) [, ...] main`: a read when main is a query; MySQL
+/// also allows UPDATE and DELETE there.
+fn with(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    let mut scan = Scan::new(schema, true);
+    ts.eat(b"RECURSIVE");
+    loop {
+        if !ts.next().is_some_and(|t| is_name(t.kind)) {
+            return unknown_write();
+        }
+        if ts.peek_is(b'(') {
+            skip_parens(ts);
+        }
+        if !ts.eat(b"AS") || !ts.peek_is(b'(') {
+            return unknown_write();
+        }
+        ts.next();
+        scan.run(ts, Frame::default(), |t, _| t.kind == Kind::Punct(b')'));
+        if ts.next().is_none() {
+            return unknown_write();
+        }
+        // MariaDB's CYCLE cols RESTRICT.
+        if ts.eat(b"CYCLE") && !skip_past(ts, b"RESTRICT") {
+            return unknown_write();
+        }
+        if !ts.peek_is(b',') {
+            break;
+        }
+        ts.next();
+    }
+    let main = ts.peek_up();
+    match main.get() {
+        b"UPDATE" | b"DELETE" => {
+            ts.next();
+            if main.get() == b"UPDATE" {
+                update(ts, schema)
+            } else {
+                delete(ts, schema)
+            }
+        }
+        b"SELECT" | b"TABLE" | b"VALUES" => {
+            scan.run(ts, Frame::default(), |_, _| false);
+            scan.into_read()
+        }
+        _ if ts.peek_is(b'(') => {
+            scan.run(ts, Frame::default(), |_, _| false);
+            scan.into_read()
+        }
+        _ => unknown_write(),
+    }
+}
+
+/// INSERT/REPLACE: only the target is written, whatever an INSERT ... SELECT reads.
+fn insert(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(
+        ts.peek_up().get(),
+        b"LOW_PRIORITY" | b"DELAYED" | b"HIGH_PRIORITY" | b"IGNORE" | b"INTO"
+    ) {
+        ts.next();
+    }
+    one_table(ts, schema)
+}
+
+/// Every table in a multi-table UPDATE's list may be written.
+fn update(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"LOW_PRIORITY" | b"IGNORE") {
+        ts.next();
+    }
+    let mut scan = Scan::new(schema, false);
+    scan.run(ts, Frame::TABLES, |_, up| up == b"SET");
+    writes(scan.tables)
+}
+
+/// Both multi-table forms (`DELETE t1, t2 FROM refs`, `DELETE FROM t1, t2 USING refs`) name
+/// aliases as targets, so every table named before WHERE counts as written.
+fn delete(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"LOW_PRIORITY" | b"QUICK" | b"IGNORE") {
+        ts.next();
+    }
+    let mut scan = Scan::new(schema, false);
+    scan.run(ts, Frame::TABLES, |_, up| {
+        matches!(up, b"WHERE" | b"ORDER" | b"LIMIT" | b"RETURNING")
+    });
+    writes(scan.tables)
+}
+
+/// LOAD DATA|XML ... INTO TABLE t.
+fn load(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    if !matches!(ts.peek_up().get(), b"DATA" | b"XML") || !skip_past(ts, b"INTO") {
+        return unknown_write();
+    }
+    ts.eat(b"TABLE");
+    one_table(ts, schema)
+}
+
+/// CREATE TABLE and CREATE INDEX name their table; every other CREATE is unknown.
+fn create(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    loop {
+        let word = ts.peek_up();
+        ts.next();
+        match word.get() {
+            b"OR" | b"REPLACE" | b"TEMPORARY" | b"UNIQUE" | b"FULLTEXT" | b"SPATIAL"
+            | b"ONLINE" | b"OFFLINE" => {}
+            b"TABLE" => {
+                skip_if_exists(ts);
+                return one_table(ts, schema);
+            }
+            b"INDEX" if skip_past(ts, b"ON") => return one_table(ts, schema),
+            _ => return unknown_write(),
+        }
+    }
+}
+
+/// ALTER TABLE t, plus a new name from RENAME and tables swapped in by partition exchange or
+/// conversion (`... WITH TABLE t2`, `... TO TABLE t2`).
+fn alter(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"ONLINE" | b"OFFLINE" | b"IGNORE") {
+        ts.next();
+    }
+    if !ts.eat(b"TABLE") {
+        return unknown_write();
+    }
+    skip_if_exists(ts);
+    let Some(first) = next_table(ts, schema) else {
+        return unknown_write();
+    };
+    let mut tables = vec![first];
+    let mut depth = 0usize;
+    while let Some(t) = ts.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            Kind::Word if depth == 0 => match Upper::of(Some(t), ts.text()).get() {
+                b"RENAME" => {
+                    if matches!(
+                        ts.peek_up().get(),
+                        b"COLUMN" | b"INDEX" | b"KEY" | b"CONSTRAINT"
+                    ) {
+                        continue;
+                    }
+                    if !ts.eat(b"TO") {
+                        ts.eat(b"AS");
+                    }
+                    tables.extend(next_table(ts, schema));
+                }
+                b"TABLE" => tables.extend(next_table(ts, schema)),
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+    writes(tables)
+}
+
+fn drop(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    ts.eat(b"TEMPORARY");
+    let object = ts.peek_up();
+    ts.next();
+    match object.get() {
+        b"TABLE" | b"TABLES" => {
+            skip_if_exists(ts);
+            table_list(ts, schema)
+        }
+        b"INDEX" if skip_past(ts, b"ON") => one_table(ts, schema),
+        b"PREPARE" => Analysis::Other,
+        _ => unknown_write(),
+    }
+}
+
+/// RENAME TABLE a TO b, c TO d: every name, old and new.
+fn rename(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    if !matches!(ts.peek_up().get(), b"TABLE" | b"TABLES") {
+        return unknown_write();
+    }
+    ts.next();
+    skip_if_exists(ts);
+    let mut tables = Vec::new();
+    while let Some(t) = next_table(ts, schema) {
+        tables.push(t);
+        if ts.peek_is(b',') {
+            ts.next();
+        } else if !ts.eat(b"TO") {
+            break;
+        }
+    }
+    writes(tables)
+}
+
+/// OPTIMIZE/REPAIR/ANALYZE TABLE: no data change, but some rebuild the table, so treat as writes.
+fn maintenance(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    while matches!(ts.peek_up().get(), b"NO_WRITE_TO_BINLOG" | b"LOCAL") {
+        ts.next();
+    }
+    if !matches!(ts.peek_up().get(), b"TABLE" | b"TABLES") {
+        return unknown_write();
+    }
+    ts.next();
+    table_list(ts, schema)
+}
+
+/// `t1, t2, ...`
+fn table_list(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    let mut tables = Vec::new();
+    while let Some(t) = next_table(ts, schema) {
+        tables.push(t);
+        if !ts.peek_is(b',') {
+            break;
+        }
+        ts.next();
+    }
+    writes(tables)
+}
+
+fn one_table(ts: &mut Toks, schema: Option<&str>) -> Analysis {
+    match next_table(ts, schema) {
+        Some(t) => writes(vec![t]),
+        None => unknown_write(),
+    }
+}
+
+fn skip_if_exists(ts: &mut Toks) {
+    if ts.eat(b"IF") {
+        ts.eat(b"NOT");
+        ts.eat(b"EXISTS");
+    }
+}
+
+/// Consumes tokens through the keyword `kw` outside parentheses; false if there is none.
+fn skip_past(ts: &mut Toks, kw: &[u8]) -> bool {
+    let mut depth = 0usize;
+    while let Some(t) = ts.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            Kind::Word if depth == 0 && Upper::of(Some(t), ts.text()).get() == kw => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Consumes a parenthesised group starting at the next token.
+fn skip_parens(ts: &mut Toks) {
+    let mut depth = 0usize;
+    while let Some(t) = ts.next() {
+        match t.kind {
+            Kind::Punct(b'(') => depth += 1,
+            Kind::Punct(b')') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth == 0 {
+            return;
+        }
+    }
+}
+
+/// Tokens that can name a table; `"..."` too, as it does under ANSI_QUOTES.
+fn is_name(kind: Kind) -> bool {
+    matches!(kind, Kind::Word | Kind::Quoted | Kind::Str(b'"'))
+}
+
+fn next_table(ts: &mut Toks, schema: Option<&str>) -> Option<TableRef> {
+    let first = ts.peek().filter(|t| is_name(t.kind))?;
+    ts.next();
+    Some(qualified(ts, first, schema))
+}
+
+/// The table named by `first` and, if it is a schema, the `.name` after it.
+fn qualified(ts: &mut Toks, first: Tok, schema: Option<&str>) -> TableRef {
+    let s = ts.text();
+    if ts.peek_is(b'.') && ts.peek_after(1).is_some_and(|t| is_name(t.kind)) {
+        ts.next();
+        if let Some(name) = ts.next() {
+            return TableRef {
+                schema: ident_text(s, first),
+                table: ident_text(s, name),
+            };
+        }
+    }
+    TableRef {
+        schema: schema.map(str::to_ascii_lowercase).unwrap_or_default(),
+        table: ident_text(s, first),
+    }
+}
+
+/// An identifier's name: quotes removed, doubled quotes undone, ASCII lowercased.
+pub(crate) fn ident_text(s: &[u8], t: Tok) -> String {
+    let raw = &s[t.start..t.end];
+    let mut name = Vec::with_capacity(raw.len());
+    match t.kind {
+        Kind::Quoted | Kind::Str(_) => {
+            let q = raw[0];
+            let body = &raw[1..];
+            let body = body.strip_suffix(&[q]).unwrap_or(body);
+            let mut i = 0;
+            while let Some(&b) = body.get(i) {
+                name.push(b);
+                i += if b == q && body.get(i + 1) == Some(&q) {
+                    2
+                } else {
+                    1
+                };
+            }
+        }
+        _ => name.extend_from_slice(raw),
+    }
+    name.make_ascii_lowercase();
+    String::from_utf8(name).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Table-list state of one parenthesis level.
+#[derive(Clone, Copy, Default)]
+struct Frame {
+    /// In a FROM/JOIN/USING table list, where a `,` starts another table.
+    in_from: bool,
+    /// The next name is a table.
+    expect: bool,
+}
+
+impl Frame {
+    const TABLES: Frame = Frame {
+        in_from: true,
+        expect: true,
+    };
+}
+
+/// Collects table names from FROM/JOIN lists at every parenthesis level and, for reads, the
+/// first reason the result cannot be cached. Errs towards extra tables: a missed one would
+/// leave stale results in the cache, an extra one only invalidates more often.
+struct Scan<'x> {
+    schema: Option<&'x str>,
+    /// Look for uncacheable constructs (reads only).
+    check: bool,
+    tables: Vec<TableRef>,
+    reason: Option<&'static str>,
+    base: Frame,
+    /// Levels opened inside the scanned text; a Vec, not recursion, so nesting depth is free.
+    frames: Vec<Frame>,
+    /// The previous token was FOR: `USE INDEX FOR JOIN|ORDER BY|GROUP BY` are index hints.
+    after_for: bool,
+}
+
+impl<'x> Scan<'x> {
+    fn new(schema: Option<&'x str>, check: bool) -> Self {
+        Scan {
+            schema,
+            check,
+            tables: Vec::new(),
+            reason: None,
+            base: Frame::default(),
+            frames: Vec::new(),
+            after_for: false,
+        }
+    }
+
+    fn into_read(self) -> Analysis {
+        Analysis::Read {
+            tables: sorted(self.tables),
+            uncacheable: self.reason,
+        }
+    }
+
+    fn top(&mut self) -> &mut Frame {
+        match self.frames.last_mut() {
+            Some(frame) => frame,
+            None => &mut self.base,
+        }
+    }
+
+    fn flag(&mut self, reason: &'static str) {
+        if self.check && self.reason.is_none() {
+            self.reason = Some(reason);
+        }
+    }
+
+    /// Scans to the end of the statement, or up to a token outside parentheses that `stop`
+    /// accepts (given the token and its keyword form), which is left unconsumed.
+    fn run(&mut self, ts: &mut Toks, base: Frame, stop: impl Fn(Tok, &[u8]) -> bool) {
+        self.base = base;
+        self.frames.clear();
+        self.after_for = false;
+        while let Some(t) = ts.peek() {
+            let up = Upper::of(Some(t), ts.text());
+            if self.frames.is_empty() && stop(t, up.get()) {
+                return;
+            }
+            ts.next();
+            let after_for = std::mem::take(&mut self.after_for);
+            match t.kind {
+                Kind::Punct(b'(') => {
+                    let top = self.top();
+                    // Where a table belongs, `(` opens a derived table or a nested join.
+                    let inner = if top.expect {
+                        top.expect = false;
+                        Frame::TABLES
+                    } else {
+                        Frame::default()
+                    };
+                    self.frames.push(inner);
+                }
+                Kind::Punct(b')') => {
+                    self.frames.pop();
+                }
+                Kind::Punct(b',') => {
+                    let top = self.top();
+                    top.expect = top.in_from;
+                }
+                Kind::Word => self.word(ts, t, up.get(), after_for),
+                Kind::Quoted | Kind::Str(b'"') if self.top().expect => self.table(ts, t),
+                Kind::Quoted => self.stored_call(ts),
+                Kind::UserVar => self.flag("user variable"),
+                Kind::SysVar => self.flag("system variable"),
+                _ => self.top().expect = false,
+            }
+        }
+    }
+
+    fn word(&mut self, ts: &mut Toks, t: Tok, up: &[u8], after_for: bool) {
+        let expect = self.top().expect;
+        match up {
+            b"FROM" => *self.top() = Frame::TABLES,
+            b"JOIN" | b"STRAIGHT_JOIN" if !after_for => *self.top() = Frame::TABLES,
+            // DELETE ... USING t1, t2 lists tables; JOIN ... USING (col) does not.
+            b"USING" if !ts.peek_is(b'(') => *self.top() = Frame::TABLES,
+            // TABLE t, as a statement or a subquery.
+            b"TABLE" => self.top().expect = true,
+            b"LATERAL" if expect => {}
+            b"DUAL" => self.top().expect = false,
+            b"SELECT" | b"VALUES" | b"WITH" | b"WHERE" | b"HAVING" | b"LIMIT" | b"UNION"
+            | b"EXCEPT" | b"INTERSECT" | b"WINDOW" | b"RETURNING" | b"SET" => {
+                *self.top() = Frame::default()
+            }
+            b"GROUP" | b"ORDER" if !after_for => *self.top() = Frame::default(),
+            b"INTO" => {
+                *self.top() = Frame::default();
+                // Assigns variables or writes a file: its effect is not a result to replay.
+                self.flag("SELECT ... INTO");
+            }
+            b"FOR" => {
+                self.after_for = true;
+                match ts.peek_up().get() {
+                    b"UPDATE" => self.flag("FOR UPDATE"),
+                    b"SHARE" => self.flag("FOR SHARE"),
+                    _ => {}
+                }
+            }
+            // A name followed by `(` where a table belongs is a table function (JSON_TABLE).
+            _ if expect && ts.peek_is(b'(') => self.top().expect = false,
+            _ if expect => self.table(ts, t),
+            _ => self.volatile_word(ts, up),
+        }
+    }
+
+    fn volatile_word(&mut self, ts: &mut Toks, up: &[u8]) {
+        if !self.check || self.reason.is_some() {
+            return;
+        }
+        match up {
+            b"SQL_NO_CACHE" => self.flag("SQL_NO_CACHE"),
+            // The server must run it for a later FOUND_ROWS() to be right.
+            b"SQL_CALC_FOUND_ROWS" => self.flag("SQL_CALC_FOUND_ROWS"),
+            b"LOCK" if ts.peek_up().get() == b"IN" => self.flag("LOCK IN SHARE MODE"),
+            b"NEXT" | b"PREVIOUS" if ts.peek_up().get() == b"VALUE" => {
+                self.flag("sequence NEXT/PREVIOUS VALUE FOR")
+            }
+            _ => match volatile(up, ts.peek_is(b'(')) {
+                Some(reason) => self.flag(reason),
+                None => self.stored_call(ts),
+            },
+        }
+    }
+
+    /// `db.f(...)`: only stored functions can be qualified, and they may read any table or
+    /// return anything. (Unqualified stored functions look like built-ins and are missed.)
+    fn stored_call(&mut self, ts: &mut Toks) {
+        if self.check
+            && self.reason.is_none()
+            && ts.peek_is(b'.')
+            && ts.peek_after(1).is_some_and(|t| is_name(t.kind))
+            && ts
+                .peek_after(2)
+                .is_some_and(|t| t.kind == Kind::Punct(b'('))
+        {
+            self.flag("stored function");
+        }
+    }
+
+    fn table(&mut self, ts: &mut Toks, first: Tok) {
+        self.top().expect = false;
+        let table = qualified(ts, first, self.schema);
+        if is_system_schema(&table.schema) {
+            self.flag("system schema");
+        }
+        self.tables.push(table);
+    }
+}
+
+/// Per-statement results of multi-statement text, combined as `analyze` documents.
+#[derive(Default)]
+struct Combined {
+    count: usize,
+    /// `Some(None)`: some statement writes tables that are not known.
+    writes: Option<Option<Vec<TableRef>>>,
+    session: bool,
+    transaction: bool,
+    other: bool,
+    reads: Option<(Vec<TableRef>, Option<&'static str>)>,
+}
+
+impl Combined {
+    fn add(&mut self, one: Analysis) {
+        self.count += 1;
+        match one {
+            Analysis::Write { tables } => {
+                self.writes = Some(match (self.writes.take(), tables) {
+                    (None, tables) => tables,
+                    (Some(Some(mut all)), Some(tables)) => {
+                        all.extend(tables);
+                        Some(all)
+                    }
+                    _ => None,
+                })
+            }
+            Analysis::SessionChange => self.session = true,
+            Analysis::Transaction => self.transaction = true,
+            Analysis::Other => self.other = true,
+            Analysis::Read {
+                tables,
+                uncacheable,
+            } => match &mut self.reads {
+                Some((all, _)) => all.extend(tables),
+                None => self.reads = Some((tables, uncacheable)),
+            },
+        }
+    }
+
+    fn finish(self) -> Analysis {
+        if let Some(tables) = self.writes {
+            return Analysis::Write {
+                tables: tables.map(sorted),
+            };
+        }
+        if self.session {
+            return Analysis::SessionChange;
+        }
+        if self.transaction {
+            return Analysis::Transaction;
+        }
+        match self.reads {
+            Some((tables, uncacheable)) if !self.other => Analysis::Read {
+                tables: sorted(tables),
+                // Several result sets in one response: not what the cache stores.
+                uncacheable: if self.count > 1 {
+                    Some("multiple statements")
+                } else {
+                    uncacheable
+                },
+            },
+            _ => Analysis::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(tables: &[TableRef]) -> Vec<String> {
+        let mut names: Vec<String> = tables
+            .iter()
+            .map(|t| format!("{}.{}", t.schema, t.table))
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn list(items: &[&str]) -> Vec<String> {
+        let mut items: Vec<String> = items.iter().map(|s| s.to_string()).collect();
+        items.sort();
+        items
+    }
+
+    fn read(sql: &str) -> (Vec<String>, Option<&'static str>) {
+        match analyze(sql.as_bytes(), Some("db")) {
+            Analysis::Read {
+                tables,
+                uncacheable,
+            } => (names(&tables), uncacheable),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    /// The tables of a cacheable read.
+    fn cacheable(sql: &str) -> Vec<String> {
+        let (tables, uncacheable) = read(sql);
+        assert_eq!(uncacheable, None, "{sql}");
+        tables
+    }
+
+    fn uncacheable(sql: &str) -> &'static str {
+        read(sql)
+            .1
+            .unwrap_or_else(|| panic!("{sql} should be uncacheable"))
+    }
+
+    fn written(sql: &str) -> Option<Vec<String>> {
+        match analyze(sql.as_bytes(), Some("db")) {
+            Analysis::Write { tables } => tables.map(|t| names(&t)),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    fn kind(sql: &str) -> Analysis {
+        analyze(sql.as_bytes(), Some("db"))
+    }
+
+    fn contains_all(got: &[String], want: &[&str], sql: &str) {
+        for w in want {
+            assert!(
+                got.iter().any(|g| g == w),
+                "{sql}: {w} missing from {got:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn sysbench_statements() {
+        for sql in [
+            "SELECT c FROM sbtest1 WHERE id=4995",
+            "SELECT c FROM sbtest1 WHERE id = 17",
+            "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 100",
+            "SELECT c FROM sbtest1 WHERE id BETWEEN 10 AND 109 ORDER BY c",
+        ] {
+            assert_eq!(cacheable(sql), list(&["db.sbtest1"]), "{sql}");
+        }
+        assert_eq!(
+            cacheable("SELECT DISTINCT c FROM sbtest3 WHERE id BETWEEN 1 AND 100 ORDER BY c"),
+            list(&["db.sbtest3"])
+        );
+        assert_eq!(
+            cacheable("SELECT SUM(k) FROM sbtest7 WHERE id BETWEEN 5 AND 104"),
+            list(&["db.sbtest7"])
+        );
+        assert_eq!(
+            written("UPDATE sbtest1 SET k=k+1 WHERE id=5"),
+            Some(list(&["db.sbtest1"]))
+        );
+        assert_eq!(
+            written("UPDATE sbtest4 SET c='0733-9887-31' WHERE id=5"),
+            Some(list(&["db.sbtest4"]))
+        );
+        assert_eq!(
+            written("DELETE FROM sbtest2 WHERE id=7"),
+            Some(list(&["db.sbtest2"]))
+        );
+        assert_eq!(
+            written(
+                "INSERT INTO sbtest2 (id, k, c, pad) VALUES (7, 5003, \
+                 '83868641912-28773972837-60736120486', '67847967377-48000963322')"
+            ),
+            Some(list(&["db.sbtest2"]))
+        );
+        assert_eq!(kind("BEGIN"), Analysis::Transaction);
+        assert_eq!(kind("COMMIT"), Analysis::Transaction);
+    }
+
+    #[test]
+    fn joins_and_table_list_items() {
+        assert_eq!(
+            cacheable(
+                "SELECT * FROM a JOIN b ON a.id = b.id LEFT OUTER JOIN c USING (id) \
+                 CROSS JOIN d NATURAL JOIN e, f STRAIGHT_JOIN g RIGHT JOIN h ON (1) \
+                 INNER JOIN i ON a.x IN (1, 2), j"
+            ),
+            list(&["db.a", "db.b", "db.c", "db.d", "db.e", "db.f", "db.g", "db.h", "db.i", "db.j"])
+        );
+        assert_eq!(
+            cacheable(
+                "SELECT * FROM t1 AS x USE INDEX (i1, i2) FORCE INDEX FOR JOIN (i3), \
+                 t2 y IGNORE INDEX FOR ORDER BY (i4), t3 PARTITION (p0, p1) z, t4 \
+                 WHERE x.a = 1 GROUP BY a, b ORDER BY c, d LIMIT 1, 2"
+            ),
+            list(&["db.t1", "db.t2", "db.t3", "db.t4"])
+        );
+        assert_eq!(
+            cacheable(
+                "SELECT * FROM t1 LEFT JOIN (t2, t3 JOIN t4 ON 1) ON t2.a = t1.a JOIN ((t5))"
+            ),
+            list(&["db.t1", "db.t2", "db.t3", "db.t4", "db.t5"])
+        );
+        assert_eq!(
+            cacheable(
+                "SELECT * FROM t1, JSON_TABLE(t1.doc, '$[*]' COLUMNS (x INT PATH '$.x')) AS jt"
+            ),
+            list(&["db.t1"])
+        );
+        assert_eq!(cacheable("SELECT 1 FROM DUAL"), list(&[]));
+        assert_eq!(cacheable("SELECT 1"), list(&[]));
+        assert_eq!(cacheable("select 1 + 2, 'x', VERSION()"), list(&[]));
+    }
+
+    #[test]
+    fn subqueries_derived_tables_unions_and_ctes() {
+        assert_eq!(
+            cacheable(
+                "SELECT a, (SELECT MAX(b) FROM t2 WHERE t2.x = t1.x) AS m FROM t1 \
+                 WHERE EXISTS (SELECT 1 FROM t3) AND y IN (SELECT y FROM t4 JOIN t5 ON t4.k = t5.k)"
+            ),
+            list(&["db.t1", "db.t2", "db.t3", "db.t4", "db.t5"])
+        );
+        assert_eq!(
+            cacheable(
+                "SELECT * FROM (SELECT * FROM (SELECT id FROM t1) AS a JOIN t2 USING (id)) AS d, t3"
+            ),
+            list(&["db.t1", "db.t2", "db.t3"])
+        );
+        assert_eq!(
+            cacheable("SELECT * FROM t1, LATERAL (SELECT * FROM t2 WHERE t2.a = t1.a) AS l"),
+            list(&["db.t1", "db.t2"])
+        );
+        assert_eq!(
+            cacheable(
+                "SELECT a FROM t1 UNION ALL SELECT a FROM t2 \
+                 UNION (SELECT a FROM t3 ORDER BY a LIMIT 1) \
+                 EXCEPT SELECT a FROM t4 INTERSECT TABLE t5"
+            ),
+            list(&["db.t1", "db.t2", "db.t3", "db.t4", "db.t5"])
+        );
+        assert_eq!(
+            cacheable("(SELECT a FROM t1) UNION (SELECT b FROM s.t2)"),
+            list(&["db.t1", "s.t2"])
+        );
+        assert_eq!(cacheable("((SELECT 1))"), list(&[]));
+        assert_eq!(cacheable("TABLE t ORDER BY a LIMIT 3"), list(&["db.t"]));
+        assert_eq!(cacheable("VALUES ROW(1, 2), ROW(3, 4)"), list(&[]));
+        assert_eq!(
+            cacheable("SELECT * FROM (VALUES ROW(1)) AS v, (TABLE t9) AS w"),
+            list(&["db.t9"])
+        );
+
+        let sql = "WITH RECURSIVE c (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < 5), \
+                   d AS (SELECT * FROM t1 JOIN (SELECT * FROM t3) x) \
+                   SELECT * FROM c JOIN d JOIN t2";
+        contains_all(&cacheable(sql), &["db.t1", "db.t2", "db.t3"], sql);
+        let sql = "WITH c AS (SELECT * FROM t1) (SELECT * FROM c) UNION (SELECT * FROM t2)";
+        contains_all(&cacheable(sql), &["db.t1", "db.t2"], sql);
+        assert_eq!(
+            uncacheable("WITH c AS (SELECT NOW() AS n) SELECT * FROM c"),
+            "non-deterministic function NOW()"
+        );
+        let sql = "WITH c AS (SELECT id FROM t2) UPDATE t1 JOIN c ON t1.id = c.id SET t1.x = 1";
+        contains_all(&written(sql).unwrap(), &["db.t1"], sql);
+        assert_eq!(
+            written("WITH c AS (SELECT 1) DELETE FROM t1 WHERE id IN (SELECT * FROM c)"),
+            Some(list(&["db.t1"]))
+        );
+        assert_eq!(
+            written("WITH c AS (SELECT 1) INSERT INTO t VALUES (1)"),
+            None
+        );
+        assert_eq!(written("WITH c AS SELECT 1"), None);
+        assert_eq!(written("WITH c AS (SELECT 1"), None);
+    }
+
+    #[test]
+    fn names_quoting_and_schemas() {
+        assert_eq!(
+            cacheable(
+                "SELECT * FROM `Shop`.`Order Items` oi JOIN Shop . Users u ON 1 \
+                 JOIN \"ansi\".\"T\" JOIN `we``ird` JOIN tablé JOIN $t JOIN db2.1t JOIN SBTEST1"
+            ),
+            list(&[
+                "shop.order items",
+                "shop.users",
+                "ansi.t",
+                "db.we`ird",
+                "db.tablé",
+                "db.$t",
+                "db2.1t",
+                "db.sbtest1"
+            ])
+        );
+        match analyze(b"SELECT * FROM t", None) {
+            Analysis::Read { tables, .. } => assert_eq!(
+                tables,
+                vec![TableRef {
+                    schema: String::new(),
+                    table: "t".into()
+                }]
+            ),
+            other => panic!("{other:?}"),
+        }
+        match analyze(b"SELECT * FROM t, T, `t`", Some("MyDB")) {
+            Analysis::Read { tables, .. } => assert_eq!(names(&tables), list(&["mydb.t"])),
+            other => panic!("{other:?}"),
+        }
+        let sql = "SELECT * FROM t WHERE EXTRACT(YEAR FROM d) = 2020 AND x = 'FROM y'";
+        contains_all(&cacheable(sql), &["db.t"], sql);
+        let sql = "SELECT CONVERT(a USING utf8mb4), CAST(b AS CHAR CHARACTER SET latin1) FROM t, u";
+        contains_all(&cacheable(sql), &["db.t", "db.u"], sql);
+        assert_eq!(
+            cacheable(&format!(
+                "SELECT * FROM {}t{}",
+                "(".repeat(50),
+                ")".repeat(50)
+            )),
+            list(&["db.t"])
+        );
+    }
+
+    #[test]
+    fn lexer_edge_cases() {
+        assert_eq!(
+            cacheable("SELECT '--', \"/*\", '#', 'a\\'b FROM x', 'c''d FROM y' FROM t"),
+            list(&["db.t"])
+        );
+        assert_eq!(
+            cacheable("SELECT 1 -- FROM a\n FROM b # FROM c\n JOIN /* FROM d */ e"),
+            list(&["db.b", "db.e"])
+        );
+        // `--` not followed by whitespace is two minus signs.
+        assert_eq!(digest(b"SELECT 1--1 FROM t").0, "SELECT ?--? FROM t");
+        assert_eq!(digest(b"SELECT 1 --\tcomment").0, "SELECT ?");
+        assert_eq!(
+            digest(
+                b"SELECT x'4A', X'4a', b'101', 0x1F, 0b11, 1e10, 1.5E-3, .5, 3., N'n', _utf8'u'"
+            )
+            .0,
+            "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, _utf8?"
+        );
+        assert_eq!(
+            digest(b"SELECT 1abc, 0xZZ, a1, t.1x FROM t").0,
+            "SELECT 1abc, 0xZZ, a1, t.1x FROM t"
+        );
+        // Unterminated tokens run to the end without panicking.
+        assert_eq!(digest(b"SELECT 'abc").0, "SELECT ?");
+        assert_eq!(digest(b"SELECT `abc").0, "SELECT `abc");
+        assert_eq!(digest(b"SELECT 1 /* abc").0, "SELECT ?");
+        assert_eq!(digest(b"SELECT 'a\\").0, "SELECT ?");
+        assert_eq!(
+            cacheable("SELECT * FROM `unterminated"),
+            list(&["db.unterminated"])
+        );
+    }
+
+    #[test]
+    fn executable_comments_are_code() {
+        assert_eq!(
+            kind("/*!40101 SET NAMES utf8mb4 */"),
+            Analysis::SessionChange
+        );
+        assert_eq!(
+            written("/*!40000 ALTER TABLE t1 DISABLE KEYS */;"),
+            Some(list(&["db.t1"]))
+        );
+        assert_eq!(
+            uncacheable("SELECT /*!40001 SQL_NO_CACHE */ * FROM t"),
+            "SQL_NO_CACHE"
+        );
+        assert_eq!(cacheable("/*M!100100 SELECT * FROM t */"), list(&["db.t"]));
+        assert_eq!(cacheable("/*!SELECT*/ 1 FROM t"), list(&["db.t"]));
+        assert_eq!(
+            cacheable("SELECT * FROM a /*!50001 JOIN b ON a.id = b.id */ WHERE 1"),
+            list(&["db.a", "db.b"])
+        );
+        assert_eq!(
+            written(
+                "/*!50001 CREATE ALGORITHM=UNDEFINED */ \
+                 /*!50013 DEFINER=`root`@`localhost` SQL SECURITY DEFINER */ \
+                 /*!50001 VIEW `v` AS select 1 AS `1` */"
+            ),
+            None
+        );
+        // A `*/` outside an executable comment is just two operators.
+        assert_eq!(digest(b"SELECT 2*/**/3").0, "SELECT ?* ?");
+    }
+
+    #[test]
+    fn uncacheable_reads() {
+        for (sql, reason) in [
+            ("SELECT * FROM t WHERE id = 1 FOR UPDATE", "FOR UPDATE"),
+            ("SELECT * FROM t FOR UPDATE SKIP LOCKED", "FOR UPDATE"),
+            ("SELECT * FROM t FOR SHARE", "FOR SHARE"),
+            ("SELECT * FROM t LOCK IN SHARE MODE", "LOCK IN SHARE MODE"),
+            ("SELECT a INTO @x FROM t", "SELECT ... INTO"),
+            ("SELECT a FROM t INTO OUTFILE 'out.txt'", "SELECT ... INTO"),
+            ("SELECT a FROM t INTO DUMPFILE 'out.txt'", "SELECT ... INTO"),
+            ("SELECT * FROM t WHERE a = @x", "user variable"),
+            ("SELECT @`x`", "user variable"),
+            ("SELECT @@session.sql_mode", "system variable"),
+            ("SELECT @@version", "system variable"),
+            ("SELECT SQL_NO_CACHE a FROM t", "SQL_NO_CACHE"),
+            ("SELECT SQL_CALC_FOUND_ROWS a FROM t", "SQL_CALC_FOUND_ROWS"),
+            (
+                "SELECT NEXT VALUE FOR s",
+                "sequence NEXT/PREVIOUS VALUE FOR",
+            ),
+            (
+                "SELECT PREVIOUS VALUE FOR s",
+                "sequence NEXT/PREVIOUS VALUE FOR",
+            ),
+            ("SELECT * FROM information_schema.tables", "system schema"),
+            ("SELECT * FROM INFORMATION_SCHEMA.TABLES", "system schema"),
+            ("SELECT * FROM performance_schema.threads", "system schema"),
+            ("SELECT * FROM t JOIN mysql.user", "system schema"),
+            ("SELECT * FROM `sys`.`x`", "system schema"),
+            ("SELECT db.f(1) FROM t", "stored function"),
+            ("SELECT `db`.`f` (1)", "stored function"),
+            (
+                "SELECT * FROM t WHERE a = (SELECT RAND())",
+                "non-deterministic function RAND()",
+            ),
+            ("SELECT now ()", "non-deterministic function NOW()"),
+            (
+                "SELECT * FROM t WHERE d < CURRENT_TIMESTAMP",
+                "non-deterministic function CURRENT_TIMESTAMP()",
+            ),
+            (
+                "SELECT current_user",
+                "non-deterministic function CURRENT_USER()",
+            ),
+        ] {
+            assert_eq!(uncacheable(sql), reason, "{sql}");
+        }
+        for f in [
+            "NOW",
+            "CURRENT_TIMESTAMP",
+            "CURRENT_DATE",
+            "CURRENT_TIME",
+            "CURDATE",
+            "CURTIME",
+            "SYSDATE",
+            "UTC_DATE",
+            "UTC_TIME",
+            "UTC_TIMESTAMP",
+            "LOCALTIME",
+            "LOCALTIMESTAMP",
+            "UNIX_TIMESTAMP",
+            "RAND",
+            "UUID",
+            "UUID_SHORT",
+            "SYS_GUID",
+            "CONNECTION_ID",
+            "CURRENT_USER",
+            "USER",
+            "SESSION_USER",
+            "SYSTEM_USER",
+            "CURRENT_ROLE",
+            "DATABASE",
+            "SCHEMA",
+            "LAST_INSERT_ID",
+            "ROW_COUNT",
+            "FOUND_ROWS",
+            "GET_LOCK",
+            "RELEASE_LOCK",
+            "IS_FREE_LOCK",
+            "IS_USED_LOCK",
+            "RELEASE_ALL_LOCKS",
+            "SLEEP",
+            "BENCHMARK",
+            "MASTER_POS_WAIT",
+            "MASTER_GTID_WAIT",
+            "NEXTVAL",
+            "LASTVAL",
+            "SETVAL",
+            "LOAD_FILE",
+        ] {
+            let sql = format!("SELECT a, {}(x) FROM t", f.to_lowercase());
+            assert_eq!(
+                uncacheable(&sql),
+                format!("non-deterministic function {f}()"),
+                "{sql}"
+            );
+        }
+        for f in [
+            "CURRENT_TIMESTAMP",
+            "CURRENT_DATE",
+            "CURRENT_TIME",
+            "CURRENT_USER",
+            "CURRENT_ROLE",
+            "LOCALTIME",
+            "LOCALTIMESTAMP",
+            "UTC_DATE",
+            "UTC_TIME",
+            "UTC_TIMESTAMP",
+        ] {
+            let sql = format!("SELECT {f}");
+            assert!(read(&sql).1.is_some(), "{sql}");
+        }
+        match analyze(b"SELECT * FROM user", Some("mysql")) {
+            Analysis::Read { uncacheable, .. } => assert_eq!(uncacheable, Some("system schema")),
+            other => panic!("{other:?}"),
+        }
+        // Names that only look like the above.
+        for sql in [
+            "SELECT now, user, `rand`(1) FROM t",
+            "SELECT 'NOW()', \"@x\" FROM t -- @y FOR UPDATE",
+            "SELECT VERSION(), ROWNUM(), t.database FROM t",
+            "SELECT * FROM mysql_data.t, t.sys",
+            "SELECT * FROM t FOR SYSTEM_TIME ALL",
+            "SELECT * FROM t WHERE MATCH (a) AGAINST ('x' IN BOOLEAN MODE)",
+        ] {
+            cacheable(sql);
+        }
+    }
+
+    #[test]
+    fn writes_of_known_tables() {
+        for (sql, tables) in [
+            (
+                "INSERT LOW_PRIORITY IGNORE INTO db2.t (a) SELECT a FROM src",
+                &["db2.t"][..],
+            ),
+            ("INSERT INTO t SET a = 1", &["db.t"]),
+            ("INSERT t VALUES (1)", &["db.t"]),
+            (
+                "INSERT INTO t (a) VALUES (1) ON DUPLICATE KEY UPDATE a = VALUES(a) + 1",
+                &["db.t"],
+            ),
+            ("REPLACE DELAYED INTO `T` VALUES (1)", &["db.t"]),
+            (
+                "UPDATE t1, t2 SET t1.a = t2.a WHERE t1.id = t2.id",
+                &["db.t1", "db.t2"],
+            ),
+            (
+                "UPDATE LOW_PRIORITY IGNORE t1 AS a JOIN s.t2 b ON a.id = b.id SET a.x = 1",
+                &["db.t1", "s.t2"],
+            ),
+            (
+                "UPDATE t1 SET a = (SELECT MAX(b) FROM t3) WHERE c IN (SELECT c FROM t4)",
+                &["db.t1"],
+            ),
+            (
+                "DELETE QUICK IGNORE FROM t WHERE id IN (SELECT id FROM u)",
+                &["db.t"],
+            ),
+            ("DELETE FROM s.t AS x ORDER BY id LIMIT 10", &["s.t"]),
+            ("DELETE t1.* FROM t1", &["db.t1"]),
+            (
+                "LOAD DATA LOCAL INFILE 'data.csv' REPLACE INTO TABLE s.t FIELDS TERMINATED BY ','",
+                &["s.t"],
+            ),
+            ("LOAD DATA CONCURRENT INFILE 'x' INTO TABLE t", &["db.t"]),
+            (
+                "LOAD XML INFILE 'x' INTO TABLE t ROWS IDENTIFIED BY '<row>'",
+                &["db.t"],
+            ),
+            ("TRUNCATE TABLE t", &["db.t"]),
+            ("truncate t2", &["db.t2"]),
+            (
+                "CREATE TABLE t (id INT PRIMARY KEY, c VARCHAR(10))",
+                &["db.t"],
+            ),
+            (
+                "CREATE TEMPORARY TABLE IF NOT EXISTS t2 LIKE t1",
+                &["db.t2"],
+            ),
+            ("CREATE TABLE t3 AS SELECT * FROM t1 JOIN t4", &["db.t3"]),
+            ("CREATE OR REPLACE TABLE s.t4 (a INT)", &["s.t4"]),
+            ("CREATE UNIQUE INDEX i USING BTREE ON t5 (a, b)", &["db.t5"]),
+            ("DROP INDEX `PRIMARY` ON t6", &["db.t6"]),
+            ("ALTER TABLE t7 ADD COLUMN c INT, ADD INDEX (c)", &["db.t7"]),
+            ("ALTER TABLE t8 RENAME TO s.t9", &["db.t8", "s.t9"]),
+            ("ALTER TABLE t8 RENAME t9", &["db.t8", "db.t9"]),
+            (
+                "ALTER TABLE t10 RENAME COLUMN a TO b, RENAME INDEX i TO j",
+                &["db.t10"],
+            ),
+            (
+                "ALTER ONLINE TABLE t11 EXCHANGE PARTITION p WITH TABLE t12",
+                &["db.t11", "db.t12"],
+            ),
+            ("DROP TABLE a, b", &["db.a", "db.b"]),
+            (
+                "DROP TEMPORARY TABLE IF EXISTS s.a, `B` CASCADE",
+                &["s.a", "db.b"],
+            ),
+            (
+                "RENAME TABLE a TO b, s.c TO d",
+                &["db.a", "db.b", "s.c", "db.d"],
+            ),
+            ("OPTIMIZE TABLE a, b", &["db.a", "db.b"]),
+            ("REPAIR NO_WRITE_TO_BINLOG TABLE a QUICK", &["db.a"]),
+            ("ANALYZE LOCAL TABLE a", &["db.a"]),
+            ("ANALYZE DELETE FROM t WHERE a = 1", &["db.t"]),
+            ("EXPLAIN ANALYZE UPDATE t SET a = 1", &["db.t"]),
+            (
+                "SET STATEMENT max_statement_time = 1 FOR UPDATE t SET a = 1",
+                &["db.t"],
+            ),
+        ] {
+            assert_eq!(written(sql), Some(list(tables)), "{sql}");
+        }
+        for (sql, want) in [
+            (
+                "DELETE t1, t2 FROM t1 INNER JOIN t2 INNER JOIN t3 WHERE t1.id = t2.id",
+                &["db.t1", "db.t2"][..],
+            ),
+            (
+                "DELETE FROM t1, t2 USING t1 INNER JOIN t2 INNER JOIN t3 WHERE t1.id = t2.id",
+                &["db.t1", "db.t2"],
+            ),
+            (
+                "DELETE a FROM sbtest1 AS a JOIN sbtest2 b ON a.id = b.id WHERE a.id = 1",
+                &["db.sbtest1"],
+            ),
+            (
+                "DELETE LOW_PRIORITY x.*, y FROM s.t1 x, t2 y",
+                &["s.t1", "db.t2"],
+            ),
+        ] {
+            contains_all(&written(sql).unwrap(), want, sql);
+        }
+    }
+
+    #[test]
+    fn writes_of_unknown_tables() {
+        for sql in [
+            "CREATE DATABASE x",
+            "DROP SCHEMA IF EXISTS x",
+            "ALTER DATABASE x CHARACTER SET utf8mb4",
+            "CREATE VIEW v AS SELECT * FROM t",
+            "CREATE OR REPLACE DEFINER = root@localhost VIEW v AS SELECT 1",
+            "DROP VIEW v",
+            "ALTER VIEW v AS SELECT 2",
+            "CREATE TRIGGER tr BEFORE INSERT ON t FOR EACH ROW SET NEW.a = 1",
+            "CREATE PROCEDURE p() BEGIN UPDATE t SET a = 1; SELECT 1; END",
+            "DROP FUNCTION f",
+            "CREATE EVENT e ON SCHEDULE EVERY 1 HOUR DO DELETE FROM t",
+            "CREATE SEQUENCE s",
+            "GRANT SELECT ON *.* TO 'u'@'%'",
+            "REVOKE ALL ON db.* FROM u",
+            "FLUSH TABLES",
+            "CALL p(1)",
+            "HANDLER t OPEN",
+            "LOCK TABLES t WRITE",
+            "UNLOCK TABLES",
+            "XA START 'x'",
+            "BEGIN NOT ATOMIC UPDATE t SET a = 1; END",
+            "EXECUTE s USING @a",
+            "START SLAVE",
+            "RENAME USER a TO b",
+            "IF 1 THEN SELECT 1; END IF",
+            "FOO BAR",
+            "(UPDATE t SET a = 1)",
+            "UPDATE SET",
+            "INSERT INTO",
+            "ALTER TABLE",
+            "CREATE INDEX i",
+            "SELECT 1; CALL p()",
+        ] {
+            assert_eq!(written(sql), None, "{sql}");
+        }
+    }
+
+    #[test]
+    fn transactions_sessions_and_others() {
+        for sql in [
+            "BEGIN",
+            "begin work;",
+            "START TRANSACTION READ ONLY",
+            "START TRANSACTION WITH CONSISTENT SNAPSHOT",
+            "COMMIT",
+            "COMMIT WORK AND NO CHAIN NO RELEASE",
+            "ROLLBACK AND CHAIN",
+            "rollback",
+            "SAVEPOINT a",
+            "RELEASE SAVEPOINT a",
+        ] {
+            assert_eq!(kind(sql), Analysis::Transaction, "{sql}");
+        }
+        for sql in [
+            "SET NAMES utf8mb4",
+            "SET CHARACTER SET latin1",
+            "SET @@session.sql_mode = ''",
+            "SET SESSION wait_timeout = 10",
+            "SET TRANSACTION ISOLATION LEVEL READ COMMITTED",
+            "SET @a = (SELECT MAX(id) FROM t)",
+            "set autocommit=0",
+            "USE db2",
+            "USE `db`",
+        ] {
+            assert_eq!(kind(sql), Analysis::SessionChange, "{sql}");
+        }
+        for sql in [
+            "",
+            "   ",
+            ";",
+            "-- nothing\n",
+            "/* nothing */",
+            "SHOW TABLES",
+            "SHOW CREATE TABLE t",
+            "DESCRIBE t",
+            "DESC t",
+            "EXPLAIN SELECT * FROM t",
+            "EXPLAIN FORMAT=JSON DELETE FROM t",
+            "EXPLAIN ANALYZE SELECT * FROM t",
+            "ANALYZE FORMAT=JSON SELECT * FROM t",
+            "DO 1",
+            "HELP 'select'",
+            "CHECK TABLE t",
+            "CHECKSUM TABLE t",
+            "KILL 5",
+            "PREPARE s FROM 'SELECT 1'",
+            "DEALLOCATE PREPARE s",
+            "DROP PREPARE s",
+            "ROLLBACK TO SAVEPOINT a",
+            "ROLLBACK WORK TO a",
+            "SET STATEMENT max_statement_time = 1 FOR SELECT * FROM t",
+        ] {
+            assert_eq!(kind(sql), Analysis::Other, "{sql}");
+        }
+        assert_eq!(
+            written(&"EXPLAIN ANALYZE ".repeat(10_000)),
+            None,
+            "deep nesting is bounded"
+        );
+    }
+
+    #[test]
+    fn multiple_statements_combine() {
+        assert_eq!(
+            read("SELECT * FROM a; SELECT * FROM b"),
+            (list(&["db.a", "db.b"]), Some("multiple statements"))
+        );
+        assert_eq!(cacheable("SELECT * FROM a;"), list(&["db.a"]));
+        assert_eq!(cacheable("SELECT * FROM a ; -- done\n"), list(&["db.a"]));
+        assert_eq!(cacheable("SELECT ';' FROM a"), list(&["db.a"]));
+        assert_eq!(kind("SELECT 1;;"), Analysis::Other);
+        assert_eq!(kind("; SELECT 1"), Analysis::Other);
+        assert_eq!(
+            written("SELECT * FROM a; UPDATE b SET x = 1"),
+            Some(list(&["db.b"]))
+        );
+        assert_eq!(
+            written("UPDATE a SET x = 1; DELETE FROM b; INSERT INTO a VALUES (1)"),
+            Some(list(&["db.a", "db.b"]))
+        );
+        assert_eq!(written("UPDATE a SET x = 1; CALL p(); DELETE FROM b"), None);
+        assert_eq!(
+            written("SET NAMES utf8; DROP TABLE t"),
+            Some(list(&["db.t"]))
+        );
+        assert_eq!(kind("SET NAMES utf8; SELECT 1"), Analysis::SessionChange);
+        assert_eq!(kind("BEGIN; SELECT 1; COMMIT"), Analysis::Transaction);
+        assert_eq!(kind("SHOW TABLES; SELECT 1"), Analysis::Other);
+    }
+
+    #[test]
+    fn hints_are_found_in_comments_only() {
+        let h = |s: &str| hints(s.as_bytes());
+        let nocache = Hints {
+            nocache: true,
+            wipe: false,
+        };
+        let wipe = Hints {
+            nocache: false,
+            wipe: true,
+        };
+        assert_eq!(h("SELECT /*nocache*/ 1"), nocache);
+        assert_eq!(h("SELECT 1 /* NoCache */"), nocache);
+        assert_eq!(h("/*\twipe\n*/SELECT 1"), wipe);
+        assert_eq!(
+            h("SELECT /*WIPE*/ 1 /*nocache*/"),
+            Hints {
+                nocache: true,
+                wipe: true
+            }
+        );
+        for none in [
+            "SELECT 1",
+            "SELECT /*+ nocache */ 1",
+            "SELECT /*+nocache*/ 1",
+            "SELECT '/*nocache*/'",
+            "SELECT \"/*wipe*/\"",
+            "SELECT 1 -- /*wipe*/",
+            "SELECT 1 # /*wipe*/",
+            "SELECT /*!nocache*/ 1",
+            "SELECT /* nocache please */ 1",
+            "SELECT /*nocache",
+            "SELECT /*no cache*/ 1",
+        ] {
+            assert_eq!(h(none), Hints::default(), "{none}");
+        }
+    }
+
+    #[test]
+    fn strip_hints_removes_only_our_comments() {
+        let strip = |s: &str| String::from_utf8(strip_hints(s.as_bytes()).into_owned()).unwrap();
+        for (with, without) in [
+            ("SELECT /*wipe*/ 1", "SELECT 1"),
+            ("/*nocache*/ SELECT 1", "SELECT 1"),
+            ("SELECT 1 /*nocache*/", "SELECT 1"),
+            ("SELECT 1 /*nocache*/ \n", "SELECT 1"),
+            ("SELECT/*wipe*/1", "SELECT 1"),
+            ("SELECT/*wipe*/ 1", "SELECT 1"),
+            ("SELECT /*wipe*/1", "SELECT 1"),
+            ("SELECT /*nocache*/ /* WIPE */ 1", "SELECT 1"),
+            ("SELECT /*wipe*/ 1 /* keep */", "SELECT 1 /* keep */"),
+            ("SELECT '/*wipe*/', /*wipe*/ 2", "SELECT '/*wipe*/', 2"),
+        ] {
+            assert_eq!(strip(with), without, "{with}");
+        }
+        for keep in [
+            "SELECT 1",
+            "SELECT /* other */ 1",
+            "SELECT '/*wipe*/'",
+            "SELECT /*+ wipe */ 1",
+        ] {
+            assert!(
+                matches!(strip_hints(keep.as_bytes()), Cow::Borrowed(_)),
+                "{keep}"
+            );
+        }
+    }
+
+    #[test]
+    fn digest_normalizes() {
+        let a = digest(b"SELECT c FROM sbtest1 WHERE id=4995");
+        let b = digest(b"SELECT c FROM sbtest1 WHERE id=17");
+        assert_eq!(a.0, "SELECT c FROM sbtest1 WHERE id=?");
+        assert_eq!(a, b);
+        // Pinned: the hash must not change between builds, runs or platforms.
+        assert_eq!(a.1, 0xbe86_e8d6_561e_af20);
+        assert_eq!(
+            digest(b"select  c\n\tfrom sbtest1 /* x */ where id = 5 ;").0,
+            "SELECT c FROM sbtest1 WHERE id = ?"
+        );
+        let x = digest(b"SELECT * FROM t WHERE id IN (1, 2, 3) AND b NOT IN ('a')");
+        let y = digest(b"SELECT * FROM t WHERE id IN (4) AND b NOT IN ('b', 'c', NULL, -1, ?)");
+        assert_eq!(x.0, "SELECT * FROM t WHERE id IN (...) AND b NOT IN (...)");
+        assert_eq!(x, y);
+        assert_eq!(digest(b"a IN(1,2)").0, "a IN(...)");
+        assert_eq!(
+            digest(b"SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE x = 5) OR id IN (a, 2)").0,
+            "SELECT * FROM t WHERE id IN (SELECT id FROM u WHERE x = ?) OR id IN (a, ?)"
+        );
+        let r1 = digest(b"INSERT INTO t (a, b) VALUES (1, 'x')");
+        let r3 = digest(b"INSERT INTO t (a, b) VALUES (1, 'x'), (2, 'y'),(3,'z')");
+        assert_eq!(r1.0, "INSERT INTO t (a, b) VALUES (?, ?)");
+        assert_eq!(r1, r3);
+        assert_eq!(
+            digest(
+                b"INSERT INTO t VALUES (1, (2)), (3, (4)) \
+                  ON DUPLICATE KEY UPDATE a = VALUES(a), b = VALUES(b)"
+            )
+            .0,
+            "INSERT INTO t VALUES (?, (?)) ON DUPLICATE KEY UPDATE a = VALUES(a), b = VALUES(b)"
+        );
+        assert_eq!(digest(b"VALUES ROW(1, 2), ROW(3, 4)").0, "VALUES ROW(?, ?)");
+        assert_eq!(
+            digest(b"SELECT NULL, true, False, MyCol, `MyTable`.`X` FROM `MyTable` # c").0,
+            "SELECT NULL, TRUE, FALSE, MyCol, `MyTable`.`X` FROM `MyTable`"
+        );
+        assert_eq!(
+            digest(b"select 'it''s', \"q\\\"x\", -3, @v, @@sql_mode").0,
+            "SELECT ?, ?, -?, @v, @@sql_mode"
+        );
+        assert_eq!(
+            digest(b"SELECT /*!40001 SQL_NO_CACHE */ c FROM t").0,
+            "SELECT SQL_NO_CACHE c FROM t"
+        );
+        assert_eq!(digest(b"SELECT /*wipe*/ 1"), digest(b"SELECT 1"));
+        assert_eq!(digest(b"SELECT 1; SELECT 2;").0, "SELECT ?; SELECT ?");
+        assert_eq!(digest(b"").0, "");
+        assert_eq!(
+            digest(b"SELECT '\xff' FROM \xfe").0,
+            "SELECT ? FROM \u{fffd}"
+        );
+    }
+
+    #[test]
+    fn fnv1a_matches_reference_vectors() {
+        assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+        let (text, hash) = digest(b"SELECT 1");
+        assert_eq!(hash, fnv1a(text.as_bytes()));
+    }
+
+    #[test]
+    fn digest_hash_agrees_with_digest() {
+        for sql in [
+            "SELECT 1",
+            "",
+            " ; ",
+            "select  c from t where id = 5 ;  ",
+            "INSERT INTO t VALUES (1,'a'),(2,'b');",
+            "SELECT * FROM t WHERE a IN (1, 2, 3) AND b = ? -- x",
+            "SELECT ';' ; ;",
+            "/* c */ UPDATE t SET a=a+1 WHERE id IN (4)",
+        ] {
+            assert_eq!(
+                digest_hash(sql.as_bytes()),
+                digest(sql.as_bytes()).1,
+                "{sql:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn statements_of_one_shape_have_one_digest() {
+        // Templates with number slots (#) filled at random, and the ways the lexer may
+        // read digits otherwise: names, decimals, exponents, hex, variables, signs.
+        let templates = [
+            "SELECT c FROM sbtest# WHERE id=#",
+            "SELECT c FROM sbtest1 WHERE id = # ORDER BY c LIMIT #",
+            "select * from t where a in (#, #, #) and b between # and #",
+            "INSERT INTO t VALUES (#,#),(#,#)",
+            "SELECT #.# FROM t",
+            "SELECT t#.c#, #e# , 0x#F, 0b#, @#, @@x#, -#, +# FROM t#",
+            "SELECT #abc, a#b, `x`.#, x.#, #.x FROM t",
+            "UPDATE t SET a=a+# WHERE id IN (#)",
+            "SELECT ? , :#, $#, #$ FROM t;",
+            "  SELECT\t#\n FROM t ;  ",
+        ];
+        let mut seed = 7u64;
+        let mut digit = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) % 10) as u8
+        };
+        let mut by_shape: std::collections::HashMap<u64, (u64, String)> = Default::default();
+        let mut shaped = 0;
+        for template in templates {
+            for _ in 0..200 {
+                let mut sql = String::new();
+                for ch in template.chars() {
+                    if ch == '#' {
+                        for _ in 0..=digit() % 3 {
+                            sql.push((b'0' + digit()) as char);
+                        }
+                    } else {
+                        sql.push(ch);
+                    }
+                }
+                let Some((shape, exact)) = digest_shape(sql.as_bytes()) else {
+                    continue;
+                };
+                shaped += 1;
+                assert_eq!(exact, fnv1a(sql.as_bytes()));
+                let digest = digest_hash(sql.as_bytes());
+                let (first, example) = by_shape.entry(shape).or_insert((digest, sql.clone()));
+                assert_eq!(
+                    *first, digest,
+                    "{example:?} and {sql:?} share a shape, not a digest"
+                );
+            }
+        }
+        assert!(shaped > 1500, "{shaped}");
+        // Point selects of one table share one shape whatever the id.
+        let shape = |s: &str| digest_shape(s.as_bytes()).map(|(s, _)| s);
+        assert_eq!(
+            shape("SELECT c FROM t WHERE id=1"),
+            shape("SELECT c FROM t WHERE id=98765")
+        );
+        assert_ne!(
+            shape("SELECT c FROM t1 WHERE id=1"),
+            shape("SELECT c FROM t2 WHERE id=1")
+        );
+        for other in [
+            "SELECT 'a'",
+            "SELECT 1 -- x",
+            "SELECT /* x */ 1",
+            "SELECT `a`",
+            "SELECT 'é'",
+        ] {
+            assert_eq!(shape(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn keyword_table_holds_exactly_the_keywords() {
+        for k in KEYWORDS {
+            assert!(is_keyword(k.as_bytes()), "{k}");
+        }
+        for w in ["", "SELEC", "SELECTS", "sbtest1", "select", "ID", "C"] {
+            assert_eq!(is_keyword(w.as_bytes()), KEYWORDS.contains(&w), "{w}");
+        }
+    }
+
+    #[test]
+    fn keywords_are_sorted_and_unique() {
+        assert!(KEYWORDS.windows(2).all(|w| w[0] < w[1]));
+        assert!(KEYWORDS.iter().all(|k| k.len() <= 32));
+        assert!(is_keyword(b"SELECT") && is_keyword(b"ZEROFILL") && !is_keyword(b"SBTEST1"));
+    }
+
+    const CORPUS: &[&str] = &[
+        "SELECT c FROM sbtest1 WHERE id=4995",
+        "SELECT a, (SELECT MAX(b) FROM t2 WHERE t2.x = t1.x) AS m FROM t1 WHERE EXISTS (SELECT 1)",
+        "WITH RECURSIVE c (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) CYCLE n RESTRICT \
+         SELECT * FROM c",
+        "/*!50001 CREATE ALGORITHM=UNDEFINED */ /*M!100100 VIEW v AS SELECT 1 */",
+        "INSERT INTO t (a, b) VALUES (1, 'x\\'y'), (2, \"z\"\"\") \
+         ON DUPLICATE KEY UPDATE a = VALUES(a)",
+        "DELETE t1, t2 FROM t1 JOIN t2 USING (id) WHERE t1.id IN (1, 2)",
+        "UPDATE `a``b`.`c` SET x = @v WHERE y = x'4142' AND z = b'01' OR w = 0x1f -- c\n",
+        "SELECT /*nocache*/ /* wipe */ 1; SET NAMES utf8; # x\n",
+        "LOAD DATA LOCAL INFILE 'f' INTO TABLE t; RENAME TABLE a TO b, c TO d",
+        "ALTER TABLE t RENAME TO u, EXCHANGE PARTITION p WITH TABLE v",
+        "SET STATEMENT a=1 FOR ANALYZE FORMAT=JSON EXPLAIN ANALYZE DELETE FROM t",
+        "SELECT * FROM t1, JSON_TABLE(t1.doc, '$[*]' COLUMNS (x INT PATH '$.x')) jt FOR UPDATE",
+        "SELECT 1e10, .5, 1.e3, db.1t, `x`.`y`(1), NEXT VALUE FOR s, @`q`, @@GLOBAL.x",
+    ];
+
+    fn exercise(sql: &[u8]) {
+        let h = hints(sql);
+        let stripped = strip_hints(sql);
+        assert!(stripped.len() <= sql.len());
+        assert_eq!(matches!(stripped, Cow::Borrowed(_)), h == Hints::default());
+        let (text, hash) = digest(sql);
+        assert_eq!(hash, fnv1a(text.as_bytes()));
+        let _ = analyze(sql, Some("Db"));
+        let _ = analyze(sql, None);
+        let _ = analyze(&stripped, None);
+        let _ = crate::classify::kill::scan(sql);
+        let _ = crate::classify::identity::processlist(sql);
+        let _ = crate::classify::identity::rewrite_connection_id(sql, u32::MAX);
+    }
+
+    #[test]
+    fn never_panics_on_prefixes_or_random_bytes() {
+        for sql in CORPUS {
+            let sql = sql.as_bytes();
+            for end in 0..=sql.len() {
+                exercise(&sql[..end]);
+                exercise(&sql[end..]);
+            }
+            // Normal text digests to a fixed point.
+            let (text, _) = digest(sql);
+            assert_eq!(digest(text.as_bytes()).0, text);
+        }
+        // Deterministic xorshift64: no extra crates, same inputs every run.
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut rand = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        const ALPHABET: &[u8] = b" \t\n'\"`\\/*!+-#;,.()@?=0123456789xXbBnNeEM_$\x80\xff\0\
+                                  abcSELECTFROMJOINWHEREINTOUPDATEDELETEVALUESWITHTABLEUSINGSETFOR";
+        const WORDS: &[&str] = &[
+            "SELECT ",
+            "FROM ",
+            "JOIN ",
+            "(",
+            ")",
+            ",",
+            "/*",
+            "*/",
+            "/*!",
+            "/*M!50001",
+            "'",
+            "\"",
+            "`",
+            "--",
+            "-- ",
+            "#",
+            "\n",
+            ";",
+            "@",
+            "@@",
+            "IN (",
+            "VALUES (",
+            "WITH ",
+            "AS ",
+            "CONNECTION_ID()",
+            "PROCESSLIST",
+            "KILL ",
+            "UPDATE ",
+            "DELETE ",
+            "SET ",
+            "t.",
+            "1",
+            "x'",
+            "/*nocache*/",
+            "/*wipe*/",
+            " ",
+            "USING ",
+            "FOR ",
+            "EXPLAIN ANALYZE ",
+            "INTO ",
+            "TABLE ",
+            "ROW",
+            "NEXT VALUE FOR ",
+            "\\",
+        ];
+        let mut buf = Vec::new();
+        for round in 0..4000 {
+            buf.clear();
+            let len = (rand() % 48) as usize;
+            for _ in 0..len {
+                let r = rand();
+                match round % 3 {
+                    0 => buf.push(r as u8),
+                    1 => buf.push(ALPHABET[(r % ALPHABET.len() as u64) as usize]),
+                    _ => buf.extend_from_slice(WORDS[(r % WORDS.len() as u64) as usize].as_bytes()),
+                }
+            }
+            exercise(&buf);
+        }
+    }
+}
