@@ -3,10 +3,9 @@
 //! sees, before it is forwarded, so it is a single hand-written lexer pass with no I/O.
 
 mod analysis;
+mod hints;
 mod lexer;
 
-pub use analysis::{
-    analyze, digest, digest_hash, digest_shape, first_word, fnv1a, hints, strip_hints, Analysis,
-    Hints, TableRef,
-};
+pub use analysis::{analyze, digest, digest_hash, digest_shape, fnv1a, Analysis, TableRef};
+pub use hints::{first_word, hints, strip_hints, Hints};
 pub(crate) use lexer::{code_token, ident_text, is_one_of, Kind, Lexer, Tok};

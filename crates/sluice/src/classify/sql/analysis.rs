@@ -2,21 +2,13 @@
 //! may be cached, our cache hints and a normalized digest. Runs on every COM_QUERY the cache
 //! sees, before it is forwarded, so it is a single hand-written lexer pass with no I/O.
 
-use super::lexer::{code_token, ident_text, is_space, Kind, Lexer, Tok, Toks, Upper};
-use std::borrow::Cow;
+use super::lexer::{code_token, ident_text, Kind, Lexer, Tok, Toks, Upper};
 
 /// A table as `schema.table`, both lowercased ASCII; schema is the session default when unqualified.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TableRef {
     pub schema: String,
     pub table: String,
-}
-
-/// Cache hints a client put in the statement text.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Hints {
-    pub nocache: bool,
-    pub wipe: bool,
 }
 
 /// What a statement does, as far as the cache is concerned.
@@ -38,67 +30,6 @@ pub enum Analysis {
     SessionChange,
     /// Known not to write and not a cacheable read: SHOW, EXPLAIN, DO, empty statements...
     Other,
-}
-
-/// Hints in block comments anywhere in the text: `/*nocache*/`, `/* wipe */` (case-insensitive).
-/// Optimizer hints (`/*+ ... */`) and executable comments (`/*! ... */`) are not ours.
-pub fn hints(sql: &[u8]) -> Hints {
-    let mut found = Hints::default();
-    if !has_block_comment(sql) {
-        return found;
-    }
-    let mut lex = Lexer::new(sql);
-    while let Some(t) = lex.next_raw() {
-        match hint_in(sql, t) {
-            Some(Hint::NoCache) => found.nocache = true,
-            Some(Hint::Wipe) => found.wipe = true,
-            None => {}
-        }
-    }
-    found
-}
-
-/// The text without our hint comments, so `SELECT /*wipe*/ 1` and `SELECT 1` share a cache key.
-/// Whitespace next to a removed hint is dropped as if the hint had never been typed.
-pub fn strip_hints(sql: &[u8]) -> Cow<'_, [u8]> {
-    if !has_block_comment(sql) {
-        return Cow::Borrowed(sql);
-    }
-    let mut out: Option<Vec<u8>> = None;
-    let mut copied = 0;
-    let mut lex = Lexer::new(sql);
-    while let Some(t) = lex.next_raw() {
-        if hint_in(sql, t).is_none() {
-            continue;
-        }
-        let out = out.get_or_insert_with(|| Vec::with_capacity(sql.len()));
-        out.extend_from_slice(&sql[copied..t.start]);
-        let mut after = t.end;
-        while sql.get(after).is_some_and(|&b| is_space(b)) {
-            after += 1;
-        }
-        if after == sql.len() {
-            while out.last().is_some_and(|&b| is_space(b)) {
-                out.pop();
-            }
-            copied = after;
-        } else if is_space(out.last().copied().unwrap_or(b' ')) {
-            copied = after;
-        } else if after > t.end {
-            copied = t.end;
-        } else {
-            // `a/*wipe*/b` must not become `ab`.
-            out.push(b' ');
-            copied = t.end;
-        }
-    }
-    match out {
-        None => Cow::Borrowed(sql),
-        Some(mut out) => {
-            out.extend_from_slice(&sql[copied..]);
-            Cow::Owned(out)
-        }
-    }
 }
 
 /// Normalized text for grouping statements that differ only in literal values, spacing, comments
@@ -327,17 +258,6 @@ fn normalize(sql: &[u8], out: &mut impl Sink) {
     }
 }
 
-/// The statement's first word, uppercased, past hints, whitespace and opening
-/// parentheses: what it is, at a glance.
-pub fn first_word(statement: &[u8]) -> Vec<u8> {
-    strip_hints(statement)
-        .iter()
-        .skip_while(|b| b.is_ascii_whitespace() || **b == b'(')
-        .take_while(|b| b.is_ascii_alphabetic())
-        .map(u8::to_ascii_uppercase)
-        .collect()
-}
-
 /// Classifies statement text. `default_schema` qualifies unqualified table names (`None`: they
 /// get schema ""). Several `;`-separated statements are combined: any Write wins (tables
 /// unioned, `None` if any is unknown), then SessionChange, then Transaction; all reads give a
@@ -376,30 +296,6 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 
 // ---------------------------------------------------------------------------------------------
 // Hints and digest helpers
-
-enum Hint {
-    NoCache,
-    Wipe,
-}
-
-/// Hints live in comments, so text without `/*` needs no lexing at all.
-fn has_block_comment(sql: &[u8]) -> bool {
-    sql.windows(2).any(|w| w == b"/*")
-}
-
-fn hint_in(sql: &[u8], t: Tok) -> Option<Hint> {
-    if t.kind != (Kind::Block { closed: true }) {
-        return None;
-    }
-    let body = sql.get(t.start + 2..t.end.checked_sub(2)?)?.trim_ascii();
-    if body.eq_ignore_ascii_case(b"nocache") {
-        Some(Hint::NoCache)
-    } else if body.eq_ignore_ascii_case(b"wipe") {
-        Some(Hint::Wipe)
-    } else {
-        None
-    }
-}
 
 /// After `IN`: a parenthesised list of literals only, returned as the lexer past its `)` and
 /// whether the `(` had space before it.
@@ -1580,6 +1476,8 @@ impl Combined {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::classify::sql::{hints, strip_hints, Hints};
+    use std::borrow::Cow;
 
     pub(in crate::classify::sql) fn names(tables: &[TableRef]) -> Vec<String> {
         let mut names: Vec<String> = tables
@@ -2193,74 +2091,6 @@ pub(super) mod tests {
         assert_eq!(kind("SET NAMES utf8; SELECT 1"), Analysis::SessionChange);
         assert_eq!(kind("BEGIN; SELECT 1; COMMIT"), Analysis::Transaction);
         assert_eq!(kind("SHOW TABLES; SELECT 1"), Analysis::Other);
-    }
-
-    #[test]
-    fn hints_are_found_in_comments_only() {
-        let h = |s: &str| hints(s.as_bytes());
-        let nocache = Hints {
-            nocache: true,
-            wipe: false,
-        };
-        let wipe = Hints {
-            nocache: false,
-            wipe: true,
-        };
-        assert_eq!(h("SELECT /*nocache*/ 1"), nocache);
-        assert_eq!(h("SELECT 1 /* NoCache */"), nocache);
-        assert_eq!(h("/*\twipe\n*/SELECT 1"), wipe);
-        assert_eq!(
-            h("SELECT /*WIPE*/ 1 /*nocache*/"),
-            Hints {
-                nocache: true,
-                wipe: true
-            }
-        );
-        for none in [
-            "SELECT 1",
-            "SELECT /*+ nocache */ 1",
-            "SELECT /*+nocache*/ 1",
-            "SELECT '/*nocache*/'",
-            "SELECT \"/*wipe*/\"",
-            "SELECT 1 -- /*wipe*/",
-            "SELECT 1 # /*wipe*/",
-            "SELECT /*!nocache*/ 1",
-            "SELECT /* nocache please */ 1",
-            "SELECT /*nocache",
-            "SELECT /*no cache*/ 1",
-        ] {
-            assert_eq!(h(none), Hints::default(), "{none}");
-        }
-    }
-
-    #[test]
-    fn strip_hints_removes_only_our_comments() {
-        let strip = |s: &str| String::from_utf8(strip_hints(s.as_bytes()).into_owned()).unwrap();
-        for (with, without) in [
-            ("SELECT /*wipe*/ 1", "SELECT 1"),
-            ("/*nocache*/ SELECT 1", "SELECT 1"),
-            ("SELECT 1 /*nocache*/", "SELECT 1"),
-            ("SELECT 1 /*nocache*/ \n", "SELECT 1"),
-            ("SELECT/*wipe*/1", "SELECT 1"),
-            ("SELECT/*wipe*/ 1", "SELECT 1"),
-            ("SELECT /*wipe*/1", "SELECT 1"),
-            ("SELECT /*nocache*/ /* WIPE */ 1", "SELECT 1"),
-            ("SELECT /*wipe*/ 1 /* keep */", "SELECT 1 /* keep */"),
-            ("SELECT '/*wipe*/', /*wipe*/ 2", "SELECT '/*wipe*/', 2"),
-        ] {
-            assert_eq!(strip(with), without, "{with}");
-        }
-        for keep in [
-            "SELECT 1",
-            "SELECT /* other */ 1",
-            "SELECT '/*wipe*/'",
-            "SELECT /*+ wipe */ 1",
-        ] {
-            assert!(
-                matches!(strip_hints(keep.as_bytes()), Cow::Borrowed(_)),
-                "{keep}"
-            );
-        }
     }
 
     #[test]
