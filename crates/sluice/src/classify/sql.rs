@@ -3,9 +3,11 @@
 //! sees, before it is forwarded, so it is a single hand-written lexer pass with no I/O.
 
 mod analysis;
+mod digest;
 mod hints;
 mod lexer;
 
-pub use analysis::{analyze, digest, digest_hash, digest_shape, fnv1a, Analysis, TableRef};
+pub use analysis::{analyze, Analysis, TableRef};
+pub use digest::{digest, digest_hash, digest_shape, fnv1a};
 pub use hints::{first_word, hints, strip_hints, Hints};
 pub(crate) use lexer::{code_token, ident_text, is_one_of, Kind, Lexer, Tok};
