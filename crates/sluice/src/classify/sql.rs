@@ -5,6 +5,7 @@
 mod analysis;
 mod digest;
 mod hints;
+mod keywords;
 mod lexer;
 
 pub use analysis::{analyze, Analysis, TableRef};

@@ -5,7 +5,7 @@
 //! never analyzes. [`fnv1a`] lives here as the digest's hash; the keyword table hashes with
 //! it too, and other modules reuse it for ids that must not change between runs.
 
-use super::analysis::is_keyword;
+use super::keywords::is_keyword;
 use super::lexer::{code_token, Kind, Lexer, Upper};
 
 /// Normalized text for grouping statements that differ only in literal values, spacing, comments
