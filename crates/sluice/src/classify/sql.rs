@@ -7,6 +7,7 @@ mod digest;
 mod hints;
 mod keywords;
 mod lexer;
+mod scan;
 
 pub use analysis::{analyze, Analysis, TableRef};
 pub use digest::{digest, digest_hash, digest_shape, fnv1a};
