@@ -8,6 +8,7 @@ mod hints;
 mod keywords;
 mod lexer;
 mod scan;
+mod statements;
 
 pub use analysis::{analyze, Analysis, TableRef};
 pub use digest::{digest, digest_hash, digest_shape, fnv1a};

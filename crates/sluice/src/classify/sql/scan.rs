@@ -4,9 +4,10 @@
 //! WITH, UPDATE and DELETE all run, and the one place that decides what makes a read
 //! uncacheable.
 
-use super::analysis::{is_name, qualified, sorted, Analysis, TableRef};
+use super::analysis::{sorted, Analysis, TableRef};
 use super::keywords::{is_system_schema, volatile};
 use super::lexer::{Kind, Tok, Toks, Upper};
+use super::statements::{is_name, qualified};
 
 /// Table-list state of one parenthesis level.
 #[derive(Clone, Copy, Default)]
