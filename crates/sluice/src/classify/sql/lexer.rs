@@ -61,8 +61,9 @@ impl<'a> Lexer<'a> {
         self.s.get(i).copied().unwrap_or(0)
     }
 
-    /// The next token, comments included.
-    pub(super) fn next_raw(&mut self) -> Option<Tok> {
+    /// Past whitespace and the opening and closing marks of executable comments, which
+    /// separate tokens as whitespace does: whether there were any, `None` at the end.
+    fn skip_space(&mut self) -> Option<bool> {
         let s = self.s;
         let mut space = false;
         loop {
@@ -86,9 +87,15 @@ impl<'a> Lexer<'a> {
                 self.in_exec = true;
                 space = true;
             } else {
-                break;
+                return Some(space);
             }
         }
+    }
+
+    /// The next token, comments included.
+    pub(super) fn next_raw(&mut self) -> Option<Tok> {
+        let space = self.skip_space()?;
+        let s = self.s;
         let start = self.pos;
         let b = s[start];
         let nb = self.at(start + 1);
