@@ -301,6 +301,65 @@ mod tests {
         assert_eq!(written("WITH c AS (SELECT 1"), None);
     }
 
+    /// Functions whose call makes a read uncacheable.
+    const VOLATILE_CALLS: &[&str] = &[
+        "NOW",
+        "CURRENT_TIMESTAMP",
+        "CURRENT_DATE",
+        "CURRENT_TIME",
+        "CURDATE",
+        "CURTIME",
+        "SYSDATE",
+        "UTC_DATE",
+        "UTC_TIME",
+        "UTC_TIMESTAMP",
+        "LOCALTIME",
+        "LOCALTIMESTAMP",
+        "UNIX_TIMESTAMP",
+        "RAND",
+        "UUID",
+        "UUID_SHORT",
+        "SYS_GUID",
+        "CONNECTION_ID",
+        "CURRENT_USER",
+        "USER",
+        "SESSION_USER",
+        "SYSTEM_USER",
+        "CURRENT_ROLE",
+        "DATABASE",
+        "SCHEMA",
+        "LAST_INSERT_ID",
+        "ROW_COUNT",
+        "FOUND_ROWS",
+        "GET_LOCK",
+        "RELEASE_LOCK",
+        "IS_FREE_LOCK",
+        "IS_USED_LOCK",
+        "RELEASE_ALL_LOCKS",
+        "SLEEP",
+        "BENCHMARK",
+        "MASTER_POS_WAIT",
+        "MASTER_GTID_WAIT",
+        "NEXTVAL",
+        "LASTVAL",
+        "SETVAL",
+        "LOAD_FILE",
+    ];
+
+    /// Those that do so without parentheses too.
+    const VOLATILE_BARE: &[&str] = &[
+        "CURRENT_TIMESTAMP",
+        "CURRENT_DATE",
+        "CURRENT_TIME",
+        "CURRENT_USER",
+        "CURRENT_ROLE",
+        "LOCALTIME",
+        "LOCALTIMESTAMP",
+        "UTC_DATE",
+        "UTC_TIME",
+        "UTC_TIMESTAMP",
+    ];
+
     #[test]
     fn uncacheable_reads() {
         for (sql, reason) in [
@@ -348,49 +407,7 @@ mod tests {
         ] {
             assert_eq!(uncacheable(sql), reason, "{sql}");
         }
-        for f in [
-            "NOW",
-            "CURRENT_TIMESTAMP",
-            "CURRENT_DATE",
-            "CURRENT_TIME",
-            "CURDATE",
-            "CURTIME",
-            "SYSDATE",
-            "UTC_DATE",
-            "UTC_TIME",
-            "UTC_TIMESTAMP",
-            "LOCALTIME",
-            "LOCALTIMESTAMP",
-            "UNIX_TIMESTAMP",
-            "RAND",
-            "UUID",
-            "UUID_SHORT",
-            "SYS_GUID",
-            "CONNECTION_ID",
-            "CURRENT_USER",
-            "USER",
-            "SESSION_USER",
-            "SYSTEM_USER",
-            "CURRENT_ROLE",
-            "DATABASE",
-            "SCHEMA",
-            "LAST_INSERT_ID",
-            "ROW_COUNT",
-            "FOUND_ROWS",
-            "GET_LOCK",
-            "RELEASE_LOCK",
-            "IS_FREE_LOCK",
-            "IS_USED_LOCK",
-            "RELEASE_ALL_LOCKS",
-            "SLEEP",
-            "BENCHMARK",
-            "MASTER_POS_WAIT",
-            "MASTER_GTID_WAIT",
-            "NEXTVAL",
-            "LASTVAL",
-            "SETVAL",
-            "LOAD_FILE",
-        ] {
+        for f in VOLATILE_CALLS {
             let sql = format!("SELECT a, {}(x) FROM t", f.to_lowercase());
             assert_eq!(
                 uncacheable(&sql),
@@ -398,18 +415,7 @@ mod tests {
                 "{sql}"
             );
         }
-        for f in [
-            "CURRENT_TIMESTAMP",
-            "CURRENT_DATE",
-            "CURRENT_TIME",
-            "CURRENT_USER",
-            "CURRENT_ROLE",
-            "LOCALTIME",
-            "LOCALTIMESTAMP",
-            "UTC_DATE",
-            "UTC_TIME",
-            "UTC_TIMESTAMP",
-        ] {
+        for f in VOLATILE_BARE {
             let sql = format!("SELECT {f}");
             assert!(read(&sql).1.is_some(), "{sql}");
         }
