@@ -12,7 +12,7 @@ impl Session {
         fx: &Effects,
         stmt: &Statement,
     ) -> Result<(), SessionError> {
-        let (command, client_id) = (stmt.command, stmt.client_id);
+        let client_id = stmt.client_id;
         self.close_one_off().await?;
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write =
@@ -66,14 +66,7 @@ impl Session {
         }
         // What the text explains (temporary tables, user variables, SQL prepared
         // statements, handlers) is tracked as such; anything else can't move.
-        let text_explains = !fx.temp_created.is_empty()
-            || !fx.tables_dropped.is_empty()
-            || !fx.user_vars_assigned.is_empty()
-            || !fx.sql_prepared.is_empty()
-            || !fx.sql_deallocated.is_empty()
-            || !fx.handler_opened.is_empty()
-            || !fx.handler_closed.is_empty();
-        if observed.bare_state_change && !text_explains {
+        if observed.bare_state_change && !explains_state_change(fx) {
             mux.pins.unknown_state = true;
         }
         // An insert id in the OK may be generated (the function's new value) or given
@@ -83,76 +76,8 @@ impl Session {
             mux.lid_dirty = true;
             backend.last_insert_id = None;
         }
-        match command {
-            Command::StmtPrepare => {
-                if let (Some(Preparing { key, text, id }), Some((bid, params))) =
-                    (mux.preparing.take(), mux.prepared.take())
-                {
-                    let floor = self.fe.pool_config.max_prepared_per_connection as usize;
-                    let max = (backend.stmts.server())
-                        .per_connection(floor, backend.server.max_connections);
-                    // Held before the connection's statement exists, so that no sweep
-                    // sees it unreferenced.
-                    let key = crate::backend::refs().hold(key);
-                    let mut closing = if backend.stmts.contains(key.key()) {
-                        Vec::new()
-                    } else {
-                        backend.stmts.evict_to(max)
-                    };
-                    closing.extend(backend.stmts.insert(key.key().into(), bid, params));
-                    let effects = crate::classify::effects::effects(&text);
-                    let plain_read = crate::router::rules::is_plain_read(&text, &effects);
-                    let names_tracking = effects.touches_session_tracking;
-                    let effects = effects.locks_only();
-                    mux.stmts.insert(
-                        id,
-                        ClientStmt {
-                            key,
-                            text,
-                            params,
-                            types: None,
-                            plain_read,
-                            effects,
-                            names_tracking,
-                        },
-                    );
-                    close_on(backend, &closing).await?;
-                }
-                mux.preparing = None;
-            }
-            Command::StmtExecute => {
-                if let Some(id) = client_id {
-                    mux.pins.long_data = false;
-                    if status.contains(StatusFlags::CURSOR_EXISTS) {
-                        mux.pins.cursors.insert(id);
-                    } else {
-                        mux.pins.cursors.remove(&id);
-                    }
-                }
-            }
-            Command::StmtFetch => {
-                if let Some(id) = client_id {
-                    if status.contains(StatusFlags::LAST_ROW_SENT) || observed.status.is_none() {
-                        mux.pins.cursors.remove(&id);
-                    }
-                }
-            }
-            Command::ResetConnection => {
-                let (key, schema) = (mux.key.clone(), mux.schema.clone());
-                mux.reset(key, schema);
-                backend.vars.clear();
-                backend.stmts.forget_all();
-                backend.user_vars.clear();
-                backend.last_insert_id = Some(0);
-                // The reset turned tracking off on this connection.
-                if let Err(e) = backend.start_tracking().await {
-                    backend.mark_broken();
-                    return Err(e.into());
-                }
-                mux.globals = backend.globals.clone();
-            }
-            _ => {}
-        }
+        let floor = self.fe.pool_config.max_prepared_per_connection as usize;
+        after_command(backend, mux, stmt, &observed, floor).await?;
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
         if wrote
@@ -256,4 +181,106 @@ impl Session {
         self.live
             .pin(self.backing.mux().and_then(|m| m.pinned_since));
     }
+}
+
+/// Whether the statement's text says what state it changed, so that the server's bare
+/// "state changed" needs no pin of its own.
+fn explains_state_change(fx: &Effects) -> bool {
+    !fx.temp_created.is_empty()
+        || !fx.tables_dropped.is_empty()
+        || !fx.user_vars_assigned.is_empty()
+        || !fx.sql_prepared.is_empty()
+        || !fx.sql_deallocated.is_empty()
+        || !fx.handler_opened.is_empty()
+        || !fx.handler_closed.is_empty()
+}
+
+/// What the command itself leaves on the session and its connection: a statement
+/// prepared, a cursor opened or read to its end, a reset (`floor`: the statements a
+/// connection may keep at least).
+async fn after_command(
+    backend: &mut crate::backend::PooledConn,
+    mux: &mut Mux,
+    stmt: &Statement,
+    observed: &Observed,
+    floor: usize,
+) -> Result<(), SessionError> {
+    let status = backend.status;
+    match (stmt.command, stmt.client_id) {
+        (Command::StmtPrepare, _) => {
+            if let (Some(preparing), Some(prepared)) = (mux.preparing.take(), mux.prepared.take()) {
+                prepared_here(backend, mux, preparing, prepared, floor).await?;
+            }
+            mux.preparing = None;
+        }
+        (Command::StmtExecute, Some(id)) => {
+            mux.pins.long_data = false;
+            if status.contains(StatusFlags::CURSOR_EXISTS) {
+                mux.pins.cursors.insert(id);
+            } else {
+                mux.pins.cursors.remove(&id);
+            }
+        }
+        (Command::StmtFetch, Some(id))
+            if status.contains(StatusFlags::LAST_ROW_SENT) || observed.status.is_none() =>
+        {
+            mux.pins.cursors.remove(&id);
+        }
+        (Command::ResetConnection, _) => {
+            let (key, schema) = (mux.key.clone(), mux.schema.clone());
+            mux.reset(key, schema);
+            backend.vars.clear();
+            backend.stmts.forget_all();
+            backend.user_vars.clear();
+            backend.last_insert_id = Some(0);
+            // The reset turned tracking off on this connection.
+            if let Err(e) = backend.start_tracking().await {
+                backend.mark_broken();
+                return Err(e.into());
+            }
+            mux.globals = backend.globals.clone();
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A statement the server prepared on this connection (`bid`, with `params`): the
+/// connection keeps it (closing others past its budget) and the session knows it by the
+/// id the client was given.
+async fn prepared_here(
+    backend: &mut crate::backend::PooledConn,
+    mux: &mut Mux,
+    Preparing { key, text, id }: Preparing,
+    (bid, params): (u32, u16),
+    floor: usize,
+) -> Result<(), SessionError> {
+    let max = (backend.stmts.server()).per_connection(floor, backend.server.max_connections);
+    // Held before the connection's statement exists, so that no sweep sees it
+    // unreferenced.
+    let key = crate::backend::refs().hold(key);
+    let mut closing = if backend.stmts.contains(key.key()) {
+        Vec::new()
+    } else {
+        backend.stmts.evict_to(max)
+    };
+    closing.extend(backend.stmts.insert(key.key().into(), bid, params));
+    let effects = crate::classify::effects::effects(&text);
+    let plain_read = crate::router::rules::is_plain_read(&text, &effects);
+    let names_tracking = effects.touches_session_tracking;
+    let effects = effects.locks_only();
+    mux.stmts.insert(
+        id,
+        ClientStmt {
+            key,
+            text,
+            params,
+            types: None,
+            plain_read,
+            effects,
+            names_tracking,
+        },
+    );
+    close_on(backend, &closing).await?;
+    Ok(())
 }

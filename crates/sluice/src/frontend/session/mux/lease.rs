@@ -28,85 +28,9 @@ impl Session {
             self.client.fill_to(HEADER_LEN + len).await?;
         }
         let visible = self.client.rbuf.len().min(HEADER_LEN + len);
-        let fx = match command {
-            Command::Query => {
-                let mut fx =
-                    crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible]);
-                fx.row_count |= self.stmt.row_count_answered;
-                fx
-            }
-            // A prepared LOCK TABLES or GET_LOCK holds what the same text would.
-            Command::StmtExecute => {
-                let id = stmt.client_id;
-                match id.and_then(|id| self.backing.muxed_mut().stmts.get(&id)) {
-                    Some(stmt) => stmt.effects.clone(),
-                    None => Effects::default(),
-                }
-            }
-            _ => Effects::default(),
-        };
-        match command {
-            Command::StmtClose => {
-                // Dropping the statement's reference to its text lets the connections
-                // close theirs, unless another session's statement refers to it too.
-                if let Some(id) = stmt.client_id {
-                    let mux = self.backing.muxed_mut();
-                    mux.stmts.remove(&id);
-                    mux.pins.cursors.remove(&id);
-                    if let Some(c) = self.cache.as_mut() {
-                        c.forget_statement(id);
-                    }
-                }
-                self.client.skip_packet().await?;
-                return Ok(Ready::Done(true));
-            }
-            Command::Ping if self.backend.is_none() => {
-                // Sluice is up and a connection will be found when there is work.
-                let seq = self.client.skip_packet().await?;
-                let ok = OkPacket {
-                    status: self.backing.muxed_mut().status,
-                    ..Default::default()
-                };
-                self.client.write_ok(seq, &ok).await?;
-                return Ok(Ready::Done(true));
-            }
-            Command::ResetConnection if self.backend.is_none() => {
-                let seq = self.client.skip_packet().await?;
-                let (key, schema) = {
-                    let m = self.backing.muxed_mut();
-                    (m.key.clone(), m.schema.clone())
-                };
-                self.backing.muxed_mut().reset(key, schema);
-                if let Some(c) = self.cache.as_mut() {
-                    c.reset(None);
-                }
-                let ok = OkPacket {
-                    status: StatusFlags(StatusFlags::AUTOCOMMIT),
-                    ..Default::default()
-                };
-                self.client.write_ok(seq, &ok).await?;
-                return Ok(Ready::Done(true));
-            }
-            Command::StmtReset if self.backend.is_none() => {
-                // Nothing of it lives on a connection: no cursor, no long data.
-                let known = stmt
-                    .client_id
-                    .is_some_and(|id| self.backing.muxed_mut().stmts.contains_key(&id));
-                let seq = self.client.skip_packet().await?;
-                if known {
-                    let ok = OkPacket {
-                        status: self.backing.muxed_mut().status,
-                        ..Default::default()
-                    };
-                    self.client.write_ok(seq, &ok).await?;
-                } else {
-                    self.client
-                        .write_err(seq, &unknown_statement("mysqld_stmt_reset"))
-                        .await?;
-                }
-                return Ok(Ready::Done(true));
-            }
-            _ => {}
+        let fx = self.effects_of(stmt, visible);
+        if let Some(done) = self.answered_without_connection(stmt).await? {
+            return Ok(done);
         }
         let is_stmt_command = matches!(
             command,
@@ -119,110 +43,31 @@ impl Session {
         if is_stmt_command
             && !client_id.is_some_and(|id| self.backing.muxed_mut().stmts.contains_key(&id))
         {
-            // An id never handed out: the server's answer, without asking it.
-            let what = match command {
-                Command::StmtExecute => "mysqld_stmt_execute",
-                Command::StmtFetch => "mysqld_stmt_fetch",
-                Command::StmtReset => "mysqld_stmt_reset",
-                _ => "mysqld_stmt_send_long_data",
-            };
-            let no_reply = command == Command::StmtSendLongData;
-            let seq = self.client.skip_packet().await?;
-            if !no_reply {
-                self.client.write_err(seq, &unknown_statement(what)).await?;
-            }
-            return Ok(Ready::Done(true));
+            return self.unknown_statement(command).await;
         }
         let needs_lid = fx.last_insert_id || may_insert(command, &self.client.rbuf[..visible]);
         let executed = client_id.filter(|_| command == Command::StmtExecute);
         let routed = match self.route(router, command, &fx, visible, executed) {
             Ok(r) => r,
-            Err(err) => {
-                let seq = self.client.skip_packet().await?;
-                self.client.write_err(seq, &err).await?;
-                self.release_if_free().await?;
-                return Ok(Ready::Done(true));
-            }
+            Err(err) => return self.refuse_and_release(&err).await,
         };
         self.stmt.timeout = routed.timeout;
         self.stmt.target = Some(routed.target.clone());
-        match self.acquire(needs_lid, router, routed.target).await? {
-            Ok(()) => {}
-            Err(answer) => {
-                let seq = self.client.skip_packet().await?;
-                self.client.write_err(seq, &answer).await?;
-                self.release_if_free().await?;
-                return Ok(Ready::Done(true));
-            }
+        if let Err(answer) = self.acquire(needs_lid, router, routed.target).await? {
+            return self.refuse_and_release(&answer).await;
         }
         if command == Command::StmtPrepare {
-            let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
-            let key = stmt_key(self.backing.muxed_mut().schema.as_deref(), &text);
-            // Preparing a text this connection has replaces its statement: no room needed.
-            let replaces = self
-                .backend
-                .as_ref()
-                .is_some_and(|b| b.stmts.contains(&key));
-            if !replaces {
-                if let Err(err) = self.room_for_statement(false).await? {
-                    let seq = self.client.skip_packet().await?;
-                    self.client.write_err(seq, &err).await?;
-                    self.release_if_free().await?;
-                    return Ok(Ready::Done(true));
-                }
+            if let Err(err) = self.begin_prepare(visible).await? {
+                return self.refuse_and_release(&err).await;
             }
-            let mux = self.backing.muxed_mut();
-            let id = mux.next_stmt;
-            mux.next_stmt = mux.next_stmt.wrapping_add(1).max(1);
-            mux.preparing = Some(Preparing { key, text, id });
-            mux.prepared = None;
         }
         if let Some(id) = client_id {
-            if !whole && command == Command::StmtExecute {
-                // Streamed: only its head, up to the parameter types, is looked at.
-                let params = self
-                    .backing
-                    .muxed_mut()
-                    .stmts
-                    .get(&id)
-                    .map_or(0, |s| s.params);
-                let head = Execute::head_len(params).min(len);
-                self.client.fill_to(HEADER_LEN + head).await?;
-            }
-            match self.map_statement(id, command, len).await? {
-                Ok(true) if command == Command::StmtExecute => {
-                    self.execute_with_row_count(id).await?;
-                }
-                Ok(true) => {}
-                Ok(false) => {
-                    let seq = self.client.skip_packet().await?;
-                    let ok = OkPacket {
-                        status: self.backing.muxed_mut().status,
-                        ..Default::default()
-                    };
-                    self.client.write_ok(seq, &ok).await?;
-                    self.release_if_free().await?;
-                    return Ok(Ready::Done(true));
-                }
-                Err(err) => {
-                    let seq = self.client.skip_packet().await?;
-                    self.client.write_err(seq, &err).await?;
-                    self.release_if_free().await?;
-                    return Ok(Ready::Done(true));
-                }
+            if let Some(done) = self.map_client_statement(stmt, id, whole).await? {
+                return Ok(done);
             }
         }
-        let backend = self.backend.as_mut().expect("acquired");
-        let mux = self.backing.muxed_mut();
-        let names_tracking = fx.touches_session_tracking
-            || executed.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
-        let entered = super::super::tracking::enter(backend, mux, names_tracking).await;
-        let refused = match entered {
-            Ok(Ok(())) => None,
-            Ok(Err(err)) => Some(err),
-            Err(e) => Some(e.to_err_packet()),
-        };
-        if let Some(err) = refused {
+        if let Some(err) = self.enter_tracking(&fx, executed).await {
+            let backend = self.backend.as_mut().expect("acquired");
             backend.mark_broken();
             self.backend = None;
             let seq = self.client.skip_packet().await?;
@@ -231,6 +76,196 @@ impl Session {
         }
         self.backing.muxed_mut().observed = Observed::default();
         Ok(Ready::Go(fx))
+    }
+
+    /// What running the command does to state that can't move (`visible`: how much of
+    /// the packet is in the buffer).
+    fn effects_of(&mut self, stmt: &Statement, visible: usize) -> Effects {
+        match stmt.command {
+            Command::Query => {
+                let mut fx =
+                    crate::classify::effects::effects(&self.client.rbuf[HEADER_LEN + 1..visible]);
+                fx.row_count |= self.stmt.row_count_answered;
+                fx
+            }
+            // A prepared LOCK TABLES or GET_LOCK holds what the same text would.
+            Command::StmtExecute => {
+                match stmt
+                    .client_id
+                    .and_then(|id| self.backing.muxed_mut().stmts.get(&id))
+                {
+                    Some(prepared) => prepared.effects.clone(),
+                    None => Effects::default(),
+                }
+            }
+            _ => Effects::default(),
+        }
+    }
+
+    /// Commands Sluice answers itself when the session holds no connection: a close,
+    /// a ping, a reset, a statement reset. `None`: the command goes on to a server.
+    async fn answered_without_connection(
+        &mut self,
+        stmt: &Statement,
+    ) -> Result<Option<Ready>, SessionError> {
+        match stmt.command {
+            Command::StmtClose => {
+                // Dropping the statement's reference to its text lets the connections
+                // close theirs, unless another session's statement refers to it too.
+                if let Some(id) = stmt.client_id {
+                    let mux = self.backing.muxed_mut();
+                    mux.stmts.remove(&id);
+                    mux.pins.cursors.remove(&id);
+                    if let Some(c) = self.cache.as_mut() {
+                        c.forget_statement(id);
+                    }
+                }
+                self.client.skip_packet().await?;
+            }
+            Command::Ping if self.backend.is_none() => {
+                // Sluice is up and a connection will be found when there is work.
+                let status = self.backing.muxed_mut().status;
+                self.answer_ok(status).await?;
+            }
+            Command::ResetConnection if self.backend.is_none() => {
+                let (key, schema) = {
+                    let m = self.backing.muxed_mut();
+                    (m.key.clone(), m.schema.clone())
+                };
+                self.backing.muxed_mut().reset(key, schema);
+                if let Some(c) = self.cache.as_mut() {
+                    c.reset(None);
+                }
+                self.answer_ok(StatusFlags(StatusFlags::AUTOCOMMIT)).await?;
+            }
+            Command::StmtReset if self.backend.is_none() => {
+                // Nothing of it lives on a connection: no cursor, no long data.
+                let known = stmt
+                    .client_id
+                    .is_some_and(|id| self.backing.muxed_mut().stmts.contains_key(&id));
+                if !known {
+                    return self.unknown_statement(Command::StmtReset).await.map(Some);
+                }
+                let status = self.backing.muxed_mut().status;
+                self.answer_ok(status).await?;
+            }
+            _ => return Ok(None),
+        }
+        Ok(Some(Ready::Done(true)))
+    }
+
+    /// The command in the buffer is answered OK with `status`, without a server.
+    async fn answer_ok(&mut self, status: StatusFlags) -> Result<(), SessionError> {
+        let seq = self.client.skip_packet().await?;
+        let ok = OkPacket {
+            status,
+            ..Default::default()
+        };
+        self.client.write_ok(seq, &ok).await?;
+        Ok(())
+    }
+
+    /// A `COM_STMT_*` naming an id never handed out: the server's answer, without
+    /// asking it (a long data packet gets none).
+    async fn unknown_statement(&mut self, command: Command) -> Result<Ready, SessionError> {
+        let what = match command {
+            Command::StmtExecute => "mysqld_stmt_execute",
+            Command::StmtFetch => "mysqld_stmt_fetch",
+            Command::StmtReset => "mysqld_stmt_reset",
+            _ => "mysqld_stmt_send_long_data",
+        };
+        let seq = self.client.skip_packet().await?;
+        if command != Command::StmtSendLongData {
+            self.client.write_err(seq, &unknown_statement(what)).await?;
+        }
+        Ok(Ready::Done(true))
+    }
+
+    /// The command is answered with `err` instead of running, and a connection the
+    /// session no longer needs goes back.
+    async fn refuse_and_release(&mut self, err: &ErrPacket) -> Result<Ready, SessionError> {
+        let seq = self.client.skip_packet().await?;
+        self.client.write_err(seq, err).await?;
+        self.release_if_free().await?;
+        Ok(Ready::Done(true))
+    }
+
+    /// A COM_STMT_PREPARE about to run: the id the client will know it by, and room for
+    /// it on the connection. `Err`: no room (the server's limit would refuse it).
+    async fn begin_prepare(
+        &mut self,
+        visible: usize,
+    ) -> Result<Result<(), ErrPacket>, SessionError> {
+        let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
+        let key = stmt_key(self.backing.muxed_mut().schema.as_deref(), &text);
+        // Preparing a text this connection has replaces its statement: no room needed.
+        let replaces = self
+            .backend
+            .as_ref()
+            .is_some_and(|b| b.stmts.contains(&key));
+        if !replaces {
+            if let Err(err) = self.room_for_statement(false).await? {
+                return Ok(Err(err));
+            }
+        }
+        let mux = self.backing.muxed_mut();
+        let id = mux.next_stmt;
+        mux.next_stmt = mux.next_stmt.wrapping_add(1).max(1);
+        mux.preparing = Some(Preparing { key, text, id });
+        mux.prepared = None;
+        Ok(Ok(()))
+    }
+
+    /// The client's statement `id` in the command becomes the connection's own (prepared
+    /// here first if needed). `Some`: the command was answered instead (a reset of a
+    /// statement never run here, or a failure to prepare it).
+    async fn map_client_statement(
+        &mut self,
+        stmt: &Statement,
+        id: u32,
+        whole: bool,
+    ) -> Result<Option<Ready>, SessionError> {
+        let (command, len) = (stmt.command, stmt.len);
+        if !whole && command == Command::StmtExecute {
+            // Streamed: only its head, up to the parameter types, is looked at.
+            let params = self
+                .backing
+                .muxed_mut()
+                .stmts
+                .get(&id)
+                .map_or(0, |s| s.params);
+            let head = Execute::head_len(params).min(len);
+            self.client.fill_to(HEADER_LEN + head).await?;
+        }
+        match self.map_statement(id, command, len).await? {
+            Ok(true) if command == Command::StmtExecute => {
+                self.execute_with_row_count(id).await?;
+                Ok(None)
+            }
+            Ok(true) => Ok(None),
+            Ok(false) => {
+                let status = self.backing.muxed_mut().status;
+                self.answer_ok(status).await?;
+                self.release_if_free().await?;
+                Ok(Some(Ready::Done(true)))
+            }
+            Err(err) => self.refuse_and_release(&err).await.map(Some),
+        }
+    }
+
+    /// Brings the connection's session tracking in line for the statement (`executed`:
+    /// the client's id of the statement an execute runs). `Some`: the connection
+    /// can't be used, with the error the client gets.
+    async fn enter_tracking(&mut self, fx: &Effects, executed: Option<u32>) -> Option<ErrPacket> {
+        let backend = self.backend.as_mut().expect("acquired");
+        let mux = self.backing.muxed_mut();
+        let names_tracking = fx.touches_session_tracking
+            || executed.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
+        match super::super::tracking::enter(backend, mux, names_tracking).await {
+            Ok(Ok(())) => None,
+            Ok(Err(err)) => Some(err),
+            Err(e) => Some(e.to_err_packet()),
+        }
     }
 
     /// Makes sure the session has a connection whose state is its own. The inner error
