@@ -276,28 +276,51 @@ impl Session {
         &mut self,
         needs_lid: bool,
         router: &std::sync::Arc<crate::router::Router>,
+        target: crate::router::Target,
+    ) -> Result<Result<(), ErrPacket>, SessionError> {
+        self.leave_for(router, &target).await?;
+        if let Err(err) = self.lease_for(router, target).await? {
+            return Ok(Err(err));
+        }
+        if let Err(e) = self.align_globals().await {
+            self.drop_broken();
+            return Ok(Err(e.to_err_packet()));
+        }
+        self.bring_in_line(needs_lid).await
+    }
+
+    /// A connection kept only by a write hold on another server than the one the
+    /// statement must go to is given back first; a pinned one stays, whatever the
+    /// statement (the state it holds can't move). During a switchover, a connection on
+    /// the writer is given back too, so that the old writer drains and the statement
+    /// waits for the new one.
+    async fn leave_for(
+        &mut self,
+        router: &crate::router::Router,
+        target: &crate::router::Target,
+    ) -> Result<(), SessionError> {
+        let switching = router.paused.load(std::sync::atomic::Ordering::Acquire);
+        let Some(backend) = self.backend.as_ref() else {
+            return Ok(());
+        };
+        if !(switching || *target == crate::router::Target::Writer && !self.on_writer(router)) {
+            return Ok(());
+        }
+        if self.backing.muxed().pin_reason(backend.status).is_none() {
+            self.backing.muxed_mut().hold_until = None;
+            self.release_if_free().await?;
+        }
+        Ok(())
+    }
+
+    /// Leases a connection for `target` when the session has none: the one nearest the
+    /// session's state, whose grants fit, on a replica caught up with what the session
+    /// must see (else on the writer).
+    async fn lease_for(
+        &mut self,
+        router: &crate::router::Router,
         mut target: crate::router::Target,
     ) -> Result<Result<(), ErrPacket>, SessionError> {
-        use crate::router::Target;
-        // A connection kept only by a write hold on another server than the one the
-        // statement must go to is given back first; a pinned one stays, whatever the
-        // statement (the state it holds can't move).
-        // During a switchover, a connection on the writer is given back too, so that
-        // the old writer drains and the statement waits for the new one.
-        let switching = router.paused.load(std::sync::atomic::Ordering::Acquire);
-        if self.backend.is_some()
-            && (switching || target == Target::Writer && !self.on_writer(router))
-        {
-            let pinned = {
-                let m = self.backing.muxed();
-                let status = self.backend.as_ref().expect("checked").status;
-                m.pin_reason(status).is_some()
-            };
-            if !pinned {
-                self.backing.muxed_mut().hold_until = None;
-                self.release_if_free().await?;
-            }
-        }
         while self.backend.is_none() {
             let m = self.backing.muxed();
             // Same schema and variables: nothing to send before the statement.
@@ -334,10 +357,7 @@ impl Session {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {
-                    if let Some(b) = self.backend.as_mut() {
-                        b.mark_broken();
-                    }
-                    self.backend = None;
+                    self.drop_broken();
                     return Ok(Err(e.to_err_packet()));
                 }
             }
@@ -347,20 +367,22 @@ impl Session {
                     if let Some(b) = self.backend.take() {
                         b.release();
                     }
-                    target = Target::Writer;
+                    target = crate::router::Target::Writer;
                     continue;
                 }
             }
             super::super::route::count(router, &pick.member, &target);
             self.member = Some(pick.member);
         }
-        if let Err(e) = self.align_globals().await {
-            if let Some(b) = self.backend.as_mut() {
-                b.mark_broken();
-            }
-            self.backend = None;
-            return Ok(Err(e.to_err_packet()));
-        }
+        Ok(Ok(()))
+    }
+
+    /// The connection's schema, variables, user variables and `LAST_INSERT_ID()` made
+    /// the session's, in at most two statements.
+    async fn bring_in_line(
+        &mut self,
+        needs_lid: bool,
+    ) -> Result<Result<(), ErrPacket>, SessionError> {
         let backend = self.backend.as_mut().expect("just taken");
         let mux = self.backing.muxed_mut();
         let mut statements = 0;
@@ -371,13 +393,14 @@ impl Session {
                     Ok(Ok(())) => {}
                     Ok(Err(err)) => return Ok(Err(err)),
                     Err(e) => {
-                        backend.mark_broken();
-                        self.backend = None;
+                        self.drop_broken();
                         return Ok(Err(e.to_err_packet()));
                     }
                 }
             }
         }
+        let backend = self.backend.as_mut().expect("just taken");
+        let mux = self.backing.muxed_mut();
         let lid =
             (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
                 .then_some(mux.last_insert_id);
@@ -408,13 +431,11 @@ impl Session {
                 }
                 Ok(Err(err)) => {
                     tracing::warn!(%err, "could not bring a backend connection in line with a session");
-                    backend.mark_broken();
-                    self.backend = None;
+                    self.drop_broken();
                     return Ok(Err(err));
                 }
                 Err(e) => {
-                    backend.mark_broken();
-                    self.backend = None;
+                    self.drop_broken();
                     return Ok(Err(e.to_err_packet()));
                 }
             }
@@ -424,6 +445,14 @@ impl Session {
             Stats::add(&self.fe.mux_stats.sync_statements, statements);
         }
         Ok(Ok(()))
+    }
+
+    /// The connection in hand can't be trusted any more: it is closed, not pooled.
+    fn drop_broken(&mut self) {
+        if let Some(b) = self.backend.as_mut() {
+            b.mark_broken();
+        }
+        self.backend = None;
     }
 
     /// Rewrites the client's statement id in the command at the front of the buffer to
