@@ -266,7 +266,11 @@ impl Session {
             }
         };
         let retries = self.retries(&router, &stmt);
-        let mut attempt = self.first_attempt(&router, retries).await?;
+        let copy = match retries.reads || retries.conflicts {
+            true => self.whole_request().await?,
+            false => None,
+        };
+        let mut attempt = self.first_attempt(&router, copy);
         let fx = loop {
             let fx = match self.mux_prepare(&stmt, &router).await? {
                 mux::Ready::Go(fx) => fx,
@@ -345,19 +349,12 @@ impl Session {
         }
     }
 
-    /// Before the first try: the client's bytes as they came, when they may be sent
-    /// again (ids are rewritten on the way), and the replay of a transaction whose
+    /// Before the first try: `copy`, the client's bytes as they came when they may be
+    /// sent again (ids are rewritten on the way), and the replay of a transaction whose
     /// server went away while the session was idle.
-    async fn first_attempt(
-        &mut self,
-        router: &Router,
-        retries: Retries,
-    ) -> Result<Attempt, SessionError> {
+    fn first_attempt(&mut self, router: &Router, copy: Option<Vec<u8>>) -> Attempt {
         let mut attempt = Attempt {
-            copy: match retries.reads || retries.conflicts {
-                true => self.whole_request().await?,
-                false => None,
-            },
+            copy,
             ..Attempt::default()
         };
         if let Some(lost) = self.backing.muxed_mut().replay.lost_on.take() {
@@ -369,7 +366,7 @@ impl Session {
             });
             self.stmt.avoid = Some(lost);
         }
-        Ok(attempt)
+        attempt
     }
 
     /// One try on the connection in hand: armed for what losing its server would lead

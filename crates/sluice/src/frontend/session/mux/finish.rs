@@ -12,7 +12,7 @@ impl Session {
         fx: &Effects,
         stmt: &Statement,
     ) -> Result<(), SessionError> {
-        let client_id = stmt.client_id;
+        let (command, client_id) = (stmt.command, stmt.client_id);
         self.close_one_off().await?;
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write =
@@ -76,8 +76,17 @@ impl Session {
             mux.lid_dirty = true;
             backend.last_insert_id = None;
         }
-        let floor = self.fe.pool_config.max_prepared_per_connection as usize;
-        after_command(backend, mux, stmt, &observed, floor).await?;
+        let leaves_state = matches!(
+            command,
+            Command::StmtPrepare
+                | Command::StmtExecute
+                | Command::StmtFetch
+                | Command::ResetConnection
+        );
+        if leaves_state {
+            let floor = self.fe.pool_config.max_prepared_per_connection as usize;
+            after_command(backend, mux, stmt, &observed, floor).await?;
+        }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
         if wrote

@@ -29,8 +29,14 @@ impl Session {
         }
         let visible = self.client.rbuf.len().min(HEADER_LEN + len);
         let fx = self.effects_of(stmt, visible);
-        if let Some(done) = self.answered_without_connection(stmt).await? {
-            return Ok(done);
+        let maybe_answered = matches!(
+            command,
+            Command::StmtClose | Command::Ping | Command::ResetConnection | Command::StmtReset
+        );
+        if maybe_answered {
+            if let Some(done) = self.answered_without_connection(stmt).await? {
+                return Ok(done);
+            }
         }
         let is_stmt_command = matches!(
             command,
@@ -278,9 +284,13 @@ impl Session {
         router: &std::sync::Arc<crate::router::Router>,
         target: crate::router::Target,
     ) -> Result<Result<(), ErrPacket>, SessionError> {
-        self.leave_for(router, &target).await?;
-        if let Err(err) = self.lease_for(router, target).await? {
-            return Ok(Err(err));
+        if self.backend.is_some() {
+            self.leave_for(router, &target).await?;
+        }
+        if self.backend.is_none() {
+            if let Err(err) = self.lease_for(router, target).await? {
+                return Ok(Err(err));
+            }
         }
         if let Err(e) = self.align_globals().await {
             self.drop_broken();
