@@ -255,6 +255,8 @@ impl BackendConn {
         self.write_all(&out).await
     }
 
+    /// Logs in as `creds`: the server's greeting, the capabilities both sides agree on
+    /// (and TLS), the handshake response, then the auth exchange.
     async fn login(
         &mut self,
         creds: &BackendCredentials,
@@ -262,6 +264,38 @@ impl BackendConn {
         database: Option<&[u8]>,
         attributes: Option<&Attributes>,
     ) -> Result<(), BackendError> {
+        let (hs, mut seq) = self.read_greeting().await?;
+        let use_tls = self.wants_tls(&hs)?;
+        let caps = self.agree_caps(&hs, params, database.is_some(), use_tls);
+        let offered = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
+        let nonce = hs.scramble.clone();
+        let mut response = HandshakeResponse {
+            capabilities: caps,
+            mariadb_caps: self.mariadb_caps,
+            max_packet: 1 << 30,
+            charset: params.charset,
+            username: creds.user.as_bytes().to_vec(),
+            auth_response: Vec::new(),
+            database: database.map(<[u8]>::to_vec),
+            auth_plugin: None,
+            attributes: login_attributes(attributes),
+        };
+        if use_tls {
+            self.write_packet(seq, &response.ssl_request_payload())
+                .await?;
+            seq = seq.wrapping_add(1);
+            self.start_tls().await?;
+        }
+        let (plugin, auth) = self.auth_data(&offered, creds, &nonce);
+        response.auth_response = auth;
+        response.auth_plugin = Some(plugin.as_bytes().to_vec());
+        self.write_packet(seq, &response.payload()).await?;
+        self.auth_exchange(creds, plugin, nonce).await
+    }
+
+    /// The server's greeting, kept on the connection (thread id, version, status), and
+    /// the sequence id to answer it with.
+    async fn read_greeting(&mut self) -> Result<(InitialHandshake, u8), BackendError> {
         let first = self.read_packet().await?;
         if first.payload.first() == Some(&ERR_HEADER) {
             // "Too many connections", "Host is blocked"... before any login.
@@ -275,14 +309,14 @@ impl BackendConn {
         self.thread_id = hs.connection_id;
         self.server_version = String::from_utf8_lossy(&hs.server_version).into_owned();
         self.status = hs.status;
+        Ok((hs, first.last_seq.wrapping_add(1)))
+    }
 
-        let mut want = LOGIN_CAPS | params.wire_caps;
-        if database.is_some() {
-            want |= CapabilityFlags::CONNECT_WITH_DB;
-        }
-        let use_tls = match self.server.tls {
-            TlsMode::Disabled => false,
-            TlsMode::Preferred => hs.capabilities.contains(CapabilityFlags::SSL),
+    /// Whether to log in over TLS: as the server's `tls` says, given what it offers.
+    fn wants_tls(&self, hs: &InitialHandshake) -> Result<bool, BackendError> {
+        match self.server.tls {
+            TlsMode::Disabled => Ok(false),
+            TlsMode::Preferred => Ok(hs.capabilities.contains(CapabilityFlags::SSL)),
             TlsMode::Required => {
                 if !hs.capabilities.contains(CapabilityFlags::SSL) {
                     return Err(BackendError::Tls {
@@ -290,9 +324,24 @@ impl BackendConn {
                         reason: "the server does not offer TLS and tls = \"required\"".into(),
                     });
                 }
-                true
+                Ok(true)
             }
-        };
+        }
+    }
+
+    /// The capabilities to log in with: what Sluice and the client need that the server
+    /// has. Kept on the connection, with the MariaDB ones.
+    fn agree_caps(
+        &mut self,
+        hs: &InitialHandshake,
+        params: &ConnParams,
+        with_database: bool,
+        use_tls: bool,
+    ) -> CapabilityFlags {
+        let mut want = LOGIN_CAPS | params.wire_caps;
+        if with_database {
+            want |= CapabilityFlags::CONNECT_WITH_DB;
+        }
         if use_tls {
             want |= CapabilityFlags::SSL;
         }
@@ -302,37 +351,19 @@ impl BackendConn {
             // MariaDB reads the extended word only from clients that clear this bit.
             caps &= !CapabilityFlags::LONG_PASSWORD;
         }
-        let caps = CapabilityFlags(caps);
-        self.caps = caps;
+        self.caps = CapabilityFlags(caps);
         self.mariadb_caps = mariadb_caps;
+        self.caps
+    }
 
-        let plugin = String::from_utf8_lossy(&hs.auth_plugin).into_owned();
-        let mut nonce = hs.scramble.clone();
-        let mut response = HandshakeResponse {
-            capabilities: caps,
-            mariadb_caps,
-            max_packet: 1 << 30,
-            charset: params.charset,
-            username: creds.user.as_bytes().to_vec(),
-            auth_response: Vec::new(),
-            database: database.map(<[u8]>::to_vec),
-            auth_plugin: None,
-            attributes: login_attributes(attributes),
-        };
-        let mut seq = first.last_seq.wrapping_add(1);
-        if use_tls {
-            self.write_packet(seq, &response.ssl_request_payload())
-                .await?;
-            seq = seq.wrapping_add(1);
-            self.start_tls().await?;
-        }
-        let (plugin, auth) = self.auth_data(&plugin, creds, &nonce);
-        response.auth_response = auth;
-        response.auth_plugin = Some(plugin.as_bytes().to_vec());
-        let mut plugin = plugin;
-        self.write_packet(seq, &response.payload()).await?;
-
-        // The auth exchange: a bounded number of rounds of switch / more-data packets.
+    /// The auth exchange after the handshake response, `plugin` answered with so far: a
+    /// bounded number of rounds of switch / more-data packets, until the server's OK.
+    async fn auth_exchange(
+        &mut self,
+        creds: &BackendCredentials,
+        mut plugin: String,
+        mut nonce: Vec<u8>,
+    ) -> Result<(), BackendError> {
         for _ in 0..6 {
             let p = self.read_packet().await?;
             let next = p.last_seq.wrapping_add(1);
