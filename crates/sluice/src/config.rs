@@ -216,168 +216,13 @@ impl Config {
         let mut p = Vec::new();
         self.validate_sharding(&mut p);
         p.extend(self.fleet.validate());
-        if self.listeners.is_empty() {
-            p.push(
-                "no [[listeners]]: give at least one address or socket to accept clients on".into(),
-            );
-        }
-        for (i, l) in self.listeners.iter().enumerate() {
-            let at = format!("listeners[{i}]");
-            match &l.socket {
-                None if l.address.parse::<std::net::SocketAddr>().is_err() => p.push(format!(
-                    "{at}.address: {:?} is not an IP:port address",
-                    l.address
-                )),
-                None => {}
-                Some(_) if !l.address.is_empty() => {
-                    p.push(format!("{at}: give address or socket, not both"))
-                }
-                Some(path) => p.extend(check_socket_path(&format!("{at}.socket"), path)),
-            }
-            if l.socket_mode_bits().is_none() {
-                p.push(format!(
-                    "{at}.socket_mode: {:?} is not an octal mode such as \"0777\"",
-                    l.socket_mode
-                ));
-            }
-            match (&l.tls_cert, &l.tls_key) {
-                (Some(c), Some(k)) => {
-                    for f in [c, k] {
-                        if !f.is_file() {
-                            p.push(format!("{at}: TLS file {} does not exist", f.display()));
-                        }
-                    }
-                }
-                (None, None) => {
-                    if l.require_tls {
-                        p.push(format!("{at}.require_tls needs tls_cert and tls_key"));
-                    }
-                }
-                _ => p.push(format!("{at}: tls_cert and tls_key go together")),
-            }
-            if l.default_auth_plugin == AuthPlugin::Ed25519 {
-                // Its 32-byte nonce does not fit the greeting; ed25519 users are switched to.
-                p.push(format!(
-                    "{at}.default_auth_plugin: client_ed25519 cannot be the greeting's plugin"
-                ));
-            }
-            if l.backlog == 0 {
-                p.push(format!("{at}.backlog must be at least 1"));
-            }
-            if let Some(k) = &l.rsa_key {
-                if !k.is_file() {
-                    p.push(format!("{at}.rsa_key: {} does not exist", k.display()));
-                }
-            }
-        }
+        p.extend(self.listener_problems());
         p.extend(self.accounts.validate(
             !self.users.is_empty(),
             self.monitor.user.is_some() && self.monitor.password.is_some(),
         ));
-        let mut names = std::collections::HashSet::new();
-        for (i, u) in self.users.iter().enumerate() {
-            let at = format!("users[{i}] ({:?})", u.name);
-            if u.name.is_empty() {
-                p.push(format!("users[{i}].name is empty"));
-            }
-            if !names.insert(u.name.as_str()) {
-                p.push(format!("{at}: user defined twice"));
-            }
-            match (&u.password, &u.password_hash) {
-                (None, None) => p.push(format!("{at}: needs password or password_hash")),
-                (Some(_), Some(_)) => {
-                    p.push(format!("{at}: give password or password_hash, not both"))
-                }
-                (None, Some(h)) => {
-                    let (valid, expected) = if u.auth_plugin == AuthPlugin::Ed25519 {
-                        (
-                            crate::auth::parse_ed25519_key(h).is_some(),
-                            "a base64 ed25519 public key (ED25519_PASSWORD())",
-                        )
-                    } else {
-                        (
-                            crate::auth::parse_native_hash(h).is_some(),
-                            "\"*\" and 40 hex digits (mysql_native_password)",
-                        )
-                    };
-                    if !valid {
-                        p.push(format!("{at}.password_hash: expected {expected}"));
-                    }
-                    if u.backend_password.is_none() {
-                        p.push(format!(
-                            "{at}: with password_hash, backend_password is needed to log in to the servers"
-                        ));
-                    }
-                }
-                (Some(_), None) => {}
-            }
-        }
-        if self.servers.is_empty() {
-            p.push("no [[servers]]: give at least one backend address".into());
-        }
-        let mut server_names = std::collections::HashSet::new();
-        let mut addresses = std::collections::HashSet::new();
-        let mut writers = 0;
-        for (i, s) in self.servers.iter().enumerate() {
-            let at = format!("servers[{i}] ({})", s.display_name());
-            if !server_names.insert(s.display_name()) {
-                p.push(format!("{at}: another server has the same name"));
-            }
-            if !addresses.insert(s.endpoint().to_string().to_ascii_lowercase()) {
-                p.push(format!(
-                    "{at}: another server has the same address {}",
-                    s.endpoint()
-                ));
-            }
-            if s.weight == 0 {
-                p.push(format!("{at}.weight must be at least 1"));
-            }
-            if s.role == crate::router::config::RoleConfig::Writer {
-                writers += 1;
-            }
-            match &s.socket {
-                None if !valid_host_port(&s.address) => {
-                    p.push(format!("{at}.address: {:?} is not host:port", s.address))
-                }
-                None => {}
-                Some(_) if !s.address.is_empty() => {
-                    p.push(format!("{at}: give address or socket, not both"))
-                }
-                Some(path) => {
-                    p.extend(check_socket_path(&format!("{at}.socket"), path));
-                    // A socket is local: the server itself needs no TLS there either.
-                    if s.tls != TlsMode::Disabled || s.tls_ca.is_some() {
-                        p.push(format!(
-                            "{at}: no TLS over a Unix socket; remove tls and tls_ca"
-                        ));
-                    }
-                }
-            }
-            if s.max_connections == Some(0) {
-                p.push(format!("{at}.max_connections must be at least 1"));
-            }
-            if let Some(ca) = &s.tls_ca {
-                if !ca.is_file() {
-                    p.push(format!("{at}.tls_ca: {} does not exist", ca.display()));
-                }
-            }
-            if s.tls_verify == Some(true) && s.tls_ca.is_none() {
-                p.push(format!("{at}: tls_verify needs tls_ca"));
-            }
-        }
-        if writers > 1 {
-            p.push(format!(
-                "{writers} servers have role = \"writer\": at most one may (use \"auto\" to let the monitor choose)"
-            ));
-        }
-        if self.servers.len() > 1
-            && !self
-                .servers
-                .iter()
-                .any(|s| s.role != crate::router::config::RoleConfig::Reader)
-        {
-            p.push("every server has role = \"reader\": no server could take writes".into());
-        }
+        p.extend(self.user_problems());
+        p.extend(self.server_problems());
         let groups: Vec<String> = self
             .servers
             .iter()
@@ -386,15 +231,7 @@ impl Config {
         p.extend(self.routing.validate(&groups));
         p.extend(self.monitor.validate());
         p.extend(self.failover.validate());
-        if self.pool.max_connections == 0 {
-            p.push("pool.max_connections must be at least 1".into());
-        }
-        if self.pool.min_idle > self.pool.max_connections {
-            p.push("pool.min_idle is larger than pool.max_connections".into());
-        }
-        if self.limits.max_client_connections == 0 {
-            p.push("limits.max_client_connections must be at least 1".into());
-        }
+        p.extend(self.size_problems());
         p.extend(self.cache.validate());
         self.analytics.validate(&mut p);
         if let Some(b) = &self.cache.binlog {
@@ -410,6 +247,216 @@ impl Config {
         p.extend(self.admin.validate());
         p
     }
+
+    /// `[[listeners]]`: at least one, each well formed.
+    fn listener_problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.listeners.is_empty() {
+            p.push(
+                "no [[listeners]]: give at least one address or socket to accept clients on".into(),
+            );
+        }
+        for (i, l) in self.listeners.iter().enumerate() {
+            p.extend(check_listener(&format!("listeners[{i}]"), l));
+        }
+        p
+    }
+
+    /// `[[users]]`: each named once, with a password or a hash it can be checked against.
+    fn user_problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        let mut names = std::collections::HashSet::new();
+        for (i, u) in self.users.iter().enumerate() {
+            if u.name.is_empty() {
+                p.push(format!("users[{i}].name is empty"));
+            }
+            let at = format!("users[{i}] ({:?})", u.name);
+            if !names.insert(u.name.as_str()) {
+                p.push(format!("{at}: user defined twice"));
+            }
+            p.extend(check_password(&at, u));
+        }
+        p
+    }
+
+    /// `[[servers]]`: at least one, each well formed and apart from the others, and
+    /// roles that leave exactly one server able to take writes.
+    fn server_problems(&self) -> Vec<String> {
+        use crate::router::config::RoleConfig;
+        let mut p = Vec::new();
+        if self.servers.is_empty() {
+            p.push("no [[servers]]: give at least one backend address".into());
+        }
+        let mut server_names = std::collections::HashSet::new();
+        let mut addresses = std::collections::HashSet::new();
+        for (i, s) in self.servers.iter().enumerate() {
+            let at = format!("servers[{i}] ({})", s.display_name());
+            if !server_names.insert(s.display_name()) {
+                p.push(format!("{at}: another server has the same name"));
+            }
+            if !addresses.insert(s.endpoint().to_string().to_ascii_lowercase()) {
+                p.push(format!(
+                    "{at}: another server has the same address {}",
+                    s.endpoint()
+                ));
+            }
+            p.extend(check_server(&at, s));
+        }
+        let writers = self
+            .servers
+            .iter()
+            .filter(|s| s.role == RoleConfig::Writer)
+            .count();
+        if writers > 1 {
+            p.push(format!(
+                "{writers} servers have role = \"writer\": at most one may (use \"auto\" to let the monitor choose)"
+            ));
+        }
+        if self.servers.len() > 1 && !self.servers.iter().any(|s| s.role != RoleConfig::Reader) {
+            p.push("every server has role = \"reader\": no server could take writes".into());
+        }
+        p
+    }
+
+    /// `[pool]` and `[limits]`: sizes that leave room for a connection.
+    fn size_problems(&self) -> Vec<String> {
+        let mut p = Vec::new();
+        if self.pool.max_connections == 0 {
+            p.push("pool.max_connections must be at least 1".into());
+        }
+        if self.pool.min_idle > self.pool.max_connections {
+            p.push("pool.min_idle is larger than pool.max_connections".into());
+        }
+        if self.limits.max_client_connections == 0 {
+            p.push("limits.max_client_connections must be at least 1".into());
+        }
+        p
+    }
+}
+
+/// One listener, `at` naming it: an address or a socket, TLS files that go together and
+/// exist, a greeting plugin that fits the greeting.
+fn check_listener(at: &str, l: &ListenerConfig) -> Vec<String> {
+    let mut p = Vec::new();
+    match &l.socket {
+        None if l.address.parse::<std::net::SocketAddr>().is_err() => p.push(format!(
+            "{at}.address: {:?} is not an IP:port address",
+            l.address
+        )),
+        None => {}
+        Some(_) if !l.address.is_empty() => {
+            p.push(format!("{at}: give address or socket, not both"))
+        }
+        Some(path) => p.extend(check_socket_path(&format!("{at}.socket"), path)),
+    }
+    if l.socket_mode_bits().is_none() {
+        p.push(format!(
+            "{at}.socket_mode: {:?} is not an octal mode such as \"0777\"",
+            l.socket_mode
+        ));
+    }
+    match (&l.tls_cert, &l.tls_key) {
+        (Some(c), Some(k)) => {
+            for f in [c, k] {
+                if !f.is_file() {
+                    p.push(format!("{at}: TLS file {} does not exist", f.display()));
+                }
+            }
+        }
+        (None, None) => {
+            if l.require_tls {
+                p.push(format!("{at}.require_tls needs tls_cert and tls_key"));
+            }
+        }
+        _ => p.push(format!("{at}: tls_cert and tls_key go together")),
+    }
+    if l.default_auth_plugin == AuthPlugin::Ed25519 {
+        // Its 32-byte nonce does not fit the greeting; ed25519 users are switched to.
+        p.push(format!(
+            "{at}.default_auth_plugin: client_ed25519 cannot be the greeting's plugin"
+        ));
+    }
+    if l.backlog == 0 {
+        p.push(format!("{at}.backlog must be at least 1"));
+    }
+    if let Some(k) = &l.rsa_key {
+        if !k.is_file() {
+            p.push(format!("{at}.rsa_key: {} does not exist", k.display()));
+        }
+    }
+    p
+}
+
+/// One user's password, `at` naming the user: a password or a hash of its plugin's
+/// form, not both; with a hash, a backend password to log in to the servers with.
+fn check_password(at: &str, u: &UserConfig) -> Vec<String> {
+    let mut p = Vec::new();
+    match (&u.password, &u.password_hash) {
+        (None, None) => p.push(format!("{at}: needs password or password_hash")),
+        (Some(_), Some(_)) => p.push(format!("{at}: give password or password_hash, not both")),
+        (None, Some(h)) => {
+            let (valid, expected) = if u.auth_plugin == AuthPlugin::Ed25519 {
+                (
+                    crate::auth::parse_ed25519_key(h).is_some(),
+                    "a base64 ed25519 public key (ED25519_PASSWORD())",
+                )
+            } else {
+                (
+                    crate::auth::parse_native_hash(h).is_some(),
+                    "\"*\" and 40 hex digits (mysql_native_password)",
+                )
+            };
+            if !valid {
+                p.push(format!("{at}.password_hash: expected {expected}"));
+            }
+            if u.backend_password.is_none() {
+                p.push(format!(
+                    "{at}: with password_hash, backend_password is needed to log in to the servers"
+                ));
+            }
+        }
+        (Some(_), None) => {}
+    }
+    p
+}
+
+/// One server on its own, `at` naming it: an address or a socket (and no TLS over a
+/// socket), a weight and a connection cap of at least 1, a CA file that exists.
+fn check_server(at: &str, s: &ServerConfig) -> Vec<String> {
+    let mut p = Vec::new();
+    if s.weight == 0 {
+        p.push(format!("{at}.weight must be at least 1"));
+    }
+    match &s.socket {
+        None if !valid_host_port(&s.address) => {
+            p.push(format!("{at}.address: {:?} is not host:port", s.address))
+        }
+        None => {}
+        Some(_) if !s.address.is_empty() => {
+            p.push(format!("{at}: give address or socket, not both"))
+        }
+        Some(path) => {
+            p.extend(check_socket_path(&format!("{at}.socket"), path));
+            // A socket is local: the server itself needs no TLS there either.
+            if s.tls != TlsMode::Disabled || s.tls_ca.is_some() {
+                p.push(format!(
+                    "{at}: no TLS over a Unix socket; remove tls and tls_ca"
+                ));
+            }
+        }
+    }
+    if s.max_connections == Some(0) {
+        p.push(format!("{at}.max_connections must be at least 1"));
+    }
+    if let Some(ca) = &s.tls_ca {
+        if !ca.is_file() {
+            p.push(format!("{at}.tls_ca: {} does not exist", ca.display()));
+        }
+    }
+    if s.tls_verify == Some(true) && s.tls_ca.is_none() {
+        p.push(format!("{at}: tls_verify needs tls_ca"));
+    }
+    p
 }
 
 /// sun_path holds 108 bytes with its terminating NUL.

@@ -434,53 +434,15 @@ impl Fleet {
     /// Takes or keeps the slot, the `leader` duty and the registration; reads the
     /// members; on the first success, the shared state.
     async fn beat(&self, caught_up: &mut bool) {
-        let slot = match &self.engine {
-            Engine::Servers(s) => match s.claim().await {
-                Some(slot) => {
-                    if !s.keep().await {
-                        self.trouble("this instance holds its slot on too few servers");
-                    }
-                    Some(slot)
-                }
-                None => None,
-            },
-            Engine::Etcd(e) => {
-                let me = self.me.lock().clone();
-                e.claim(&me).await
-            }
-        };
-        let Some(slot) = slot else {
+        let Some(slot) = self.claim_slot().await else {
             self.trouble("no slot yet: too few servers (or etcd) answer");
             return;
         };
         if self.slot.swap(slot, Ordering::AcqRel) != slot {
             tracing::info!(slot, mode = self.mode(), "joined the fleet");
         }
-        let leader = match &self.engine {
-            Engine::Servers(s) => s.hold_duty("leader").await,
-            Engine::Etcd(e) => e.hold_duty("leader").await,
-        };
-        let me = {
-            let mut me = self.me.lock();
-            me.slot = slot;
-            me.sessions = self.local.get().map_or(0, |l| l.sessions());
-            me.duties = leader.then(|| "leader".to_owned()).into_iter().collect();
-            me.clone()
-        };
-        let registered = match self.registration_due(&me) {
-            false => Ok(()),
-            true => {
-                let written = match &self.engine {
-                    Engine::Servers(s) => s.register(&me).await,
-                    Engine::Etcd(e) => e.register(&me).await,
-                };
-                if written.is_ok() {
-                    *self.registered.lock() = Some((me.clone(), Instant::now()));
-                }
-                written
-            }
-        };
-        let members = match registered {
+        let me = self.refresh_me(slot).await;
+        let members = match self.register_if_due(&me).await {
             Ok(()) => match &self.engine {
                 Engine::Servers(s) => s.members().await,
                 Engine::Etcd(e) => e.members().await,
@@ -488,52 +450,105 @@ impl Fleet {
             Err(e) => Err(e),
         };
         match members {
-            Ok(members) => {
-                {
-                    let mut gone = self.gone_since.lock();
-                    for m in &members {
-                        if m.live {
-                            gone.remove(&m.slot);
-                        } else {
-                            gone.entry(m.slot).or_insert_with(Instant::now);
-                        }
-                    }
-                }
-                self.members.store(Arc::new(members));
-                *self.trouble.lock() = None;
-            }
+            Ok(members) => self.learn_members(members),
             Err(e) => {
                 self.trouble(&e);
                 return;
             }
         }
         if !*caught_up {
-            // The shared state is what the running fleet applies now: an instance joining
-            // it takes it. A fleet started afresh (no other instance live) starts from
-            // its files, not from what an earlier run changed at runtime.
-            let me = self.slot();
-            if !self
-                .members
-                .load()
-                .iter()
-                .any(|m| m.live && Some(m.slot) != me)
-            {
-                *caught_up = true;
-                return;
+            *caught_up = self.catch_up().await;
+        }
+    }
+
+    /// This instance's slot, claimed or held; on the servers, trouble when it is held
+    /// on too few of them.
+    async fn claim_slot(&self) -> Option<u32> {
+        match &self.engine {
+            Engine::Servers(s) => {
+                let slot = s.claim().await?;
+                if !s.keep().await {
+                    self.trouble("this instance holds its slot on too few servers");
+                }
+                Some(slot)
             }
-            let state = match &self.engine {
-                Engine::Servers(s) => s.state().await,
-                Engine::Etcd(e) => e.state().await,
-            };
-            if let Ok(state) = state {
-                *caught_up = true;
-                for m in self.open(state, Read::State) {
-                    if let Message::Change { change, .. } = m {
-                        self.apply(&change, false);
-                    }
+            Engine::Etcd(e) => {
+                let me = self.me.lock().clone();
+                e.claim(&me).await
+            }
+        }
+    }
+
+    /// This instance as the fleet sees it: its slot, its sessions, the leader duty if held.
+    async fn refresh_me(&self, slot: u32) -> MemberInfo {
+        let leader = match &self.engine {
+            Engine::Servers(s) => s.hold_duty("leader").await,
+            Engine::Etcd(e) => e.hold_duty("leader").await,
+        };
+        let mut me = self.me.lock();
+        me.slot = slot;
+        me.sessions = self.local.get().map_or(0, |l| l.sessions());
+        me.duties = leader.then(|| "leader".to_owned()).into_iter().collect();
+        me.clone()
+    }
+
+    /// Writes this instance's entry when [`Self::registration_due`].
+    async fn register_if_due(&self, me: &MemberInfo) -> Result<(), String> {
+        if !self.registration_due(me) {
+            return Ok(());
+        }
+        let written = match &self.engine {
+            Engine::Servers(s) => s.register(me).await,
+            Engine::Etcd(e) => e.register(me).await,
+        };
+        if written.is_ok() {
+            *self.registered.lock() = Some((me.clone(), Instant::now()));
+        }
+        written
+    }
+
+    /// Keeps the members read and since when the gone ones are gone; the trouble is over.
+    fn learn_members(&self, members: Vec<MemberInfo>) {
+        {
+            let mut gone = self.gone_since.lock();
+            for m in &members {
+                if m.live {
+                    gone.remove(&m.slot);
+                } else {
+                    gone.entry(m.slot).or_insert_with(Instant::now);
                 }
             }
         }
+        self.members.store(Arc::new(members));
+        *self.trouble.lock() = None;
+    }
+
+    /// Whether this instance is caught up: alone (a fleet started afresh starts from its
+    /// files, not from what an earlier run changed at runtime), or once it has applied the
+    /// shared state, which is what the running fleet applies now: a joining one takes it.
+    async fn catch_up(&self) -> bool {
+        let me = self.slot();
+        if !self
+            .members
+            .load()
+            .iter()
+            .any(|m| m.live && Some(m.slot) != me)
+        {
+            return true;
+        }
+        let state = match &self.engine {
+            Engine::Servers(s) => s.state().await,
+            Engine::Etcd(e) => e.state().await,
+        };
+        let Ok(state) = state else {
+            return false;
+        };
+        for m in self.open(state, Read::State) {
+            if let Message::Change { change, .. } = m {
+                self.apply(&change, false);
+            }
+        }
+        true
     }
 
     /// Whether this instance's row is to be written again: something peers act on

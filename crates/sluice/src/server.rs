@@ -230,26 +230,94 @@ pub async fn run(
     overrides: Overrides,
 ) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
-    let shards = match config.shard_map() {
-        Some(map) => {
-            let map = map.map_err(|e| anyhow::anyhow!("sharding: {}", e.join("; ")))?;
-            let routers = (0..config.shards.len())
-                .map(|i| build_router(&config.for_shard(i), &stats, None))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            tracing::info!(shards = routers.len(), "sharding on");
-            let instance = xa_instance(&config);
-            Some(Arc::new(crate::shard::Shards::new(
-                map,
-                routers,
-                config.sharding.cross_shard,
-                &instance,
-            )))
+    let fe = build_frontend(&config, &stats)?;
+    let router = fe.router.load_full();
+    learn_identity_soon(&fe, &config).await;
+
+    let (trigger, shutdown) = shutdown::channel();
+    start_monitors(&fe, &router, &config, &shutdown).await;
+    start_fleet(&fe, &config, &shutdown)?;
+    start_accounts(&fe, &router, &shutdown).await;
+    let drain = Drain::new();
+    let limit = Arc::new(Semaphore::new(
+        config.limits.max_client_connections as usize,
+    ));
+    if let (Some(cache), Some(binlog)) = (&fe.cache, &config.cache.binlog) {
+        if binlog.enabled {
+            follow_binlogs(&fe, cache, binlog, &shutdown)?;
         }
-        None => None,
-    };
+    }
+    let admin = admin_state(
+        &fe,
+        &config,
+        config_path.clone(),
+        &stats,
+        &overrides,
+        &shutdown,
+    );
+    let _admin = crate::admin::start(&config.admin, admin, shutdown.clone()).await?;
+    let sampler = fe.analytics.enabled().then(|| {
+        let gauges = {
+            let fe = fe.clone();
+            Box::new(move || fe.gauges())
+        };
+        tokio::spawn(crate::analytics::history::run(
+            fe.analytics.clone(),
+            gauges,
+            shutdown.clone(),
+        ))
+    });
+    let accept_tasks = start_listeners(&fe, &config, &limit, &shutdown, &drain).await?;
+    if let Some(cache) = &fe.cache {
+        if !config.cache.log_interval.is_zero() {
+            tokio::spawn(log_cache(
+                cache.clone(),
+                config.cache.log_interval,
+                shutdown.clone(),
+            ));
+        }
+    }
+
+    until_stopped(&fe, &stats, config_path.as_deref(), &overrides, &shutdown).await?;
+    let grace = config.limits.shutdown_grace;
+    shut_down(grace, trigger, accept_tasks, drain, sampler, &stats).await;
+    Ok(())
+}
+
+/// Takes no more clients, lets running statements finish within `grace`, lets the
+/// history sampler write its file, and logs the final counts.
+async fn shut_down(
+    grace: Duration,
+    trigger: shutdown::ShutdownTrigger,
+    accept_tasks: Vec<tokio::task::JoinHandle<()>>,
+    drain: Drain,
+    sampler: Option<tokio::task::JoinHandle<()>>,
+    stats: &Stats,
+) {
+    tracing::info!(grace = ?grace, "shutting down: no new clients, running statements may finish");
+    trigger.trigger();
+    for t in accept_tasks {
+        let _ = t.await;
+    }
+    if tokio::time::timeout(grace, drain.wait()).await.is_err() {
+        tracing::warn!("shutdown grace period over; closing remaining sessions");
+    }
+    if let Some(sampler) = sampler {
+        // It writes the history file as it stops.
+        let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
+    }
+    for (name, _, value) in stats.snapshot() {
+        tracing::info!(metric = name, value, "final count");
+    }
+}
+
+/// The frontend over the configured servers (each shard's with `[[shards]]`), with
+/// its query cache, and the cache warm-up queued.
+fn build_frontend(config: &Config, stats: &Arc<Stats>) -> anyhow::Result<Arc<Frontend>> {
+    let shards = build_shards(config, stats)?;
     let router = match &shards {
         Some(s) => s.routers[s.map.default_shard()].clone(),
-        None => build_router(&config, &stats, None)?,
+        None => build_router(config, stats, None)?,
     };
     let cache = if config.cache.enabled() {
         let cache = QueryCache::new(&config.cache)
@@ -263,13 +331,8 @@ pub async fn run(
     } else {
         None
     };
-    let mut fe = Frontend::new(
-        frontend_sections(&config),
-        router.clone(),
-        stats.clone(),
-        cache.clone(),
-    );
-    fe.shards = shards.clone();
+    let mut fe = Frontend::new(frontend_sections(config), router, stats.clone(), cache);
+    fe.shards = shards;
     let fe = Arc::new(fe);
     if let Some(file) = &config.cache.warm_file {
         let groups =
@@ -280,75 +343,110 @@ pub async fn run(
         );
         fe.warm_later(groups);
     }
+    Ok(fe)
+}
+
+/// The shards and a router for each, with `[[shards]]`.
+fn build_shards(
+    config: &Config,
+    stats: &Arc<Stats>,
+) -> anyhow::Result<Option<Arc<crate::shard::Shards>>> {
+    let Some(map) = config.shard_map() else {
+        return Ok(None);
+    };
+    let map = map.map_err(|e| anyhow::anyhow!("sharding: {}", e.join("; ")))?;
+    let routers = (0..config.shards.len())
+        .map(|i| build_router(&config.for_shard(i), stats, None))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    tracing::info!(shards = routers.len(), "sharding on");
+    let instance = xa_instance(config);
+    Ok(Some(Arc::new(crate::shard::Shards::new(
+        map,
+        routers,
+        config.sharding.cross_shard,
+        &instance,
+    ))))
+}
+
+/// Learns the servers' identity in the background, after giving the first probe a
+/// moment so that the first clients see the real server version.
+async fn learn_identity_soon(fe: &Arc<Frontend>, config: &Config) {
     let announced = config.protocol.server_version.clone();
     let identity = tokio::spawn(learn_identity(fe.clone(), announced));
-    // Give the first probe a moment so the first clients see the real server version.
     let _ = tokio::time::timeout(Duration::from_secs(3), async {
         while !identity.is_finished() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     })
     .await;
+}
 
-    let (trigger, shutdown) = shutdown::channel();
-    match &shards {
-        Some(s) => {
-            for (i, r) in s.routers.iter().enumerate() {
-                start_monitor(r, &config.for_shard(i), shutdown.clone()).await;
-            }
-            if let Some(creds) = monitor_creds(&config) {
-                crate::monitor::shard_keys::spawn(s.clone(), creds.clone(), shutdown.clone());
-                if s.cross_shard == crate::shard::config::CrossShard::Xa {
-                    let fe = fe.clone();
-                    let orphans: crate::monitor::xa_recovery::Orphans = Arc::new(move || {
-                        fe.fleet.get().map(|f| f.orphaned_xa()).unwrap_or_default()
-                    });
-                    crate::monitor::xa_recovery::spawn(s.clone(), creds, orphans, shutdown.clone());
+/// Checks and watches the servers: the one cluster's, or each shard's with the
+/// watch on shard keys and, for XA, the recovery of orphaned transactions.
+async fn start_monitors(
+    fe: &Arc<Frontend>,
+    router: &Arc<Router>,
+    config: &Config,
+    shutdown: &Shutdown,
+) {
+    let Some(s) = &fe.shards else {
+        return start_monitor(router, config, shutdown.clone()).await;
+    };
+    for (i, r) in s.routers.iter().enumerate() {
+        start_monitor(r, &config.for_shard(i), shutdown.clone()).await;
+    }
+    let Some(creds) = monitor_creds(config) else {
+        return;
+    };
+    crate::monitor::shard_keys::spawn(s.clone(), creds.clone(), shutdown.clone());
+    if s.cross_shard == crate::shard::config::CrossShard::Xa {
+        let fe = fe.clone();
+        let orphans: crate::monitor::xa_recovery::Orphans =
+            Arc::new(move || fe.fleet.get().map(|f| f.orphaned_xa()).unwrap_or_default());
+        crate::monitor::xa_recovery::spawn(s.clone(), creds, orphans, shutdown.clone());
+    }
+}
+
+/// Reads the servers' accounts once, before clients are accepted, then keeps reading
+/// them in the background.
+async fn start_accounts(fe: &Arc<Frontend>, router: &Arc<Router>, shutdown: &Shutdown) {
+    if fe.accounts.enabled() {
+        if let Some(server) = crate::auth::accounts::source_server(router) {
+            match fe.accounts.reload(server).await {
+                Ok(n) => tracing::info!(accounts = n, "read the servers' accounts"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the servers' accounts failed; retrying")
                 }
             }
         }
-        None => start_monitor(&router, &config, shutdown.clone()).await,
     }
-    start_fleet(&fe, &config, &shutdown)?;
-    {
-        // Accounts are read once before clients are accepted, then periodically.
-        if fe.accounts.enabled() {
-            if let Some(server) = crate::auth::accounts::source_server(&router) {
-                match fe.accounts.reload(server).await {
-                    Ok(n) => tracing::info!(accounts = n, "read the servers' accounts"),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "reading the servers' accounts failed; retrying")
-                    }
-                }
-            }
-        }
-        let source_fe = fe.clone();
-        let pools_fe = fe.clone();
-        tokio::spawn(crate::auth::accounts::run(
-            fe.accounts.clone(),
-            Box::new(move || crate::auth::accounts::source_server(&source_fe.router.load())),
-            // A dropped account's idle connections would keep its rights on the server.
-            Box::new(move |dropped| {
-                let closed: usize = dropped
-                    .iter()
-                    .map(|user| pools_fe.close_idle_of(user))
-                    .sum();
-                tracing::info!(accounts = ?dropped, closed, "accounts dropped on the servers: their idle connections closed");
-            }),
-            shutdown.clone(),
-        ));
-    }
-    let drain = Drain::new();
-    let limit = Arc::new(Semaphore::new(
-        config.limits.max_client_connections as usize,
+    let source_fe = fe.clone();
+    let pools_fe = fe.clone();
+    tokio::spawn(crate::auth::accounts::run(
+        fe.accounts.clone(),
+        Box::new(move || crate::auth::accounts::source_server(&source_fe.router.load())),
+        // A dropped account's idle connections would keep its rights on the server.
+        Box::new(move |dropped| {
+            let closed: usize = dropped
+                .iter()
+                .map(|user| pools_fe.close_idle_of(user))
+                .sum();
+            tracing::info!(accounts = ?dropped, closed, "accounts dropped on the servers: their idle connections closed");
+        }),
+        shutdown.clone(),
     ));
-    if let (Some(cache), Some(binlog)) = (&fe.cache, &config.cache.binlog) {
-        if binlog.enabled {
-            follow_binlogs(&fe, cache, binlog, &shutdown)?;
-        }
-    }
+}
 
-    let admin_state = crate::admin::AdminState {
+/// What the admin API works on: the frontend's parts, and a reload of `config_path`.
+fn admin_state(
+    fe: &Arc<Frontend>,
+    config: &Config,
+    config_path: Option<PathBuf>,
+    stats: &Arc<Stats>,
+    overrides: &Overrides,
+    shutdown: &Shutdown,
+) -> crate::admin::AdminState {
+    crate::admin::AdminState {
         cache: fe.cache.as_ref().map(|_| {
             Arc::new(frontend::CacheHandle {
                 fe: fe.clone(),
@@ -358,14 +456,14 @@ pub async fn run(
         sessions: Some(Arc::new(frontend::SessionsHandle { fe: fe.clone() })),
         servers: Some(Arc::new(frontend::ServersHandle {
             fe: fe.clone(),
-            creds: monitor_creds(&config),
+            creds: monitor_creds(config),
         })),
         analytics: Some(Arc::new(frontend::AnalyticsHandle { fe: fe.clone() })),
         fleet: fe
             .fleet
             .get()
             .map(|f| f.clone() as Arc<dyn crate::admin::FleetAdmin>),
-        reload: config_path.clone().map(|path| {
+        reload: config_path.map(|path| {
             let (fe, stats, overrides, shutdown) = (
                 fe.clone(),
                 stats.clone(),
@@ -376,22 +474,19 @@ pub async fn run(
                 as crate::admin::Reload
         }),
         stats: stats.clone(),
-    };
-    let _admin = crate::admin::start(&config.admin, admin_state, shutdown.clone()).await?;
-    let sampler = fe.analytics.enabled().then(|| {
-        let gauges = {
-            let fe = fe.clone();
-            Box::new(move || fe.gauges())
-        };
-        tokio::spawn(crate::analytics::history::run(
-            fe.analytics.clone(),
-            gauges,
-            shutdown.clone(),
-        ))
-    });
+    }
+}
 
-    // Every listener is bound before any accepts: if one fails, the others (and their
-    // socket files) go with the error.
+/// Binds every listener, then accepts clients on each (a task each). Every listener is
+/// bound before any accepts: if one fails, the others (and their socket files) go with
+/// the error.
+async fn start_listeners(
+    fe: &Arc<Frontend>,
+    config: &Config,
+    limit: &Arc<Semaphore>,
+    shutdown: &Shutdown,
+    drain: &Drain,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
     let mut bound = Vec::new();
     for l in &config.listeners {
         let listener = Listener::bind(l).await?;
@@ -416,46 +511,27 @@ pub async fn run(
             drain.guard(),
         )));
     }
+    Ok(accept_tasks)
+}
 
-    if let Some(cache) = &fe.cache {
-        if !config.cache.log_interval.is_zero() {
-            tokio::spawn(log_cache(
-                cache.clone(),
-                config.cache.log_interval,
-                shutdown.clone(),
-            ));
-        }
-    }
-
+/// Waits for SIGTERM or SIGINT, reloading the configuration on each SIGHUP meanwhile.
+async fn until_stopped(
+    fe: &Arc<Frontend>,
+    stats: &Arc<Stats>,
+    config_path: Option<&std::path::Path>,
+    overrides: &Overrides,
+    shutdown: &Shutdown,
+) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
     loop {
         tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = hup.recv() => reload_logged(&fe, &stats, config_path.as_deref(), &overrides, &shutdown),
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = hup.recv() => reload_logged(fe, stats, config_path, overrides, shutdown),
         }
     }
-    tracing::info!(grace = ?config.limits.shutdown_grace, "shutting down: no new clients, running statements may finish");
-    trigger.trigger();
-    for t in accept_tasks {
-        let _ = t.await;
-    }
-    if tokio::time::timeout(config.limits.shutdown_grace, drain.wait())
-        .await
-        .is_err()
-    {
-        tracing::warn!("shutdown grace period over; closing remaining sessions");
-    }
-    if let Some(sampler) = sampler {
-        // It writes the history file as it stops.
-        let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
-    }
-    for (name, _, value) in stats.snapshot() {
-        tracing::info!(metric = name, value, "final count");
-    }
-    Ok(())
 }
 
 /// SIGHUP (and `POST /v1/config/reload`): reads the configuration again and swaps

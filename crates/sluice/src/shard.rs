@@ -379,45 +379,53 @@ struct Allow {
     group: bool,
 }
 
+/// Words that make a read over several shards answer otherwise than one server would,
+/// and how the refusal names them.
+const SHAPE_WORDS: &[(&str, &str)] = &[
+    ("ORDER", "ORDER BY over several shards"),
+    ("GROUP", "GROUP BY over several shards"),
+    ("LIMIT", "LIMIT over several shards"),
+    ("OFFSET", "LIMIT over several shards"),
+    ("FETCH", "LIMIT over several shards"),
+    ("DISTINCT", "DISTINCT over several shards"),
+    ("DISTINCTROW", "DISTINCT over several shards"),
+    ("HAVING", "HAVING over several shards"),
+    ("UNION", "UNION over several shards"),
+    ("INTERSECT", "INTERSECT over several shards"),
+    ("EXCEPT", "EXCEPT over several shards"),
+    ("OVER", "window functions over several shards"),
+    ("WINDOW", "window functions over several shards"),
+    ("INTO", "SELECT ... INTO over several shards"),
+    ("JOIN", "joins over several shards"),
+];
+
+/// Aggregate functions: each shard's aggregate is not the aggregate of all the rows.
+const AGGREGATES: &[&str] = &[
+    "COUNT",
+    "SUM",
+    "MIN",
+    "MAX",
+    "AVG",
+    "GROUP_CONCAT",
+    "JSON_ARRAYAGG",
+    "JSON_OBJECTAGG",
+    "STD",
+    "STDDEV",
+    "STDDEV_POP",
+    "STDDEV_SAMP",
+    "VARIANCE",
+    "VAR_POP",
+    "VAR_SAMP",
+    "BIT_AND",
+    "BIT_OR",
+    "BIT_XOR",
+];
+
+/// What in `sql`, besides what `allow` lets through, makes its rows from several shards
+/// differ from one server's answer: a word of [`SHAPE_WORDS`], an aggregate, a join, a
+/// subquery.
 fn shape_problem(sql: &[u8], allow: Allow) -> Option<&'static str> {
     use crate::classify::sql::{code_token, Kind, Lexer};
-    const WORDS: &[(&str, &str)] = &[
-        ("ORDER", "ORDER BY over several shards"),
-        ("GROUP", "GROUP BY over several shards"),
-        ("LIMIT", "LIMIT over several shards"),
-        ("OFFSET", "LIMIT over several shards"),
-        ("FETCH", "LIMIT over several shards"),
-        ("DISTINCT", "DISTINCT over several shards"),
-        ("DISTINCTROW", "DISTINCT over several shards"),
-        ("HAVING", "HAVING over several shards"),
-        ("UNION", "UNION over several shards"),
-        ("INTERSECT", "INTERSECT over several shards"),
-        ("EXCEPT", "EXCEPT over several shards"),
-        ("OVER", "window functions over several shards"),
-        ("WINDOW", "window functions over several shards"),
-        ("INTO", "SELECT ... INTO over several shards"),
-        ("JOIN", "joins over several shards"),
-    ];
-    const AGGREGATES: &[&str] = &[
-        "COUNT",
-        "SUM",
-        "MIN",
-        "MAX",
-        "AVG",
-        "GROUP_CONCAT",
-        "JSON_ARRAYAGG",
-        "JSON_OBJECTAGG",
-        "STD",
-        "STDDEV",
-        "STDDEV_POP",
-        "STDDEV_SAMP",
-        "VARIANCE",
-        "VAR_POP",
-        "VAR_SAMP",
-        "BIT_AND",
-        "BIT_OR",
-        "BIT_XOR",
-    ];
     let mut lex = Lexer::new(sql);
     let mut previous: Option<(Kind, usize, usize)> = None;
     let mut froms = 0;
@@ -433,20 +441,14 @@ fn shape_problem(sql: &[u8], allow: Allow) -> Option<&'static str> {
             }
         };
         let this = word((t.kind, t.start, t.end));
+        if let Some(why) = refused_word(this, allow) {
+            return Some(why);
+        }
         let is = |words: &[&str]| {
             words
                 .iter()
                 .any(|w| this.eq_ignore_ascii_case(w.as_bytes()))
         };
-        let allowed =
-            allow.order && is(&["ORDER", "LIMIT", "OFFSET"]) || allow.group && is(&["GROUP"]);
-        if let Some((_, why)) = WORDS
-            .iter()
-            .find(|(w, _)| this.eq_ignore_ascii_case(w.as_bytes()))
-            .filter(|_| !allowed)
-        {
-            return Some(why);
-        }
         if this.eq_ignore_ascii_case(b"FROM") {
             froms += 1;
             in_from = depth == 0;
@@ -459,17 +461,11 @@ fn shape_problem(sql: &[u8], allow: Allow) -> Option<&'static str> {
             Kind::Punct(b')') => depth = depth.saturating_sub(1),
             _ => {}
         }
-        if t.kind == Kind::Punct(b'(') {
-            if let Some(p) = previous {
-                let name = word(p);
-                if !allow.aggregates
-                    && AGGREGATES
-                        .iter()
-                        .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
-                {
-                    return Some("aggregate functions over several shards");
-                }
-            }
+        if t.kind == Kind::Punct(b'(')
+            && !allow.aggregates
+            && previous.is_some_and(|p| is_aggregate(word(p)))
+        {
+            return Some("aggregate functions over several shards");
         }
         if t.kind == Kind::Punct(b',') && in_from && depth == 0 {
             // `FROM a, b`: a join written with commas (or a list after the FROM, which
@@ -479,6 +475,29 @@ fn shape_problem(sql: &[u8], allow: Allow) -> Option<&'static str> {
         previous = Some((t.kind, t.start, t.end));
     }
     (froms > 1).then_some("subqueries over several shards")
+}
+
+/// Why `word` (empty when not a word) is refused over several shards, unless `allow`
+/// lets it through.
+fn refused_word(word: &[u8], allow: Allow) -> Option<&'static str> {
+    let is = |words: &[&str]| {
+        words
+            .iter()
+            .any(|w| word.eq_ignore_ascii_case(w.as_bytes()))
+    };
+    let allowed = allow.order && is(&["ORDER", "LIMIT", "OFFSET"]) || allow.group && is(&["GROUP"]);
+    SHAPE_WORDS
+        .iter()
+        .find(|(w, _)| word.eq_ignore_ascii_case(w.as_bytes()))
+        .filter(|_| !allowed)
+        .map(|(_, why)| *why)
+}
+
+/// Whether `name` is an aggregate function's.
+fn is_aggregate(name: &[u8]) -> bool {
+    AGGREGATES
+        .iter()
+        .any(|a| name.eq_ignore_ascii_case(a.as_bytes()))
 }
 
 fn check_shards(shards: &[ShardConfig], servers: &[String], errors: &mut Vec<String>) {

@@ -24,7 +24,50 @@ pub enum Type {
     Histogram,
 }
 
+/// A metric family as declared once: its name, its type and its help line.
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Type,
+    pub help: &'static str,
+}
+
+impl Family {
+    pub const fn counter(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            kind: Type::Counter,
+            help,
+        }
+    }
+
+    pub const fn gauge(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            kind: Type::Gauge,
+            help,
+        }
+    }
+
+    pub const fn histogram(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            kind: Type::Histogram,
+            help,
+        }
+    }
+}
+
 impl Exposition {
+    /// Starts a declared family; its samples follow, named `f.name`.
+    pub fn declare(&mut self, f: &Family) -> &mut Self {
+        self.family(f.name, f.kind, f.help)
+    }
+
+    /// A declared family with a single unlabelled sample.
+    pub fn only(&mut self, f: &Family, value: f64) -> &mut Self {
+        self.single(f.name, f.kind, f.help, value)
+    }
+
     /// Starts a family.
     pub fn family(&mut self, name: &str, kind: Type, help: &str) -> &mut Self {
         let kind = match kind {

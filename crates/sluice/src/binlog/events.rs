@@ -265,11 +265,16 @@ impl Decoder {
             return Ok((header, decoded));
         }
         let event = self.strip_checksum(&header, event)?;
-        let body = &event[HEADER_LEN..];
-        let mut out = Decoded::default();
         if header.timestamp != 0 {
             self.group.time = self.group.time.max(header.timestamp);
         }
+        let decoded = self.decode(&header, &event[HEADER_LEN..])?;
+        Ok((header, decoded))
+    }
+
+    /// What an event other than a format description means, from its body.
+    fn decode(&mut self, header: &Header, body: &[u8]) -> Result<Decoded, EventError> {
+        let mut out = Decoded::default();
         match header.kind {
             kind::ROTATE => {
                 let mut r = Reader::new(body);
@@ -303,34 +308,14 @@ impl Decoder {
                 }
             }
             kind::XID | kind::XA_PREPARE => out.batch = self.group.finish(),
-            kind::GTID => {
-                let mut r = Reader::new(body);
-                let seq = r.u64("GTID sequence number")?;
-                let domain = r.u32("GTID domain")?;
-                let flags = r.u8("GTID flags")?;
-                // A group left open means its end event never came: deliver rather
-                // than merge it into an unrelated transaction.
-                let leftover = self.group.finish();
-                let gtid = format!("{domain}-{}-{seq}", header.server_id);
-                self.group.open = flags & GTID_STANDALONE == 0;
-                self.group.gtid = Some(gtid.clone());
-                self.group.time = header.timestamp;
-                out.gtid = Some(gtid);
-                out.batch = leftover;
-            }
+            kind::GTID => self.gtid(header, body, &mut out)?,
             kind::INCIDENT => {
-                self.group.add(Change::Unknown {
-                    schema: None,
-                    reason: "the primary logged an incident: changes may be missing".into(),
-                });
-                out.batch = self.group.finish();
+                out.batch =
+                    self.cut_short("the primary logged an incident: changes may be missing");
             }
             kind::TRANSACTION_PAYLOAD => {
-                self.group.add(Change::Unknown {
-                    schema: None,
-                    reason: "a compressed transaction (binlog_transaction_compression)".into(),
-                });
-                out.batch = self.group.finish();
+                out.batch =
+                    self.cut_short("a compressed transaction (binlog_transaction_compression)");
             }
             kind::START_ENCRYPTION if header.flags & IGNORABLE_F == 0 => {
                 // A primary decrypts before sending and marks this event ignorable; one
@@ -350,7 +335,35 @@ impl Decoder {
             }
             _ => {}
         }
-        Ok((header, out))
+        Ok(out)
+    }
+
+    /// A GTID event starts the next group: its GTID, and whether it is one statement
+    /// or waits for its end event.
+    fn gtid(&mut self, header: &Header, body: &[u8], out: &mut Decoded) -> Result<(), EventError> {
+        let mut r = Reader::new(body);
+        let seq = r.u64("GTID sequence number")?;
+        let domain = r.u32("GTID domain")?;
+        let flags = r.u8("GTID flags")?;
+        // A group left open means its end event never came: deliver rather than merge
+        // it into an unrelated transaction.
+        let leftover = self.group.finish();
+        let gtid = format!("{domain}-{}-{seq}", header.server_id);
+        self.group.open = flags & GTID_STANDALONE == 0;
+        self.group.gtid = Some(gtid.clone());
+        self.group.time = header.timestamp;
+        out.gtid = Some(gtid);
+        out.batch = leftover;
+        Ok(())
+    }
+
+    /// Ends the group with a change the binlog does not name readably, for `reason`.
+    fn cut_short(&mut self, reason: &str) -> Option<Batch> {
+        self.group.add(Change::Unknown {
+            schema: None,
+            reason: reason.into(),
+        });
+        self.group.finish()
     }
 
     /// Post-header length of events of `kind`, from the format description.

@@ -187,8 +187,19 @@ fn user_var(sql: &[u8], t: &Tok) -> String {
     String::from_utf8_lossy(inner).to_ascii_lowercase()
 }
 
+/// The effects of one statement: how it ends a transaction, what its leading form
+/// does, and what its words do wherever they are.
 fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
-    let Some(first) = toks.first() else { return };
+    if toks.is_empty() {
+        return;
+    }
+    transaction_end(sql, toks, fx);
+    leading_form(sql, toks, fx);
+    anywhere(sql, toks, fx);
+}
+
+/// Whether the statement is a `SAVEPOINT`, and whether it ends the transaction.
+fn transaction_end(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
     let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
     let has = |k: &[u8]| toks.iter().any(|t| word(sql, Some(t), k));
     fx.savepoint = kw(0, b"SAVEPOINT");
@@ -197,85 +208,28 @@ fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
         .windows(2)
         .any(|w| word(sql, Some(&w[0]), b"AND") && word(sql, Some(&w[1]), b"CHAIN"));
     fx.ends_transaction = (kw(0, b"COMMIT") || kw(0, b"ROLLBACK")) && !has(b"TO") && !chains;
-    // Leading forms.
+}
+
+/// What the statement's leading keywords make it do: temporary tables, table and
+/// backup locks, XA, handlers, SQL-level prepared statements, SET and CALL.
+fn leading_form(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
     if kw(0, b"CREATE") {
-        let mut i = 1;
-        if kw(i, b"OR") && kw(i + 1, b"REPLACE") {
-            i += 2;
-        }
-        if kw(i, b"TEMPORARY") && kw(i + 1, b"TABLE") {
-            i += 2;
-            if kw(i, b"IF") && kw(i + 1, b"NOT") && kw(i + 2, b"EXISTS") {
-                i += 3;
-            }
-            if let Some((n, _)) = name_at(sql, toks, i) {
-                fx.temp_created.push(n);
-            }
-        }
+        create_statement(sql, toks, fx);
     } else if kw(0, b"DROP") {
-        let mut i = 1;
-        if kw(i, b"TEMPORARY") {
-            i += 1;
-        }
-        if kw(i, b"TABLE") || kw(i, b"TABLES") {
-            i += 1;
-            if kw(i, b"IF") && kw(i + 1, b"EXISTS") {
-                i += 2;
-            }
-            while let Some((n, next)) = name_at(sql, toks, i) {
-                fx.tables_dropped.push(n);
-                if !punct(toks.get(next), b',') {
-                    break;
-                }
-                i = next + 1;
-            }
-        } else if kw(1, b"PREPARE") {
-            if let Some((n, _)) = name_at(sql, toks, 2) {
-                fx.sql_deallocated.push(n);
-            }
-        }
+        drop_statement(sql, toks, fx);
     } else if kw(0, b"LOCK") && (kw(1, b"TABLE") || kw(1, b"TABLES")) {
         fx.table_locks = Some(true);
     } else if kw(0, b"UNLOCK") && (kw(1, b"TABLE") || kw(1, b"TABLES")) {
         fx.table_locks = Some(false);
     } else if kw(0, b"FLUSH") {
-        let tail: Vec<&Tok> = toks.iter().rev().take(3).collect();
-        let (a, b, c) = (
-            tail.get(2).copied(),
-            tail.get(1).copied(),
-            tail.first().copied(),
-        );
-        let read_lock = word(sql, a, b"WITH") && word(sql, b, b"READ") && word(sql, c, b"LOCK");
-        let export = word(sql, b, b"FOR") && word(sql, c, b"EXPORT");
-        if read_lock || export {
-            fx.table_locks = Some(true);
-        }
+        flush_statement(sql, toks, fx);
     } else if kw(0, b"BACKUP") {
-        if kw(1, b"STAGE") {
-            fx.backup = Some(!kw(2, b"END"));
-        } else if kw(1, b"LOCK") {
-            fx.backup = Some(true);
-        } else if kw(1, b"UNLOCK") {
-            fx.backup = Some(false);
-        }
+        backup_statement(sql, toks, fx);
     } else if kw(0, b"XA") {
-        if kw(1, b"START") || kw(1, b"BEGIN") {
-            fx.xa = Some(true);
-        } else if kw(1, b"COMMIT") || kw(1, b"ROLLBACK") {
-            fx.xa = Some(false);
-        }
+        xa_statement(sql, toks, fx);
     } else if kw(0, b"HANDLER") {
-        if let Some((table, i)) = name_at(sql, toks, 1) {
-            if kw(i, b"OPEN") {
-                let alias = if kw(i + 1, b"AS") { i + 2 } else { i + 1 };
-                match toks.get(alias).filter(|t| is_name(t)) {
-                    Some(a) => fx.handler_opened.push(ident_text(sql, *a)),
-                    None => fx.handler_opened.push(table),
-                }
-            } else if kw(i, b"CLOSE") {
-                fx.handler_closed.push(table);
-            }
-        }
+        handler_statement(sql, toks, fx);
     } else if kw(0, b"PREPARE") {
         if let Some((n, _)) = name_at(sql, toks, 1) {
             fx.sql_prepared.push(n);
@@ -292,33 +246,121 @@ fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
             fx.user_vars_assigned.push(user_var(sql, t));
         }
     }
-    let _ = first;
-    // Anywhere: functions, SQL_CALC_FOUND_ROWS, assignments and INTO @var.
+}
+
+/// `CREATE [OR REPLACE] TEMPORARY TABLE [IF NOT EXISTS] name`.
+fn create_statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
+    let mut i = 1;
+    if kw(i, b"OR") && kw(i + 1, b"REPLACE") {
+        i += 2;
+    }
+    if kw(i, b"TEMPORARY") && kw(i + 1, b"TABLE") {
+        i += 2;
+        if kw(i, b"IF") && kw(i + 1, b"NOT") && kw(i + 2, b"EXISTS") {
+            i += 3;
+        }
+        if let Some((n, _)) = name_at(sql, toks, i) {
+            fx.temp_created.push(n);
+        }
+    }
+}
+
+/// `DROP [TEMPORARY] TABLE[S] [IF EXISTS] a, b` and `DROP PREPARE s`.
+fn drop_statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
+    let mut i = 1;
+    if kw(i, b"TEMPORARY") {
+        i += 1;
+    }
+    if kw(i, b"TABLE") || kw(i, b"TABLES") {
+        i += 1;
+        if kw(i, b"IF") && kw(i + 1, b"EXISTS") {
+            i += 2;
+        }
+        while let Some((n, next)) = name_at(sql, toks, i) {
+            fx.tables_dropped.push(n);
+            if !punct(toks.get(next), b',') {
+                break;
+            }
+            i = next + 1;
+        }
+    } else if kw(1, b"PREPARE") {
+        if let Some((n, _)) = name_at(sql, toks, 2) {
+            fx.sql_deallocated.push(n);
+        }
+    }
+}
+
+/// `FLUSH TABLES ... WITH READ LOCK | FOR EXPORT` locks tables.
+fn flush_statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let tail: Vec<&Tok> = toks.iter().rev().take(3).collect();
+    let (a, b, c) = (
+        tail.get(2).copied(),
+        tail.get(1).copied(),
+        tail.first().copied(),
+    );
+    let read_lock = word(sql, a, b"WITH") && word(sql, b, b"READ") && word(sql, c, b"LOCK");
+    let export = word(sql, b, b"FOR") && word(sql, c, b"EXPORT");
+    if read_lock || export {
+        fx.table_locks = Some(true);
+    }
+}
+
+/// `BACKUP STAGE ...`, `BACKUP LOCK t`, `BACKUP UNLOCK`.
+fn backup_statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
+    if kw(1, b"STAGE") {
+        fx.backup = Some(!kw(2, b"END"));
+    } else if kw(1, b"LOCK") {
+        fx.backup = Some(true);
+    } else if kw(1, b"UNLOCK") {
+        fx.backup = Some(false);
+    }
+}
+
+/// `XA START|BEGIN` opens an XA transaction, `XA COMMIT|ROLLBACK` ends it.
+fn xa_statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
+    if kw(1, b"START") || kw(1, b"BEGIN") {
+        fx.xa = Some(true);
+    } else if kw(1, b"COMMIT") || kw(1, b"ROLLBACK") {
+        fx.xa = Some(false);
+    }
+}
+
+/// `HANDLER t OPEN [AS a]` (the alias, else the table) and `HANDLER x CLOSE`.
+fn handler_statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
+    let kw = |i: usize, k: &[u8]| word(sql, toks.get(i), k);
+    let Some((table, i)) = name_at(sql, toks, 1) else {
+        return;
+    };
+    if kw(i, b"OPEN") {
+        let alias = if kw(i + 1, b"AS") { i + 2 } else { i + 1 };
+        match toks.get(alias).filter(|t| is_name(t)) {
+            Some(a) => fx.handler_opened.push(ident_text(sql, *a)),
+            None => fx.handler_opened.push(table),
+        }
+    } else if kw(i, b"CLOSE") {
+        fx.handler_closed.push(table);
+    }
+}
+
+/// What words do anywhere in the statement: functions, `SQL_CALC_FOUND_ROWS`,
+/// assignments and `INTO @var`, mentions of session tracking.
+fn anywhere(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
     let mut into = false;
     for (i, t) in toks.iter().enumerate() {
         match t.kind {
             Kind::Word => {
                 let w = &sql[t.start..t.end];
-                let call = punct(toks.get(i + 1), b'(');
                 if w.eq_ignore_ascii_case(b"SQL_CALC_FOUND_ROWS") {
                     fx.calc_found_rows = true;
                 } else if w.eq_ignore_ascii_case(b"INTO") {
                     into = true;
                     continue;
-                } else if call {
-                    if w.eq_ignore_ascii_case(b"GET_LOCK") {
-                        fx.get_lock = true;
-                    } else if w.eq_ignore_ascii_case(b"RELEASE_LOCK") {
-                        fx.release_lock = true;
-                    } else if w.eq_ignore_ascii_case(b"RELEASE_ALL_LOCKS") {
-                        fx.release_all_locks = true;
-                    } else if w.eq_ignore_ascii_case(b"LAST_INSERT_ID") {
-                        fx.last_insert_id = true;
-                    } else if w.eq_ignore_ascii_case(b"ROW_COUNT") {
-                        fx.row_count = true;
-                    } else if w.eq_ignore_ascii_case(b"FOUND_ROWS") {
-                        fx.found_rows = true;
-                    }
+                } else if punct(toks.get(i + 1), b'(') {
+                    function_call(w, fx);
                 }
                 into = false;
             }
@@ -351,6 +393,25 @@ fn statement(sql: &[u8], toks: &[Tok], fx: &mut Effects) {
             }
             _ => into = false,
         }
+    }
+}
+
+/// A call of function `name`: the locks it takes or frees, the figures of the last
+/// statement it reads.
+fn function_call(name: &[u8], fx: &mut Effects) {
+    let is = |f: &[u8]| name.eq_ignore_ascii_case(f);
+    if is(b"GET_LOCK") {
+        fx.get_lock = true;
+    } else if is(b"RELEASE_LOCK") {
+        fx.release_lock = true;
+    } else if is(b"RELEASE_ALL_LOCKS") {
+        fx.release_all_locks = true;
+    } else if is(b"LAST_INSERT_ID") {
+        fx.last_insert_id = true;
+    } else if is(b"ROW_COUNT") {
+        fx.row_count = true;
+    } else if is(b"FOUND_ROWS") {
+        fx.found_rows = true;
     }
 }
 

@@ -13,6 +13,7 @@ use crate::stats::Stats;
 use crate::stream::{Peer, Stream};
 use sluice_wire::auth as wauth;
 use sluice_wire::handshake::{HandshakeResponse, InitialHandshake, SSL_REQUEST_LEN};
+use sluice_wire::packet::Packet;
 use sluice_wire::response::ErrPacket;
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
 use std::sync::Arc;
@@ -62,68 +63,14 @@ pub async fn login(
     tls: Option<&tokio_rustls::TlsAcceptor>,
     connection_id: u32,
 ) -> Result<Option<LoggedIn>, SessionError> {
-    let identity = fe.identity.load_full();
-    let (advertised, advertised_mariadb) = fe.advertised_caps(listener);
     let nonce = wauth::new_scramble();
-    let hello = InitialHandshake {
-        server_version: identity.version.as_bytes().to_vec(),
-        connection_id,
-        scramble: nonce.to_vec(),
-        capabilities: advertised,
-        charset: identity.charset,
-        status: StatusFlags(StatusFlags::AUTOCOMMIT),
-        auth_plugin: listener.default_auth_plugin.name().as_bytes().to_vec(),
-        mariadb_caps: advertised_mariadb,
-    };
+    let hello = greeting(fe, listener, connection_id, &nonce);
     client.write_packet(0, &hello.payload()).await?;
-
-    let limit = fe.limits.max_decoded_packet;
-    let mut packet = client.read_packet(limit).await?;
-    if packet.seq != 1 {
-        return Err(ProtocolError::Sequence {
-            got: packet.seq,
-            expected: 1,
-        }
-        .into());
-    }
-    let (prefix_caps, _, _, _) = HandshakeResponse::parse_prefix(&packet.payload)?;
-    if packet.payload.len() == SSL_REQUEST_LEN && prefix_caps.contains(CapabilityFlags::SSL) {
-        let Some(acceptor) = tls else {
-            return Err(ProtocolError::Malformed("TLS requested but not offered").into());
-        };
-        let Some(tcp) = client.stream.take_plain() else {
-            return Err(ProtocolError::Malformed("TLS requested twice").into());
-        };
-        // Clients send their TLS ClientHello right behind the SSL request without waiting,
-        // so part of it may already sit in our buffer: hand it to rustls first.
-        let early = client.rbuf.split();
-        let stream = acceptor
-            .accept_with(tcp, |tls| {
-                let mut rest = &early[..];
-                while !rest.is_empty() {
-                    if tls.read_tls(&mut rest).is_err() {
-                        break;
-                    }
-                    // A bad record fails the handshake that follows; nothing to do here.
-                    let _ = tls.process_new_packets();
-                }
-            })
-            .await
-            .map_err(|e| SessionError::ClientTls(e.to_string()))?;
-        client.stream = Stream::Accepted(Box::new(stream));
-        packet = client.read_packet(limit).await?;
-        if packet.seq != 2 {
-            return Err(ProtocolError::Sequence {
-                got: packet.seq,
-                expected: 2,
-            }
-            .into());
-        }
-    }
+    let packet = handshake_response(client, tls, fe.limits.max_decoded_packet).await?;
     let response = HandshakeResponse::parse(&packet.payload)?;
-    client.caps = CapabilityFlags(response.capabilities.0 & advertised.0);
-    client.mariadb_caps = response.mariadb_caps & advertised_mariadb;
-    let mut seq = packet.last_seq.wrapping_add(1);
+    client.caps = CapabilityFlags(response.capabilities.0 & hello.capabilities.0);
+    client.mariadb_caps = response.mariadb_caps & hello.mariadb_caps;
+    let seq = packet.last_seq.wrapping_add(1);
 
     if listener.require_tls && !client.secure() {
         Stats::incr(&fe.stats.auth_failures);
@@ -153,16 +100,13 @@ pub async fn login(
     )
     .await?;
     match outcome {
-        AuthOutcome::Accepted { user, next_seq } => {
-            seq = next_seq;
-            Ok(Some(LoggedIn {
-                user,
-                charset: response.charset,
-                database: response.database.clone(),
-                attributes: Arc::new(response.attributes.clone()),
-                next_seq: seq,
-            }))
-        }
+        AuthOutcome::Accepted { user, next_seq } => Ok(Some(LoggedIn {
+            user,
+            charset: response.charset,
+            database: response.database.clone(),
+            attributes: Arc::new(response.attributes.clone()),
+            next_seq,
+        })),
         AuthOutcome::Refused { err, next_seq } => {
             Stats::incr(&fe.stats.auth_failures);
             tracing::info!(user = %String::from_utf8_lossy(&response.username), client = %client.peer, "login refused");
@@ -170,6 +114,77 @@ pub async fn login(
             Ok(None)
         }
     }
+}
+
+/// The greeting: the version and capabilities the servers have, as this listener
+/// offers them, with `nonce` to scramble the password with.
+fn greeting(
+    fe: &Frontend,
+    listener: &ListenerConfig,
+    connection_id: u32,
+    nonce: &[u8],
+) -> InitialHandshake {
+    let identity = fe.identity.load_full();
+    let (advertised, advertised_mariadb) = fe.advertised_caps(listener);
+    InitialHandshake {
+        server_version: identity.version.as_bytes().to_vec(),
+        connection_id,
+        scramble: nonce.to_vec(),
+        capabilities: advertised,
+        charset: identity.charset,
+        status: StatusFlags(StatusFlags::AUTOCOMMIT),
+        auth_plugin: listener.default_auth_plugin.name().as_bytes().to_vec(),
+        mariadb_caps: advertised_mariadb,
+    }
+}
+
+/// The client's handshake response, read over TLS when the client asks for it first.
+async fn handshake_response(
+    client: &mut ClientConn,
+    tls: Option<&tokio_rustls::TlsAcceptor>,
+    limit: usize,
+) -> Result<Packet, SessionError> {
+    let packet = client.read_packet(limit).await?;
+    check_seq(packet.seq, 1)?;
+    let (prefix_caps, _, _, _) = HandshakeResponse::parse_prefix(&packet.payload)?;
+    if packet.payload.len() != SSL_REQUEST_LEN || !prefix_caps.contains(CapabilityFlags::SSL) {
+        return Ok(packet);
+    }
+    accept_tls(client, tls).await?;
+    let packet = client.read_packet(limit).await?;
+    check_seq(packet.seq, 2)?;
+    Ok(packet)
+}
+
+/// Turns the client's connection into TLS, after its SSL request.
+async fn accept_tls(
+    client: &mut ClientConn,
+    tls: Option<&tokio_rustls::TlsAcceptor>,
+) -> Result<(), SessionError> {
+    let Some(acceptor) = tls else {
+        return Err(ProtocolError::Malformed("TLS requested but not offered").into());
+    };
+    let Some(tcp) = client.stream.take_plain() else {
+        return Err(ProtocolError::Malformed("TLS requested twice").into());
+    };
+    // Clients send their TLS ClientHello right behind the SSL request without waiting,
+    // so part of it may already sit in our buffer: hand it to rustls first.
+    let early = client.rbuf.split();
+    let stream = acceptor
+        .accept_with(tcp, |tls| {
+            let mut rest = &early[..];
+            while !rest.is_empty() {
+                if tls.read_tls(&mut rest).is_err() {
+                    break;
+                }
+                // A bad record fails the handshake that follows; nothing to do here.
+                let _ = tls.process_new_packets();
+            }
+        })
+        .await
+        .map_err(|e| SessionError::ClientTls(e.to_string()))?;
+    client.stream = Stream::Accepted(Box::new(stream));
+    Ok(())
 }
 
 /// Checks a client's proof for `username`, switching plugins when needed. `data` is

@@ -9,8 +9,9 @@
 
 use super::session::cached::{fetch, session_key, storable, SETTINGS_PROBE};
 use super::Frontend;
-use crate::backend::{ConnParams, PoolKey};
-use crate::cache::{self, Candidate, Fill};
+use crate::auth::User;
+use crate::backend::{ConnParams, PoolKey, PooledConn};
+use crate::cache::{self, Candidate, Fill, FillTicket, QueryCache};
 use crate::classify::sql::{self, Analysis};
 use sluice_wire::command::Command;
 use sluice_wire::packet::write_packet;
@@ -109,59 +110,18 @@ pub async fn warm_group(
         return;
     };
     let Some(user) = fe.users.load().get(&g.user) else {
-        report.failed += g.queries.len() as u64;
-        report
-            .problems
-            .push(format!("user {:?} is not configured", g.user));
-        return;
+        return fail_group(g, report, format!("user {:?} is not configured", g.user));
     };
     let (wire, mariadb) = (params.wire_caps, params.mariadb_caps);
-    let key = PoolKey::new(user.backend.clone(), params);
-    let router = fe.router.load_full();
-    let schema = g.schema.as_deref().map(str::as_bytes);
-    let leased = router
-        .lease(
-            &crate::router::Target::Writer,
-            &[],
-            &key,
-            schema,
-            crate::backend::on_schema(schema),
-            1,
-        )
-        .await
-        .map(|(conn, _)| conn);
-    let mut conn = match leased {
-        Ok(c) => c,
-        Err(e) => {
-            report.failed += g.queries.len() as u64;
-            report.problems.push(format!("user {:?}: {e}", g.user));
-            return;
-        }
+    let mut conn = match connect(fe, g, &user, params).await {
+        Ok(conn) => conn,
+        Err(problem) => return fail_group(g, report, problem),
     };
-    if let Some(db) = &g.schema {
-        if conn.schema.as_deref() != Some(db.as_bytes()) {
-            let refused = match conn.init_db(db.as_bytes()).await {
-                Ok(Ok(())) => None,
-                Ok(Err(err)) => Some(err.to_string()),
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(why) = refused {
-                report.failed += g.queries.len() as u64;
-                report.problems.push(format!("schema {db:?}: {why}"));
-                return;
-            }
-        }
-    }
     let values = match conn.query_row(SETTINGS_PROBE).await {
         Ok(Ok(Some(v))) => v,
         other => {
-            report.failed += g.queries.len() as u64;
-            report.problems.push(format!(
-                "user {:?}: settings unknown ({:?})",
-                g.user,
-                other.err()
-            ));
-            return;
+            let problem = format!("user {:?}: settings unknown ({:?})", g.user, other.err());
+            return fail_group(g, report, problem);
         }
     };
     let (prefix, schema) = session_key(&user.name, wire, mariadb, &values);
@@ -173,67 +133,152 @@ pub async fn warm_group(
             cache.set_views(answer.as_deref());
         }
     }
+    let session = WarmSession {
+        user: &user.name,
+        prefix: &prefix,
+        schema: schema.as_deref(),
+    };
     for q in &g.queries {
-        let text = q.as_bytes();
-        let Analysis::Read {
-            tables,
-            uncacheable: None,
-        } = sql::analyze(text, schema.as_deref())
-        else {
-            report.skipped += 1;
-            continue;
-        };
-        let candidate = Candidate {
-            text,
-            user: &user.name,
-            schema: schema.as_deref(),
-        };
-        let Some((rule, digest)) = cache.rule_for(&candidate) else {
-            report.skipped += 1;
-            continue;
-        };
-        let key = cache::key(&prefix, Command::Query as u8, text, &[]);
-        let Fill::Leader(mut ticket) = cache.begin_fill(key, rule, digest) else {
-            report.skipped += 1;
-            continue;
-        };
-        cache.depend_on(&mut ticket, &tables, None);
-        let mut request = bytes::BytesMut::with_capacity(text.len() + 5);
-        let mut payload = Vec::with_capacity(text.len() + 1);
-        payload.push(Command::Query as u8);
-        payload.extend_from_slice(text);
-        write_packet(&mut request, 0, &payload);
-        match fetch(
-            &mut conn,
-            &request,
-            ResponseKind::Query,
-            cache.entry_limit(),
-            None,
+        if !warm_query(&cache, &mut conn, &session, q, report).await {
+            return;
+        }
+    }
+}
+
+/// Counts every query of the group as failed, for `problem`.
+fn fail_group(g: &WarmGroup, report: &mut WarmReport, problem: String) {
+    report.failed += g.queries.len() as u64;
+    report.problems.push(problem);
+}
+
+/// A writer connection of the group's user on the group's schema, else the problem.
+async fn connect(
+    fe: &Arc<Frontend>,
+    g: &WarmGroup,
+    user: &User,
+    params: ConnParams,
+) -> Result<PooledConn, String> {
+    let key = PoolKey::new(user.backend.clone(), params);
+    let router = fe.router.load_full();
+    let schema = g.schema.as_deref().map(str::as_bytes);
+    let mut conn = router
+        .lease(
+            &crate::router::Target::Writer,
+            &[],
+            &key,
+            schema,
+            crate::backend::on_schema(schema),
+            1,
         )
         .await
-        {
-            Ok(Some(response)) if storable(&response, conn.status) => {
-                if cache.store(ticket, response) {
-                    report.stored += 1;
-                } else {
-                    report.skipped += 1;
-                }
-            }
-            Ok(_) => {
-                cache.not_stored(ticket);
-                report.failed += 1;
-                report
-                    .problems
-                    .push(format!("{q:?}: an error, a warning or too large a result"));
-            }
-            Err(e) => {
-                conn.mark_broken();
-                report.failed += 1;
-                report.problems.push(format!("{q:?}: {e}"));
-                return;
+        .map(|(conn, _)| conn)
+        .map_err(|e| format!("user {:?}: {e}", g.user))?;
+    if let Some(db) = &g.schema {
+        if conn.schema.as_deref() != Some(db.as_bytes()) {
+            let refused = match conn.init_db(db.as_bytes()).await {
+                Ok(Ok(())) => None,
+                Ok(Err(err)) => Some(err.to_string()),
+                Err(e) => Some(e.to_string()),
+            };
+            if let Some(why) = refused {
+                return Err(format!("schema {db:?}: {why}"));
             }
         }
     }
+    Ok(conn)
+}
+
+/// Whose session the group's statements are cached for: the user, the session part
+/// of the cache key, the schema.
+struct WarmSession<'a> {
+    user: &'a str,
+    prefix: &'a [u8],
+    schema: Option<&'a str>,
+}
+
+/// Runs `q` and stores its result when a rule wants it. False when the connection
+/// broke, which ends the group.
+async fn warm_query(
+    cache: &Arc<QueryCache>,
+    conn: &mut PooledConn,
+    session: &WarmSession<'_>,
+    q: &str,
+    report: &mut WarmReport,
+) -> bool {
+    let Some(ticket) = fill_ticket(cache, session, q.as_bytes()) else {
+        report.skipped += 1;
+        return true;
+    };
+    let request = query_request(q.as_bytes());
+    match fetch(
+        conn,
+        &request,
+        ResponseKind::Query,
+        cache.entry_limit(),
+        None,
+    )
+    .await
+    {
+        Ok(Some(response)) if storable(&response, conn.status) => {
+            if cache.store(ticket, response) {
+                report.stored += 1;
+            } else {
+                report.skipped += 1;
+            }
+        }
+        Ok(_) => {
+            cache.not_stored(ticket);
+            report.failed += 1;
+            report
+                .problems
+                .push(format!("{q:?}: an error, a warning or too large a result"));
+        }
+        Err(e) => {
+            conn.mark_broken();
+            report.failed += 1;
+            report.problems.push(format!("{q:?}: {e}"));
+            return false;
+        }
+    }
+    true
+}
+
+/// The ticket to fill the cache with `text`'s result; none when it is not a cacheable
+/// read, no rule wants it, or it is cached or being fetched already.
+fn fill_ticket(
+    cache: &Arc<QueryCache>,
+    session: &WarmSession<'_>,
+    text: &[u8],
+) -> Option<FillTicket> {
+    let Analysis::Read {
+        tables,
+        uncacheable: None,
+    } = sql::analyze(text, session.schema)
+    else {
+        return None;
+    };
+    let candidate = Candidate {
+        text,
+        user: session.user,
+        schema: session.schema,
+    };
+    let (rule, digest) = cache.rule_for(&candidate)?;
+    let key = cache::key(session.prefix, Command::Query as u8, text, &[]);
+    let Fill::Leader(mut ticket) = cache.begin_fill(key, rule, digest) else {
+        return None;
+    };
+    cache.depend_on(&mut ticket, &tables, None);
+    Some(ticket)
+}
+
+/// `text` as a COM_QUERY packet.
+fn query_request(text: &[u8]) -> bytes::BytesMut {
+    let mut request = bytes::BytesMut::with_capacity(text.len() + 5);
+    let mut payload = Vec::with_capacity(text.len() + 1);
+    payload.push(Command::Query as u8);
+    payload.extend_from_slice(text);
+    write_packet(&mut request, 0, &payload);
+    request
 }
 
 #[cfg(test)]
