@@ -43,11 +43,13 @@ fmt:
 demo: deps build
 	$(RAISE_NOFILE); ./target/release/sluice bench --demo
 
-## fuzz: run each wire-protocol fuzz target for FUZZ_SECONDS (needs nightly and cargo-fuzz)
+## fuzz: run each fuzz target for FUZZ_SECONDS, one after the other (needs nightly and cargo-fuzz)
+# FUZZ_TARGETS='sql binlog' runs only those; docs/TESTING.md, "Fuzzing", says what each checks.
 FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= handshake scanner packet sql statement binlog response execute shard
 fuzz:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
-	cd fuzz && for t in handshake scanner packet; do \
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
 	  $(CARGO) +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
 
 ## clean: remove build output

@@ -188,6 +188,25 @@ pub struct Batch {
     pub gtid: Option<String>,
 }
 
+/// The reader's event decoder run over `events` (each as the primary sends it, after
+/// the packet's status byte) until one fails: the batches it delivered, and the error
+/// that would have ended the connection. The decoder is private to this module and
+/// the fuzz targets live outside the crate; nothing else calls this.
+#[doc(hidden)]
+pub fn fuzz_decode<'a>(
+    events: impl IntoIterator<Item = &'a [u8]>,
+) -> (Vec<Batch>, Option<EventError>) {
+    let mut decoder = Decoder::new();
+    let mut batches = Vec::new();
+    for event in events {
+        match decoder.feed(event) {
+            Ok((_, decoded)) => batches.extend(decoded.batch),
+            Err(e) => return (batches, Some(e)),
+        }
+    }
+    (batches, None)
+}
+
 /// Where the reader's findings go: the cache.
 ///
 /// Calls come from the reader's task, one at a time, and must not block.

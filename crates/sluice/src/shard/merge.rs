@@ -55,18 +55,82 @@ impl Compare {
             (Some(_), None) => Ordering::Greater,
             (Some(a), Some(b)) => match self {
                 Compare::Bytes => a.cmp(b),
-                Compare::Number => match (Num::parse(a), Num::parse(b)) {
-                    (Some(x), Some(y)) => {
-                        let scale = x.scale.max(y.scale);
-                        match (x.rescaled(scale), y.rescaled(scale)) {
-                            (Some(x), Some(y)) => x.cmp(&y),
-                            _ => a.cmp(b),
-                        }
-                    }
-                    _ => a.cmp(b),
+                // By the digits, not as i128: a DECIMAL(65) has more than fit, and a
+                // fallback to bytes for those alone would not be an order at all
+                // (`2` < `10` < `1e39` in bytes < `2` in bytes), which `sort_by` may
+                // panic on. Text that is no number (no server sends it for these
+                // types) goes after the numbers, so that the whole stays an order.
+                Compare::Number => match (Decimal::of(a), Decimal::of(b)) {
+                    (Some(x), Some(y)) => x.cmp(&y),
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (None, None) => a.cmp(b),
                 },
             },
         }
+    }
+}
+
+/// A decimal's text as its value orders: the sign, the integer digits without leading
+/// zeros and the fraction digits without trailing zeros (zero is never negative).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Decimal<'a> {
+    negative: bool,
+    whole: &'a [u8],
+    fraction: &'a [u8],
+}
+
+impl<'a> Decimal<'a> {
+    /// `[-]digits[.digits]`, at least one digit; `None` for anything else.
+    fn of(text: &'a [u8]) -> Option<Decimal<'a>> {
+        let (negative, text) = match text.strip_prefix(b"-") {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, fraction) = match text.iter().position(|&b| b == b'.') {
+            Some(dot) => (&text[..dot], &text[dot + 1..]),
+            None => (text, &[][..]),
+        };
+        if whole.is_empty() && fraction.is_empty()
+            || !whole.iter().chain(fraction).all(u8::is_ascii_digit)
+        {
+            return None;
+        }
+        let whole = &whole[whole.iter().take_while(|&&b| b == b'0').count()..];
+        let significant = fraction
+            .iter()
+            .rposition(|&b| b != b'0')
+            .map_or(0, |i| i + 1);
+        let fraction = &fraction[..significant];
+        Some(Decimal {
+            negative: negative && !(whole.is_empty() && fraction.is_empty()),
+            whole,
+            fraction,
+        })
+    }
+}
+
+impl Ord for Decimal<'_> {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // More integer digits is larger; then digit by digit, the fraction included
+        // (without trailing zeros, a shorter fraction that is a prefix is smaller).
+        let magnitude = (self.whole.len(), self.whole, self.fraction).cmp(&(
+            other.whole.len(),
+            other.whole,
+            other.fraction,
+        ));
+        match (self.negative, other.negative) {
+            (false, false) => magnitude,
+            (true, true) => magnitude.reverse(),
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Greater,
+        }
+    }
+}
+
+impl PartialOrd for Decimal<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
     }
 }
 

@@ -118,7 +118,9 @@ pub fn parse_any(row: &[Option<Vec<u8>>]) -> Option<(String, Prepared)> {
     }
     let (glen, blen) = (number(1)?, number(2)?);
     let data = row.get(3)?.as_deref()?;
-    if data.len() != glen + blen {
+    // The lengths are the server's text: a sum that overflows could wrap to the data's
+    // length and cut it past its end.
+    if glen.checked_add(blen) != Some(data.len()) {
         return None;
     }
     let gtrid = std::str::from_utf8(&data[..glen]).ok()?;
@@ -188,6 +190,22 @@ mod tests {
         assert!(again.parse_recovered(&row("1", &gtrid, "1")).is_some());
         assert!(gtrid.len() <= 64);
         assert!(gtrid.starts_with(&ours.own_pattern()[..ours.own_pattern().len() - 1]));
+    }
+
+    /// Found by the `response` fuzz target: lengths whose sum overflows.
+    #[test]
+    fn lengths_past_the_data_are_no_branch() {
+        let max = usize::MAX.to_string();
+        let rows = [
+            ["1", max.as_str(), "3", "-"],
+            ["1", max.as_str(), "2", "-"],
+            ["1", "1", max.as_str(), "-"],
+            ["1", "5", "0", "-"],
+        ];
+        for r in rows {
+            let row: Vec<Option<Vec<u8>>> = r.iter().map(|v| Some(v.as_bytes().to_vec())).collect();
+            assert_eq!(parse_any(&row), None, "{r:?}");
+        }
     }
 
     #[test]
