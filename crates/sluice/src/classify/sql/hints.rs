@@ -47,6 +47,14 @@ pub fn strip_hints(sql: &[u8]) -> Cow<'_, [u8]> {
         }
         let out = out.get_or_insert_with(|| Vec::with_capacity(sql.len()));
         out.extend_from_slice(&sql[copied..t.start]);
+        if out.last() == Some(&b'-') {
+            // `5 --/*wipe*/ 3` is two minus signs to the server; without the comment,
+            // `5 -- 3` would end in a comment, another statement. An empty one keeps
+            // them apart.
+            out.extend_from_slice(b"/**/");
+            copied = t.end;
+            continue;
+        }
         let mut after = t.end;
         while sql.get(after).is_some_and(|&b| is_space(b)) {
             after += 1;
@@ -166,6 +174,14 @@ mod tests {
             ("SELECT /*nocache*/ /* WIPE */ 1", "SELECT 1"),
             ("SELECT /*wipe*/ 1 /* keep */", "SELECT 1 /* keep */"),
             ("SELECT '/*wipe*/', /*wipe*/ 2", "SELECT '/*wipe*/', 2"),
+            // Two minus signs stay two minus signs, not the start of a comment: the
+            // server reads `5 --/*wipe*/ 3` as 5 - -3.
+            ("SELECT 5 --/*wipe*/ 3", "SELECT 5 --/**/ 3"),
+            ("SELECT 5 --/*wipe*/", "SELECT 5 --/**/"),
+            (
+                "SELECT 1 --/*nocache*/ 1; DELETE FROM t",
+                "SELECT 1 --/**/ 1; DELETE FROM t",
+            ),
         ] {
             assert_eq!(strip(with), without, "{with}");
         }
@@ -180,5 +196,16 @@ mod tests {
                 "{keep}"
             );
         }
+    }
+
+    #[test]
+    fn a_hint_after_two_minus_signs_leaves_the_same_statement() {
+        let text = b"SELECT 5 --/*wipe*/ 3";
+        let stripped = strip_hints(text);
+        assert_eq!(
+            crate::classify::sql::digest(&stripped).0,
+            crate::classify::sql::digest(text).0
+        );
+        assert!(matches!(strip_hints(&stripped), Cow::Borrowed(_)));
     }
 }
