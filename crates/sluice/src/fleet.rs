@@ -18,6 +18,7 @@ pub use message::{Change, KillTarget, Message, Reply, Request, ServerState};
 
 use message::{Read, Reason, Rejections, Seal};
 
+use crate::admin::metrics::Family;
 use crate::auth::BackendCredentials;
 use crate::router::Router;
 use crate::secret::Secret;
@@ -42,6 +43,27 @@ const NO_SLOT: u32 = u32::MAX;
 /// How often an instance's row is written when nothing in it changed but its count of
 /// sessions.
 const REGISTER_EVERY: Duration = Duration::from_secs(30);
+const INSTANCES: Family = Family::gauge(
+    "sluice_fleet_instances",
+    "Sluice instances in front of the same servers, by state (live: holds its slot)",
+);
+const SLOT: Family = Family::gauge(
+    "sluice_fleet_slot",
+    "this instance's slot (the top byte of its session ids); -1 before it holds one",
+);
+const LEADER: Family = Family::gauge(
+    "sluice_fleet_leader",
+    "1 while this instance holds the fleet's leader duty",
+);
+const APPLIED: Family = Family::counter(
+    "sluice_fleet_changes_applied_total",
+    "runtime changes made through other instances and applied here",
+);
+const REJECTED: Family = Family::counter(
+    "sluice_fleet_messages_rejected_total",
+    "messages and shared state entries from the fleet dropped unread, by reason \
+     (unsigned, bad_signature, stale)",
+);
 /// How long a change is offered again to an engine that refuses it: longer than a
 /// failover takes to name a new writer for the fleet's tables.
 const RESEND_FOR: Duration = Duration::from_secs(30);
@@ -646,47 +668,19 @@ impl Fleet {
 
     /// The fleet's part of `/metrics`.
     pub fn metrics(&self, e: &mut crate::admin::metrics::Exposition) {
-        use crate::admin::metrics::Type;
         let members = self.members.load();
-        e.family(
-            "sluice_fleet_instances",
-            Type::Gauge,
-            "Sluice instances in front of the same servers, by state (live: holds its slot)",
-        );
+        e.declare(&INSTANCES);
         for (state, live) in [("live", true), ("gone", false)] {
             let n = members.iter().filter(|m| m.live == live).count();
-            e.sample("sluice_fleet_instances", &[("state", state)], n as f64);
+            e.sample(INSTANCES.name, &[("state", state)], n as f64);
         }
-        e.single(
-            "sluice_fleet_slot",
-            Type::Gauge,
-            "this instance's slot (the top byte of its session ids); -1 before it holds one",
-            self.slot().map_or(-1.0, f64::from),
-        );
-        e.single(
-            "sluice_fleet_leader",
-            Type::Gauge,
-            "1 while this instance holds the fleet's leader duty",
-            f64::from(u8::from(self.holds("leader"))),
-        );
-        e.single(
-            "sluice_fleet_changes_applied_total",
-            Type::Counter,
-            "runtime changes made through other instances and applied here",
-            self.applied.load(Ordering::Relaxed) as f64,
-        );
-        e.family(
-            "sluice_fleet_messages_rejected_total",
-            Type::Counter,
-            "messages and shared state entries from the fleet dropped unread, by reason \
-             (unsigned, bad_signature, stale)",
-        );
+        e.only(&SLOT, self.slot().map_or(-1.0, f64::from));
+        e.only(&LEADER, f64::from(u8::from(self.holds("leader"))));
+        e.only(&APPLIED, self.applied.load(Ordering::Relaxed) as f64);
+        e.declare(&REJECTED);
         for reason in Reason::ALL {
-            e.sample(
-                "sluice_fleet_messages_rejected_total",
-                &[("reason", reason.as_str())],
-                self.rejected.count(reason) as f64,
-            );
+            let n = self.rejected.count(reason) as f64;
+            e.sample(REJECTED.name, &[("reason", reason.as_str())], n);
         }
     }
 
