@@ -497,8 +497,6 @@ mod tests {
     use super::super::tally::Replays;
     use super::super::SysbenchFigures;
     use super::*;
-    use crate::report::Machine;
-    use crate::sysbench::DataSet;
 
     fn run(n: u32, errors: u64, mismatches: u64, lost: u64, conflicts: u64) -> Run {
         let mut run = Run {
@@ -584,31 +582,11 @@ mod tests {
         ));
 
         let results = Results {
-            command: "sluice bench failover".into(),
-            started_at: String::new(),
-            finished_at: None,
-            error: None,
-            sluice_version: String::new(),
-            sysbench_version: String::new(),
-            mariadb_version: None,
-            machine: Machine::detect(),
-            threads: 8,
-            data: DataSet {
-                tables: 4,
-                table_size: 10_000,
-            },
-            kill_after_ms: 5000,
             after_ms: 2500,
-            probe_writers: 2,
-            binlog_format: crate::failover::BinlogFormat::Mixed,
-            wrap_autocommit_writes: false,
-            instances: 1,
-            kill_instance: false,
             runs_planned: 10,
-            sluice_command: None,
-            prepare_command: None,
             summary: s,
             runs,
+            ..crate::failover::tests::empty_results(1, false)
         };
         let md = document(&results).markdown();
         assert!(

@@ -310,7 +310,8 @@ fn the_report_adds_the_fleet_columns_with_several_instances() {
     assert!(json["runs"][0].get("fleet").is_none() && json["summary"].get("fleet").is_none());
 }
 
-fn empty_results(instances: u32, kill_instance: bool) -> Results {
+/// Results with nothing run, for reports of a few hand-made runs.
+pub(super) fn empty_results(instances: u32, kill_instance: bool) -> Results {
     Results {
         command: "sluice bench failover".into(),
         started_at: String::new(),

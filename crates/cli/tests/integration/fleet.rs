@@ -104,6 +104,24 @@ fn ended(c: &mut RawConn) -> bool {
     }
 }
 
+/// Sets the cache rules through `config`'s instance to one rule, `name`, for `pattern`.
+fn put_rule(config: &Config, name: &str, pattern: &str) {
+    let rules = serde_json::json!([{ "name": name, "match": pattern, "ttl": "30s" }]);
+    let admin = config.admin_address().unwrap();
+    admin_call(&admin, ADMIN_TOKEN, "PUT", "/v1/cache/rules", Some(&rules));
+}
+
+/// The names of the cache rules in force on `config`'s instance.
+fn rule_names(config: &Config) -> Vec<String> {
+    let admin = config.admin_address().unwrap();
+    admin_call(&admin, ADMIN_TOKEN, "GET", "/v1/cache/rules", None)
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
 fn with_weak_user(set: &ReplicaSet, config: Config) -> Config {
     set.primary
         .execute(&format!(
@@ -175,21 +193,10 @@ fn acts_as_one(configs: &[Config]) {
     assert!(ended(&mut weak_b) && ended(&mut weak));
 
     // A cache rule set through A is in force on B.
-    let rules = serde_json::json!([{ "name": "fleet_rule", "match": "^SELECT 2", "ttl": "30s" }]);
     let admin = |i: usize| configs[i].admin_address().unwrap();
-    admin_call(
-        &admin(0),
-        ADMIN_TOKEN,
-        "PUT",
-        "/v1/cache/rules",
-        Some(&rules),
-    );
+    put_rule(&configs[0], "fleet_rule", "^SELECT 2");
     let put_at = Instant::now();
-    let has_rule = || {
-        admin_call(&admin(1), ADMIN_TOKEN, "GET", "/v1/cache/rules", None)
-            .as_array()
-            .is_some_and(|r| r.iter().any(|r| r["name"] == "fleet_rule"))
-    };
+    let has_rule = || rule_names(&configs[1]).iter().any(|r| r == "fleet_rule");
     assert!(
         wait_until(Duration::from_secs(5), has_rule),
         "the rule did not reach B\n{}",
@@ -521,28 +528,11 @@ fn a_change_made_without_a_writer_reaches_the_others_once_there_is_one() {
     let no_writer =
         |i: usize| admin_get(&instances[i], &configs[i], "/v1/servers")["writer"].is_null();
     assert!(wait_until(Duration::from_secs(20), || no_writer(0) && no_writer(1)));
-    let rules = serde_json::json!([{ "name": "late_rule", "match": "^SELECT 3", "ttl": "30s" }]);
-    admin_call(
-        &configs[0].admin_address().unwrap(),
-        ADMIN_TOKEN,
-        "PUT",
-        "/v1/cache/rules",
-        Some(&rules),
-    );
+    put_rule(&configs[0], "late_rule", "^SELECT 3");
     set.replicas[0]
         .execute("STOP SLAVE; RESET SLAVE ALL; SET GLOBAL read_only = 0")
         .unwrap();
-    let has_rule = || {
-        admin_call(
-            &configs[1].admin_address().unwrap(),
-            ADMIN_TOKEN,
-            "GET",
-            "/v1/cache/rules",
-            None,
-        )
-        .as_array()
-        .is_some_and(|r| r.iter().any(|r| r["name"] == "late_rule"))
-    };
+    let has_rule = || rule_names(&configs[1]).iter().any(|r| r == "late_rule");
     assert!(
         wait_until(Duration::from_secs(20), has_rule),
         "the rule made without a writer did not reach B\n{}\n---\n{}",
@@ -630,15 +620,7 @@ fn instances_with_other_secrets_ignore_each_others_changes() {
     let slots = joined(&instances, &configs);
     assert_eq!(rejected(&configs[1], "bad_signature"), 0.0);
 
-    let rules = serde_json::json!([{ "name": "fleet_rule", "match": "^SELECT 2", "ttl": "30s" }]);
-    let admin = |i: usize| configs[i].admin_address().unwrap();
-    admin_call(
-        &admin(0),
-        ADMIN_TOKEN,
-        "PUT",
-        "/v1/cache/rules",
-        Some(&rules),
-    );
+    put_rule(&configs[0], "fleet_rule", "^SELECT 2");
     // B has read A's message once it has counted it.
     assert!(
         wait_until(Duration::from_secs(10), || rejected(
@@ -648,17 +630,9 @@ fn instances_with_other_secrets_ignore_each_others_changes() {
         "B did not count A's message as rejected\n{}",
         instances[1].log()
     );
-    let rule_names = |i: usize| {
-        admin_call(&admin(i), ADMIN_TOKEN, "GET", "/v1/cache/rules", None)
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|r| r["name"].as_str().map(str::to_owned))
-            .collect::<Vec<_>>()
-    };
-    assert!(rule_names(0).contains(&"fleet_rule".to_owned()));
+    assert!(rule_names(&configs[0]).contains(&"fleet_rule".to_owned()));
     assert!(
-        !rule_names(1).contains(&"fleet_rule".to_owned()),
+        !rule_names(&configs[1]).contains(&"fleet_rule".to_owned()),
         "B applied a change signed with another key\n{}",
         instances[1].log()
     );

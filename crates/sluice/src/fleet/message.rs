@@ -247,14 +247,7 @@ impl Seal {
         let Some(mac) = self.mac(at, &body) else {
             return Ok(body);
         };
-        let sig: String =
-            mac.finalize()
-                .into_bytes()
-                .iter()
-                .fold(String::with_capacity(64), |mut hex, b| {
-                    let _ = write!(hex, "{b:02x}");
-                    hex
-                });
+        let sig = hex::encode(mac.finalize().into_bytes());
         Ok(format!("{{\"at\":{at},\"sig\":\"{sig}\",\"body\":{body}}}"))
     }
 
@@ -277,7 +270,7 @@ impl Seal {
                 reason,
                 origin: claimed_origin(body),
             };
-            let sig = unhex(&envelope.sig).ok_or_else(|| refused(Reason::BadSignature))?;
+            let sig = hex::decode(envelope.sig).map_err(|_| refused(Reason::BadSignature))?;
             mac.verify_slice(&sig)
                 .map_err(|_| refused(Reason::BadSignature))?;
             let bound = REPLAY_BOUND.as_millis() as u64;
@@ -296,7 +289,7 @@ impl Seal {
 /// JSON with every non-ASCII character escaped: the bytes signed are the bytes read
 /// back, whatever character set the fleet's tables got on the server (latin1 would
 /// turn other characters into '?'). serde_json writes such characters only inside
-/// strings, where `\uXXXX` means the same.
+/// strings, where a `\u` escape of its UTF-16 code units means the same.
 fn ascii(json: String) -> String {
     if json.is_ascii() {
         return json;
@@ -312,17 +305,6 @@ fn ascii(json: String) -> String {
         }
     }
     out
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    let pairs = text.as_bytes().chunks_exact(2);
-    if !pairs.remainder().is_empty() {
-        return None;
-    }
-    let digit = |b: &u8| char::from(*b).to_digit(16);
-    pairs
-        .map(|pair| Some(((digit(&pair[0])? << 4) | digit(&pair[1])?) as u8))
-        .collect()
 }
 
 /// Messages dropped, by reason.
@@ -575,7 +557,7 @@ mod tests {
         let key = seal(Some("k"));
         let body = r#"{"kind":"future","origin":3}"#;
         let mac = key.mac(NOW, body).unwrap().finalize().into_bytes();
-        let sig: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        let sig = hex::encode(mac);
         let text = format!("{{\"at\":{NOW},\"sig\":\"{sig}\",\"body\":{body}}}");
         assert_eq!(key.open(text.as_bytes(), NOW, Read::Log), Ok(None));
     }

@@ -193,8 +193,9 @@ impl Session {
         let end = (HEADER_LEN + len).min(self.client.rbuf.len());
         let body = &self.client.rbuf[HEADER_LEN + 1..end];
         let probe = self.probe.as_mut().expect("checked above");
-        // Only an id inside this packet: a truncated one is the server's to refuse.
-        let id = stmt.client_id.filter(|_| body.len() >= 4);
+        // The id is only there when the packet holds it whole (`Request::parse`): a
+        // truncated one is the server's to refuse.
+        let id = stmt.client_id;
         match stmt.command {
             Command::Query => probe.query(body, self.stmt.request_len),
             Command::StmtPrepare => probe.prepare(body),

@@ -10,8 +10,8 @@ use crate::cache;
 use crate::classify::sql::{self, Hints};
 use crate::error::SessionError;
 use crate::frontend::session::relay::Relayed;
-use crate::frontend::session::{Session, Statement as InFlightStatement};
-use crate::router::rules::Statement;
+use crate::frontend::session::{Session, Statement};
+
 use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::Command;
@@ -25,7 +25,7 @@ impl Session {
     /// when answered; `None` when the command goes on down the pipeline, untouched.
     pub(in crate::frontend::session) async fn answer_from_cache(
         &mut self,
-        stmt: &InFlightStatement,
+        stmt: &Statement,
     ) -> Result<Option<Relayed>, SessionError> {
         let len = stmt.len;
         let execute = stmt.command == Command::StmtExecute;
@@ -70,7 +70,7 @@ impl Session {
             state.key = key;
             return Ok(None);
         };
-        if self.refused_by_rule(execute.then_some(id), len) {
+        if self.refused_by_rule(stmt) {
             self.cache.as_mut().expect("checked above").key = key;
             return Ok(None);
         }
@@ -93,17 +93,16 @@ impl Session {
     }
 
     /// A routing rule would refuse the statement: it is not answered before routing,
-    /// which gives the rule's error. Only multiplexed sessions are routed. `execute`:
-    /// the statement an execute names, when it is one.
-    fn refused_by_rule(&self, execute: Option<Option<u32>>, len: usize) -> bool {
+    /// which gives the rule's error. Only multiplexed sessions are routed.
+    fn refused_by_rule(&self, stmt: &Statement) -> bool {
         let Some(mux) = self.backing.mux() else {
             return false;
         };
         let router = self.fe.router.load();
         let rules = router.rules.load();
-        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + len];
-        let text = if let Some(id) = execute {
-            match id.and_then(|id| mux.stmt_route(id)) {
+        let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + stmt.len];
+        let text = if stmt.command == Command::StmtExecute {
+            match stmt.client_id.and_then(|id| mux.stmt_route(id)) {
                 Some((text, _)) => text,
                 // A statement multiplexing does not know: left to the pipeline, which
                 // answers it with the server's error.
@@ -112,7 +111,7 @@ impl Session {
         } else {
             &payload[1..]
         };
-        rules.refuses(&Statement {
+        rules.refuses(&crate::router::rules::Statement {
             text,
             user: &self.user.name,
             schema: mux.schema.as_deref(),

@@ -76,14 +76,7 @@ impl Session {
             mux.lid_dirty = true;
             backend.last_insert_id = None;
         }
-        let leaves_state = matches!(
-            command,
-            Command::StmtPrepare
-                | Command::StmtExecute
-                | Command::StmtFetch
-                | Command::ResetConnection
-        );
-        if leaves_state {
+        if leaves_state(command) {
             let floor = self.fe.pool_config.max_prepared_per_connection as usize;
             after_command(backend, mux, stmt, &observed, floor).await?;
         }
@@ -202,6 +195,15 @@ fn explains_state_change(fx: &Effects) -> bool {
         || !fx.sql_deallocated.is_empty()
         || !fx.handler_opened.is_empty()
         || !fx.handler_closed.is_empty()
+}
+
+/// The commands [`after_command`] acts on: checked first so that every other statement
+/// skips that step.
+fn leaves_state(command: Command) -> bool {
+    matches!(
+        command,
+        Command::StmtPrepare | Command::StmtExecute | Command::StmtFetch | Command::ResetConnection
+    )
 }
 
 /// What the command itself leaves on the session and its connection: a statement

@@ -29,11 +29,7 @@ impl Session {
         }
         let visible = self.client.rbuf.len().min(HEADER_LEN + len);
         let fx = self.effects_of(stmt, visible);
-        let maybe_answered = matches!(
-            command,
-            Command::StmtClose | Command::Ping | Command::ResetConnection | Command::StmtReset
-        );
-        if maybe_answered {
+        if may_answer_without_connection(command) {
             if let Some(done) = self.answered_without_connection(stmt).await? {
                 return Ok(done);
             }
@@ -109,7 +105,8 @@ impl Session {
     }
 
     /// Commands Sluice answers itself when the session holds no connection: a close,
-    /// a ping, a reset, a statement reset. `None`: the command goes on to a server.
+    /// a ping, a reset, a statement reset (the commands of
+    /// [`may_answer_without_connection`]). `None`: the command goes on to a server.
     async fn answered_without_connection(
         &mut self,
         stmt: &Statement,
@@ -600,6 +597,15 @@ impl Session {
         close_on(backend, &evicted).await?;
         Ok(Ok(bid))
     }
+}
+
+/// The commands [`Session::answered_without_connection`] may answer: checked first so
+/// that every other statement skips that step.
+fn may_answer_without_connection(command: Command) -> bool {
+    matches!(
+        command,
+        Command::StmtClose | Command::Ping | Command::ResetConnection | Command::StmtReset
+    )
 }
 
 /// Whether a command may generate an insert id (so `LAST_INSERT_ID()` must be the
