@@ -363,6 +363,20 @@ pub(crate) fn execute(c: &mut RawConn, id: u32, param: i64, send_types: bool) ->
     }
 }
 
+/// A hint right after `--` leaves two minus signs, as the server reads them, not a
+/// comment: `SELECT 5 --/*wipe*/ 3` is 8, and its answer is not served to
+/// `SELECT 5 -- 3`, which is 5.
+#[test]
+fn a_hint_after_two_minus_signs_keeps_its_statement() {
+    let server = shared_server();
+    table(server, "cache_minus");
+    let sluice = caching_sluice(server);
+    let mut c = login(&sluice, "cache_minus");
+    assert_eq!(one(&mut c, "SELECT 5 --/*wipe*/ 3"), "8");
+    assert_eq!(one(&mut c, "SELECT 5 -- 3"), "5");
+    assert_eq!(one(&mut c, "SELECT 5 --/*nocache*/ 3"), "8");
+}
+
 #[test]
 fn prepared_statements_are_cached_per_parameter_values() {
     prepared_statements_cached(true, "cache_ps");
