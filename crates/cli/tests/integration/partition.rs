@@ -91,6 +91,15 @@ fn cut_off_from(cut: &[usize], refusal: &str) {
     for g in &gates {
         g.open();
     }
+    // A write held by the closed gate is acknowledged once it opens: the instance
+    // writes again only once its monitor has seen the writer back.
+    assert!(
+        wait_until(Duration::from_secs(30), || writer_of(a, &configs[0])
+            .as_deref()
+            == Some("primary")),
+        "the cut-off instance takes the writer back once the partition heals:\n{}",
+        a.log()
+    );
     let healed = Instant::now();
     assert!(
         wait_until(Duration::from_secs(30), || through(0, healed)),
