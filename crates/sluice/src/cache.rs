@@ -803,7 +803,7 @@ pub(crate) mod tests {
         c.begin_fill(key.to_vec(), rule, digest)
     }
 
-    fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
+    pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
         if c.views_unknown() {
             c.set_views(Some(br#"[["db", "v"]]"#));
         }

@@ -778,6 +778,65 @@ fn stale_while_revalidate_serves_the_old_entry_once_then_the_fresh_one() {
     );
 }
 
+/// The one string column of an execute's first row (a binary row: header, NULL bitmap,
+/// then the value with its length).
+fn one_executed(conn: &mut RawConn, id: u32, params: &[&str]) -> String {
+    let rows = conn.execute_binary_rows(id, params).unwrap();
+    let value = &rows[0][2..];
+    String::from_utf8(value[1..1 + value[0] as usize].to_vec()).unwrap()
+}
+
+/// As above for a prepared statement, on a session with a connection of its own and on
+/// a multiplexed one: the stale entry answers, the refresh waits for a connection in
+/// line with the session, and the next session reads what it fetched.
+#[test]
+fn stale_while_revalidate_refreshes_prepared_reads_too() {
+    let server = shared_server();
+    table(server, "cache_swr_ps");
+    let mut rule = toml::Table::new();
+    rule.insert("name".into(), "swr".into());
+    rule.insert("match".into(), "(?i)^SELECT".into());
+    rule.insert("ttl".into(), "300ms".into());
+    rule.insert("stale_while_revalidate".into(), "1h".into());
+    for multiplex in [false, true] {
+        let id = if multiplex { 1 } else { 2 };
+        let config = Config::for_server(server)
+            .cache_rule_table(rule.clone())
+            .pool("multiplex", multiplex);
+        let sluice = Sluice::start(&config);
+        let mut c = login(&sluice, "cache_swr_ps");
+        let read = c.prepare("SELECT v FROM t WHERE id = ?").unwrap();
+        let first = one_executed(&mut c, read, &[&id.to_string()]);
+        direct(
+            server,
+            &format!("UPDATE cache_swr_ps.t SET v = 'new{multiplex}' WHERE id = {id}"),
+        );
+        assert_eq!(
+            one_executed(&mut c, read, &[&id.to_string()]),
+            first,
+            "within the TTL"
+        );
+        // Past the TTL: the entry's age, not a synchronisation.
+        std::thread::sleep(Duration::from_millis(400));
+        assert_eq!(
+            one_executed(&mut c, read, &[&id.to_string()]),
+            first,
+            "stale, served while revalidating"
+        );
+        assert_eq!(
+            one(&mut c, "SELECT 42 FROM DUAL WHERE 0 = 1 UNION SELECT 42"),
+            "42"
+        );
+        let mut other = login(&sluice, "cache_swr_ps");
+        let again = other.prepare("SELECT v FROM t WHERE id = ?").unwrap();
+        assert_eq!(
+            one_executed(&mut other, again, &[&id.to_string()]),
+            format!("new{multiplex}"),
+            "the refreshed entry (multiplexed: {multiplex})"
+        );
+    }
+}
+
 /// What a staleness run saw.
 struct Staleness {
     reads: u64,

@@ -527,6 +527,12 @@ impl RawConn {
     /// COM_STMT_EXECUTE of statement `id` with string parameters; how many rows came
     /// back (0 for a statement without a result set).
     pub fn execute_rows(&mut self, id: u32, params: &[&str]) -> io::Result<usize> {
+        self.execute_binary_rows(id, params).map(|rows| rows.len())
+    }
+
+    /// COM_STMT_EXECUTE of statement `id` with string parameters: the binary rows'
+    /// payloads (none for a statement without a result set).
+    pub fn execute_binary_rows(&mut self, id: u32, params: &[&str]) -> io::Result<Vec<Vec<u8>>> {
         let mut body = id.to_le_bytes().to_vec();
         body.push(0); // no cursor
         body.extend_from_slice(&1u32.to_le_bytes());
@@ -544,7 +550,7 @@ impl RawConn {
         self.send_command(0x17, &body)?;
         let first = self.read_message()?;
         match first.first() {
-            Some(0x00) => return Ok(0),
+            Some(0x00) => return Ok(Vec::new()),
             Some(0xFF) => return Err(io::Error::other(format!("execute failed: {first:?}"))),
             _ => {}
         }
@@ -555,13 +561,13 @@ impl RawConn {
         if !is_eof(&self.read_message()?) {
             return Err(io::Error::other("expected EOF after columns"));
         }
-        let mut rows = 0;
+        let mut rows = Vec::new();
         loop {
             let packet = self.read_message()?;
             if is_eof(&packet) {
                 return Ok(rows);
             }
-            rows += 1;
+            rows.push(packet);
         }
     }
 

@@ -22,8 +22,13 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+mod fill;
 mod hit;
+mod query;
+mod step;
 mod stmt;
+
+pub(super) use step::CacheStep;
 
 /// Statements up to this size are read whole before they are forwarded, so they can be
 /// analysed and keyed. Larger ones stream as before.
@@ -319,13 +324,15 @@ impl Session {
         stmt: &super::Statement,
     ) -> Result<Relayed, SessionError> {
         let (kind, len, client_id) = (stmt.kind, stmt.len, stmt.client_id);
+        let step = std::mem::take(&mut self.stmt.cache_step);
         let state = self.cache_state();
         state.served = false;
         state.reading = false;
+        let step = step.still_for(state);
         let going_on = match stmt.command {
-            Command::Query => self.query_cached(kind, len).await?,
+            Command::Query => self.query_cached(kind, len, step).await?,
             Command::StmtPrepare => self.prepare_tracked(kind, len).await?,
-            Command::StmtExecute => self.execute_cached(kind, len, client_id).await?,
+            Command::StmtExecute => self.execute_cached(kind, len, client_id, step).await?,
             c @ (Command::StmtClose | Command::StmtReset | Command::StmtSendLongData) => {
                 let id = client_id;
                 let state = self.cache_state();
@@ -408,269 +415,6 @@ impl Session {
             return Ok(false);
         }
         self.probe_settings().await
-    }
-
-    /// Serves `key` from the cache if it holds a usable entry. Returns None on a miss,
-    /// with the request still in the client buffer.
-    async fn try_serve(
-        &mut self,
-        key: &[u8],
-        request: &Bytes,
-        kind: ResponseKind,
-    ) -> Result<Option<Relayed>, SessionError> {
-        let cache = self.cache_state().cache.clone();
-        let (entry, refresh) = match cache.lookup(key) {
-            Lookup::Miss => return Ok(None),
-            Lookup::Hit(e) => (e, false),
-            Lookup::Stale { entry, refresh } => (entry, refresh),
-        };
-        self.client.rbuf.advance(request.len());
-        self.client.write_all(&entry.response).await?;
-        self.cache_state().served = true;
-        Stats::incr(&self.fe.stats.cache_hits);
-        self.stmt.cache_use = crate::analytics::CacheUse::Hit;
-        self.stmt.outcome.rows = entry.rows;
-        if refresh {
-            return self
-                .refresh(key.to_vec(), &entry, request, kind)
-                .await
-                .map(Some);
-        }
-        Ok(Some(Relayed::Done))
-    }
-
-    /// Stale-while-revalidate: after serving the stale copy, fetch a fresh one on this
-    /// session's connection (whose settings are the entry's) without a client waiting.
-    async fn refresh(
-        &mut self,
-        key: Vec<u8>,
-        stale: &Entry,
-        request: &Bytes,
-        kind: ResponseKind,
-    ) -> Result<Relayed, SessionError> {
-        let cache = self.cache_state().cache.clone();
-        let ticket = cache.begin_refresh(key, stale);
-        let limit = cache.entry_limit();
-        let translate = self
-            .backing
-            .mux()
-            .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
-        let Some(backend) = self.backend.as_mut() else {
-            return Ok(Relayed::End);
-        };
-        match fetch(backend, request, kind, limit, translate).await {
-            Ok(Some(response)) if storable(&response, backend.status) => {
-                cache.store(ticket, response);
-            }
-            Ok(_) => {
-                cache.refresh_failed(stale);
-                cache.not_stored(ticket);
-            }
-            Err(e) => {
-                cache.refresh_failed(stale);
-                backend.mark_broken();
-                tracing::warn!(error = %e, "backend lost while refreshing a cache entry");
-                return Ok(Relayed::End);
-            }
-        }
-        Ok(Relayed::Done)
-    }
-
-    /// Forwards the request and records the response into the ticket's entry.
-    async fn fill(
-        &mut self,
-        mut ticket: cache::FillTicket,
-        kind: ResponseKind,
-    ) -> Result<Relayed, SessionError> {
-        let cache = self.cache_state().cache.clone();
-        let mut record = Recording::new(cache.entry_limit());
-        let going_on = self.relay_recording(kind, Some(&mut record)).await?;
-        ticket.rows = self.stmt.outcome.rows;
-        if going_on == Relayed::Done && !record.abandoned && storable(&record.buf, self.status()) {
-            cache.store(ticket, record.buf);
-        } else {
-            cache.not_stored(ticket);
-        }
-        Ok(going_on)
-    }
-
-    /// A cacheable read that missed: find its rule, then fill (or wait for the session
-    /// already filling it). `params` are a prepared statement's bound values.
-    async fn read_missed(
-        &mut self,
-        key: Vec<u8>,
-        text: &[u8],
-        tables: Vec<TableRef>,
-        request: &Bytes,
-        kind: ResponseKind,
-        params: Option<&[Bound<'_>]>,
-    ) -> Result<Relayed, SessionError> {
-        let state = self.cache_state();
-        let cache = state.cache.clone();
-        let schema = state.known_schema().map(str::to_owned);
-        let candidate = Candidate {
-            text,
-            user: &self.user.name,
-            schema: schema.as_deref(),
-        };
-        let Some((rule, digest)) = cache.rule_for(&candidate) else {
-            return self.relay(kind).await;
-        };
-        self.cache_state().reading = true;
-        self.stmt.cache_use = crate::analytics::CacheUse::Miss;
-        if cache.views_unknown() {
-            if let Some(backend) = self.backend.as_mut() {
-                match backend.query_scalar(QueryCache::VIEWS_QUERY).await? {
-                    Ok(answer) => cache.set_views(answer.as_deref()),
-                    // Left unknown: this entry depends on every write.
-                    Err(err) => tracing::debug!(%err, "views unknown"),
-                }
-            }
-        }
-        match cache.begin_fill(key.clone(), rule, digest) {
-            Fill::Declined => self.relay(kind).await,
-            Fill::Leader(mut ticket) => {
-                // Only the leader learns the table's key: waiters need none.
-                let rows = self.read_by_key(text, &tables, params).await?;
-                cache.depend_on(&mut ticket, &tables, rows.as_ref());
-                self.fill(ticket, kind).await
-            }
-            Fill::Follower(flight) => {
-                flight.wait(cache.fill_wait).await;
-                if let Some(r) = self.try_serve(&key, request, kind).await? {
-                    return Ok(r);
-                }
-                self.relay(kind).await
-            }
-        }
-    }
-
-    /// The keys of its one table that decide a read's result, when they do; the table's
-    /// key is learnt from the server the first time.
-    async fn read_by_key(
-        &mut self,
-        text: &[u8],
-        tables: &[TableRef],
-        params: Option<&[Bound<'_>]>,
-    ) -> Result<Option<RowSet>, SessionError> {
-        let cache = self.cache_state().cache.clone();
-        let ([t], true) = (tables, cache.by_key) else {
-            return Ok(None);
-        };
-        let key = match cache.keys.get(t) {
-            Some(key) => key,
-            None => {
-                let answer = match (TableKeys::query(t), self.backend.as_mut()) {
-                    (Some(q), Some(backend)) => backend.query_scalar(&q).await?.ok().flatten(),
-                    _ => None,
-                };
-                cache.keys.learn(t, answer.as_deref());
-                cache.keys.get(t).flatten()
-            }
-        };
-        Ok(key.and_then(|k| table_keys::rows_by_key(&k, t, text, params, false)))
-    }
-
-    async fn query_cached(
-        &mut self,
-        kind: ResponseKind,
-        len: usize,
-    ) -> Result<Relayed, SessionError> {
-        if !self.buffer_whole(len).await? {
-            return self.relay_unanalysed(kind).await;
-        }
-        let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
-        let text = &request[HEADER_LEN + 1..];
-        let hints = if memchr_pair(text, b'/', b'*') {
-            sql::hints(text)
-        } else {
-            Hints::default()
-        };
-        let stripped: Cow<'_, [u8]> = if hints == Hints::default() {
-            Cow::Borrowed(text)
-        } else {
-            sql::strip_hints(text)
-        };
-        let status = self.status();
-        let state = self.cache_state();
-        let eligible = eligible(state, status, hints);
-        let command = Command::Query as u8;
-        if eligible {
-            if let Some(prefix) = &state.prefix {
-                let key = cache::key(prefix, command, &stripped, &[]);
-                if hints.wipe {
-                    state.cache.wipe(&key);
-                } else {
-                    if let Some(r) = self.try_serve(&key, &request, kind).await? {
-                        return Ok(r);
-                    }
-                }
-            }
-        }
-        let rewritten = self.stmt.identity_rewritten;
-        let state = self.cache_state();
-        let mut analysis = sql::analyze(&stripped, state.known_schema());
-        analysis = own_id_uncacheable(analysis, rewritten);
-        let unresolved = state.schema.is_none();
-        let needs_settings = match &analysis {
-            Analysis::Read {
-                uncacheable: None, ..
-            } => eligible,
-            Analysis::Write { tables: Some(_) } => unresolved,
-            _ => false,
-        };
-        if needs_settings && self.settings_known().await? && unresolved {
-            analysis = sql::analyze(&stripped, self.cache_state().known_schema());
-            analysis = own_id_uncacheable(analysis, rewritten);
-        }
-        match analysis {
-            Analysis::Read {
-                tables,
-                uncacheable: None,
-            } if eligible => {
-                let state = self.cache_state();
-                let Some(prefix) = &state.prefix else {
-                    return self.relay(kind).await;
-                };
-                let key = cache::key(prefix, command, &stripped, &[]);
-                if unresolved && !hints.wipe {
-                    // Settings were just learnt: the entry may exist after all.
-                    if let Some(r) = self.try_serve(&key, &request, kind).await? {
-                        return Ok(r);
-                    }
-                }
-                self.read_missed(key, &stripped, tables, &request, kind, None)
-                    .await
-            }
-            Analysis::Write { tables } => {
-                if creates_temporary(&stripped) {
-                    self.cache_state().temp_tables = true;
-                }
-                self.cache_state().add_write(&stripped, tables, None);
-                self.relay(kind).await
-            }
-            Analysis::SessionChange => {
-                let going_on = self.relay(kind).await?;
-                self.cache_state().settings_changed();
-                Ok(going_on)
-            }
-            _ => self.relay(kind).await,
-        }
-    }
-
-    /// A statement too large to analyse whole streams through. Unless it starts as a
-    /// lone read, its writes could be anywhere in it: everything is invalidated.
-    async fn relay_unanalysed(&mut self, kind: ResponseKind) -> Result<Relayed, SessionError> {
-        let head_end = self.client.rbuf.len().min(MAX_BUFFERED);
-        let lone_read = !self.client.caps.contains(CapabilityFlags::MULTI_STATEMENTS)
-            && matches!(
-                sql::analyze(&self.client.rbuf[HEADER_LEN + 1..head_end], None),
-                Analysis::Read { .. }
-            );
-        if !lone_read {
-            self.cache_state().add_writes(None);
-        }
-        self.relay(kind).await
     }
 }
 

@@ -82,6 +82,8 @@ pub(super) struct InFlight {
     pub(super) outcome: Outcome,
     pub(super) served_by: Option<Arc<crate::backend::Server>>,
     pub(super) cache_use: CacheUse,
+    /// What the cache's lookup before routing found, for the stage after the lease.
+    pub(super) cache_step: super::cached::CacheStep,
     pub(super) request_len: u64,
     /// Bytes written to the client before it.
     pub(super) sent_before: u64,

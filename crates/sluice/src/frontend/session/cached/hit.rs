@@ -1,12 +1,16 @@
-//! The cache stage of the statement pipeline: a read the cache holds a current answer
-//! for is answered right after classify, from the stored packets — no routing, no
-//! lease, no backend connection brought in line, no server round trip. Everything else
-//! (misses, stale entries, fills, writes) goes on down the pipeline to
+//! The cache stage of the statement pipeline: a read is looked up once, right after
+//! classify. One the cache holds an answer for (current, or stale within its rule's
+//! window and refreshed by another session) is answered from the stored packets: no
+//! routing, no lease, no backend connection brought in line, no server round trip.
+//! Otherwise the lookup's finding goes on with the statement as a [`CacheStep`] (a miss
+//! with its key, or a stale entry this session refreshes), and everything else (writes,
+//! statements the lookup can't key) goes on down the pipeline to
 //! [`Session::forward_cached`].
 
+use super::step::{CacheStep, Keyed, Refresh};
 use super::{eligible, memchr_pair, stmt::push_bound_params, CacheState, StmtKind};
 use crate::analytics::CacheUse;
-use crate::cache;
+use crate::cache::{self, Lookup};
 use crate::classify::sql::{self, Hints};
 use crate::error::SessionError;
 use crate::frontend::session::relay::Relayed;
@@ -21,8 +25,9 @@ use std::borrow::Cow;
 
 impl Session {
     /// Answers the command at the front of the client buffer (`len` bytes of payload)
-    /// from the cache when it is a read that a current entry answers. `Some(how it ended)`
-    /// when answered; `None` when the command goes on down the pipeline, untouched.
+    /// from the cache when it is a read that an entry answers. `Some(how it ended)` when
+    /// answered; `None` when the command goes on down the pipeline, untouched in the
+    /// buffer, with what the lookup found in `self.stmt.cache_step`.
     pub(in crate::frontend::session) async fn answer_from_cache(
         &mut self,
         stmt: &Statement,
@@ -75,10 +80,28 @@ impl Session {
             return Ok(None);
         }
         let state = self.cache.as_mut().expect("checked above");
-        let entry = state.cache.lookup_current(&key);
-        state.key = key;
-        let Some(entry) = entry else {
-            return Ok(None);
+        let prefix_len = state.prefix.as_ref().map_or(0, Vec::len);
+        let entry = match state.cache.lookup(&key) {
+            Lookup::Hit(entry)
+            | Lookup::Stale {
+                entry,
+                refresh: false,
+            } => {
+                state.key = key;
+                entry
+            }
+            Lookup::Stale {
+                entry,
+                refresh: true,
+            } => {
+                let refresh = Refresh::new(state.cache.clone(), entry);
+                self.stmt.cache_step = CacheStep::Revalidate(Keyed { key, prefix_len }, refresh);
+                return Ok(None);
+            }
+            Lookup::Miss => {
+                self.stmt.cache_step = CacheStep::Missed(Keyed { key, prefix_len });
+                return Ok(None);
+            }
         };
         if let (true, Some(id)) = (execute, id) {
             self.executed_from_cache(id, len, carries_types);

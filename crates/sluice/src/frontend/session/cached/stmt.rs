@@ -65,6 +65,7 @@ impl Session {
         kind: ResponseKind,
         len: usize,
         id: Option<u32>,
+        step: CacheStep,
     ) -> Result<Relayed, SessionError> {
         if !self.buffer_whole(len).await? {
             let writes = match id.and_then(|id| self.cache_state().stmts.get(&id)) {
@@ -90,7 +91,7 @@ impl Session {
         let carries_types =
             Execute::binds_types(&self.client.rbuf[HEADER_LEN..HEADER_LEN + len], params)
                 == Some(true);
-        let going_on = self.execute_buffered(kind, id, len).await?;
+        let going_on = self.execute_buffered(kind, id, len, step).await?;
         // The server holds the types the client last bound when an execute carrying
         // them reached it, and no longer when the cache answered one.
         let state = self.cache_state();
@@ -129,6 +130,7 @@ impl Session {
         kind: ResponseKind,
         id: Option<u32>,
         len: usize,
+        step: CacheStep,
     ) -> Result<Relayed, SessionError> {
         let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
         let status = self.status();
@@ -139,27 +141,32 @@ impl Session {
             self.cache_state().add_writes(None);
             return self.relay(kind).await;
         };
-        let params = bound_params(&request[HEADER_LEN..], stmt);
+        // Learns the types the execute carries, for the executes that leave them out (a
+        // read the lookup keyed has done so already).
+        let params = match step {
+            CacheStep::Unasked => bound_params(&request[HEADER_LEN..], stmt),
+            _ => None,
+        };
         let long_data = std::mem::take(&mut stmt.long_data);
         match &stmt.kind {
             StmtKind::Read(tables) => {
-                let cursor = Execute::parse(&request[HEADER_LEN..], stmt.params)
-                    .is_some_and(|e| e.opens_cursor());
-                let (Some(params), false, false, true) = (params, cursor, long_data, eligible)
-                else {
-                    return self.relay(kind).await;
-                };
                 let tables = tables.clone();
-                let text = stmt.text.clone();
-                if !self.settings_known().await? {
-                    return self.relay(kind).await;
-                }
-                let prefix = self.cache_state().prefix.as_ref().expect("known");
-                let key = cache::key(prefix, Command::StmtExecute as u8, &text, &params);
-                if let Some(r) = self.try_serve(&key, &request, kind).await? {
-                    return Ok(r);
-                }
+                let key = match step {
+                    _ if !eligible => return self.relay(kind).await,
+                    CacheStep::Revalidate(keyed, refresh) => {
+                        return self.revalidate(keyed.key, refresh, &request, kind).await;
+                    }
+                    CacheStep::Missed(keyed) => keyed.key,
+                    CacheStep::Unasked => {
+                        let keyed = self.execute_key(id, params, &request, kind, long_data);
+                        match keyed.await? {
+                            Err(relayed) => return Ok(relayed),
+                            Ok(key) => key,
+                        }
+                    }
+                };
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
+                let text = stmt.map(|s| s.text.clone()).unwrap_or_default();
                 let values = stmt.and_then(|s| bound_values(&request, s));
                 self.read_missed(key, &text, tables, &request, kind, values.as_deref())
                     .await
@@ -180,6 +187,37 @@ impl Session {
             }
             StmtKind::Other => self.relay(kind).await,
         }
+    }
+
+    /// The key of a cacheable read's execute the lookup before routing did not key
+    /// (its session's settings were unknown then), served here when the cache holds it.
+    /// `Err(how it ended)` when it was answered or relayed uncached.
+    async fn execute_key(
+        &mut self,
+        id: Option<u32>,
+        params: Option<Vec<u8>>,
+        request: &Bytes,
+        kind: ResponseKind,
+        long_data: bool,
+    ) -> Result<Result<Vec<u8>, Relayed>, SessionError> {
+        let Some(stmt) = id.and_then(|id| self.cache_state().stmts.get(&id)) else {
+            return self.relay(kind).await.map(Err);
+        };
+        let cursor =
+            Execute::parse(&request[HEADER_LEN..], stmt.params).is_some_and(|e| e.opens_cursor());
+        let (Some(params), false, false) = (params, cursor, long_data) else {
+            return self.relay(kind).await.map(Err);
+        };
+        let text = stmt.text.clone();
+        if !self.settings_known().await? {
+            return self.relay(kind).await.map(Err);
+        }
+        let prefix = self.cache_state().prefix.as_ref().expect("known");
+        let key = cache::key(prefix, Command::StmtExecute as u8, &text, &params);
+        if let Some(r) = self.try_serve(&key, request, kind).await? {
+            return Ok(Err(r));
+        }
+        Ok(Ok(key))
     }
 }
 
