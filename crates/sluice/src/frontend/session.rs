@@ -15,7 +15,7 @@ use crate::shutdown::Shutdown;
 use crate::stats::Stats;
 use bytes::Buf;
 use sluice_wire::command::{Command, Request};
-use sluice_wire::packet::HEADER_LEN;
+use sluice_wire::packet::{Header, HEADER_LEN};
 use sluice_wire::response::ErrPacket;
 use sluice_wire::tracker::{Event, RequestSpan, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, ProtocolError, StatusFlags};
@@ -192,62 +192,11 @@ async fn serve(
         },
         _ = shutdown.stopping() => return,
     };
-    let user = logged_in.user.clone();
-    let max = user
-        .max_connections
-        .unwrap_or(fe.limits.max_user_connections);
-    if !fe.user_connected(&user.name, max) {
-        Stats::incr(&fe.stats.client_connections_refused);
-        let err = ErrPacket::new(
-            code::ER_TOO_MANY_USER_CONNECTIONS,
-            "42000",
-            format!(
-                "User {} already has more than 'max_user_connections' active connections",
-                user.name
-            ),
-        );
-        let _ = client.write_err(logged_in.next_seq, &err).await;
+    if !admitted(&fe, &mut client, &logged_in).await {
         return;
     }
-    registered.user = Some(user.name.clone());
-    let user_name = user.name.clone();
-    let kill = Arc::new(tokio::sync::Notify::new());
-    let live = Arc::new(SessionLive::default());
-    fe.sessions.lock().insert(
-        id,
-        SessionEntry {
-            user: user.name.clone(),
-            login: user.backend.clone(),
-            client: client.peer,
-            multiplexed: fe.pool_config.multiplex,
-            attributes: logged_in.attributes.clone(),
-            kill: kill.clone(),
-            live: live.clone(),
-        },
-    );
-    let multi_statements = client.caps.contains(CapabilityFlags::MULTI_STATEMENTS);
-    let mut session = Session {
-        fe: fe.clone(),
-        id,
-        client,
-        user,
-        charset: logged_in.charset,
-        attributes: logged_in.attributes.clone(),
-        backend: None,
-        cache: fe.cache.clone().map(cached::CacheState::new),
-        backing: Backing::Dedicated,
-        kill,
-        live,
-        member: None,
-        probe: fe
-            .analytics
-            .enabled()
-            .then(|| SessionProbe::new(fe.analytics.user(&user_name))),
-        idle_default: None,
-        stmt: InFlight::default(),
-        multi_statements,
-        kill_statements: Default::default(),
-    };
+    registered.user = Some(logged_in.user.name.clone());
+    let mut session = Session::open(&fe, id, client, &logged_in);
     if !session.finish_login(logged_in).await {
         return;
     }
@@ -326,14 +275,7 @@ impl Session {
             }
             let hold = self.backing.mux().and_then(|m| m.hold_until);
             let idle = self.idle_limit().map(|d| idle_since + d);
-            match (idle, idle_armed) {
-                (Some(at), Some(armed)) if armed <= at => {}
-                (Some(at), _) => {
-                    idle_timer.as_mut().reset(at);
-                    idle_armed = Some(at);
-                }
-                (None, _) => idle_armed = None,
-            }
+            arm_idle(idle_timer.as_mut(), idle, &mut idle_armed);
             let holding = self.backend.is_some();
             // A transaction a switchover can move to the new writer is moved rather
             // than left to keep the old one busy.
@@ -381,66 +323,61 @@ impl Session {
                 _ = mux::replay::switch_begun(switch_watch), if movable => continue,
             };
             served = true;
-            if header.seq != 0 {
-                let e = SessionError::ClientProtocol(ProtocolError::Sequence {
-                    got: header.seq,
-                    expected: 0,
-                });
-                answer_protocol_error(&mut self.client, &e, header.seq.wrapping_add(1)).await;
-                return Err(e);
+            if !self.command(header).await? {
+                return Ok(());
             }
-            Stats::incr(&self.fe.stats.commands);
-            let head_len = header.len.min(CLASSIFY_HEAD);
-            let action = match classify(&self.client.rbuf[4..4 + head_len]) {
-                Action::Forward(request) => self.screen_kill(request, header.len).await?,
-                other => other,
-            };
-            if !matches!(action, Action::Forward(_)) {
-                self.forget_wrapped_rows();
+        }
+    }
+
+    /// The command whose header just arrived: classified, screened, then answered by
+    /// Sluice or sent down the statement pipeline. False when the session ends.
+    async fn command(&mut self, header: Header) -> Result<bool, SessionError> {
+        if header.seq != 0 {
+            let e = SessionError::ClientProtocol(ProtocolError::Sequence {
+                got: header.seq,
+                expected: 0,
+            });
+            answer_protocol_error(&mut self.client, &e, header.seq.wrapping_add(1)).await;
+            return Err(e);
+        }
+        Stats::incr(&self.fe.stats.commands);
+        let head_len = header.len.min(CLASSIFY_HEAD);
+        let action = match classify(&self.client.rbuf[4..4 + head_len]) {
+            Action::Forward(request) => self.screen_kill(request, header.len).await?,
+            other => other,
+        };
+        if !matches!(action, Action::Forward(_)) {
+            self.forget_wrapped_rows();
+        }
+        // The screen may have rewritten the text.
+        let len = Header::parse(&self.client.rbuf).map_or(header.len, |h| h.len);
+        match action {
+            Action::Quit => Ok(false),
+            Action::Refuse(err) => {
+                Stats::incr(&self.fe.stats.commands_refused);
+                let seq = self.client.skip_packet().await?;
+                self.client.write_err(seq, &err).await?;
+                Ok(true)
             }
-            // The screen may have rewritten the text.
-            let len =
-                sluice_wire::packet::Header::parse(&self.client.rbuf).map_or(header.len, |h| h.len);
-            match action {
-                Action::Quit => return Ok(()),
-                Action::Refuse(err) => {
-                    Stats::incr(&self.fe.stats.commands_refused);
-                    let seq = self.client.skip_packet().await?;
-                    self.client.write_err(seq, &err).await?;
+            Action::Forward(request) => self.statement(Statement::new(request, len)).await,
+            Action::KillLeading(kills) => match self.kill_leading(kills, len).await? {
+                kill::Leading::Answered(going_on) => Ok(going_on),
+                kill::Leading::Run(len) => {
+                    // What is left of the COM_QUERY's text.
+                    let rest = Request {
+                        command: Command::Query,
+                        kind: ResponseKind::Query,
+                        stmt_id: None,
+                    };
+                    self.statement(Statement::new(rest, len)).await
                 }
-                Action::Forward(request) => {
-                    if !self.statement(Statement::new(request, len)).await? {
-                        return Ok(());
-                    }
-                }
-                Action::KillLeading(kills) => match self.kill_leading(kills, len).await? {
-                    kill::Leading::Answered(true) => {}
-                    kill::Leading::Answered(false) => return Ok(()),
-                    kill::Leading::Run(len) => {
-                        // What is left of the COM_QUERY's text.
-                        let rest = Request {
-                            command: Command::Query,
-                            kind: ResponseKind::Query,
-                            stmt_id: None,
-                        };
-                        if !self.statement(Statement::new(rest, len)).await? {
-                            return Ok(());
-                        }
-                    }
-                },
-                Action::ChangeUser => {
-                    // The server drops the session's prepared statements.
-                    self.kill_statements.clear();
-                    if !self.change_user().await? {
-                        return Ok(());
-                    }
-                }
-                Action::Kill(k) => {
-                    if !self.kill(k).await? {
-                        return Ok(());
-                    }
-                }
+            },
+            Action::ChangeUser => {
+                // The server drops the session's prepared statements.
+                self.kill_statements.clear();
+                self.change_user().await
             }
+            Action::Kill(k) => self.kill(k).await,
         }
     }
 
@@ -535,6 +472,80 @@ impl Session {
     }
 }
 
+/// Whether the user may have one more session (`max_user_connections`, the user's own
+/// or the default); if not, the client is told as the server tells it.
+async fn admitted(fe: &Frontend, client: &mut ClientConn, logged_in: &login::LoggedIn) -> bool {
+    let user = &logged_in.user;
+    let max = user
+        .max_connections
+        .unwrap_or(fe.limits.max_user_connections);
+    if fe.user_connected(&user.name, max) {
+        return true;
+    }
+    Stats::incr(&fe.stats.client_connections_refused);
+    let err = ErrPacket::new(
+        code::ER_TOO_MANY_USER_CONNECTIONS,
+        "42000",
+        format!(
+            "User {} already has more than 'max_user_connections' active connections",
+            user.name
+        ),
+    );
+    let _ = client.write_err(logged_in.next_seq, &err).await;
+    false
+}
+
+impl Session {
+    /// The session of a client just logged in, entered in the session list (where
+    /// KILL and the process list find it).
+    fn open(
+        fe: &Arc<Frontend>,
+        id: u32,
+        client: ClientConn,
+        logged_in: &login::LoggedIn,
+    ) -> Session {
+        let user = logged_in.user.clone();
+        let kill = Arc::new(tokio::sync::Notify::new());
+        let live = Arc::new(SessionLive::default());
+        fe.sessions.lock().insert(
+            id,
+            SessionEntry {
+                user: user.name.clone(),
+                login: user.backend.clone(),
+                client: client.peer,
+                multiplexed: fe.pool_config.multiplex,
+                attributes: logged_in.attributes.clone(),
+                kill: kill.clone(),
+                live: live.clone(),
+            },
+        );
+        let multi_statements = client.caps.contains(CapabilityFlags::MULTI_STATEMENTS);
+        let probe = fe
+            .analytics
+            .enabled()
+            .then(|| SessionProbe::new(fe.analytics.user(&user.name)));
+        Session {
+            fe: fe.clone(),
+            id,
+            client,
+            user,
+            charset: logged_in.charset,
+            attributes: logged_in.attributes.clone(),
+            backend: None,
+            cache: fe.cache.clone().map(cached::CacheState::new),
+            backing: Backing::Dedicated,
+            kill,
+            live,
+            member: None,
+            probe,
+            idle_default: None,
+            stmt: InFlight::default(),
+            multi_statements,
+            kill_statements: Default::default(),
+        }
+    }
+}
+
 /// Whether a server still greets a new connection (within half a second): one that
 /// closed a connection on purpose does, one that went away does not. The greeting, not
 /// the connect: a server being killed may still have its listening socket for a moment.
@@ -565,5 +576,23 @@ async fn sleep_until(at: Option<std::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(Instant::from_std(at)).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Points the session's one idle timer at the deadline `idle` when it would fire later
+/// (`armed`: where it points now); a deadline that moved later leaves it alone, and the
+/// timer that fires early is re-armed then.
+fn arm_idle(
+    timer: std::pin::Pin<&mut tokio::time::Sleep>,
+    idle: Option<Instant>,
+    armed: &mut Option<Instant>,
+) {
+    match (idle, *armed) {
+        (Some(at), Some(was)) if was <= at => {}
+        (Some(at), _) => {
+            timer.reset(at);
+            *armed = Some(at);
+        }
+        (None, _) => *armed = None,
     }
 }

@@ -3,8 +3,12 @@
 //! Sluice reads or rewrites on the way (OK packets under multiplexing, process-list
 //! rows), LOCAL INFILE, and the loss of the server mid-statement.
 
+use super::cached::CacheState;
+use super::mux::Mux;
 use super::*;
 use sluice_wire::statement::PrepareOk;
+use sluice_wire::tracker::Outcome;
+use std::time::Duration;
 
 impl Session {
     /// Forwards the command at the front of the client buffer and streams its response.
@@ -18,56 +22,47 @@ impl Session {
     pub(super) async fn relay_recording(
         &mut self,
         kind: ResponseKind,
-        mut record: Option<&mut cached::Recording>,
+        record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
         self.mark_origin(kind).await?;
         if self.stmt.wrap_commit {
             return self.relay_wrapped().await;
         }
-        let spreads_writes =
-            matches!(self.stmt.target, Some(Target::Writer)) && self.spreads_writes();
+        let ttfb_of = self.balanced_member();
+        let Some(backend) = self.backend.as_mut() else {
+            return Ok(Relayed::End);
+        };
+        let client = &mut self.client;
+        // The command itself: forwarded as it arrives, however large.
+        let mut span = RequestSpan::new(0);
+        if let Err(failed) = forward_packet(client, backend, &mut span, &self.fe).await {
+            return self.request_not_sent(failed, span.next_seq()).await;
+        }
+        if kind == ResponseKind::None {
+            return Ok(Relayed::Done);
+        }
+        self.stream_response(kind, record, span.next_seq(), ttfb_of)
+            .await
+    }
+
+    /// The response to the command just sent, streamed to the client as it arrives
+    /// (`seq`: its first packet's sequence id), with what Sluice reads on the way.
+    async fn stream_response(
+        &mut self,
+        kind: ResponseKind,
+        mut record: Option<&mut cached::Recording>,
+        seq: u8,
+        mut ttfb_of: Option<Arc<crate::router::Member>>,
+    ) -> Result<Relayed, SessionError> {
         let Some(backend) = self.backend.as_mut() else {
             return Ok(Relayed::End);
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
-        // Latency is what readers are balanced by: measured for statements routed to them.
-        // So are writes spread over a Galera cluster's nodes.
-        let balanced = match &self.stmt.target {
-            Some(Target::Reader { .. } | Target::Group(_) | Target::Node(_)) => true,
-            Some(Target::Writer) => spreads_writes,
-            None => false,
-        };
-        let mut ttfb_of = self.member.clone().filter(|_| balanced);
-        let retry_armed = self.stmt.retry_armed;
         let conflict_retry = self.stmt.conflict_retry;
-
-        // The command itself: forwarded as it arrives, however large.
-        let mut span = RequestSpan::new(0);
-        match forward_packet(client, backend, &mut span, &self.fe).await {
-            Ok(()) => {}
-            Err(Forward::Backend(e)) if retry_armed => {
-                tracing::debug!(error = %e, "server lost before the statement was sent");
-                return Ok(Relayed::LostBeforeReply);
-            }
-            Err(Forward::Backend(e)) => {
-                let err = self.stmt.loss_error.take();
-                return lost_backend(client, e, span.next_seq(), self.stmt.survive_loss, err).await;
-            }
-            Err(Forward::Client(e)) => {
-                Stats::incr(&self.fe.stats.client_aborts);
-                return Err(e);
-            }
-        }
-        if kind == ResponseKind::None {
-            return Ok(Relayed::Done);
-        }
-
-        let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), span.next_seq());
+        let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), seq);
         let mut mux = self.backing.mux_mut();
-        if mux.is_some() {
-            scanner.intercept_ok(true);
-        }
+        scanner.intercept_ok(mux.is_some());
         let mut processlist = self.stmt.processlist.as_mut();
         scanner.intercept_rows(processlist.is_some());
         let (fe, id) = (&self.fe, self.id);
@@ -77,29 +72,12 @@ impl Session {
         let mut received = 0u64;
         let sent_at = Instant::now();
         loop {
-            let (n, event) = match scanner.scan(&backend.rbuf) {
-                Ok(r) => r,
-                Err(e) => return Err(broke_protocol(backend, e)),
-            };
-            let cache_now = cache.as_deref_mut().filter(|_| !ended_with_ok);
-            if let (Some(Event::Done(status)), Some(c)) = (event, cache_now) {
-                // Before the client can see its statement end: once it has, anything it
-                // tells others ("committed") must already hold for the cache. (An OK the
-                // multiplexer intercepted was already told, with its session state.)
-                // Read only when there is a change to judge.
-                let changed =
-                    status.is_some_and(|s| s.contains(StatusFlags::SESSION_STATE_CHANGED));
-                let tracked = backend.caps.contains(CapabilityFlags::SESSION_TRACK);
-                let ok = (changed && tracked)
-                    .then(|| sole_ok(&backend.rbuf[..n]))
-                    .flatten();
-                c.response_ending(status, backend.status, ok);
+            let scanned = scanner.scan(&backend.rbuf);
+            let (n, event) = scanned.map_err(|e| broke_protocol(backend, e))?;
+            if let (Some(Event::Done(status)), false) = (event, ended_with_ok) {
+                response_ending(cache.as_deref_mut(), backend, n, status);
             }
-            if first
-                && conflict_retry
-                && matches!(event, Some(Event::Done(_)))
-                && certification_conflict(&backend.rbuf[..n])
-            {
+            if first && conflict_retry && lost_conflict(event, &backend.rbuf[..n]) {
                 // Nothing reached the client and nothing committed: the caller sends
                 // the statement again.
                 if let Some(r) = record.as_deref_mut() {
@@ -108,125 +86,48 @@ impl Session {
                 backend.advance(n);
                 return Ok(Relayed::Conflict);
             }
-            // An intercepted OK packet (multiplexing) is read for the session's state,
-            // rewritten if the client needs it, and written with the bytes before it.
-            let mut ok_len = 0;
-            let mut translated = None;
-            if let Some(Event::Ok { len }) = event {
-                let m = mux
-                    .as_deref_mut()
-                    .expect("OK packets are intercepted when multiplexing");
-                let status = match m.observe_ok(&backend.rbuf[n..n + len]) {
-                    Ok((t, status)) => {
-                        translated = t;
-                        status
-                    }
-                    Err(e) => return Err(broke_protocol(backend, e)),
-                };
-                if !status.more_results() {
-                    if let Some(c) = cache.as_deref_mut() {
-                        // The response's last packet: as for Done, before the client can
-                        // see it.
-                        let ok = &backend.rbuf[n + HEADER_LEN..n + len];
-                        c.response_ending(Some(status), backend.status, Some(ok));
-                        ended_with_ok = true;
-                    }
-                }
-                ok_len = len;
-            }
-            if let Some(Event::Column { len } | Event::Row { len }) = event {
-                let packet = &backend.rbuf[n..n + len];
-                if let Some(p) = processlist.as_deref_mut() {
-                    if matches!(event, Some(Event::Column { .. })) {
-                        p.column(packet, backend.extended_metadata());
-                    } else {
-                        let own = (backend.thread_id, id);
-                        translated = p.row(packet, || fe.sessions_on(&backend.server, own));
-                    }
-                }
-                ok_len = len;
-            }
-            if n + ok_len > 0 && self.live.killed() {
-                return Ok(killed_mid_statement(client, backend).await);
-            }
+            let processes = processlist.as_deref_mut();
+            let read = intercept(event, mux.as_deref_mut(), cache.as_deref_mut(), processes).read(
+                backend,
+                n,
+                (fe, id),
+            )?;
+            ended_with_ok |= read.last_ok;
+            let ok_len = read.len;
             if n + ok_len > 0 {
+                if self.live.killed() {
+                    return Ok(killed_mid_statement(client, backend).await);
+                }
                 if std::mem::take(&mut first) {
-                    if let Some(m) = mux.as_deref_mut() {
-                        m.patch_prepare_ok(&mut backend.rbuf[..n]);
-                    } else if kind == ResponseKind::Prepare {
-                        prepared::note_dedicated_prepare(backend, n);
-                    }
-                    if let (ResponseKind::Prepare, Some(p)) = (kind, self.probe.as_mut()) {
-                        // The id the client was given (after any rewrite): its executes
-                        // are attributed to the prepared text's digest.
-                        let ok = backend.rbuf[..n]
-                            .get(HEADER_LEN..)
-                            .and_then(PrepareOk::parse);
-                        if let Some(ok) = ok {
-                            p.prepared(ok.stmt_id);
-                        }
-                    }
+                    first_reply(mux.as_deref_mut(), self.probe.as_mut(), kind, backend, n);
                 }
                 let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
-                let ok = translated.as_deref().unwrap_or(ok);
-                if let Some(r) = record.as_deref_mut() {
+                let ok = read.translated.as_deref().unwrap_or(ok);
+                let copies = [record.as_deref_mut(), self.stmt.replay_record.as_mut()];
+                for r in copies.into_iter().flatten() {
                     r.push(before);
                     r.push(ok);
                 }
-                if let Some(r) = self.stmt.replay_record.as_mut() {
-                    r.push(before);
-                    r.push(ok);
-                }
-                let written = if translated.is_some() {
+                let written = if read.translated.is_some() {
                     client.stream_write_two(before, ok).await
                 } else {
                     client.stream_write(&backend.rbuf[..n + ok_len]).await
                 };
-                if let Err(e) = written {
-                    backend.mark_broken();
-                    Stats::incr(&self.fe.stats.client_aborts);
-                    return Err(e.into());
-                }
-                Stats::add(&self.fe.stats.bytes_from_backends, (n + ok_len) as u64);
+                passed_on(written, backend, fe, n + ok_len)?;
                 received += (n + ok_len) as u64;
-                backend.advance(n + ok_len);
             }
             match event {
                 Some(Event::Ok { .. } | Event::Column { .. } | Event::Row { .. }) => {}
                 Some(Event::Done(status)) => {
-                    if let Some(m) = mux.as_deref_mut() {
-                        m.observed.status = status;
-                    }
-                    self.stmt.outcome = scanner.outcome();
-                    Stats::add(&self.fe.stats.bytes_to_backends, self.stmt.request_len);
-                    backend.server.counters.relayed(
-                        self.stmt.request_len,
-                        received,
-                        sent_at.elapsed(),
-                        self.stmt.outcome.error,
-                    );
-                    self.stmt.served_by = Some(backend.server.clone());
+                    let took = sent_at.elapsed();
+                    self.stmt
+                        .relayed(scanner.outcome(), backend, received, took, fe);
                     client.flush().await?;
-                    if let Some(s) = status {
-                        backend.status = s;
-                    }
-                    if !backend.rbuf.is_empty() {
-                        backend.mark_broken();
-                        return Err(BackendError::Protocol {
-                            server: backend.server.name.clone(),
-                            source: ProtocolError::Malformed("data after the end of a response"),
-                        }
-                        .into());
-                    }
-                    return Ok(Relayed::Done);
+                    return response_done(backend, mux, status);
                 }
                 Some(Event::LocalInfile) => {
-                    if let Some(r) = record.as_deref_mut() {
-                        r.abandon();
-                    }
-                    if let Some(r) = self.stmt.replay_record.as_mut() {
-                        r.abandon();
-                    }
+                    let copies = [record.as_deref_mut(), self.stmt.replay_record.as_mut()];
+                    copies.into_iter().flatten().for_each(|r| r.abandon());
                     client.flush().await?;
                     let next =
                         relay_local_infile(client, backend, scanner.next_seq(), &self.fe).await?;
@@ -236,22 +137,8 @@ impl Session {
                     // What was written must reach the client before we wait (TLS buffers).
                     client.flush().await?;
                     if let Err(e) = backend.read_more().await {
-                        if self.live.killed() {
-                            return Ok(killed_mid_statement(client, backend).await);
-                        }
-                        backend.mark_broken();
-                        Stats::incr(&self.fe.stats.backend_errors);
-                        if retry_armed && first {
-                            tracing::debug!(error = %e, "server lost before any reply");
-                            if let Some(r) = record.as_deref_mut() {
-                                r.abandon();
-                            }
-                            return Ok(Relayed::LostBeforeReply);
-                        }
-                        // Mid-result, the client's framing can't be trusted to go on.
-                        let survive = self.stmt.survive_loss && first;
-                        let err = self.stmt.loss_error.take();
-                        return lost_backend(client, e, scanner.next_seq(), survive, err).await;
+                        let seq = scanner.next_seq();
+                        return self.lost_mid_response(e, first, seq, record).await;
                     }
                     if let Some(m) = ttfb_of.take() {
                         m.observe_ttfb(sent_at.elapsed());
@@ -260,6 +147,294 @@ impl Session {
             }
         }
     }
+
+    /// The server was lost while the response was awaited: sent again elsewhere when
+    /// armed to be and nothing reached the client (`first`), else the client is told.
+    async fn lost_mid_response(
+        &mut self,
+        e: BackendError,
+        first: bool,
+        seq: u8,
+        record: Option<&mut cached::Recording>,
+    ) -> Result<Relayed, SessionError> {
+        let backend = self.backend.as_mut().expect("relaying on it");
+        if self.live.killed() {
+            return Ok(killed_mid_statement(&mut self.client, backend).await);
+        }
+        backend.mark_broken();
+        Stats::incr(&self.fe.stats.backend_errors);
+        if self.stmt.retry_armed && first {
+            tracing::debug!(error = %e, "server lost before any reply");
+            if let Some(r) = record {
+                r.abandon();
+            }
+            return Ok(Relayed::LostBeforeReply);
+        }
+        // Mid-result, the client's framing can't be trusted to go on.
+        let survive = self.stmt.survive_loss && first;
+        let err = self.stmt.loss_error.take();
+        lost_backend(&mut self.client, e, seq, survive, err).await
+    }
+
+    /// The server the statement's latency is measured for: readers are balanced by it,
+    /// and so are writes spread over a Galera cluster's nodes.
+    fn balanced_member(&self) -> Option<Arc<crate::router::Member>> {
+        let balanced = match &self.stmt.target {
+            Some(Target::Reader { .. } | Target::Group(_) | Target::Node(_)) => true,
+            Some(Target::Writer) => self.spreads_writes(),
+            None => false,
+        };
+        self.member.clone().filter(|_| balanced)
+    }
+
+    /// The command could not be sent whole: its server was lost (sent again elsewhere
+    /// when armed to be), or its client.
+    async fn request_not_sent(
+        &mut self,
+        failed: Forward,
+        seq: u8,
+    ) -> Result<Relayed, SessionError> {
+        match failed {
+            Forward::Backend(e) if self.stmt.retry_armed => {
+                tracing::debug!(error = %e, "server lost before the statement was sent");
+                Ok(Relayed::LostBeforeReply)
+            }
+            Forward::Backend(e) => {
+                let err = self.stmt.loss_error.take();
+                lost_backend(&mut self.client, e, seq, self.stmt.survive_loss, err).await
+            }
+            Forward::Client(e) => {
+                Stats::incr(&self.fe.stats.client_aborts);
+                Err(e)
+            }
+        }
+    }
+}
+
+impl InFlight {
+    /// The response ended: what it was, who answered, and the server's counts.
+    fn relayed(
+        &mut self,
+        outcome: Outcome,
+        backend: &PooledConn,
+        received: u64,
+        took: Duration,
+        fe: &Frontend,
+    ) {
+        self.outcome = outcome;
+        Stats::add(&fe.stats.bytes_to_backends, self.request_len);
+        let counters = &backend.server.counters;
+        counters.relayed(self.request_len, received, took, outcome.error);
+        self.served_by = Some(backend.server.clone());
+    }
+}
+
+/// A packet of the response Sluice reads (or rewrites) before the client gets it.
+#[derive(Default)]
+struct Intercepted {
+    /// Its length, written after the bytes before it.
+    len: usize,
+    /// What the client gets instead, when it is rewritten.
+    translated: Option<Vec<u8>>,
+    /// It is the response's last OK, told to the cache.
+    last_ok: bool,
+}
+
+/// The response ends with `status` (`None`: an error) in the `n` bytes scanned: the
+/// cache hears of it before the client can see its statement end, so that anything the
+/// client tells others ("committed") already holds for the cache. (An OK the
+/// multiplexer intercepted was told already, with its session state.) The OK is only
+/// read when there is a change to judge.
+fn response_ending(
+    cache: Option<&mut CacheState>,
+    backend: &PooledConn,
+    n: usize,
+    status: Option<StatusFlags>,
+) {
+    let Some(c) = cache else {
+        return;
+    };
+    let changed = status.is_some_and(|s| s.contains(StatusFlags::SESSION_STATE_CHANGED));
+    let tracked = backend.caps.contains(CapabilityFlags::SESSION_TRACK);
+    let ok = (changed && tracked)
+        .then(|| sole_ok(&backend.rbuf[..n]))
+        .flatten();
+    c.response_ending(status, backend.status, ok);
+}
+
+/// What of the response Sluice reads, by the event scanned: OK packets under
+/// multiplexing (told to the cache too), the process list's columns and rows.
+enum Interception<'a> {
+    Ok(&'a mut Mux, Option<&'a mut CacheState>, usize),
+    ProcessList(
+        Option<&'a mut identity::ProcesslistIds>,
+        Option<Event>,
+        usize,
+    ),
+    Nothing,
+}
+
+fn intercept<'a>(
+    event: Option<Event>,
+    mux: Option<&'a mut Mux>,
+    cache: Option<&'a mut CacheState>,
+    processlist: Option<&'a mut identity::ProcesslistIds>,
+) -> Interception<'a> {
+    match event {
+        Some(Event::Ok { len }) => {
+            let m = mux.expect("OK packets are intercepted when multiplexing");
+            Interception::Ok(m, cache, len)
+        }
+        Some(Event::Column { len } | Event::Row { len }) => {
+            Interception::ProcessList(processlist, event, len)
+        }
+        _ => Interception::Nothing,
+    }
+}
+
+impl Interception<'_> {
+    /// Reads the packet after the `n` bytes scanned.
+    fn read(
+        self,
+        backend: &mut PooledConn,
+        n: usize,
+        who: (&Frontend, u32),
+    ) -> Result<Intercepted, SessionError> {
+        match self {
+            Interception::Ok(mux, cache, len) => ok_read(mux, cache, backend, n, len),
+            Interception::ProcessList(p, event, len) => {
+                Ok(process_list_read(p, event, backend, n, len, who))
+            }
+            Interception::Nothing => Ok(Intercepted::default()),
+        }
+    }
+}
+
+/// A column definition or row (`len` bytes after the `n` scanned) of a statement that
+/// reads the process list: its thread ids are the sessions' the client knows.
+fn process_list_read(
+    processlist: Option<&mut identity::ProcesslistIds>,
+    event: Option<Event>,
+    backend: &PooledConn,
+    n: usize,
+    len: usize,
+    (fe, session): (&Frontend, u32),
+) -> Intercepted {
+    let mut read = Intercepted {
+        len,
+        ..Intercepted::default()
+    };
+    let Some(p) = processlist else {
+        return read;
+    };
+    let packet = &backend.rbuf[n..n + len];
+    if matches!(event, Some(Event::Column { .. })) {
+        p.column(packet, backend.extended_metadata());
+    } else {
+        let own = (backend.thread_id, session);
+        read.translated = p.row(packet, || fe.sessions_on(&backend.server, own));
+    }
+    read
+}
+
+/// An OK packet intercepted under multiplexing (`len` bytes after the `n` scanned): read
+/// for the session's state, rewritten if the client needs it, and, when it ends the
+/// response, told to the cache before the client can see it.
+fn ok_read(
+    mux: &mut Mux,
+    cache: Option<&mut CacheState>,
+    backend: &mut PooledConn,
+    n: usize,
+    len: usize,
+) -> Result<Intercepted, SessionError> {
+    let (translated, status) = match mux.observe_ok(&backend.rbuf[n..n + len]) {
+        Ok(read) => read,
+        Err(e) => return Err(broke_protocol(backend, e)),
+    };
+    let mut last_ok = false;
+    if let (false, Some(c)) = (status.more_results(), cache) {
+        let ok = &backend.rbuf[n + HEADER_LEN..n + len];
+        c.response_ending(Some(status), backend.status, Some(ok));
+        last_ok = true;
+    }
+    Ok(Intercepted {
+        len,
+        translated,
+        last_ok,
+    })
+}
+
+/// The response's first bytes (`n`), before the client gets them: a prepare's OK names
+/// the statement by the id the client is to know, and analytics learns that id.
+fn first_reply(
+    mux: Option<&mut Mux>,
+    probe: Option<&mut SessionProbe>,
+    kind: ResponseKind,
+    backend: &mut PooledConn,
+    n: usize,
+) {
+    if let Some(m) = mux {
+        m.patch_prepare_ok(&mut backend.rbuf[..n]);
+    } else if kind == ResponseKind::Prepare {
+        prepared::note_dedicated_prepare(backend, n);
+    }
+    if let (ResponseKind::Prepare, Some(p)) = (kind, probe) {
+        // Its executes are attributed to the prepared text's digest.
+        let ok = backend.rbuf[..n]
+            .get(HEADER_LEN..)
+            .and_then(PrepareOk::parse);
+        if let Some(ok) = ok {
+            p.prepared(ok.stmt_id);
+        }
+    }
+}
+
+/// `len` bytes of the response were written to the client (or its connection failed,
+/// which leaves the server's connection mid-response).
+fn passed_on(
+    written: std::io::Result<()>,
+    backend: &mut PooledConn,
+    fe: &Frontend,
+    len: usize,
+) -> Result<(), SessionError> {
+    if let Err(e) = written {
+        backend.mark_broken();
+        Stats::incr(&fe.stats.client_aborts);
+        return Err(e.into());
+    }
+    Stats::add(&fe.stats.bytes_from_backends, len as u64);
+    backend.advance(len);
+    Ok(())
+}
+
+/// The response reached the client whole: the connection's status (and what
+/// multiplexing saw of it) is the one it ended with, and nothing may follow it.
+fn response_done(
+    backend: &mut PooledConn,
+    mux: Option<&mut Mux>,
+    status: Option<StatusFlags>,
+) -> Result<Relayed, SessionError> {
+    if let Some(m) = mux {
+        m.observed.status = status;
+    }
+    if let Some(s) = status {
+        backend.status = s;
+    }
+    if !backend.rbuf.is_empty() {
+        backend.mark_broken();
+        return Err(BackendError::Protocol {
+            server: backend.server.name.clone(),
+            source: ProtocolError::Malformed("data after the end of a response"),
+        }
+        .into());
+    }
+    Ok(Relayed::Done)
+}
+
+/// Whether the response ended (`event`) as one ERR packet saying the statement lost a
+/// conflict.
+fn lost_conflict(event: Option<Event>, response: &[u8]) -> bool {
+    matches!(event, Some(Event::Done(_))) && certification_conflict(response)
 }
 
 /// Whether `response` is exactly one ERR packet saying the statement lost a conflict

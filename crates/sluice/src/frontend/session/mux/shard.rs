@@ -28,6 +28,32 @@ pub(in crate::frontend::session) enum Placed {
     Scatter(Arc<Shards>, Vec<usize>, Merge),
 }
 
+/// A statement read for placing over shards: its payload (what an execute binds is read
+/// from it), the text the shards see, and an execute's parameter types and cursor.
+struct ShardedStatement {
+    payload: Vec<u8>,
+    text: Vec<u8>,
+    types: Option<(Vec<u8>, u16)>,
+    cursor: bool,
+}
+
+impl ShardedStatement {
+    /// An execute's bound values.
+    fn params(&self) -> Option<Vec<Bound<'_>>> {
+        let (types, params) = self.types.as_ref()?;
+        Execute::parse(&self.payload, *params).and_then(|e| e.bound(types))
+    }
+}
+
+/// What decides a statement's shard: its text and values, the default schema, its
+/// tables, and whether it writes.
+struct Where<'a> {
+    read: &'a ShardedStatement,
+    schema: Option<&'a str>,
+    tables: Vec<TableRef>,
+    writes: bool,
+}
+
 /// What a session keeps per shard it has used besides its current one: its reads must
 /// see its writes there too.
 #[derive(Default)]
@@ -67,12 +93,12 @@ impl Session {
         }
     }
 
-    /// The place stage for a multiplexed statement.
+    /// The place stage for a multiplexed statement: the session's router, or with
+    /// `[[shards]]` the shard (or shards) its tables and key values decide.
     pub(in crate::frontend::session) async fn place(
         &mut self,
         stmt: &Statement,
     ) -> Result<Placed, SessionError> {
-        let len = stmt.len;
         let Some(shards) = self.fe.shards.clone() else {
             return Ok(Placed::On(self.fe.router.load_full()));
         };
@@ -84,40 +110,20 @@ impl Session {
         if !matches!(stmt.command, Command::Query | Command::StmtExecute) {
             return Ok(Placed::On(shards.routers[current].clone()));
         }
-        if len > MAX_BUFFERED {
+        if stmt.len > MAX_BUFFERED {
             return self
                 .refuse(not_yet("a statement over 1 MiB with [[shards]]"))
                 .await;
         }
-        self.client.fill_to(HEADER_LEN + len).await?;
-        // A copy, so that what is read from it outlives the answers written meanwhile.
-        let payload = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
-        let mut types = None;
-        let mut cursor = false;
-        let text: Vec<u8> = match stmt.command {
-            Command::StmtExecute => {
-                let mux = self.backing.muxed();
-                let Some(prepared) = stmt.client_id.and_then(|id| mux.stmts.get(&id)) else {
-                    // An unknown id: the usual answer comes from the next stage.
-                    return Ok(Placed::On(shards.routers[current].clone()));
-                };
-                let execute = Execute::parse(&payload, prepared.params);
-                cursor = execute.as_ref().is_some_and(|e| e.opens_cursor());
-                types = execute
-                    .and_then(|e| e.types.map(<[u8]>::to_vec))
-                    .or_else(|| prepared.types.clone())
-                    .map(|t| (t, prepared.params));
-                prepared.text.to_vec()
-            }
-            _ => payload[1..].to_vec(),
+        let Some(read) = self.sharded_statement(stmt).await? else {
+            // An unknown id: the usual answer comes from the next stage.
+            return Ok(Placed::On(shards.routers[current].clone()));
         };
-        let params: Option<Vec<Bound>> = types.as_ref().and_then(|(types, params)| {
-            Execute::parse(&payload, *params).and_then(|e| e.bound(types))
-        });
-        if let Some(done) = self.spread_statement(&shards, &text).await? {
+        let text = &read.text;
+        if let Some(done) = self.spread_statement(&shards, text).await? {
             return Ok(Placed::Done(done));
         }
-        if let Some(done) = self.deferred_transaction(&text).await? {
+        if let Some(done) = self.deferred_transaction(text).await? {
             return Ok(Placed::Done(done));
         }
         let held_in_trx = self
@@ -134,52 +140,29 @@ impl Session {
             .schema
             .as_deref()
             .map(|s| String::from_utf8_lossy(s).into_owned());
-        let analysis = sql::analyze(&text, schema.as_deref());
-        let read = matches!(analysis, Analysis::Read { .. });
+        let analysis = sql::analyze(text, schema.as_deref());
+        let writes = !matches!(analysis, Analysis::Read { .. });
         let tables: Vec<TableRef> = match analysis {
             Analysis::Read { tables, .. } => tables,
             Analysis::Write { tables: Some(t) } => t,
             Analysis::Write { tables: None } => {
-                return self
-                    .refuse(not_yet(
-                        "a write whose tables Sluice cannot tell, with [[shards]]",
-                    ))
-                    .await;
+                let why = "a write whose tables Sluice cannot tell, with [[shards]]";
+                return self.refuse(not_yet(why)).await;
             }
             _ => Vec::new(),
         };
-        let target = if tables.is_empty() {
-            current
-        } else {
-            let placement = shards.map.place(
-                &tables,
-                |_, col| key_values(&text, schema.as_deref(), col).0,
-                params.as_deref(),
-            );
-            let targets: Vec<usize> = match placement {
-                Placement::One(i) => vec![i],
-                Placement::Several(list) => list,
-                Placement::All => (0..shards.routers.len()).collect(),
-            };
-            let split = match (read, stmt.command, tables.as_slice()) {
-                (false, Command::Query, [table]) if targets.len() > 1 => {
-                    shards.map.split_insert(table, &text, schema.as_deref())
-                }
-                _ => None,
-            };
-            if let Some((cut, parts)) = split {
-                self.stmt.scattered = true;
-                let table = tables[0].clone();
-                let going_on = self.split_insert(&shards, &text, cut, parts, table).await?;
-                return Ok(Placed::Done(going_on));
-            }
-            match targets.as_slice() {
-                [one] => *one,
-                _ => {
-                    return match self.scatter_merging(&shards, stmt.command, read, &text, cursor) {
-                        Ok(merge) => Ok(Placed::Scatter(shards.clone(), targets, merge)),
-                        Err(why) => self.refuse(not_yet(why)).await,
-                    };
+        let target = match tables.is_empty() {
+            true => current,
+            false => {
+                let at = Where {
+                    read: &read,
+                    schema: schema.as_deref(),
+                    tables,
+                    writes,
+                };
+                match self.shard_for(stmt, &shards, at).await? {
+                    Ok(target) => target,
+                    Err(placed) => return Ok(placed),
                 }
             }
         };
@@ -196,10 +179,98 @@ impl Session {
             }
             self.spread_to(&shards, current, target);
         }
-        if !read {
+        if writes {
             self.backing.muxed_mut().trx_wrote = true;
         }
         Ok(Placed::On(shards.routers[target].clone()))
+    }
+
+    /// The statement's text as the shards see it (a prepared statement's, for an
+    /// execute), with what an execute binds; `None` for an execute of a statement this
+    /// session does not know.
+    async fn sharded_statement(
+        &mut self,
+        stmt: &Statement,
+    ) -> Result<Option<ShardedStatement>, SessionError> {
+        let len = stmt.len;
+        self.client.fill_to(HEADER_LEN + len).await?;
+        // A copy, so that what is read from it outlives the answers written meanwhile.
+        let payload = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
+        if stmt.command != Command::StmtExecute {
+            let text = payload[1..].to_vec();
+            return Ok(Some(ShardedStatement {
+                payload,
+                text,
+                types: None,
+                cursor: false,
+            }));
+        }
+        let mux = self.backing.muxed();
+        let Some(prepared) = stmt.client_id.and_then(|id| mux.stmts.get(&id)) else {
+            return Ok(None);
+        };
+        let execute = Execute::parse(&payload, prepared.params);
+        let cursor = execute.as_ref().is_some_and(|e| e.opens_cursor());
+        let types = execute
+            .and_then(|e| e.types.map(<[u8]>::to_vec))
+            .or_else(|| prepared.types.clone())
+            .map(|t| (t, prepared.params));
+        let text = prepared.text.to_vec();
+        Ok(Some(ShardedStatement {
+            payload,
+            text,
+            types,
+            cursor,
+        }))
+    }
+
+    /// The one shard a statement over `at.tables` goes to, from its key values; `Err`
+    /// with how it went when it goes to several (a read put together, a multi-row
+    /// insert split) or is refused.
+    async fn shard_for(
+        &mut self,
+        stmt: &Statement,
+        shards: &Arc<Shards>,
+        at: Where<'_>,
+    ) -> Result<Result<usize, Placed>, SessionError> {
+        let Where {
+            read,
+            schema,
+            tables,
+            writes,
+        } = at;
+        let text = &read.text;
+        let params = read.params();
+        let placement = shards.map.place(
+            &tables,
+            |_, col| key_values(text, schema, col).0,
+            params.as_deref(),
+        );
+        let targets: Vec<usize> = match placement {
+            Placement::One(i) => vec![i],
+            Placement::Several(list) => list,
+            Placement::All => (0..shards.routers.len()).collect(),
+        };
+        let split = match (writes, stmt.command, tables.as_slice()) {
+            (true, Command::Query, [table]) if targets.len() > 1 => {
+                shards.map.split_insert(table, text, schema)
+            }
+            _ => None,
+        };
+        if let Some((cut, parts)) = split {
+            self.stmt.scattered = true;
+            let table = tables[0].clone();
+            let going_on = self.split_insert(shards, text, cut, parts, table).await?;
+            return Ok(Err(Placed::Done(going_on)));
+        }
+        if let [one] = targets.as_slice() {
+            return Ok(Ok(*one));
+        }
+        let merging = self.scatter_merging(shards, stmt.command, !writes, text, read.cursor);
+        Ok(Err(match merging {
+            Ok(merge) => Placed::Scatter(shards.clone(), targets, merge),
+            Err(why) => self.refuse(not_yet(why)).await?,
+        }))
     }
 
     /// How a statement over several shards is run on each and its rows put together
