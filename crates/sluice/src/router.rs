@@ -738,4 +738,4 @@ fn balance<'a>(list: &[&'a Arc<Member>]) -> Option<&'a Arc<Member>> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

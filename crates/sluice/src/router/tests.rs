@@ -5,7 +5,7 @@ use crate::binlog::scan::Logged;
 use commits::{InDoubt, Outcome};
 use config::ServerConfig;
 
-fn member(name: &str, f: impl FnOnce(&mut ServerConfig)) -> Arc<Member> {
+pub(crate) fn member(name: &str, f: impl FnOnce(&mut ServerConfig)) -> Arc<Member> {
     let mut cfg = ServerConfig::at(&format!("127.0.0.1:{}", 1000 + name.len()));
     cfg.name = Some(name.into());
     f(&mut cfg);
@@ -49,7 +49,7 @@ fn replica(m: &Member) {
     });
 }
 
-fn router(members: Vec<Arc<Member>>, routing: RoutingConfig) -> Router {
+pub(crate) fn router(members: Vec<Arc<Member>>, routing: RoutingConfig) -> Router {
     Router::new(
         members,
         routing,
@@ -60,7 +60,7 @@ fn router(members: Vec<Arc<Member>>, routing: RoutingConfig) -> Router {
 }
 
 /// Members a (primary), b and c (replicas), and a router over them.
-fn cluster(routing: RoutingConfig) -> (Arc<Member>, Arc<Member>, Arc<Member>, Router) {
+pub(crate) fn cluster(routing: RoutingConfig) -> (Arc<Member>, Arc<Member>, Arc<Member>, Router) {
     let (a, b, c) = (
         member("a", |_| {}),
         member("b", |_| {}),
@@ -284,7 +284,7 @@ async fn galera_nodes_write_one_at_a_time_and_read_when_synced() {
     assert_eq!(r.elect().unwrap().name(), "n2", "and stays there");
 }
 
-fn synced_nodes(names: &[&str]) -> Vec<Arc<Member>> {
+pub(crate) fn synced_nodes(names: &[&str]) -> Vec<Arc<Member>> {
     let nodes: Vec<Arc<Member>> = names.iter().map(|n| member(n, |_| {})).collect();
     for n in &nodes {
         set(n, |s| {

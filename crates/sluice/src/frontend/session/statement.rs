@@ -338,18 +338,12 @@ impl Session {
 
     /// What may send the statement again, decided once before it runs.
     fn retries(&self, router: &Router, stmt: &Statement) -> Retries {
-        Retries {
-            reads: router.splits() && self.cache.is_none(),
-            conflicts: router.multi_writer()
-                && matches!(stmt.command, Command::Query | Command::StmtExecute)
-                && self.backing.muxed().autocommits(),
-            // Only where the writer can move (a failover, a switchover): one server
-            // alone has nothing to replay on.
-            replays: router.failover.transaction_replay
-                && router.members.len() > 1
-                && !router.multi_writer()
-                && self.fe.shards.is_none(),
-        }
+        let session = SessionFacts {
+            autocommits: self.backing.muxed().autocommits(),
+            cached: self.cache.is_some(),
+            sharded: self.fe.shards.is_some(),
+        };
+        Retries::decide(router, stmt.command, session)
     }
 
     /// Before the first try: `copy`, the client's bytes as they came when they may be
@@ -470,6 +464,36 @@ struct Retries {
     replays: bool,
 }
 
+impl Retries {
+    /// What may send a `command` of a session so placed again on `router`.
+    fn decide(router: &Router, command: Command, session: SessionFacts) -> Retries {
+        Retries {
+            // A cached read may be being recorded: it is never sent twice.
+            reads: router.splits() && !session.cached,
+            conflicts: router.multi_writer()
+                && matches!(command, Command::Query | Command::StmtExecute)
+                && session.autocommits,
+            // Only where the writer can move (a failover, a switchover): one server
+            // alone has nothing to replay on.
+            replays: router.failover.transaction_replay
+                && router.members.len() > 1
+                && !router.multi_writer()
+                && !session.sharded,
+        }
+    }
+}
+
+/// What of the session decides how a statement may be sent again.
+#[derive(Clone, Copy, Debug)]
+struct SessionFacts {
+    /// Outside a transaction, with autocommit on.
+    autocommits: bool,
+    /// The query cache is on.
+    cached: bool,
+    /// `[[shards]]` are configured.
+    sharded: bool,
+}
+
 /// The tries of one statement.
 #[derive(Default)]
 struct Attempt {
@@ -489,5 +513,67 @@ impl Attempt {
     /// The copy a retry sends: there is one whenever a retry was armed.
     fn copy(&self) -> &[u8] {
         self.copy.as_deref().expect("armed only with a copy")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A server pool spawns its reaper: the routers are built on a runtime.
+    use super::*;
+    use crate::router::config::{GaleraWriters, RoutingConfig};
+    use crate::router::tests::{cluster, member, router, synced_nodes};
+
+    const PLAIN: SessionFacts = SessionFacts {
+        autocommits: true,
+        cached: false,
+        sharded: false,
+    };
+
+    #[tokio::test]
+    async fn a_replica_set_retries_reads_and_replays_writer_statements() {
+        let (_, _, _, set) = cluster(RoutingConfig::default());
+        let r = Retries::decide(&set, Command::Query, PLAIN);
+        assert!(r.reads && r.replays && !r.conflicts, "{r:?}");
+        // A read the cache may be recording is never sent twice.
+        let cached = SessionFacts {
+            cached: true,
+            ..PLAIN
+        };
+        assert!(!Retries::decide(&set, Command::Query, cached).reads);
+        // Over shards, a transaction is not replayed.
+        let sharded = SessionFacts {
+            sharded: true,
+            ..PLAIN
+        };
+        assert!(!Retries::decide(&set, Command::StmtExecute, sharded).replays);
+    }
+
+    #[tokio::test]
+    async fn one_server_has_nowhere_else_to_send_a_statement() {
+        let alone = router(vec![member("only", |_| {})], RoutingConfig::default());
+        let r = Retries::decide(&alone, Command::Query, PLAIN);
+        assert!(!r.reads && !r.replays && !r.conflicts, "{r:?}");
+    }
+
+    #[tokio::test]
+    async fn writes_spread_over_galera_retry_conflicts_of_autocommit_statements_only() {
+        let routing = RoutingConfig {
+            galera_writers: GaleraWriters::All,
+            ..RoutingConfig::default()
+        };
+        let cluster = router(synced_nodes(&["n1", "n2", "n3"]), routing);
+        for command in [Command::Query, Command::StmtExecute] {
+            let r = Retries::decide(&cluster, command, PLAIN);
+            assert!(r.conflicts && !r.replays, "{command:?}: {r:?}");
+        }
+        assert!(!Retries::decide(&cluster, Command::StmtPrepare, PLAIN).conflicts);
+        let in_transaction = SessionFacts {
+            autocommits: false,
+            ..PLAIN
+        };
+        assert!(!Retries::decide(&cluster, Command::Query, in_transaction).conflicts);
+        // One node at a time takes the writes: nothing to conflict with.
+        let one = router(synced_nodes(&["n1", "n2"]), RoutingConfig::default());
+        assert!(!Retries::decide(&one, Command::Query, PLAIN).conflicts);
     }
 }
