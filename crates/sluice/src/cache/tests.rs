@@ -1,0 +1,223 @@
+use super::*;
+
+pub fn rule(name: &str, pattern: &str, ttl: Duration) -> RuleConfig {
+    RuleConfig {
+        name: name.into(),
+        pattern: Some(pattern.into()),
+        digest: None,
+        user: None,
+        schema: None,
+        ttl,
+        stale_while_revalidate: Duration::ZERO,
+    }
+}
+
+pub fn entry_of(size: usize, cost: u64) -> Arc<Entry> {
+    Arc::new(Entry {
+        response: Bytes::from(vec![0u8; size]),
+        filled_at: Instant::now(),
+        rule: Arc::new(Rule::compile(rule("t", "x", Duration::from_secs(1))).unwrap()),
+        digest: Arc::new(DigestStats::new(String::new(), 0)),
+        snapshot: Snapshot::empty(),
+        cost_micros: cost,
+        rows: 0,
+        refreshing: AtomicBool::new(false),
+        read: AtomicBool::new(false),
+    })
+}
+
+fn cache() -> Arc<QueryCache> {
+    QueryCache::new(&CacheConfig {
+        rules: vec![rule("all", "(?i)^select", Duration::from_secs(60))],
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn t(name: &str) -> TableRef {
+    TableRef {
+        schema: "db".into(),
+        table: name.into(),
+    }
+}
+
+/// Asks to fill `key` for a statement every test rule matches.
+fn begin(c: &Arc<QueryCache>, key: &[u8]) -> Fill {
+    let q = Candidate {
+        text: b"select 1",
+        user: "u",
+        schema: None,
+    };
+    let (rule, digest) = c.rule_for(&q).unwrap();
+    c.begin_fill(key.to_vec(), rule, digest)
+}
+
+pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
+    if c.views_unknown() {
+        c.set_views(Some(br#"[["db", "v"]]"#));
+    }
+    let q = Candidate {
+        text: b"select 1",
+        user: "u",
+        schema: None,
+    };
+    let (rule, digest) = c.rule_for(&q).unwrap();
+    match c.begin_fill(key.to_vec(), rule, digest) {
+        Fill::Leader(mut t) => {
+            c.depend_on(&mut t, tables, None);
+            t
+        }
+        Fill::Follower(_) | Fill::Declined => panic!("expected to lead"),
+    }
+}
+
+#[test]
+fn a_write_after_capture_makes_the_fill_unstorable_and_entries_stale() {
+    let c = cache();
+    let ticket = fill(&c, b"k1", &[t("a")]);
+    c.invalidate_tables([&t("a")], Cause::Write);
+    assert!(!c.store(ticket, vec![1, 2, 3]), "raced a write");
+    assert!(matches!(c.lookup(b"k1"), Lookup::Miss));
+
+    let ticket = fill(&c, b"k1", &[t("a"), t("b")]);
+    assert!(c.store(ticket, vec![1, 2, 3]));
+    assert!(matches!(c.lookup(b"k1"), Lookup::Hit(_)));
+    c.invalidate_tables([&t("c")], Cause::Write);
+    assert!(matches!(c.lookup(b"k1"), Lookup::Hit(_)));
+    c.invalidate_tables([&t("b")], Cause::Binlog);
+    assert!(matches!(c.lookup(b"k1"), Lookup::Miss));
+    let rule = &c.rules.load()[0];
+    assert_eq!(rule.stats.invalidated_by(Cause::Binlog), 1);
+    assert_eq!(rule.stats.raced_by(Cause::Write), 1);
+}
+
+#[test]
+fn second_asker_follows_and_is_released_when_the_leader_gives_up() {
+    let c = cache();
+    let leader = fill(&c, b"k", &[]);
+    let Fill::Follower(flight) = begin(&c, b"k") else {
+        panic!("expected to follow");
+    };
+    drop(leader);
+    // A miss that reaches begin_fill after the entry was stored follows a flight
+    // that is already over, and looks up again.
+    let stored = fill(&c, b"stored", &[]);
+    assert!(c.store(stored, vec![1]));
+    let Fill::Follower(over) = begin(&c, b"stored") else {
+        panic!("the entry is there: nothing to lead");
+    };
+    assert!(over.done.load(Ordering::Acquire));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    rt.block_on(flight.wait(Duration::from_secs(5)));
+    assert!(started.elapsed() < Duration::from_secs(1));
+    drop(fill(&c, b"k", &[]));
+}
+
+#[test]
+fn rules_match_by_text_user_and_schema_and_survive_unchanged_reloads() {
+    let c = cache();
+    let mut scoped = rule("scoped", "sbtest", Duration::from_secs(5));
+    scoped.user = Some("app".into());
+    scoped.schema = Some("shop".into());
+    c.set_rules(vec![
+        scoped.clone(),
+        rule("all", "(?i)^select", Duration::from_secs(60)),
+    ])
+    .unwrap();
+    let q = |user, schema| Candidate {
+        text: b"SELECT * FROM sbtest1",
+        user,
+        schema,
+    };
+    assert_eq!(
+        c.rule_for(&q("app", Some("shop"))).unwrap().0.name(),
+        "scoped"
+    );
+    assert_eq!(
+        c.rule_for(&q("other", Some("shop"))).unwrap().0.name(),
+        "all"
+    );
+    assert_eq!(c.rule_for(&q("app", None)).unwrap().0.name(), "all");
+    let ticket = fill(&c, b"kept", &[]);
+    assert!(c.store(ticket, vec![1]));
+    c.set_rules(vec![rule("all", "(?i)^select", Duration::from_secs(60))])
+        .unwrap();
+    assert!(matches!(c.lookup(b"kept"), Lookup::Hit(_)));
+    c.set_rules(vec![rule("all", "(?i)^select", Duration::from_secs(61))])
+        .unwrap();
+    assert!(matches!(c.lookup(b"kept"), Lookup::Miss));
+    assert!(c
+        .set_rules(vec![rule("bad", "(", Duration::from_secs(1))])
+        .is_err());
+}
+
+#[test]
+fn ttl_and_stale_while_revalidate() {
+    let mut r = rule("swr", "(?i)^select", Duration::from_millis(30));
+    r.stale_while_revalidate = Duration::from_secs(60);
+    let c = QueryCache::new(&CacheConfig {
+        rules: vec![r],
+        ..Default::default()
+    })
+    .unwrap();
+    let ticket = fill(&c, b"k", &[]);
+    assert!(c.store(ticket, vec![1]));
+    std::thread::sleep(Duration::from_millis(40));
+    let Lookup::Stale {
+        refresh: true,
+        entry,
+    } = c.lookup(b"k")
+    else {
+        panic!("stale, refresh")
+    };
+    assert!(matches!(
+        c.lookup(b"k"),
+        Lookup::Stale { refresh: false, .. }
+    ));
+    c.refresh_failed(&entry);
+    assert!(matches!(
+        c.lookup(b"k"),
+        Lookup::Stale { refresh: true, .. }
+    ));
+}
+
+#[test]
+fn reads_through_views_depend_on_every_write() {
+    let c = cache();
+    let ticket = fill(&c, b"view", &[t("v")]);
+    assert!(c.store(ticket, vec![1]));
+    let ticket = fill(&c, b"table", &[t("a")]);
+    assert!(c.store(ticket, vec![1]));
+    c.invalidate_tables([&t("unrelated")], Cause::Binlog);
+    assert!(matches!(c.lookup(b"view"), Lookup::Miss));
+    assert!(matches!(c.lookup(b"table"), Lookup::Hit(_)));
+    // Views unknown (after DDL): every read depends on every write.
+    c.invalidate_all(Cause::Write);
+    assert!(c.views_unknown());
+    assert!(c.reads_view(&[t("a")]));
+    c.set_views(Some(b"not json"));
+    assert!(c.views_unknown());
+    c.set_views(None);
+    assert!(!c.reads_view(&[t("v")]), "no views at all");
+}
+
+#[test]
+fn admin_scopes() {
+    let c = cache();
+    for (k, table) in [(&b"k1"[..], "a"), (b"k2", "b"), (b"k3", "b")] {
+        let ticket = fill(&c, k, &[t(table)]);
+        assert!(c.store(ticket, vec![0; 10]));
+    }
+    assert_eq!(c.invalidate(&Scope::Table(t("b"))), Ok(2));
+    assert!(matches!(c.lookup(b"k1"), Lookup::Hit(_)));
+    assert_eq!(c.invalidate(&Scope::Rule("all".into())), Ok(1));
+    assert!(c.invalidate(&Scope::Rule("nope".into())).is_err());
+    let ticket = fill(&c, b"k4", &[]);
+    assert!(c.store(ticket, vec![0; 10]));
+    assert_eq!(c.invalidate(&Scope::All), Ok(1));
+    assert_eq!(c.store.usage(), (0, 0));
+}
