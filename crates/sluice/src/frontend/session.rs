@@ -582,6 +582,7 @@ async fn sleep_until(at: Option<std::time::Instant>) {
 /// Points the session's one idle timer at the deadline `idle` when it would fire later
 /// (`armed`: where it points now); a deadline that moved later leaves it alone, and the
 /// timer that fires early is re-armed then.
+#[inline]
 fn arm_idle(
     timer: std::pin::Pin<&mut tokio::time::Sleep>,
     idle: Option<Instant>,

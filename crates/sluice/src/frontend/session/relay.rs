@@ -87,11 +87,8 @@ impl Session {
                 return Ok(Relayed::Conflict);
             }
             let processes = processlist.as_deref_mut();
-            let read = intercept(event, mux.as_deref_mut(), cache.as_deref_mut(), processes).read(
-                backend,
-                n,
-                (fe, id),
-            )?;
+            let seen = intercept(event, mux.as_deref_mut(), cache.as_deref_mut(), processes);
+            let read = seen.read(backend, n, (fe, id))?;
             ended_with_ok |= read.last_ok;
             let ok_len = read.len;
             if n + ok_len > 0 {
@@ -178,6 +175,7 @@ impl Session {
 
     /// The server the statement's latency is measured for: readers are balanced by it,
     /// and so are writes spread over a Galera cluster's nodes.
+    #[inline]
     fn balanced_member(&self) -> Option<Arc<crate::router::Member>> {
         let balanced = match &self.stmt.target {
             Some(Target::Reader { .. } | Target::Group(_) | Target::Node(_)) => true,
@@ -213,6 +211,7 @@ impl Session {
 
 impl InFlight {
     /// The response ended: what it was, who answered, and the server's counts.
+    #[inline]
     fn relayed(
         &mut self,
         outcome: Outcome,
@@ -245,6 +244,7 @@ struct Intercepted {
 /// client tells others ("committed") already holds for the cache. (An OK the
 /// multiplexer intercepted was told already, with its session state.) The OK is only
 /// read when there is a change to judge.
+#[inline]
 fn response_ending(
     cache: Option<&mut CacheState>,
     backend: &PooledConn,
@@ -274,6 +274,7 @@ enum Interception<'a> {
     Nothing,
 }
 
+#[inline]
 fn intercept<'a>(
     event: Option<Event>,
     mux: Option<&'a mut Mux>,
@@ -294,6 +295,7 @@ fn intercept<'a>(
 
 impl Interception<'_> {
     /// Reads the packet after the `n` bytes scanned.
+    #[inline]
     fn read(
         self,
         backend: &mut PooledConn,
@@ -340,6 +342,7 @@ fn process_list_read(
 /// An OK packet intercepted under multiplexing (`len` bytes after the `n` scanned): read
 /// for the session's state, rewritten if the client needs it, and, when it ends the
 /// response, told to the cache before the client can see it.
+#[inline]
 fn ok_read(
     mux: &mut Mux,
     cache: Option<&mut CacheState>,
@@ -366,6 +369,7 @@ fn ok_read(
 
 /// The response's first bytes (`n`), before the client gets them: a prepare's OK names
 /// the statement by the id the client is to know, and analytics learns that id.
+#[inline]
 fn first_reply(
     mux: Option<&mut Mux>,
     probe: Option<&mut SessionProbe>,
@@ -391,6 +395,7 @@ fn first_reply(
 
 /// `len` bytes of the response were written to the client (or its connection failed,
 /// which leaves the server's connection mid-response).
+#[inline]
 fn passed_on(
     written: std::io::Result<()>,
     backend: &mut PooledConn,
@@ -409,6 +414,7 @@ fn passed_on(
 
 /// The response reached the client whole: the connection's status (and what
 /// multiplexing saw of it) is the one it ended with, and nothing may follow it.
+#[inline]
 fn response_done(
     backend: &mut PooledConn,
     mux: Option<&mut Mux>,
@@ -433,6 +439,7 @@ fn response_done(
 
 /// Whether the response ended (`event`) as one ERR packet saying the statement lost a
 /// conflict.
+#[inline]
 fn lost_conflict(event: Option<Event>, response: &[u8]) -> bool {
     matches!(event, Some(Event::Done(_))) && certification_conflict(response)
 }

@@ -337,6 +337,7 @@ impl Session {
     }
 
     /// What may send the statement again, decided once before it runs.
+    #[inline]
     fn retries(&self, router: &Router, stmt: &Statement) -> Retries {
         let session = SessionFacts {
             autocommits: self.backing.muxed().autocommits(),
@@ -466,6 +467,7 @@ struct Retries {
 
 impl Retries {
     /// What may send a `command` of a session so placed again on `router`.
+    #[inline]
     fn decide(router: &Router, command: Command, session: SessionFacts) -> Retries {
         Retries {
             // A cached read may be being recorded: it is never sent twice.
