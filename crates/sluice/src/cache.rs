@@ -376,7 +376,7 @@ impl QueryCache {
     /// the result depends on ([`Self::depend_on`]) before its query is sent.
     pub fn begin_fill(
         self: &Arc<Self>,
-        key: Vec<u8>,
+        key: &[u8],
         rule: Arc<Rule>,
         digest: Arc<DigestStats>,
     ) -> Fill {
@@ -386,22 +386,22 @@ impl QueryCache {
         if !digest.admission.admit() {
             return Fill::Declined;
         }
-        let key: Arc<[u8]> = key.into();
-        let flight = {
+        let (key, flight) = {
             let mut inflight = self.inflight.lock();
-            if let Some(f) = inflight.get(&key) {
+            if let Some(f) = inflight.get(key) {
                 return Fill::Follower(f.clone());
             }
             // A leader may have stored the entry since this session's lookup missed:
             // then there is nothing to fetch, only to look up again.
-            if self.store.contains(&key) {
+            if self.store.contains(key) {
                 let done = Flight::default();
                 done.done.store(true, Ordering::Release);
                 return Fill::Follower(Arc::new(done));
             }
+            let key: Arc<[u8]> = key.into();
             let flight = Arc::new(Flight::default());
             inflight.insert(key.clone(), flight.clone());
-            flight
+            (key, flight)
         };
         Fill::Leader(FillTicket {
             cache: self.clone(),

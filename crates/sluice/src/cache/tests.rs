@@ -49,7 +49,7 @@ fn begin(c: &Arc<QueryCache>, key: &[u8]) -> Fill {
         schema: None,
     };
     let (rule, digest) = c.rule_for(&q).unwrap();
-    c.begin_fill(key.to_vec(), rule, digest)
+    c.begin_fill(key, rule, digest)
 }
 
 pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
@@ -62,7 +62,7 @@ pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket 
         schema: None,
     };
     let (rule, digest) = c.rule_for(&q).unwrap();
-    match c.begin_fill(key.to_vec(), rule, digest) {
+    match c.begin_fill(key, rule, digest) {
         Fill::Leader(mut t) => {
             c.depend_on(&mut t, tables, None);
             t

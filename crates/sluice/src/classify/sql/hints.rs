@@ -101,7 +101,7 @@ enum Hint {
 
 /// Hints live in comments, so text without `/*` needs no lexing at all.
 fn has_block_comment(sql: &[u8]) -> bool {
-    sql.windows(2).any(|w| w == b"/*")
+    memchr::memmem::find(sql, b"/*").is_some()
 }
 
 fn hint_in(sql: &[u8], t: Tok) -> Option<Hint> {

@@ -274,6 +274,14 @@ impl CacheState {
         }
     }
 
+    /// A key done with goes back as the buffer the next lookup builds its key in
+    /// (a miss took the buffer with its key).
+    fn keep_key_buffer(&mut self, key: Vec<u8>) {
+        if key.capacity() > self.key.capacity() {
+            self.key = key;
+        }
+    }
+
     /// The command in flight, or the last one, was answered from the cache.
     pub(super) fn served(&self) -> bool {
         self.served
@@ -490,10 +498,6 @@ pub(crate) fn session_key(
 fn push_field(out: &mut Vec<u8>, bytes: &[u8]) {
     out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
     out.extend_from_slice(bytes);
-}
-
-fn memchr_pair(text: &[u8], a: u8, b: u8) -> bool {
-    text.windows(2).any(|w| w[0] == a && w[1] == b)
 }
 
 /// A read whose `CONNECTION_ID()` Sluice replaced by the session's id looks constant,

@@ -150,22 +150,24 @@ impl Session {
                 }
             }
         }
-        match cache.begin_fill(key.clone(), rule, digest) {
-            Fill::Declined => self.relay(kind).await,
+        let relayed = match cache.begin_fill(&key, rule, digest) {
+            Fill::Declined => self.relay(kind).await?,
             Fill::Leader(mut ticket) => {
                 // Only the leader learns the table's key: waiters need none.
                 let rows = self.read_by_key(text, &tables, params).await?;
                 cache.depend_on(&mut ticket, &tables, rows.as_ref());
-                self.fill(ticket, kind).await
+                self.fill(ticket, kind).await?
             }
             Fill::Follower(flight) => {
                 flight.wait(cache.fill_wait).await;
-                if let Some(r) = self.try_serve(&key, request, kind).await? {
-                    return Ok(r);
+                match self.try_serve(&key, request, kind).await? {
+                    Some(r) => r,
+                    None => self.relay(kind).await?,
                 }
-                self.relay(kind).await
             }
-        }
+        };
+        self.cache_state().keep_key_buffer(key);
+        Ok(relayed)
     }
 
     /// The keys of its one table that decide a read's result, when they do; the table's

@@ -21,7 +21,7 @@ impl Session {
         let text = &request[HEADER_LEN + 1..];
         // A statement the lookup keyed had no hints: its text is its key's.
         let hints = match step {
-            CacheStep::Unasked if memchr_pair(text, b'/', b'*') => sql::hints(text),
+            CacheStep::Unasked => sql::hints(text),
             _ => Hints::default(),
         };
         let stripped: Cow<'_, [u8]> = if hints == Hints::default() {
