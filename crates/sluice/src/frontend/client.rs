@@ -81,6 +81,7 @@ impl ClientConn {
 
     /// Reads until the buffer holds at least `bytes` (a statement's whole packet, or
     /// the part a stage looks at).
+    #[inline]
     pub async fn fill_to(&mut self, bytes: usize) -> Result<(), SessionError> {
         while self.rbuf.len() < bytes {
             self.read_more().await?;
