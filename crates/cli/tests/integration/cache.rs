@@ -744,16 +744,22 @@ fn stats_and_admin_invalidation_and_warm_up() {
     assert_eq!(response.status, 400);
 }
 
-#[test]
-fn stale_while_revalidate_serves_the_old_entry_once_then_the_fresh_one() {
-    let server = shared_server();
-    table(server, "cache_swr");
+/// A rule caching every SELECT for 300 ms, then serving it stale for an hour while it
+/// is refreshed.
+fn swr_rule() -> toml::Table {
     let mut rule = toml::Table::new();
     rule.insert("name".into(), "swr".into());
     rule.insert("match".into(), "(?i)^SELECT".into());
     rule.insert("ttl".into(), "300ms".into());
     rule.insert("stale_while_revalidate".into(), "1h".into());
-    let sluice = Sluice::start(&Config::for_server(server).cache_rule_table(rule));
+    rule
+}
+
+#[test]
+fn stale_while_revalidate_serves_the_old_entry_once_then_the_fresh_one() {
+    let server = shared_server();
+    table(server, "cache_swr");
+    let sluice = Sluice::start(&Config::for_server(server).cache_rule_table(swr_rule()));
     let mut c = login(&sluice, "cache_swr");
     let read = "SELECT v FROM t WHERE id = 1";
     assert_eq!(one(&mut c, read), "a");
@@ -793,15 +799,10 @@ fn one_executed(conn: &mut RawConn, id: u32, params: &[&str]) -> String {
 fn stale_while_revalidate_refreshes_prepared_reads_too() {
     let server = shared_server();
     table(server, "cache_swr_ps");
-    let mut rule = toml::Table::new();
-    rule.insert("name".into(), "swr".into());
-    rule.insert("match".into(), "(?i)^SELECT".into());
-    rule.insert("ttl".into(), "300ms".into());
-    rule.insert("stale_while_revalidate".into(), "1h".into());
     for multiplex in [false, true] {
         let id = if multiplex { 1 } else { 2 };
         let config = Config::for_server(server)
-            .cache_rule_table(rule.clone())
+            .cache_rule_table(swr_rule())
             .pool("multiplex", multiplex);
         let sluice = Sluice::start(&config);
         let mut c = login(&sluice, "cache_swr_ps");

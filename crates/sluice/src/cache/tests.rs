@@ -155,15 +155,20 @@ fn rules_match_by_text_user_and_schema_and_survive_unchanged_reloads() {
         .is_err());
 }
 
-#[test]
-fn ttl_and_stale_while_revalidate() {
-    let mut r = rule("swr", "(?i)^select", Duration::from_millis(30));
-    r.stale_while_revalidate = Duration::from_secs(60);
-    let c = QueryCache::new(&CacheConfig {
+/// A cache of one rule for every SELECT, with this TTL and a stale window of an hour.
+pub fn stale_while_revalidate(ttl: Duration) -> Arc<QueryCache> {
+    let mut r = rule("swr", "(?i)^select", ttl);
+    r.stale_while_revalidate = Duration::from_secs(3600);
+    QueryCache::new(&CacheConfig {
         rules: vec![r],
         ..Default::default()
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn ttl_and_stale_while_revalidate() {
+    let c = stale_while_revalidate(Duration::from_millis(30));
     let ticket = fill(&c, b"k", &[]);
     assert!(c.store(ticket, vec![1]));
     std::thread::sleep(Duration::from_millis(40));

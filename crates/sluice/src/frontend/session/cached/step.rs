@@ -82,7 +82,7 @@ impl Drop for Refresh {
 mod tests {
     use super::*;
     use crate::cache::config::CacheConfig;
-    use crate::cache::tests::{fill, rule};
+    use crate::cache::tests::{fill, stale_while_revalidate};
     use crate::cache::Lookup;
     use std::time::{Duration, Instant};
 
@@ -121,13 +121,7 @@ mod tests {
 
     #[test]
     fn a_refresh_not_taken_goes_to_the_next_reader() {
-        let mut r = rule("swr", "(?i)^select", Duration::ZERO);
-        r.stale_while_revalidate = Duration::from_secs(3600);
-        let cache = QueryCache::new(&CacheConfig {
-            rules: vec![r],
-            ..Default::default()
-        })
-        .unwrap();
+        let cache = stale_while_revalidate(Duration::ZERO);
         let ticket = fill(&cache, b"k", &[]);
         assert!(cache.store(ticket, vec![1]));
         // Past a TTL of zero as soon as any time has passed.
