@@ -197,7 +197,8 @@ impl ResponseTracker {
             State::First => match first {
                 Some(OK_HEADER) => {
                     let ok = OkPacket::parse(head)?;
-                    self.outcome.affected += ok.affected_rows;
+                    // Results of a multi-statement response each say up to 2^64 - 1.
+                    self.outcome.affected = self.outcome.affected.saturating_add(ok.affected_rows);
                     self.after_result(ok.status)
                 }
                 Some(ERR_HEADER) => self.failed(),
@@ -799,6 +800,16 @@ mod tests {
         packets.extend(result_set(1, &[b"\x011"], false, 2));
         let o = outcome(ResponseKind::Query, &packets, false);
         assert_eq!((o.rows, o.affected, o.error), (1, 3, false));
+
+        // Counts a server can't mean (found by the scanner fuzz target) add up to the
+        // most there is, not past it.
+        let huge = OkPacket {
+            affected_rows: u64::MAX - 1,
+            ..changed
+        };
+        let huge = ok_payload(&huge, caps(false), OK_HEADER).to_vec();
+        let o = outcome(ResponseKind::Query, &[huge.clone(), huge, ok(2)], false);
+        assert_eq!(o.affected, u64::MAX);
 
         let err = b"\xff\x7a\x04#42S02no such table".to_vec();
         let o = outcome(ResponseKind::Query, std::slice::from_ref(&err), false);

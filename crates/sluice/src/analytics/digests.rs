@@ -200,7 +200,7 @@ impl Entry {
             self.hist.saturating_record(us.into());
         }
         self.rows_sent += slot.rows_sent;
-        self.rows_affected += slot.rows_affected;
+        self.rows_affected = self.rows_affected.saturating_add(slot.rows_affected);
         self.errors += slot.errors;
         self.cache_hits += slot.cache_hits;
         self.cache_misses += slot.cache_misses;

@@ -144,7 +144,7 @@ impl Slot {
         self.max_us = self.max_us.max(us);
         self.latencies.push(us as u32);
         self.rows_sent += f.outcome.rows;
-        self.rows_affected += f.outcome.affected;
+        self.rows_affected = self.rows_affected.saturating_add(f.outcome.affected);
         self.bytes_in += f.bytes_in;
         self.bytes_out += f.bytes_out;
         match f.cache {
