@@ -84,6 +84,9 @@ pub struct Router {
     pub failover: FailoverConfig,
     /// The latest GTID any session wrote through this Sluice (global consistency).
     global_gtid: Mutex<GtidPos>,
+    /// The latest transaction of the writer's binlog the query cache's reader reported
+    /// (and so invalidated for): what a cache fill on a replica must have applied.
+    binlog_seen: Mutex<GtidPos>,
     /// The writer's own position as the monitor last read it there, with that writer:
     /// what it had logged before any statement sent to it from now on.
     writer_seen: Mutex<Option<(Arc<Member>, GtidPos)>>,
@@ -184,6 +187,7 @@ impl Router {
             monitor,
             failover,
             global_gtid: Mutex::new(GtidPos::default()),
+            binlog_seen: Mutex::new(GtidPos::default()),
             writer_seen: Mutex::new(None),
             commits: Default::default(),
             replay_gate: Default::default(),
@@ -351,6 +355,25 @@ impl Router {
                 (!g.is_empty()).then(|| g.clone())
             }
         }
+    }
+
+    /// The query cache's binlog reader reported this transaction, before the cache
+    /// drops what it changed.
+    pub fn note_binlog(&self, gtid: &GtidPos) {
+        self.binlog_seen.lock().merge(gtid);
+    }
+
+    /// What a read that fills a cache entry must see on a replica: every transaction
+    /// the binlog reader has reported, since the cache already dropped the entries they
+    /// changed and would otherwise store a row from before them.
+    pub fn fill_floor(&self, need: Option<GtidPos>) -> Option<GtidPos> {
+        let seen = self.binlog_seen.lock();
+        if seen.is_empty() {
+            return need;
+        }
+        let mut floor = need.unwrap_or_default();
+        floor.merge(&seen);
+        Some(floor)
     }
 
     /// A session's write committed with this GTID.

@@ -640,11 +640,25 @@ fn follow_binlogs(
             .context("cache.binlog.server names no server")?;
         let status = Arc::new(crate::binlog::BinlogStatus::new());
         cache.follow_binlog(status.clone());
+        let invalidator = Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
+            cache.clone(),
+        ));
+        let router_now: RouterNow = match &fe.shards {
+            Some(shards) => {
+                let shards = shards.clone();
+                Box::new(move || shards.routers[i].clone())
+            }
+            None => {
+                let fe = fe.clone();
+                Box::new(move || fe.router.load_full())
+            }
+        };
         let sink = Arc::new(crate::analytics::BinlogTee {
             analytics: fe.analytics.clone(),
-            inner: Arc::new(crate::cache::invalidation::BinlogInvalidator::new(
-                cache.clone(),
-            )),
+            inner: Arc::new(FillFloor {
+                router: router_now,
+                inner: invalidator,
+            }),
         });
         // Unless a server is named, the reader follows the writer.
         let source: Option<crate::binlog::ServerSource> = match (&binlog.server, &fe.shards) {
@@ -672,6 +686,39 @@ fn follow_binlogs(
         ));
     }
     Ok(())
+}
+
+/// The router the binlog reader's transactions are noted on (a shard's, or the one in
+/// use now: a reload replaces it).
+type RouterNow = Box<dyn Fn() -> Arc<crate::router::Router> + Send + Sync>;
+
+/// Notes each transaction the binlog reader reports on the router before the cache
+/// drops what it changed, so that a cache fill on a replica waits for the replica to
+/// have it (`Router::fill_floor`).
+struct FillFloor {
+    router: RouterNow,
+    inner: Arc<dyn crate::binlog::BinlogSink>,
+}
+
+impl crate::binlog::BinlogSink for FillFloor {
+    fn changed(&self, batch: crate::binlog::Batch) {
+        let gtid = batch
+            .gtid
+            .as_deref()
+            .and_then(crate::router::gtid::GtidPos::parse);
+        if let Some(g) = gtid {
+            (self.router)().note_binlog(&g);
+        }
+        self.inner.changed(batch);
+    }
+
+    fn up(&self) {
+        self.inner.up();
+    }
+
+    fn down(&self, reason: &str) {
+        self.inner.down(reason);
+    }
 }
 
 /// The cache's counters in the log at an interval.

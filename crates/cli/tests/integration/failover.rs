@@ -716,3 +716,66 @@ fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
     drop(c);
     set.primary.restart().unwrap();
 }
+
+/// A read that fills the cache on a replica waits for the replica to have what the
+/// binlog reader already reported: with the replicas 30 s behind (MASTER_DELAY), a
+/// write made directly on the primary is read back through Sluice at once (from the
+/// writer, once no replica has it), and cached so; before, the read went to a replica,
+/// brought back the old row and cached it for the rule's TTL.
+#[test]
+fn a_cache_fill_never_brings_back_a_row_the_binlog_saw_change() {
+    let set = replica_set(false);
+    set.primary
+        .execute(
+            "CREATE DATABASE ff; CREATE TABLE ff.t (id INT PRIMARY KEY, v INT); \
+             INSERT INTO ff.t VALUES (1, 1)",
+        )
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+    for r in &set.replicas {
+        r.execute("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 30; START SLAVE")
+            .unwrap();
+    }
+    let mut binlog = toml::Table::new();
+    binlog.insert("user".into(), NATIVE_USER.into());
+    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    let config = config(&set)
+        .routing("max_lag", "60s")
+        .cache_rule("all", "(?i)^SELECT v FROM ff", "1h")
+        .cache("binlog", binlog);
+    let sluice = Sluice::start(&config);
+    let stats = || admin_get(&sluice, &config, "/v1/cache/stats");
+    assert!(wait_until(Duration::from_secs(10), || stats()["binlog"] == "following"));
+    wait_role(&sluice, &config, "replica1", "reader", 10);
+    let mut c = login(&sluice);
+    let read = |c: &mut RawConn| one(c, "SELECT v FROM ff.t WHERE id = 1");
+    assert_eq!(read(&mut c), "1");
+
+    set.primary
+        .execute("UPDATE ff.t SET v = 2 WHERE id = 1")
+        .unwrap();
+    let logged = set.primary.execute("SELECT @@gtid_binlog_pos").unwrap();
+    let logged = logged.lines().last().unwrap().trim().to_owned();
+    assert!(
+        wait_until(Duration::from_secs(10), || stats()["binlog_reader"]["gtid"]
+            == logged.as_str()),
+        "{}",
+        stats()["binlog_reader"]
+    );
+    let behind = |r: &sluice_sandbox::MariaDb| {
+        r.execute("SELECT v FROM ff.t")
+            .unwrap()
+            .trim_end()
+            .ends_with('1')
+    };
+    assert!(
+        set.replicas.iter().all(behind),
+        "the replicas are still behind"
+    );
+    assert_eq!(
+        read(&mut c),
+        "2",
+        "a fill from a replica that lacks the write"
+    );
+    assert_eq!(read(&mut c), "2", "and the entry is the new row");
+}

@@ -100,8 +100,14 @@ impl Session {
                         timeout: decision.timeout,
                     });
                 }
+                let need = router.needed_gtid(consistency, mux.last_gtid.as_ref());
+                // What a read fills the cache with is served to every session: it must
+                // not bring back a row the binlog reader already saw change.
                 Target::Reader {
-                    need: router.needed_gtid(consistency, mux.last_gtid.as_ref()),
+                    need: match self.cache.is_some() {
+                        true => router.fill_floor(need),
+                        false => need,
+                    },
                 }
             }
         };
