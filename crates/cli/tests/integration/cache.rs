@@ -991,9 +991,7 @@ fn no_stale_reads_under_concurrent_writes_through_sluice() {
 fn direct_writes_reach_the_cache_through_the_binlog() {
     let server = dedicated_server(MariaDbOptions::default());
     counter_table(&server, "binstale");
-    let mut binlog = toml::Table::new();
-    binlog.insert("user".into(), NATIVE_USER.into());
-    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    let binlog = crate::support::binlog_section();
     let config = Config::for_server(&server)
         .cache_rule("all-selects", "(?i)^\\s*SELECT", "1h")
         .cache("binlog", binlog)

@@ -681,9 +681,7 @@ fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
         )
         .unwrap();
     set.wait_caught_up(Duration::from_secs(20)).unwrap();
-    let mut binlog = toml::Table::new();
-    binlog.insert("user".into(), NATIVE_USER.into());
-    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    let mut binlog = crate::support::binlog_section();
     binlog.insert("reconnect_interval".into(), "200ms".into());
     let config = failover_config(&set)
         .cache_rule("all", "(?i)^SELECT v FROM fc", "1h")
@@ -736,9 +734,7 @@ fn a_cache_fill_never_brings_back_a_row_the_binlog_saw_change() {
         r.execute("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 30; START SLAVE")
             .unwrap();
     }
-    let mut binlog = toml::Table::new();
-    binlog.insert("user".into(), NATIVE_USER.into());
-    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    let binlog = crate::support::binlog_section();
     let config = config(&set)
         .routing("max_lag", "60s")
         .cache_rule("all", "(?i)^SELECT v FROM ff", "1h")

@@ -6,7 +6,7 @@
 use crate::routing::{admin_get, ok, one};
 use crate::sharding::{ids, shop, start_adjusted};
 use crate::support::proxy::Config;
-use crate::support::{wait_until, NATIVE_PASSWORD, NATIVE_USER};
+use crate::support::wait_until;
 use std::time::Duration;
 
 fn cached(config: Config) -> Config {
@@ -106,9 +106,7 @@ fn writes_through_sluice_on_one_shard_or_several_leave_no_stale_entry() {
 #[test]
 fn direct_writes_on_any_shard_reach_the_cache_through_its_binlog() {
     let (a, b, sluice, config) = start_adjusted(&[], |c| {
-        let mut binlog = toml::Table::new();
-        binlog.insert("user".into(), NATIVE_USER.into());
-        binlog.insert("password".into(), NATIVE_PASSWORD.into());
+        let binlog = crate::support::binlog_section();
         cached(c).cache("binlog", binlog)
     });
     let stats = || admin_get(&sluice, &config, "/v1/cache/stats");

@@ -303,9 +303,7 @@ fn tls_over_the_socket_is_offered_as_mariadb_offers_it() {
 fn sluice_reaches_a_server_over_its_socket() {
     let server = dedicated_server(MariaDbOptions::default());
     table(&server, "viasock");
-    let mut binlog = toml::Table::new();
-    binlog.insert("user".into(), NATIVE_USER.into());
-    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    let binlog = crate::support::binlog_section();
     // The monitor watches only when there is a choice of server: the same server over
     // TCP is the second, a reader that gets nothing without the split.
     let mut config = Config::for_server(&server)

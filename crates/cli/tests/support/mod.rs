@@ -77,6 +77,14 @@ pub fn repo_root() -> PathBuf {
         .expect("the repository root exists")
 }
 
+/// A `[cache.binlog]` section reading the binlog as the test account.
+pub fn binlog_section() -> toml::Table {
+    let mut binlog = toml::Table::new();
+    binlog.insert("user".into(), NATIVE_USER.into());
+    binlog.insert("password".into(), NATIVE_PASSWORD.into());
+    binlog
+}
+
 /// Poll `condition` every 50 ms until it holds or `timeout` passes; whether it held.
 pub fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

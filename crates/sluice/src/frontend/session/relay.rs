@@ -87,8 +87,8 @@ impl Session {
                 return Ok(Relayed::Conflict);
             }
             let processes = processlist.as_deref_mut();
-            let seen = intercept(event, mux.as_deref_mut(), cache.as_deref_mut(), processes);
-            let read = seen.read(backend, n, (fe, id))?;
+            let (m, c) = (mux.as_deref_mut(), cache.as_deref_mut());
+            let read = intercepted(event, m, c, processes, backend, n, (fe, id))?;
             ended_with_ok |= read.last_ok;
             let ok_len = read.len;
             if n + ok_len > 0 {
@@ -262,53 +262,28 @@ fn response_ending(
     c.response_ending(status, backend.status, ok);
 }
 
-/// What of the response Sluice reads, by the event scanned: OK packets under
-/// multiplexing (told to the cache too), the process list's columns and rows.
-enum Interception<'a> {
-    Ok(&'a mut Mux, Option<&'a mut CacheState>, usize),
-    ProcessList(
-        Option<&'a mut identity::ProcesslistIds>,
-        Option<Event>,
-        usize,
-    ),
-    Nothing,
-}
-
+/// What Sluice reads of the packet after the `n` bytes scanned, by the event: an OK
+/// packet under multiplexing (told to the cache too), a column or row of the process
+/// list; nothing otherwise.
 #[inline]
-fn intercept<'a>(
+fn intercepted(
     event: Option<Event>,
-    mux: Option<&'a mut Mux>,
-    cache: Option<&'a mut CacheState>,
-    processlist: Option<&'a mut identity::ProcesslistIds>,
-) -> Interception<'a> {
+    mux: Option<&mut Mux>,
+    cache: Option<&mut CacheState>,
+    processlist: Option<&mut identity::ProcesslistIds>,
+    backend: &mut PooledConn,
+    n: usize,
+    who: (&Frontend, u32),
+) -> Result<Intercepted, SessionError> {
     match event {
         Some(Event::Ok { len }) => {
             let m = mux.expect("OK packets are intercepted when multiplexing");
-            Interception::Ok(m, cache, len)
+            ok_read(m, cache, backend, n, len)
         }
         Some(Event::Column { len } | Event::Row { len }) => {
-            Interception::ProcessList(processlist, event, len)
+            Ok(process_list_read(processlist, event, backend, n, len, who))
         }
-        _ => Interception::Nothing,
-    }
-}
-
-impl Interception<'_> {
-    /// Reads the packet after the `n` bytes scanned.
-    #[inline]
-    fn read(
-        self,
-        backend: &mut PooledConn,
-        n: usize,
-        who: (&Frontend, u32),
-    ) -> Result<Intercepted, SessionError> {
-        match self {
-            Interception::Ok(mux, cache, len) => ok_read(mux, cache, backend, n, len),
-            Interception::ProcessList(p, event, len) => {
-                Ok(process_list_read(p, event, backend, n, len, who))
-            }
-            Interception::Nothing => Ok(Intercepted::default()),
-        }
+        _ => Ok(Intercepted::default()),
     }
 }
 
