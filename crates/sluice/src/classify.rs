@@ -2,6 +2,7 @@
 //! response ends), handle it in Sluice, or refuse it with a MySQL error.
 
 pub mod effects;
+pub mod facts;
 pub mod identity;
 pub mod keys;
 pub mod kill;

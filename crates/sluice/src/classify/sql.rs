@@ -22,11 +22,11 @@ pub(crate) use lexer::{code_token, ident_text, is_one_of, Kind, Lexer, Tok};
 
 // Every entry point at once on hostile text, so it sits above the files it spans.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::borrow::Cow;
 
-    const CORPUS: &[&str] = &[
+    pub(super) const CORPUS: &[&str] = &[
         "SELECT c FROM sbtest1 WHERE id=4995",
         "SELECT a, (SELECT MAX(b) FROM t2 WHERE t2.x = t1.x) AS m FROM t1 WHERE EXISTS (SELECT 1)",
         "WITH RECURSIVE c (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) CYCLE n RESTRICT \

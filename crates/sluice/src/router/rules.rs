@@ -266,8 +266,9 @@ fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Whether a statement may run on a replica: a plain read that takes no lock, writes
-/// nothing, and needs nothing only its own connection holds.
-pub fn is_plain_read(text: &[u8], fx: &Effects) -> bool {
+/// nothing, and needs nothing only its own connection holds. `analysis`: its text's
+/// (with or without a default schema), which the caller may already have.
+pub fn is_plain_read(text: &[u8], fx: &Effects, analysis: &Analysis) -> bool {
     if fx.get_lock
         || fx.release_lock
         || fx.release_all_locks
@@ -292,7 +293,7 @@ pub fn is_plain_read(text: &[u8], fx: &Effects) -> bool {
     {
         return false;
     }
-    match sql::analyze(text, None) {
+    match analysis {
         Analysis::Read { uncacheable, .. } => !matches!(
             uncacheable,
             Some(
@@ -320,7 +321,8 @@ mod tests {
     use crate::classify::effects::effects;
 
     fn read(sql: &str) -> bool {
-        is_plain_read(sql.as_bytes(), &effects(sql.as_bytes()))
+        let sql = sql.as_bytes();
+        is_plain_read(sql, &effects(sql), &sql::analyze(sql, None))
     }
 
     #[test]

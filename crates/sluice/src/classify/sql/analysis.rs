@@ -4,6 +4,7 @@
 //! what the cache may do with it, read in one short file. Its tests hold the helpers the
 //! other files' tests read analyses through.
 
+use super::keywords::is_system_schema;
 use super::lexer::Toks;
 use super::statements::statement;
 
@@ -56,6 +57,57 @@ pub fn analyze(sql: &[u8], default_schema: Option<&str>) -> Analysis {
         }
         if !more {
             return all.finish();
+        }
+    }
+}
+
+impl Analysis {
+    /// This analysis of text read with no default schema (`analyze(sql, None)`), as it
+    /// would have been read with `default_schema`: what the session's schema changes is
+    /// only which tables unqualified names are, and whether a read is of a system
+    /// schema. So one lexer pass serves routing, which needs no schema, and the cache,
+    /// which does. (A name qualified by the empty schema, `` ``.t ``, would read as
+    /// unqualified here: the server refuses it, so no result or write of it exists.)
+    pub fn qualified(self, default_schema: Option<&str>) -> Analysis {
+        let Some(default) = default_schema else {
+            return self;
+        };
+        let default = default.to_ascii_lowercase();
+        let qualify = |tables: Vec<TableRef>| -> (Vec<TableRef>, bool) {
+            let mut changed = false;
+            let tables = tables
+                .into_iter()
+                .map(|mut t| {
+                    if t.schema.is_empty() {
+                        t.schema.clone_from(&default);
+                        changed = true;
+                    }
+                    t
+                })
+                .collect();
+            match changed {
+                true => (sorted(tables), true),
+                false => (tables, false),
+            }
+        };
+        match self {
+            Analysis::Read {
+                tables,
+                uncacheable,
+            } => {
+                let (tables, changed) = qualify(tables);
+                let system = changed && is_system_schema(&default);
+                Analysis::Read {
+                    tables,
+                    uncacheable: uncacheable.or(system.then_some("system schema")),
+                }
+            }
+            Analysis::Write {
+                tables: Some(tables),
+            } => Analysis::Write {
+                tables: Some(qualify(tables).0),
+            },
+            other => other,
         }
     }
 }
@@ -233,6 +285,46 @@ pub(super) mod tests {
         );
         assert_eq!(kind("BEGIN"), Analysis::Transaction);
         assert_eq!(kind("COMMIT"), Analysis::Transaction);
+    }
+
+    /// Reading text once with no schema, then qualifying, is reading it with the
+    /// schema: what lets routing and the cache share one analysis.
+    #[test]
+    fn qualifying_later_is_reading_with_the_schema() {
+        let mut corpus: Vec<&str> = crate::classify::sql::tests::CORPUS.to_vec();
+        corpus.extend([
+            "SELECT * FROM t",
+            "SELECT * FROM tables",
+            "SELECT * FROM b.t JOIN t USING (id) JOIN `B`.u",
+            "SELECT * FROM mysql.user",
+            "SELECT * FROM t; SELECT * FROM mysql.user",
+            "SELECT /*wipe*/ * FROM t /* nocache */ WHERE x = 1",
+            "UPDATE t JOIN mysql.db d SET t.x = 1",
+            "INSERT INTO t SELECT * FROM u",
+            "WITH c AS (SELECT * FROM t) SELECT * FROM c JOIN x.y",
+            "DROP TABLE a, b.c, a",
+            "CALL p()",
+        ]);
+        for sql in corpus {
+            for schema in [None, Some("Db"), Some("information_schema"), Some("MySQL")] {
+                let direct = analyze(sql.as_bytes(), schema);
+                let later = analyze(sql.as_bytes(), None).qualified(schema);
+                match (&direct, &later) {
+                    // Only which of several reasons is named may differ.
+                    (
+                        Analysis::Read {
+                            tables: a,
+                            uncacheable: x,
+                        },
+                        Analysis::Read {
+                            tables: b,
+                            uncacheable: y,
+                        },
+                    ) => assert!(a == b && x.is_some() == y.is_some(), "{sql} {schema:?}"),
+                    _ => assert_eq!(direct, later, "{sql} {schema:?}"),
+                }
+            }
+        }
     }
 
     #[test]

@@ -48,6 +48,8 @@ impl Session {
             return Ok(len);
         }
         self.stmt.identity_rewritten = true;
+        // What was read of the text before is not what the server will run.
+        self.stmt.text = Default::default();
         Ok(self
             .client
             .rewrite_front(len, |payload| [&payload[..1], &rewritten[..]].concat()))

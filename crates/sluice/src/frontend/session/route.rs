@@ -27,7 +27,7 @@ impl Session {
     /// there). `execute`: the client's id of the statement an execute runs. A rule that
     /// refuses the statement gives its error.
     pub(super) fn route(
-        &self,
+        &mut self,
         router: &Router,
         command: Command,
         fx: &Effects,
@@ -71,7 +71,8 @@ impl Session {
             None => {
                 let read = match command {
                     Command::Query | Command::StmtPrepare => {
-                        text.is_some_and(|t| is_plain_read(t, fx))
+                        // Read once for routing and the cache.
+                        text.is_some_and(|t| is_plain_read(t, fx, self.stmt.text.analysis(t)))
                     }
                     Command::StmtExecute => {
                         // A cursor pins the session: keep pins on the writer.

@@ -58,6 +58,8 @@ impl Statement {
 /// made afresh for every command, so nothing of one statement reaches the next.
 #[derive(Default)]
 pub(super) struct InFlight {
+    /// What its text says, read once for every stage that asks.
+    pub(super) text: crate::classify::facts::TextFacts,
     /// A routing rule's time limit.
     pub(super) timeout: Option<std::time::Duration>,
     /// Where it was routed.

@@ -62,16 +62,21 @@ impl Session {
             eligible,
             wipe: hints.wipe,
         };
-        self.query_analysed(&request, &stripped, looked_up, kind)
+        // What routing read of the text, when it did (hints are comments: the text
+        // with them reads as the text without).
+        let plain = self.stmt.text.take_analysis(text);
+        self.query_analysed(&request, &stripped, plain, looked_up, kind)
             .await
     }
 
-    /// A text statement the cache did not answer, by what it does: a read that may be
-    /// cached is filled, a write noted, a change of settings makes them unknown.
+    /// A text statement the cache did not answer, by what it does (`plain`: its
+    /// analysis before any default schema): a read that may be cached is filled, a
+    /// write noted, a change of settings makes them unknown.
     async fn query_analysed(
         &mut self,
         request: &Bytes,
         stripped: &[u8],
+        plain: Analysis,
         looked_up: Looked,
         kind: ResponseKind,
     ) -> Result<Relayed, SessionError> {
@@ -82,8 +87,7 @@ impl Session {
         } = looked_up;
         let rewritten = self.stmt.identity_rewritten;
         let state = self.cache_state();
-        let mut analysis = sql::analyze(stripped, state.known_schema());
-        analysis = own_id_uncacheable(analysis, rewritten);
+        let mut analysis = own_id_uncacheable(plain.qualified(state.known_schema()), rewritten);
         let unresolved = state.schema.is_none();
         let needs_settings = match &analysis {
             Analysis::Read {
@@ -93,8 +97,8 @@ impl Session {
             _ => false,
         };
         if needs_settings && self.settings_known().await? && unresolved {
-            analysis = sql::analyze(stripped, self.cache_state().known_schema());
-            analysis = own_id_uncacheable(analysis, rewritten);
+            // No schema was known: it is still the plain analysis, qualified now.
+            analysis = analysis.qualified(self.cache_state().known_schema());
         }
         match analysis {
             Analysis::Read {

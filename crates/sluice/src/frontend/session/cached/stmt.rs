@@ -20,14 +20,18 @@ impl Session {
             Cow::Owned(t) => Bytes::from(t),
         };
         let rewritten = self.stmt.identity_rewritten;
-        let mut analysis = sql::analyze(&text, self.cache_state().known_schema());
-        analysis = own_id_uncacheable(analysis, rewritten);
+        // Kept for the prepare's own reply, which reads it again.
+        let plain = (self.stmt.text)
+            .analysis(&self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len])
+            .clone();
+        let schema = self.cache_state().known_schema();
+        let mut analysis = own_id_uncacheable(plain.qualified(schema), rewritten);
         if self.cache_state().schema.is_none()
             && matches!(analysis, Analysis::Read { .. } | Analysis::Write { .. })
             && self.settings_known().await?
         {
-            analysis = sql::analyze(&text, self.cache_state().known_schema());
-            analysis = own_id_uncacheable(analysis, rewritten);
+            // No schema was known: it is still the plain analysis, qualified now.
+            analysis = analysis.qualified(self.cache_state().known_schema());
         }
         // Names resolved against an unknown schema could be any table.
         let resolved = self.cache_state().schema.is_some();

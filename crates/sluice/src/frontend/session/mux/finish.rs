@@ -3,6 +3,7 @@
 
 use super::user_vars::carry_user_vars;
 use super::*;
+use crate::classify::facts::TextFacts;
 
 impl Session {
     /// After the statement's response: learn what it did, and give the connection back
@@ -78,7 +79,8 @@ impl Session {
         }
         if leaves_state(command) {
             let floor = self.fe.pool_config.max_prepared_per_connection as usize;
-            after_command(backend, mux, stmt, &observed, floor).await?;
+            let text = &mut self.stmt.text;
+            after_command(backend, mux, stmt, (&observed, text), floor).await?;
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
@@ -207,20 +209,20 @@ fn leaves_state(command: Command) -> bool {
 }
 
 /// What the command itself leaves on the session and its connection: a statement
-/// prepared, a cursor opened or read to its end, a reset (`floor`: the statements a
-/// connection may keep at least).
+/// prepared, a cursor opened or read to its end, a reset (what the reply showed and
+/// what its text says; `floor`: the statements a connection may keep at least).
 async fn after_command(
     backend: &mut crate::backend::PooledConn,
     mux: &mut Mux,
     stmt: &Statement,
-    observed: &Observed,
+    (observed, text): (&Observed, &mut TextFacts),
     floor: usize,
 ) -> Result<(), SessionError> {
     let status = backend.status;
     match (stmt.command, stmt.client_id) {
         (Command::StmtPrepare, _) => {
             if let (Some(preparing), Some(prepared)) = (mux.preparing.take(), mux.prepared.take()) {
-                prepared_here(backend, mux, preparing, prepared, floor).await?;
+                prepared_here(backend, mux, (preparing, text), prepared, floor).await?;
             }
             mux.preparing = None;
         }
@@ -262,7 +264,7 @@ async fn after_command(
 async fn prepared_here(
     backend: &mut crate::backend::PooledConn,
     mux: &mut Mux,
-    Preparing { key, text, id }: Preparing,
+    (Preparing { key, text, id }, facts): (Preparing, &mut TextFacts),
     (bid, params): (u32, u16),
     floor: usize,
 ) -> Result<(), SessionError> {
@@ -277,7 +279,8 @@ async fn prepared_here(
     };
     closing.extend(backend.stmts.insert(key.key().into(), bid, params));
     let effects = crate::classify::effects::effects(&text);
-    let plain_read = crate::router::rules::is_plain_read(&text, &effects);
+    // Routing read the same text, when the session's reads are split.
+    let plain_read = crate::router::rules::is_plain_read(&text, &effects, facts.analysis(&text));
     let names_tracking = effects.touches_session_tracking;
     let effects = effects.locks_only();
     mux.stmts.insert(
