@@ -262,13 +262,19 @@ impl Session {
         &mut self,
         stmt: Statement,
     ) -> Result<bool, SessionError> {
-        let router = match self.place(&stmt).await? {
-            mux::Placed::On(router) => router,
-            mux::Placed::Done(going_on) => return Ok(going_on),
-            mux::Placed::Scatter(shards, targets, merge) => {
-                self.stmt.scattered = true;
-                return self.scatter(&stmt, &shards, &targets, merge).await;
-            }
+        // Decided at start: one cluster has no place stage and no transaction of its
+        // own to begin late.
+        let sharded = self.fe.shards.clone();
+        let router = match sharded.clone() {
+            None => self.fe.router.load_full(),
+            Some(shards) => match self.place(&stmt, shards).await? {
+                mux::Placed::On(router) => router,
+                mux::Placed::Done(going_on) => return Ok(going_on),
+                mux::Placed::Scatter(shards, targets, merge) => {
+                    self.stmt.scattered = true;
+                    return self.scatter(&stmt, &shards, &targets, merge).await;
+                }
+            },
         };
         let retries = self.retries(&router, &stmt);
         let copy = match retries.reads || retries.conflicts {
@@ -281,7 +287,11 @@ impl Session {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };
-            if let Err(err) = self.begin_deferred().await? {
+            let deferred = match sharded {
+                Some(_) => self.begin_deferred().await?,
+                None => Ok(()),
+            };
+            if let Err(err) = deferred {
                 let seq = self.client.skip_packet().await?;
                 self.client.write_err(seq, &err).await?;
                 self.release_if_free().await?;

@@ -93,7 +93,9 @@ impl Session {
         } else {
             mux.hold_until = None;
         }
-        self.check_spread().await;
+        if let Some(shards) = self.fe.shards.clone() {
+            self.check_spread(&shards).await;
+        }
         self.release_if_free().await
     }
 

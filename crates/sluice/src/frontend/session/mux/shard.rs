@@ -93,15 +93,13 @@ impl Session {
         }
     }
 
-    /// The place stage for a multiplexed statement: the session's router, or with
-    /// `[[shards]]` the shard (or shards) its tables and key values decide.
+    /// The place stage for a multiplexed statement with `[[shards]]` (one cluster has
+    /// no such stage): the shard, or shards, its tables and key values decide.
     pub(in crate::frontend::session) async fn place(
         &mut self,
         stmt: &Statement,
+        shards: Arc<Shards>,
     ) -> Result<Placed, SessionError> {
-        let Some(shards) = self.fe.shards.clone() else {
-            return Ok(Placed::On(self.fe.router.load_full()));
-        };
         let current = self
             .backing
             .muxed()

@@ -223,10 +223,7 @@ impl Session {
     /// After a statement: when the server ended the first shard's transaction (rolled
     /// back by a deadlock, or lost with its server), the other shards' branches are
     /// rolled back too, as the server rolls back the whole of one transaction.
-    pub(in crate::frontend::session) async fn check_spread(&mut self) {
-        let Some(shards) = self.fe.shards.clone() else {
-            return;
-        };
+    pub(in crate::frontend::session) async fn check_spread(&mut self, shards: &Shards) {
         let mux = self.backing.muxed();
         let Some(spread) = &mux.spread else {
             return;
@@ -238,7 +235,7 @@ impl Session {
             .is_none_or(|b| !b.status.in_transaction() || b.is_broken());
         if on_coordinator && ended {
             tracing::debug!("first shard's transaction ended: rolling back the others");
-            self.spread_failed(&shards).await;
+            self.spread_failed(shards).await;
         }
     }
 
