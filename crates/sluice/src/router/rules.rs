@@ -261,8 +261,23 @@ pub fn hint(text: &[u8]) -> Option<Route> {
     None
 }
 
-fn memfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
+/// Where two-byte `needle` first is: a vectorised search for its first byte (a full
+/// substring searcher costs more to set up than these short texts take to scan).
+fn memfind(hay: &[u8], needle: &[u8; 2]) -> Option<usize> {
+    memchr::memchr_iter(needle[0], hay).find(|&i| hay.get(i + 1) == Some(&needle[1]))
+}
+
+/// Whether the text names one of MariaDB's sequence functions (`NEXTVAL`, `SETVAL`,
+/// `LASTVAL`, any case): all three end in `VAL`, found first.
+fn names_sequence_function(text: &[u8]) -> bool {
+    memchr::memchr2_iter(b'v', b'V', text).any(|i| {
+        let val = text
+            .get(i..i + 3)
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"VAL"));
+        val && [b"NEXT".as_slice(), b"SET", b"LAST"]
+            .iter()
+            .any(|p| i >= p.len() && text[i - p.len()..i].eq_ignore_ascii_case(p))
+    })
 }
 
 /// Whether a statement may run on a replica: a plain read that takes no lock, writes
@@ -287,10 +302,7 @@ pub fn is_plain_read(text: &[u8], fx: &Effects, analysis: &Analysis) -> bool {
     }
     // MariaDB's sequence functions (NEXTVAL changes the sequence; LASTVAL is the
     // session's own last value) look like plain function calls.
-    if ["NEXTVAL", "SETVAL", "LASTVAL"]
-        .iter()
-        .any(|f| contains_ignore_case(text, f.as_bytes()))
-    {
+    if names_sequence_function(text) {
         return false;
     }
     match analysis {
@@ -310,11 +322,6 @@ pub fn is_plain_read(text: &[u8], fx: &Effects, analysis: &Analysis) -> bool {
     }
 }
 
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len())
-        .any(|w| w.eq_ignore_ascii_case(needle))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -323,6 +330,28 @@ mod tests {
     fn read(sql: &str) -> bool {
         let sql = sql.as_bytes();
         is_plain_read(sql, &effects(sql), &sql::analyze(sql, None))
+    }
+
+    #[test]
+    fn sequence_functions_are_found_in_any_case_and_nothing_else_is() {
+        for sql in [
+            "SELECT NEXTVAL(s)",
+            "select lastval(s)",
+            "SELECT SetVal(s, 5)",
+            "SELECT x FROM t WHERE y = nextval(s)",
+        ] {
+            assert!(names_sequence_function(sql.as_bytes()), "{sql}");
+        }
+        for sql in [
+            "SELECT val FROM t",
+            "SELECT interval FROM evals",
+            "VAL",
+            "SET",
+        ] {
+            assert!(!names_sequence_function(sql.as_bytes()), "{sql}");
+        }
+        assert_eq!(memfind(b"a/b/*c", b"/*"), Some(3));
+        assert_eq!(memfind(b"a/", b"/*"), None);
     }
 
     #[test]
