@@ -5,6 +5,7 @@
 
 use super::Session;
 use crate::classify::effects::Effects;
+use crate::classify::facts::TextFacts;
 use crate::router::gtid::GtidPos;
 use crate::router::rules::{is_plain_read, Route, Statement};
 use crate::router::{Member, Router, Target};
@@ -17,9 +18,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Where a statement goes and what else a rule asked for.
+#[derive(Debug)]
 pub(super) struct Routed {
     pub target: Target,
     pub timeout: Option<Duration>,
+}
+
+impl Routed {
+    const WRITER: Routed = Routed {
+        target: Target::Writer,
+        timeout: None,
+    };
 }
 
 impl Session {
@@ -34,88 +43,33 @@ impl Session {
         visible: usize,
         execute: Option<u32>,
     ) -> Result<Routed, ErrPacket> {
+        if !routes(router) {
+            return Ok(Routed::WRITER);
+        }
         let mux = self.backing.muxed();
-        let rules = router.rules.load();
-        if !router.splits() && rules.is_empty() {
-            return Ok(Routed {
-                target: Target::Writer,
-                timeout: None,
-            });
-        }
-        let stmt = execute.and_then(|id| mux.stmt_route(id));
         let payload = &self.client.rbuf[HEADER_LEN..visible];
-        let text: Option<&[u8]> = match command {
-            Command::Query | Command::StmtPrepare => Some(&payload[1..]),
-            Command::StmtExecute => stmt.map(|(t, _)| t),
-            _ => None,
+        let prepared = execute.and_then(|id| mux.stmt_route(id));
+        let s = ToRoute {
+            command,
+            text: match command {
+                Command::Query | Command::StmtPrepare => Some(&payload[1..]),
+                Command::StmtExecute => prepared.map(|(t, _)| t),
+                _ => None,
+            },
+            fx,
+            prepared_read: prepared.is_some_and(|(_, read)| read),
+            // A cursor pins the session: keep pins on the writer.
+            cursor: command == Command::StmtExecute
+                && payload.get(5).is_some_and(|f| f & 0x07 != 0),
+            in_transaction: !mux.autocommits(),
+            user: &self.user.name,
+            schema: mux.schema.as_deref(),
+            client: self.client.peer.ip(),
+            home: mux.home.as_ref(),
+            last_gtid: mux.last_gtid.as_ref(),
+            cached: self.cache.is_some(),
         };
-        let decision = match text {
-            // With no rules, deciding is looking for a hint: one search for "/*".
-            Some(text) => rules.decide(&Statement {
-                text,
-                user: &self.user.name,
-                schema: mux.schema.as_deref(),
-                client: self.client.peer.ip(),
-            }),
-            _ => Default::default(),
-        };
-        if let Some(err) = decision.error {
-            Stats::incr(&router.stats.blocked);
-            return Err(err);
-        }
-        let in_trx = !mux.autocommits();
-        let route = match decision.route {
-            // A transaction's statements stay together, whatever a rule says.
-            _ if in_trx => Route::Writer,
-            Some(r) => r,
-            None => {
-                let read = match command {
-                    Command::Query | Command::StmtPrepare => {
-                        // Read once for routing and the cache.
-                        text.is_some_and(|t| is_plain_read(t, fx, self.stmt.text.analysis(t)))
-                    }
-                    Command::StmtExecute => {
-                        // A cursor pins the session: keep pins on the writer.
-                        let cursor = payload.get(5).is_some_and(|f| f & 0x07 != 0);
-                        !cursor && stmt.is_some_and(|(_, read)| read)
-                    }
-                    _ => false,
-                };
-                if read {
-                    Route::Readers
-                } else {
-                    Route::Writer
-                }
-            }
-        };
-        let target = match route {
-            Route::Writer => Target::Writer,
-            Route::Group(g) => Target::Group(g),
-            Route::Readers => {
-                let consistency = decision.consistency.unwrap_or(router.routing.consistency);
-                if let Some(home) = mux.home.as_ref().filter(|_| {
-                    consistency != crate::router::config::Consistency::None && router.multi_writer()
-                }) {
-                    return Ok(Routed {
-                        target: Target::Node(crate::router::NodeRef(home.clone())),
-                        timeout: decision.timeout,
-                    });
-                }
-                let need = router.needed_gtid(consistency, mux.last_gtid.as_ref());
-                // What a read fills the cache with is served to every session: it must
-                // not bring back a row the binlog reader already saw change.
-                Target::Reader {
-                    need: match self.cache.is_some() {
-                        true => router.fill_floor(need),
-                        false => need,
-                    },
-                }
-            }
-        };
-        Ok(Routed {
-            target,
-            timeout: decision.timeout,
-        })
+        decide_route(router, &s, &mut self.stmt.text)
     }
 
     /// Before the statement goes out: what losing its server will mean. A plain read
@@ -214,6 +168,109 @@ impl Session {
     }
 }
 
+/// Whether anything but the writer can be chosen: reads split, or rules to match.
+/// Without, routing reads nothing of the statement.
+fn routes(router: &Router) -> bool {
+    router.splits() || !router.rules.load().is_empty()
+}
+
+/// What routing reads of a statement and its session: gathered by the session from
+/// its state, or built by a test.
+pub(super) struct ToRoute<'a> {
+    pub command: Command,
+    /// A query's or prepare's text; an execute's prepared text.
+    pub text: Option<&'a [u8]>,
+    pub fx: &'a Effects,
+    /// An execute's statement is a plain read (decided when it was prepared).
+    pub prepared_read: bool,
+    /// An execute that opens a cursor.
+    pub cursor: bool,
+    pub in_transaction: bool,
+    pub user: &'a str,
+    pub schema: Option<&'a [u8]>,
+    pub client: std::net::IpAddr,
+    /// The node a session spreading writes over Galera last wrote on.
+    pub home: Option<&'a Arc<Member>>,
+    /// The session's last write, which its reads must see.
+    pub last_gtid: Option<&'a GtidPos>,
+    /// The session fills a cache shared with every session.
+    pub cached: bool,
+}
+
+/// Where a statement goes: rules and hints first, then the writer for anything but a
+/// plain read outside a transaction. `text`: what the statement's text says, read here
+/// only if nothing decided before a plain-read test (kept for the cache after).
+pub(super) fn decide_route(
+    router: &Router,
+    s: &ToRoute<'_>,
+    text: &mut TextFacts,
+) -> Result<Routed, ErrPacket> {
+    if !routes(router) {
+        return Ok(Routed::WRITER);
+    }
+    let rules = router.rules.load();
+    let decision = match s.text {
+        // With no rules, deciding is looking for a hint: one search for "/*".
+        Some(t) => rules.decide(&Statement {
+            text: t,
+            user: s.user,
+            schema: s.schema,
+            client: s.client,
+        }),
+        _ => Default::default(),
+    };
+    if let Some(err) = decision.error {
+        Stats::incr(&router.stats.blocked);
+        return Err(err);
+    }
+    let route = match decision.route {
+        // A transaction's statements stay together, whatever a rule says.
+        _ if s.in_transaction => Route::Writer,
+        Some(r) => r,
+        None => {
+            let read = match s.command {
+                Command::Query | Command::StmtPrepare => s
+                    .text
+                    .is_some_and(|t| is_plain_read(t, s.fx, text.analysis(t))),
+                Command::StmtExecute => !s.cursor && s.prepared_read,
+                _ => false,
+            };
+            match read {
+                true => Route::Readers,
+                false => Route::Writer,
+            }
+        }
+    };
+    let target = match route {
+        Route::Writer => Target::Writer,
+        Route::Group(g) => Target::Group(g),
+        Route::Readers => {
+            let consistency = decision.consistency.unwrap_or(router.routing.consistency);
+            let home = s.home.filter(|_| {
+                consistency != crate::router::config::Consistency::None && router.multi_writer()
+            });
+            match home {
+                Some(home) => Target::Node(crate::router::NodeRef(home.clone())),
+                None => {
+                    let need = router.needed_gtid(consistency, s.last_gtid);
+                    // What a read fills the cache with is served to every session: it
+                    // must not bring back a row the binlog reader already saw change.
+                    Target::Reader {
+                        need: match s.cached {
+                            true => router.fill_floor(need),
+                            false => need,
+                        },
+                    }
+                }
+            }
+        }
+    };
+    Ok(Routed {
+        target,
+        timeout: decision.timeout,
+    })
+}
+
 /// What a client hears when the server of its open transaction is lost during
 /// `statement`: for a statement that can't have committed anything, that the
 /// transaction was rolled back and may be retried (SQLSTATE 40001, as for a deadlock);
@@ -290,3 +347,6 @@ pub(super) fn count(router: &Router, member: &Member, target: &Target) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
