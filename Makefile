@@ -10,7 +10,7 @@ TEST_ARGS ?= --test-threads=4
 # Integration tests and benchmarks open many sockets (clients, proxy, several servers).
 RAISE_NOFILE = ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true
 
-.PHONY: all deps build test lint fmt fmt-check clippy demo fuzz clean distclean
+.PHONY: all deps build test lint fmt fmt-check clippy demo fuzz fuzz-seeds fuzz-deps clean distclean
 
 all: build
 
@@ -45,12 +45,21 @@ demo: deps build
 
 ## fuzz: run each fuzz target for FUZZ_SECONDS, one after the other (needs nightly and cargo-fuzz)
 # FUZZ_TARGETS='sql binlog' runs only those; docs/TESTING.md, "Fuzzing", says what each checks.
+# Each run reads fuzz/seeds/<target> (kept in git) and fuzz/corpus/<target> (ignored), and
+# adds what it finds to the latter.
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= handshake scanner packet sql statement binlog response execute shard
-fuzz:
-	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+fuzz: fuzz-deps
+	cd fuzz && for t in $(FUZZ_TARGETS); do mkdir -p corpus/$$t && \
+	  $(CARGO) +nightly fuzz run $$t corpus/$$t seeds/$$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+
+## fuzz-seeds: run each fuzz target once over its seeds, and stop (a regression check, no fuzzing)
+fuzz-seeds: fuzz-deps
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
-	  $(CARGO) +nightly fuzz run $$t -- -max_total_time=$(FUZZ_SECONDS) || exit 1; done
+	  $(CARGO) +nightly fuzz run $$t seeds/$$t -- -runs=0 || exit 1; done
+
+fuzz-deps:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 
 ## clean: remove build output
 clean:

@@ -1,0 +1,1 @@
+SELECT `Sch`.`Tab`.`col` FROM `Sch`.`Tab`

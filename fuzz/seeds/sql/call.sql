@@ -1,0 +1,1 @@
+CALL shop.refresh(1, 'x')

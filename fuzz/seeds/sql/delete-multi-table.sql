@@ -1,0 +1,1 @@
+DELETE t1, t2 FROM t1 INNER JOIN t2 ON t1.id = t2.id WHERE t1.x = 0

@@ -1,0 +1,1 @@
+SELECT 1 --/*nocache*/ 1; DELETE FROM t

@@ -1,0 +1,1 @@
+INSERT INTO t (id, v) VALUES (1, 'a'), (2, "b"), (3, NULL) ON DUPLICATE KEY UPDATE v = VALUES(v)

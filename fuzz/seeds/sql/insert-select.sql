@@ -1,0 +1,1 @@
+INSERT INTO archive SELECT * FROM orders WHERE id < 100

@@ -1,0 +1,1 @@
+SET @a = 1; SELECT @a; UPDATE t SET v = 2 WHERE id = 1;

@@ -1,0 +1,1 @@
+SELECT 'héllo wörld 😀' AS `ñame` FROM tëst

@@ -1,0 +1,1 @@
+REPLACE INTO kv (k, v) VALUES ('a', 1)

@@ -1,0 +1,1 @@
+WITH recent AS (SELECT id FROM orders WHERE created > NOW() - INTERVAL 1 DAY) SELECT COUNT(*) FROM recent

@@ -1,0 +1,1 @@
+SELECT * FROM accounts WHERE id = 7 FOR UPDATE

@@ -1,0 +1,1 @@
+SELECT /*nocache*/ id FROM t WHERE v = 'a' /* wipe */

@@ -1,0 +1,1 @@
+SELECT o.id, c.name FROM shop.orders AS o JOIN customers c ON o.cid = c.id WHERE o.total > 10.5 AND c.name LIKE 'A%' ORDER BY o.id DESC LIMIT 10

@@ -1,0 +1,1 @@
+SELECT RAND(), NOW(), UUID(), @var, LAST_INSERT_ID() FROM dual

@@ -1,0 +1,1 @@
+SHOW FULL COLUMNS FROM t FROM shop LIKE 'i%'

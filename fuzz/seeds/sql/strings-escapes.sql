@@ -1,0 +1,1 @@
+SELECT 'it''s', 'a\'b', "q""q", _utf8mb4'x' COLLATE utf8mb4_bin, x'0aff', 0x1F, b'101'

@@ -1,0 +1,1 @@
+UPDATE orders o JOIN customers c ON o.cid = c.id SET o.flag = 1 WHERE c.vip

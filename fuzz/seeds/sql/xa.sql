@@ -1,0 +1,1 @@
+XA START 'sluice:1f2e3d4c:17:3:0','0'
