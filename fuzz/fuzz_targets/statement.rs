@@ -90,7 +90,9 @@ fuzz_target!(|data: &[u8]| {
     }
     let _ = effects::may_set_global(sql);
     let _ = rules::hint(sql);
-    let _ = rules::is_plain_read(sql, &fx);
+    let plain = sluice::classify::sql::analyze(sql, None);
+    let _ = rules::is_plain_read(sql, &fx, &plain);
+    let _ = plain.qualified(Some("Db"));
     let _ = may_change_keys(sql);
 
     let col = KeyColumn {

@@ -152,6 +152,8 @@ pub struct Candidate<'a> {
     pub text: &'a [u8],
     pub user: &'a str,
     pub schema: Option<&'a str>,
+    /// The text's shape, when the statement's analytics already worked it out.
+    pub shape: Option<crate::classify::facts::Shape>,
 }
 
 /// What a lookup found.
@@ -290,7 +292,7 @@ impl QueryCache {
         let mut digest = None;
         let mut get = || {
             digest
-                .get_or_insert_with(|| self.digests.of(q.text))
+                .get_or_insert_with(|| self.digests.of(q.text, q.shape))
                 .clone()
         };
         let rule = rules.iter().find(|r| r.matches(q, &mut get))?.clone();

@@ -349,7 +349,8 @@ mod tests {
     /// One statement of `text` through the probe, as a session runs it: `rows` rows,
     /// answered by db1.
     fn run(a: &Analytics, probe: &mut SessionProbe, text: &str, rows: u64) {
-        probe.query(text.as_bytes(), text.len() as u64);
+        let shape = sql::digest_shape(text.as_bytes());
+        probe.query(text.as_bytes(), shape, text.len() as u64);
         let outcome = Outcome {
             rows,
             ..Outcome::default()

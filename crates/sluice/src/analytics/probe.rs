@@ -66,9 +66,9 @@ impl SessionProbe {
     }
 
     /// A COM_QUERY of `text` starts.
-    pub fn query(&mut self, text: &[u8], bytes_in: u64) {
+    pub fn query(&mut self, text: &[u8], shape: crate::classify::facts::Shape, bytes_in: u64) {
         use crate::classify::sql;
-        let (digest, exact) = match sql::digest_shape(text) {
+        let (digest, exact) = match shape {
             Some((shape, exact)) => {
                 if self.shapes.is_empty() {
                     self.shapes = vec![(0, 0); SHAPES];

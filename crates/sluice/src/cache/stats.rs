@@ -168,8 +168,10 @@ impl Default for Digests {
 impl Digests {
     /// The counters of `sql`'s digest. Runs on misses only: hits reach the digest
     /// through their entry.
-    pub fn of(&self, sql: &[u8]) -> Arc<DigestStats> {
-        let Some((shape, _)) = crate::classify::sql::digest_shape(sql) else {
+    /// `shape`: `sql`'s, when it was worked out already.
+    pub fn of(&self, sql: &[u8], shape: Option<crate::classify::facts::Shape>) -> Arc<DigestStats> {
+        let shape = shape.unwrap_or_else(|| crate::classify::sql::digest_shape(sql));
+        let Some((shape, _)) = shape else {
             return self.by_digest(sql);
         };
         if let Some(d) = self.shapes.lock().get(&shape) {
@@ -369,14 +371,20 @@ mod tests {
     #[test]
     fn a_shape_seen_before_finds_its_digest_without_a_lex() {
         let d = Digests::default();
-        let first = d.of(b"SELECT c FROM t WHERE id = 1");
+        let first = d.of(b"SELECT c FROM t WHERE id = 1", None);
         assert_eq!(first.text, "SELECT c FROM t WHERE id = ?");
-        assert!(Arc::ptr_eq(&first, &d.of(b"SELECT c FROM t WHERE id = 22")));
+        assert!(Arc::ptr_eq(
+            &first,
+            &d.of(b"SELECT c FROM t WHERE id = 22", None)
+        ));
         assert_eq!(d.shapes.lock().len(), 1);
         // Statements the shape can't vouch for (a string) still reach the same digest.
-        let quoted = d.of(b"SELECT c FROM t WHERE id = '3'");
+        let quoted = d.of(b"SELECT c FROM t WHERE id = '3'", None);
         assert_eq!(quoted.text, "SELECT c FROM t WHERE id = ?");
         assert!(Arc::ptr_eq(&first, &quoted));
-        assert!(!Arc::ptr_eq(&first, &d.of(b"SELECT c FROM t WHERE k = 1")));
+        assert!(!Arc::ptr_eq(
+            &first,
+            &d.of(b"SELECT c FROM t WHERE k = 1", None)
+        ));
     }
 }

@@ -47,6 +47,7 @@ fn begin(c: &Arc<QueryCache>, key: &[u8]) -> Fill {
         text: b"select 1",
         user: "u",
         schema: None,
+        shape: None,
     };
     let (rule, digest) = c.rule_for(&q).unwrap();
     c.begin_fill(key, rule, digest)
@@ -60,6 +61,7 @@ pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket 
         text: b"select 1",
         user: "u",
         schema: None,
+        shape: None,
     };
     let (rule, digest) = c.rule_for(&q).unwrap();
     match c.begin_fill(key, rule, digest) {
@@ -132,6 +134,7 @@ fn rules_match_by_text_user_and_schema_and_survive_unchanged_reloads() {
         text: b"SELECT * FROM sbtest1",
         user,
         schema,
+        shape: None,
     };
     assert_eq!(
         c.rule_for(&q("app", Some("shop"))).unwrap().0.name(),

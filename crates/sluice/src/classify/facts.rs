@@ -2,7 +2,11 @@
 //! routing asks whether it is a plain read, the cache which tables it reads or writes,
 //! sharding where they are. Each used to lex the text again.
 
-use super::sql::{analyze, Analysis};
+use super::sql::{analyze, digest_shape, Analysis};
+
+/// A text's shape and the hash of its exact bytes ([`digest_shape`]): `None` when the
+/// shape cannot vouch for the digest and the text is to be digested in full.
+pub type Shape = Option<(u64, u64)>;
 
 /// What one statement's text says, worked out when a stage first asks and kept for the
 /// stages after it. Made afresh for each statement (it lives on the statement in
@@ -12,6 +16,9 @@ pub struct TextFacts {
     /// [`analyze`] with no default schema ([`Analysis::qualified`] gives a session's
     /// view), and the length of the text it read.
     analysis: Option<(usize, Analysis)>,
+    /// The text's shape, which analytics and the cache's statistics both look a
+    /// digest up by.
+    shape: Option<(usize, Shape)>,
 }
 
 impl TextFacts {
@@ -31,6 +38,25 @@ impl TextFacts {
             Some((len, a)) if len == text.len() => a,
             _ => analyze(text, None),
         }
+    }
+
+    /// The text's [`Shape`], under the same rule as [`Self::analysis`].
+    pub fn shape(&mut self, text: &[u8]) -> Shape {
+        match self.shape {
+            Some((len, shape)) if len == text.len() => shape,
+            _ => {
+                let shape = digest_shape(text);
+                self.shape = Some((text.len(), shape));
+                shape
+            }
+        }
+    }
+
+    /// The text's shape if a stage worked it out already; never works it out.
+    pub fn known_shape(&self, text: &[u8]) -> Option<Shape> {
+        self.shape
+            .filter(|(len, _)| *len == text.len())
+            .map(|(_, shape)| shape)
     }
 
     fn holds_for(&self, text: &[u8]) -> bool {
@@ -56,6 +82,11 @@ mod tests {
         assert_eq!(facts.take_analysis(whole), analyze(whole, None));
         assert!(!facts.holds_for(whole));
         assert_eq!(facts.take_analysis(whole), analyze(whole, None));
+        assert_eq!(facts.known_shape(head), None);
+        assert_eq!(facts.shape(head), digest_shape(head));
+        assert_eq!(facts.known_shape(head), Some(digest_shape(head)));
+        assert_eq!(facts.shape(whole), digest_shape(whole));
+        assert_eq!(facts.known_shape(head), None);
     }
 
     /// The cache keys a statement by its text without our hints, and analyses the

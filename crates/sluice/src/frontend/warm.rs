@@ -261,6 +261,7 @@ fn fill_ticket(
         text,
         user: session.user,
         schema: session.schema,
+        shape: None,
     };
     let (rule, digest) = cache.rule_for(&candidate)?;
     let key = cache::key(session.prefix, Command::Query as u8, text, &[]);

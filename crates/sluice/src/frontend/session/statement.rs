@@ -201,7 +201,11 @@ impl Session {
         // truncated one is the server's to refuse.
         let id = stmt.client_id;
         match stmt.command {
-            Command::Query => probe.query(body, self.stmt.request_len),
+            Command::Query => {
+                // Kept for the cache's statistics, which look the digest up by it too.
+                let shape = self.stmt.text.shape(body);
+                probe.query(body, shape, self.stmt.request_len)
+            }
             Command::StmtPrepare => probe.prepare(body),
             Command::StmtExecute => {
                 if let Some(id) = id {
