@@ -234,7 +234,8 @@ pub struct QueryCache {
     rules: ArcSwap<Vec<Arc<Rule>>>,
     store: Store,
     gens: Generations,
-    inflight: Mutex<HashMap<Arc<[u8]>, Arc<Flight>>>,
+    /// Fills under way by key (hashed as the store hashes them, see `store.rs`).
+    inflight: Mutex<HashMap<Arc<[u8]>, Arc<Flight>, ahash::RandomState>>,
     digests: Digests,
     totals: Totals,
     entry_limit: u64,
@@ -262,7 +263,7 @@ impl QueryCache {
             rules: ArcSwap::from_pointee(rules),
             store,
             gens: Generations::default(),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(HashMap::default()),
             digests: Digests::default(),
             totals: Totals::default(),
             entry_limit,
