@@ -422,7 +422,8 @@ impl ReaderTask {
         register.extend_from_slice(&0u16.to_le_bytes()); // port
         register.extend_from_slice(&0u32.to_le_bytes()); // replication rank
         register.extend_from_slice(&0u32.to_le_bytes()); // primary id
-        if let Err(err) = conn.simple_command(&register).await? {
+        if let Err(failed) = conn.simple_command(&register).await {
+            let err = failed.answered()?;
             return Err(self.refused("to register Sluice as a replica", err));
         }
 
@@ -576,12 +577,12 @@ impl ReaderTask {
 
 /// Runs one of the `SET` statements that make a session a replica.
 async fn set_variable(conn: &mut BackendConn, sql: &str) -> Result<(), BinlogError> {
-    match conn.query_scalar(sql).await? {
+    match conn.query_scalar(sql).await {
         Ok(_) => Ok(()),
-        Err(err) => Err(BinlogError::Refused {
+        Err(failed) => Err(BinlogError::Refused {
             server: conn.server.name.clone(),
             what: "a replica session setting",
-            err,
+            err: failed.answered()?,
         }),
     }
 }

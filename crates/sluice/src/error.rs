@@ -215,6 +215,14 @@ impl<E> Failed<E> {
     pub fn is_broken(&self) -> bool {
         matches!(self, Failed::Broken(_))
     }
+
+    /// The same failure, what broke told by `f` (in a layer above).
+    pub fn map_broken<F>(self, f: impl FnOnce(E) -> F) -> Failed<F> {
+        match self {
+            Failed::Answered(err) => Failed::Answered(err),
+            Failed::Broken(e) => Failed::Broken(f(e)),
+        }
+    }
 }
 
 impl Failed<BackendError> {
@@ -268,9 +276,22 @@ impl From<std::io::Error> for Failed<SessionError> {
 /// connection ends the session (unless the stage handles it first).
 impl From<Failed<BackendError>> for Failed<SessionError> {
     fn from(f: Failed<BackendError>) -> Self {
-        match f {
-            Failed::Answered(err) => Failed::Answered(err),
-            Failed::Broken(e) => e.into(),
+        f.map_broken(SessionError::Backend)
+    }
+}
+
+/// For callers to whom a server's error only means there is no value.
+pub trait RefusedAsNone<T, E> {
+    /// `None` when the server answered with an error; what broke is passed on.
+    fn refused_as_none(self) -> Result<Option<T>, E>;
+}
+
+impl<T, E> RefusedAsNone<T, E> for Result<T, Failed<E>> {
+    fn refused_as_none(self) -> Result<Option<T>, E> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(Failed::Answered(_)) => Ok(None),
+            Err(Failed::Broken(e)) => Err(e),
         }
     }
 }

@@ -195,7 +195,8 @@ impl Session {
         self.client.continue_at = None;
         match ready? {
             Ready::Go(fx) => {
-                if let Err(err) = self.begin_deferred().await? {
+                if let Err(failed) = self.begin_deferred().await {
+                    let err = failed.answered()?;
                     let next = self.client.skip_packet().await?;
                     self.client.write_err(seq.unwrap_or(next), &err).await?;
                     self.release_if_free().await?;

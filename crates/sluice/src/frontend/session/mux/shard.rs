@@ -434,28 +434,22 @@ impl Session {
     /// The deferred `BEGIN`, sent on the connection just brought in line for the
     /// transaction's first statement. The server's refusal goes to the client instead
     /// of the statement.
-    pub(in crate::frontend::session) async fn begin_deferred(
-        &mut self,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    pub(in crate::frontend::session) async fn begin_deferred(&mut self) -> Result<(), Failed> {
         let Some(begin) = self.backing.muxed_mut().deferred_begin.take() else {
-            return Ok(Ok(()));
+            return Ok(());
         };
         let backend = self.backend.as_mut().expect("acquired");
         let mut payload = Vec::with_capacity(begin.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(&begin);
         let err = match backend.simple_command(&payload).await {
-            Ok(Ok(_)) => return Ok(Ok(())),
-            Ok(Err(err)) => err,
-            Err(e) => {
-                backend.mark_broken();
-                e.to_err_packet()
-            }
+            Ok(_) => return Ok(()),
+            Err(failed) => backend.answer_for(failed),
         };
         if let Some(shards) = self.fe.shards.clone() {
             self.spread_failed(&shards).await;
         }
-        Ok(Err(err))
+        Err(Failed::Answered(err))
     }
 }
 
