@@ -355,6 +355,19 @@ mod tests {
     }
 
     #[test]
+    fn a_refusal_can_mean_no_value_but_a_lost_connection_cannot() {
+        let answered: Result<u8, Failed<BackendError>> = Ok(7);
+        assert_eq!(answered.refused_as_none().unwrap(), Some(7));
+        let refused: Result<u8, Failed<BackendError>> = Err(Failed::Answered(unknown_database()));
+        assert_eq!(refused.refused_as_none().unwrap(), None);
+        let broken: Result<u8, Failed<BackendError>> = Err(lost().into());
+        assert!(matches!(
+            broken.refused_as_none(),
+            Err(BackendError::Io { .. })
+        ));
+    }
+
+    #[test]
     fn a_client_failure_ends_the_session_on_the_clients_side() {
         let failed: Failed = std::io::Error::from(std::io::ErrorKind::BrokenPipe).into();
         assert_eq!(failed.side(), Side::Client);
