@@ -266,12 +266,6 @@ impl From<BackendError> for Failed<SessionError> {
     }
 }
 
-impl From<std::io::Error> for Failed<SessionError> {
-    fn from(e: std::io::Error) -> Self {
-        Failed::Broken(e.into())
-    }
-}
-
 /// A command a stage sent: the server's answer goes to the client, a failed
 /// connection ends the session (unless the stage handles it first).
 impl From<Failed<BackendError>> for Failed<SessionError> {
@@ -369,7 +363,8 @@ mod tests {
 
     #[test]
     fn a_client_failure_ends_the_session_on_the_clients_side() {
-        let failed: Failed = std::io::Error::from(std::io::ErrorKind::BrokenPipe).into();
+        let gone = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let failed: Failed = SessionError::from(gone).into();
         assert_eq!(failed.side(), Side::Client);
         assert!(matches!(failed.answered(), Err(SessionError::ClientIo(_))));
         let failed: Failed = SessionError::HandshakeTimeout(Duration::from_secs(1)).into();
