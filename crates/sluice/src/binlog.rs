@@ -13,7 +13,7 @@ pub use events::EventError;
 
 use crate::auth::BackendCredentials;
 use crate::backend::{BackendConn, ConnParams, Server};
-use crate::error::BackendError;
+use crate::error::{BackendError, Failed};
 use crate::shutdown::Shutdown;
 use bytes::{Bytes, BytesMut};
 use events::Decoder;
@@ -252,6 +252,14 @@ pub enum BinlogError {
     },
 }
 
+/// A backend failure during a statement of the binlog session ends that session, as
+/// with [`BinlogError`]'s own `From`.
+impl From<BackendError> for Failed<BinlogError> {
+    fn from(e: BackendError) -> Self {
+        Failed::Broken(e.into())
+    }
+}
+
 /// Follows `server`'s binlog until shutdown: connect, start the dump at the current end
 /// of the binlog, deliver a [`Batch`] per transaction, and after any failure (the
 /// primary gone, killed, silent, a malformed event) reconnect every
@@ -392,10 +400,10 @@ impl ReaderTask {
         }
         // The cache starts empty and starts over on every reconnect, so older events
         // concern nothing it holds.
-        let mut reply = query_row(&mut conn, "SHOW MASTER STATUS").await?;
-        if matches!(&reply, Err(err) if err.code == ER_PARSE_ERROR) {
+        let mut reply = query_row(&mut conn, "SHOW MASTER STATUS").await;
+        if matches!(&reply, Err(Failed::Answered(err)) if err.code == ER_PARSE_ERROR) {
             // MySQL 8.4 renamed it.
-            reply = query_row(&mut conn, "SHOW BINARY LOG STATUS").await?;
+            reply = query_row(&mut conn, "SHOW BINARY LOG STATUS").await;
         }
         let row = match reply {
             Ok(Some(row)) => row,
@@ -404,7 +412,7 @@ impl ReaderTask {
                     server: self.server.name.clone(),
                 })
             }
-            Err(err) => return Err(self.refused("SHOW MASTER STATUS", err)),
+            Err(failed) => return Err(self.refused("SHOW MASTER STATUS", failed.answered()?)),
         };
         let (Some(Some(file)), Some(Some(pos))) = (row.first(), row.get(1)) else {
             return Err(self.unexpected("SHOW MASTER STATUS without file and position"));
@@ -422,7 +430,8 @@ impl ReaderTask {
         register.extend_from_slice(&0u16.to_le_bytes()); // port
         register.extend_from_slice(&0u32.to_le_bytes()); // replication rank
         register.extend_from_slice(&0u32.to_le_bytes()); // primary id
-        if let Err(err) = conn.simple_command(&register).await? {
+        if let Err(failed) = conn.simple_command(&register).await {
+            let err = failed.answered()?;
             return Err(self.refused("to register Sluice as a replica", err));
         }
 
@@ -576,12 +585,12 @@ impl ReaderTask {
 
 /// Runs one of the `SET` statements that make a session a replica.
 async fn set_variable(conn: &mut BackendConn, sql: &str) -> Result<(), BinlogError> {
-    match conn.query_scalar(sql).await? {
+    match conn.query_scalar(sql).await {
         Ok(_) => Ok(()),
-        Err(err) => Err(BinlogError::Refused {
+        Err(failed) => Err(BinlogError::Refused {
             server: conn.server.name.clone(),
             what: "a replica session setting",
-            err,
+            err: failed.answered()?,
         }),
     }
 }
@@ -665,7 +674,7 @@ async fn next_packet(
 async fn query_row(
     conn: &mut BackendConn,
     sql: &str,
-) -> Result<Result<Option<Vec<Option<String>>>, ErrPacket>, BinlogError> {
+) -> Result<Option<Vec<Option<String>>>, Failed<BinlogError>> {
     let mut payload = Vec::with_capacity(sql.len() + 1);
     payload.push(Command::Query as u8);
     payload.extend_from_slice(sql.as_bytes());
@@ -676,9 +685,10 @@ async fn query_row(
     let first = next_packet(conn, MAX_REPLY, None).await?;
     match first.first() {
         Some(&ERR_HEADER) => {
-            return Ok(Err(ErrPacket::parse(&first).map_err(|e| protocol(conn, e))?))
+            let err = ErrPacket::parse(&first).map_err(|e| protocol(conn, e))?;
+            return Err(Failed::Answered(err));
         }
-        Some(&OK_HEADER) => return Ok(Ok(None)),
+        Some(&OK_HEADER) => return Ok(None),
         _ => {}
     }
     let columns = Reader::new(&first)
@@ -695,9 +705,10 @@ async fn query_row(
         let p = next_packet(conn, MAX_REPLY, None).await?;
         match p.first() {
             Some(&ERR_HEADER) => {
-                return Ok(Err(ErrPacket::parse(&p).map_err(|e| protocol(conn, e))?))
+                let err = ErrPacket::parse(&p).map_err(|e| protocol(conn, e))?;
+                return Err(Failed::Answered(err));
             }
-            Some(0xfe) if p.len() < 0xff_ffff => return Ok(Ok(first_row)),
+            Some(0xfe) if p.len() < 0xff_ffff => return Ok(first_row),
             _ if first_row.is_none() => {
                 let mut r = Reader::new(&p);
                 let mut values = Vec::new();

@@ -184,6 +184,112 @@ impl SessionError {
     }
 }
 
+/// Why something Sluice asked of a server, or a stage of a client's statement, did not
+/// happen, told by what the failure costs: the statement alone, or what it ran over.
+/// `E` is what ends then: the backend connection ([`BackendError`], for the commands
+/// Sluice sends on one) or the session ([`SessionError`], the default, for the stages
+/// of a statement). `?` carries a connection's failure into a stage's.
+#[derive(Debug, thiserror::Error)]
+pub enum Failed<E = SessionError> {
+    /// Answered with this error: the server's own answer to a command Sluice sent, or
+    /// for a stage the error the client is answered with. Only the statement failed:
+    /// the connection and the session go on.
+    #[error("{0}")]
+    Answered(ErrPacket),
+    /// What the statement ran over failed: the backend connection, which can't be
+    /// used again, or the session, which ends.
+    #[error(transparent)]
+    Broken(E),
+}
+
+impl<E> Failed<E> {
+    /// The error to answer with, or what broke (to pass on with `?`): splits "answer
+    /// and go on" from "end".
+    pub fn answered(self) -> Result<ErrPacket, E> {
+        match self {
+            Failed::Answered(err) => Ok(err),
+            Failed::Broken(e) => Err(e),
+        }
+    }
+
+    pub fn is_broken(&self) -> bool {
+        matches!(self, Failed::Broken(_))
+    }
+
+    /// The same failure, what broke told by `f` (in a layer above).
+    pub fn map_broken<F>(self, f: impl FnOnce(E) -> F) -> Failed<F> {
+        match self {
+            Failed::Answered(err) => Failed::Answered(err),
+            Failed::Broken(e) => Failed::Broken(f(e)),
+        }
+    }
+}
+
+impl Failed<BackendError> {
+    /// Both cases are the server's side: it refused, or its connection failed.
+    pub fn side(&self) -> Side {
+        Side::Backend
+    }
+
+    /// What a client gets when its session goes on without the connection: the
+    /// server's error, or what losing the connection means to it.
+    pub fn to_err_packet(&self) -> ErrPacket {
+        match self {
+            Failed::Answered(err) => err.clone(),
+            Failed::Broken(e) => e.to_err_packet(),
+        }
+    }
+}
+
+impl Failed<SessionError> {
+    /// An error the client is answered with is the server's side: the server refused
+    /// the statement, or Sluice did in its place (no server for it, a server's limit).
+    pub fn side(&self) -> Side {
+        match self {
+            Failed::Answered(_) => Side::Backend,
+            Failed::Broken(e) => e.side(),
+        }
+    }
+}
+
+impl<E> From<E> for Failed<E> {
+    fn from(e: E) -> Self {
+        Failed::Broken(e)
+    }
+}
+
+/// A backend failure not handled by the stage ends the session, as with
+/// [`SessionError`]'s own `From`.
+impl From<BackendError> for Failed<SessionError> {
+    fn from(e: BackendError) -> Self {
+        Failed::Broken(e.into())
+    }
+}
+
+/// A command a stage sent: the server's answer goes to the client, a failed
+/// connection ends the session (unless the stage handles it first).
+impl From<Failed<BackendError>> for Failed<SessionError> {
+    fn from(f: Failed<BackendError>) -> Self {
+        f.map_broken(SessionError::Backend)
+    }
+}
+
+/// For callers to whom a server's error only means there is no value.
+pub trait RefusedAsNone<T, E> {
+    /// `None` when the server answered with an error; what broke is passed on.
+    fn refused_as_none(self) -> Result<Option<T>, E>;
+}
+
+impl<T, E> RefusedAsNone<T, E> for Result<T, Failed<E>> {
+    fn refused_as_none(self) -> Result<Option<T>, E> {
+        match self {
+            Ok(v) => Ok(Some(v)),
+            Err(Failed::Answered(_)) => Ok(None),
+            Err(Failed::Broken(e)) => Err(e),
+        }
+    }
+}
+
 /// What a client gets when the server its statement ran on was lost before answering:
 /// the server's 1158, naming it.
 pub fn lost_connection(server: &str) -> ErrPacket {
@@ -192,4 +298,76 @@ pub fn lost_connection(server: &str) -> ErrPacket {
         "08S01",
         format!("Lost connection to server '{server}' during query"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unknown_database() -> ErrPacket {
+        ErrPacket::new(1049, "42000", "Unknown database 'x'")
+    }
+
+    fn lost() -> BackendError {
+        BackendError::Io {
+            server: "db1".into(),
+            source: std::io::ErrorKind::UnexpectedEof.into(),
+        }
+    }
+
+    /// A stage that sends a command and passes on whatever it did not handle.
+    fn stage(sent: Result<u8, Failed<BackendError>>) -> Result<u8, Failed> {
+        Ok(sent? + 1)
+    }
+
+    #[test]
+    fn a_server_error_is_answered_and_the_session_goes_on() {
+        let sent: Failed<BackendError> = Failed::Answered(unknown_database());
+        assert_eq!(sent.side(), Side::Backend);
+        assert_eq!(sent.to_err_packet(), unknown_database());
+        let failed = stage(Err(sent)).unwrap_err();
+        assert!(!failed.is_broken());
+        assert_eq!(failed.side(), Side::Backend);
+        assert_eq!(failed.answered().unwrap(), unknown_database());
+        assert_eq!(stage(Ok(1)).unwrap(), 2);
+    }
+
+    #[test]
+    fn a_lost_connection_ends_the_session_unless_the_stage_answers_it() {
+        let sent: Failed<BackendError> = lost().into();
+        assert!(sent.is_broken());
+        assert_eq!(sent.side(), Side::Backend);
+        // A stage that goes on without the connection answers with the server's 1158.
+        assert_eq!(sent.to_err_packet().code, code::ER_NET_READ_ERROR);
+        let failed = stage(Err(sent)).unwrap_err();
+        assert!(failed.is_broken());
+        assert_eq!(failed.side(), Side::Backend);
+        assert!(matches!(
+            failed.answered(),
+            Err(SessionError::Backend(BackendError::Io { .. }))
+        ));
+    }
+
+    #[test]
+    fn a_refusal_can_mean_no_value_but_a_lost_connection_cannot() {
+        let answered: Result<u8, Failed<BackendError>> = Ok(7);
+        assert_eq!(answered.refused_as_none().unwrap(), Some(7));
+        let refused: Result<u8, Failed<BackendError>> = Err(Failed::Answered(unknown_database()));
+        assert_eq!(refused.refused_as_none().unwrap(), None);
+        let broken: Result<u8, Failed<BackendError>> = Err(lost().into());
+        assert!(matches!(
+            broken.refused_as_none(),
+            Err(BackendError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn a_client_failure_ends_the_session_on_the_clients_side() {
+        let gone = std::io::Error::from(std::io::ErrorKind::BrokenPipe);
+        let failed: Failed = SessionError::from(gone).into();
+        assert_eq!(failed.side(), Side::Client);
+        assert!(matches!(failed.answered(), Err(SessionError::ClientIo(_))));
+        let failed: Failed = SessionError::HandshakeTimeout(Duration::from_secs(1)).into();
+        assert_eq!(failed.side(), Side::Client);
+    }
 }

@@ -15,7 +15,7 @@ pub mod xa_recovery;
 
 use crate::auth::BackendCredentials;
 use crate::backend::{BackendConn, ConnParams};
-use crate::error::BackendError;
+use crate::error::{BackendError, Failed};
 use crate::router::gtid::GtidPos;
 use crate::router::{GaleraState, Health, Member, ReplicaState, Router};
 use crate::shutdown::Shutdown;
@@ -188,7 +188,7 @@ async fn check(
 /// grants could not be read (the check goes on: this is advice, not a condition).
 async fn missing_privileges(c: &mut BackendConn) -> Option<Vec<&'static str>> {
     match c.query_column("SHOW GRANTS").await {
-        Ok(Ok(lines)) => {
+        Ok(lines) => {
             let lines: Vec<String> = lines
                 .iter()
                 .map(|l| String::from_utf8_lossy(l).into_owned())
@@ -200,11 +200,11 @@ async fn missing_privileges(c: &mut BackendConn) -> Option<Vec<&'static str>> {
                     .collect(),
             )
         }
-        Ok(Err(e)) => {
+        Err(Failed::Answered(e)) => {
             tracing::debug!(server = %c.server.name, error = %e.message, "SHOW GRANTS refused");
             None
         }
-        Err(e) => {
+        Err(Failed::Broken(e)) => {
             tracing::debug!(server = %c.server.name, error = %e, "SHOW GRANTS failed");
             None
         }
@@ -217,16 +217,23 @@ fn text(v: &Option<Vec<u8>>) -> String {
         .unwrap_or_default()
 }
 
+/// Why a query of the monitor's failed: the server refused `what`, or the connection
+/// failed.
+fn failure(what: &'static str) -> impl Fn(Failed<BackendError>) -> String {
+    move |failed| match failed {
+        Failed::Answered(e) => format!("{what} refused: {}", e.message),
+        Failed::Broken(e) => e.to_string(),
+    }
+}
+
 async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
-    let err = |e: BackendError| e.to_string();
     let row = c
         .query_row(
             "SELECT @@global.read_only, @@global.gtid_current_pos, @@global.wsrep_on, \
              @@global.max_prepared_stmt_count",
         )
         .await
-        .map_err(err)?
-        .map_err(|e| format!("status query refused: {}", e.message))?
+        .map_err(failure("status query"))?
         .ok_or("status query returned no row")?;
     let read_only = text(&row[0]) == "1";
     // Sluice's prepared-statement budget follows the server's limit.
@@ -248,15 +255,16 @@ async fn observe(c: &mut BackendConn) -> Result<Observation, String> {
     } else {
         (None, None)
     };
-    let replica = match c.query_named_row("SHOW SLAVE STATUS").await.map_err(err)? {
+    let replica = match c.query_named_row("SHOW SLAVE STATUS").await {
         Ok(Some(cols)) => Some(replica_state(&cols)),
         Ok(None) => None,
         // An account without SLAVE MONITOR: the server answers, so it is up; its
         // replication is unknown (CONFIGURATION.md says what the monitor needs).
-        Err(e) => {
+        Err(Failed::Answered(e)) => {
             tracing::debug!(error = %e.message, "SHOW SLAVE STATUS refused to the monitor");
             None
         }
+        Err(Failed::Broken(e)) => return Err(e.to_string()),
     };
     Ok(Observation {
         ping: Duration::ZERO,
@@ -287,8 +295,7 @@ async fn galera_state(c: &mut BackendConn) -> Result<(GaleraState, flow::Sample)
              FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME LIKE 'WSREP%'",
         )
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("wsrep status refused: {}", e.message))?
+        .map_err(failure("wsrep status"))?
         .ok_or("wsrep status returned no row")?;
     let at = Instant::now();
     let number = |i: usize| row.get(i).and_then(|v| text(v).parse().ok()).unwrap_or(0);

@@ -4,6 +4,7 @@
 
 use super::{host, BackendCredentials, User};
 use crate::backend::{BackendConn, ConnParams, Server};
+use crate::error::Failed;
 use crate::secret::Secret;
 use crate::shutdown::Shutdown;
 use crate::stream::Peer;
@@ -375,10 +376,10 @@ async fn fetch(
         (MYSQL_USER, 0),
     ] {
         read = match open.query_rows(sql).await {
-            Ok(Ok(rows)) => Ok(rows),
-            Ok(Err(e)) if e.code == missing => continue,
-            Ok(Err(e)) => Err(refused(e)),
-            Err(e) => Err(e.into()),
+            Ok(rows) => Ok(rows),
+            Err(Failed::Answered(e)) if e.code == missing => continue,
+            Err(Failed::Answered(e)) => Err(refused(e)),
+            Err(Failed::Broken(e)) => Err(e.into()),
         };
         break;
     }

@@ -5,7 +5,7 @@ mod login;
 
 use super::Server;
 use crate::auth::BackendCredentials;
-use crate::error::BackendError;
+use crate::error::{BackendError, Failed, RefusedAsNone};
 use crate::stream::Stream;
 use bytes::{Buf, Bytes, BytesMut};
 use sluice_wire::command::Command;
@@ -35,6 +35,9 @@ pub struct ConnParams {
     /// multiplexed sessions, which must know their state exactly).
     pub track_state: bool,
 }
+
+/// The values of a row of a text result (`None`: SQL NULL).
+pub type Row = Vec<Option<Vec<u8>>>;
 
 /// Tracked session variables that differ from a fresh connection's: name → value, as the
 /// server reports them.
@@ -227,22 +230,34 @@ impl BackendConn {
         self.write_all(&out).await
     }
 
+    /// The connection itself failed when a command Sluice can't do without was
+    /// refused: the server's refusal becomes [`BackendError::Rejected`].
+    pub(crate) fn rejected(&self, failed: Failed<BackendError>) -> BackendError {
+        match failed.answered() {
+            Ok(err) => BackendError::Rejected {
+                server: self.server.name.clone(),
+                err,
+            },
+            Err(e) => e,
+        }
+    }
+
     /// Sends a one-packet command Sluice issues itself and returns the single-packet
     /// response (OK or ERR), updating the status flags.
     pub async fn simple_command(
         &mut self,
         payload: &[u8],
-    ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+    ) -> Result<OkPacket, Failed<BackendError>> {
         self.write_packet(0, payload).await?;
         let p = self.read_packet().await?;
         match p.payload.first() {
-            Some(&ERR_HEADER) => Ok(Err(
-                ErrPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?
+            Some(&ERR_HEADER) => Err(Failed::Answered(
+                ErrPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?,
             )),
             _ => {
                 let ok = OkPacket::parse(&p.payload).map_err(|e| self.proto_err(e))?;
                 self.status = ok.status;
-                Ok(Ok(ok))
+                Ok(ok)
             }
         }
     }
@@ -257,7 +272,7 @@ impl BackendConn {
             LOGIN_VARS.join(", @@"),
             TRACKING_VARS.join(", @@global.")
         );
-        match self.query_row(&probe).await? {
+        match self.query_row(&probe).await {
             Ok(Some(mut values)) => {
                 let mut globals = values.split_off(LOGIN_VARS.len().min(values.len()));
                 let limits: Vec<_> = globals.drain(..3.min(globals.len())).collect();
@@ -273,12 +288,7 @@ impl BackendConn {
                 self.login_vars = values;
             }
             Ok(None) => {}
-            Err(err) => {
-                return Err(BackendError::Rejected {
-                    server: self.server.name.clone(),
-                    err,
-                })
-            }
+            Err(failed) => return Err(self.rejected(failed)),
         }
         self.read_globals().await
     }
@@ -287,32 +297,22 @@ impl BackendConn {
     pub(crate) async fn track_everything(&mut self) -> Result<(), BackendError> {
         let set = "SET SESSION session_track_system_variables='*', session_track_schema=ON, \
                    session_track_state_change=ON";
-        match self.simple_query(set).await? {
+        match self.simple_query(set).await {
             Ok(_) => Ok(()),
-            Err(err) => Err(BackendError::Rejected {
-                server: self.server.name.clone(),
-                err,
-            }),
+            Err(failed) => Err(self.rejected(failed)),
         }
     }
 
     /// The connection's own `session_track_*` settings. `Ok(None)`: the server has not
     /// all of them.
-    pub async fn tracking_settings(
-        &mut self,
-    ) -> Result<Result<Option<Tracking>, ErrPacket>, BackendError> {
+    pub async fn tracking_settings(&mut self) -> Result<Option<Tracking>, Failed<BackendError>> {
         let probe = format!("SELECT @@session.{}", TRACKING_VARS.join(", @@session."));
-        Ok(self
-            .query_row(&probe)
-            .await?
-            .map(|row| row.and_then(|values| Tracking::from_values(&values))))
+        let row = self.query_row(&probe).await?;
+        Ok(row.and_then(|values| Tracking::from_values(&values)))
     }
 
     /// Runs a statement Sluice issues itself whose answer is a single OK or ERR.
-    pub async fn simple_query(
-        &mut self,
-        sql: &str,
-    ) -> Result<Result<OkPacket, ErrPacket>, BackendError> {
+    pub async fn simple_query(&mut self, sql: &str) -> Result<OkPacket, Failed<BackendError>> {
         let mut payload = Vec::with_capacity(sql.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(sql.as_bytes());
@@ -335,7 +335,7 @@ impl BackendConn {
     /// Reads the server's `max_prepared_stmt_count`, which the statement budget follows.
     pub async fn read_statement_limit(&mut self) -> Result<(), BackendError> {
         let probe = "SELECT @@global.max_prepared_stmt_count";
-        if let Ok(v) = self.query_scalar(probe).await? {
+        if let Some(v) = self.query_scalar(probe).await.refused_as_none()? {
             self.server.stmts.learn_limit(v.as_deref());
         }
         Ok(())
@@ -343,52 +343,45 @@ impl BackendConn {
 
     /// COM_STMT_PREPARE issued by Sluice: the statement id and parameter count, or the
     /// server's error. The rest of the response is read and dropped.
-    pub async fn prepare(
-        &mut self,
-        sql: &[u8],
-    ) -> Result<Result<(u32, u16), ErrPacket>, BackendError> {
+    pub async fn prepare(&mut self, sql: &[u8]) -> Result<(u32, u16), Failed<BackendError>> {
         let packets = self
             .command_packets(Command::StmtPrepare, sql, ResponseKind::Prepare)
             .await?;
         let first = packets.into_iter().next().expect("one packet was read");
         if first.first() == Some(&ERR_HEADER) {
-            return Ok(Err(ErrPacket::parse(&first).map_err(|e| self.proto_err(e))?));
+            let err = ErrPacket::parse(&first).map_err(|e| self.proto_err(e))?;
+            return Err(Failed::Answered(err));
         }
         match sluice_wire::statement::PrepareOk::parse(&first) {
-            Some(ok) => Ok(Ok((ok.stmt_id, ok.params))),
-            None => Err(self.proto_err(ProtocolError::Malformed("prepare OK"))),
+            Some(ok) => Ok((ok.stmt_id, ok.params)),
+            None => Err(self
+                .proto_err(ProtocolError::Malformed("prepare OK"))
+                .into()),
         }
     }
 
     /// COM_RESET_CONNECTION: rolls back, drops temporary tables and locks, resets session
     /// variables and prepared statements, keeping the login.
     pub async fn reset(&mut self) -> Result<bool, BackendError> {
-        Ok(self
-            .simple_command(&[Command::ResetConnection as u8])
-            .await?
-            .is_ok())
+        let reset = self.simple_command(&[Command::ResetConnection as u8]);
+        Ok(reset.await.refused_as_none()?.is_some())
     }
 
     /// COM_INIT_DB; the server's error (unknown database...) is returned as is.
-    pub async fn init_db(&mut self, db: &[u8]) -> Result<Result<(), ErrPacket>, BackendError> {
+    pub async fn init_db(&mut self, db: &[u8]) -> Result<(), Failed<BackendError>> {
         let mut payload = Vec::with_capacity(db.len() + 1);
         payload.push(Command::InitDb as u8);
         payload.extend_from_slice(db);
-        let r = self.simple_command(&payload).await?.map(|_| ());
-        if r.is_ok() {
-            self.schema = Some(db.to_vec());
-        }
-        Ok(r)
+        self.simple_command(&payload).await?;
+        self.schema = Some(db.to_vec());
+        Ok(())
     }
 
     /// Makes `db` the default schema unless it already is (or none is asked for).
-    pub async fn ensure_schema(
-        &mut self,
-        db: Option<&[u8]>,
-    ) -> Result<Result<(), ErrPacket>, BackendError> {
+    pub async fn ensure_schema(&mut self, db: Option<&[u8]>) -> Result<(), Failed<BackendError>> {
         match db {
             Some(db) if self.schema.as_deref() != Some(db) => self.init_db(db).await,
-            _ => Ok(Ok(())),
+            _ => Ok(()),
         }
     }
 
@@ -397,43 +390,30 @@ impl BackendConn {
     pub async fn query_scalar(
         &mut self,
         sql: &str,
-    ) -> Result<Result<Option<Vec<u8>>, ErrPacket>, BackendError> {
-        Ok(self
-            .query_row(sql)
-            .await?
-            .map(|row| row.and_then(|values| values.into_iter().next().flatten())))
+    ) -> Result<Option<Vec<u8>>, Failed<BackendError>> {
+        let row = self.query_row(sql).await?;
+        Ok(row.and_then(|values| values.into_iter().next().flatten()))
     }
 
     /// Runs a query Sluice issues itself and returns the values of the first row of its
     /// result (`None`: no rows; a `None` value is SQL NULL).
-    #[allow(clippy::type_complexity)]
-    pub async fn query_row(
-        &mut self,
-        sql: &str,
-    ) -> Result<Result<Option<Vec<Option<Vec<u8>>>>, ErrPacket>, BackendError> {
+    pub async fn query_row(&mut self, sql: &str) -> Result<Option<Row>, Failed<BackendError>> {
         let packets = self.query_packets(sql).await?;
-        first_row(&packets, self.caps).map_err(|e| self.proto_err(e))
+        self.decoded(first_row(&packets, self.caps))
     }
 
     /// Runs a query Sluice issues itself and returns the first column of every row
     /// (`SHOW GRANTS` and the like, one line per row; SQL NULL is left out).
-    pub async fn query_column(
-        &mut self,
-        sql: &str,
-    ) -> Result<Result<Vec<Vec<u8>>, ErrPacket>, BackendError> {
+    pub async fn query_column(&mut self, sql: &str) -> Result<Vec<Vec<u8>>, Failed<BackendError>> {
         let packets = self.query_packets(sql).await?;
-        first_column(&packets, self.caps).map_err(|e| self.proto_err(e))
+        self.decoded(first_column(&packets, self.caps))
     }
 
     /// Runs a query Sluice issues itself and returns every row of its result (the whole
     /// result is held in memory: for small results only).
-    #[allow(clippy::type_complexity)]
-    pub async fn query_rows(
-        &mut self,
-        sql: &str,
-    ) -> Result<Result<Vec<Vec<Option<Vec<u8>>>>, ErrPacket>, BackendError> {
+    pub async fn query_rows(&mut self, sql: &str) -> Result<Vec<Row>, Failed<BackendError>> {
         let packets = self.query_packets(sql).await?;
-        text_rows(&packets, self.caps, usize::MAX).map_err(|e| self.proto_err(e))
+        self.decoded(text_rows(&packets, self.caps, usize::MAX))
     }
 
     /// [`Self::query_row`] with each column's type (the `MYSQL_TYPE_*` byte).
@@ -441,12 +421,9 @@ impl BackendConn {
     pub async fn query_typed_row(
         &mut self,
         sql: &str,
-    ) -> Result<Result<Option<Vec<(u8, Option<Vec<u8>>)>>, ErrPacket>, BackendError> {
+    ) -> Result<Option<Vec<(u8, Option<Vec<u8>>)>>, Failed<BackendError>> {
         let packets = self.query_packets(sql).await?;
-        let row = first_row(&packets, self.caps).map_err(|e| self.proto_err(e))?;
-        let types =
-            column_types(&packets, self.extended_metadata()).map_err(|e| self.proto_err(e))?;
-        Ok(row.map(|row| row.map(|values| types.into_iter().zip(values).collect())))
+        self.first_row_with(&packets, column_types)
     }
 
     /// [`Self::query_row`] with each column's name (`SHOW SLAVE STATUS` and the like,
@@ -455,12 +432,35 @@ impl BackendConn {
     pub async fn query_named_row(
         &mut self,
         sql: &str,
-    ) -> Result<Result<Option<Vec<(String, Option<Vec<u8>>)>>, ErrPacket>, BackendError> {
+    ) -> Result<Option<Vec<(String, Option<Vec<u8>>)>>, Failed<BackendError>> {
         let packets = self.query_packets(sql).await?;
-        let row = first_row(&packets, self.caps).map_err(|e| self.proto_err(e))?;
-        let names =
-            column_names(&packets, self.extended_metadata()).map_err(|e| self.proto_err(e))?;
-        Ok(row.map(|row| row.map(|values| names.into_iter().zip(values).collect())))
+        self.first_row_with(&packets, column_names)
+    }
+
+    /// The values of the first row of a text result, each with what `describe` tells of
+    /// its column.
+    #[allow(clippy::type_complexity)]
+    fn first_row_with<T>(
+        &self,
+        packets: &[Bytes],
+        describe: fn(&[Bytes], bool) -> Result<Vec<T>, ProtocolError>,
+    ) -> Result<Option<Vec<(T, Option<Vec<u8>>)>>, Failed<BackendError>> {
+        let row = match first_row(packets, self.caps) {
+            Err(Failed::Broken(e)) => return Err(self.proto_err(e).into()),
+            // A server's error is answered only once the columns could be read too.
+            row => row,
+        };
+        let described =
+            describe(packets, self.extended_metadata()).map_err(|e| self.proto_err(e))?;
+        Ok(self
+            .decoded(row)?
+            .map(|values| described.into_iter().zip(values).collect()))
+    }
+
+    /// A response Sluice read itself: one it could not decode is the connection's
+    /// failure, the server's error its answer.
+    fn decoded<T>(&self, r: Result<T, Failed<ProtocolError>>) -> Result<T, Failed<BackendError>> {
+        r.map_err(|failed| failed.map_broken(|e| self.proto_err(e)))
     }
 
     /// Sends a query and reads every packet of its response.
@@ -562,36 +562,34 @@ fn column_names(packets: &[Bytes], extended: bool) -> Result<Vec<String>, Protoc
 fn first_column(
     packets: &[Bytes],
     caps: CapabilityFlags,
-) -> Result<Result<Vec<Vec<u8>>, ErrPacket>, ProtocolError> {
-    Ok(text_rows(packets, caps, usize::MAX)?.map(|rows| {
-        rows.into_iter()
-            .filter_map(|row| row.into_iter().next().flatten())
-            .collect()
-    }))
+) -> Result<Vec<Vec<u8>>, Failed<ProtocolError>> {
+    let rows = text_rows(packets, caps, usize::MAX)?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|row| row.into_iter().next().flatten())
+        .collect())
 }
 
 /// The values of the first row of a text result, or the server's error.
-#[allow(clippy::type_complexity)]
 fn first_row(
     packets: &[Bytes],
     caps: CapabilityFlags,
-) -> Result<Result<Option<Vec<Option<Vec<u8>>>>, ErrPacket>, ProtocolError> {
-    Ok(text_rows(packets, caps, 1)?.map(|rows| rows.into_iter().next()))
+) -> Result<Option<Row>, Failed<ProtocolError>> {
+    Ok(text_rows(packets, caps, 1)?.into_iter().next())
 }
 
 /// The values of up to `limit` rows of a text result, or the server's error.
-#[allow(clippy::type_complexity)]
 fn text_rows(
     packets: &[Bytes],
     caps: CapabilityFlags,
     limit: usize,
-) -> Result<Result<Vec<Vec<Option<Vec<u8>>>>, ErrPacket>, ProtocolError> {
+) -> Result<Vec<Row>, Failed<ProtocolError>> {
     let Some(first) = packets.first() else {
-        return Err(ProtocolError::Malformed("empty response"));
+        return Err(ProtocolError::Malformed("empty response").into());
     };
     match first.first() {
-        Some(&ERR_HEADER) => return Ok(Err(ErrPacket::parse(first)?)),
-        Some(&OK_HEADER) => return Ok(Ok(Vec::new())),
+        Some(&ERR_HEADER) => return Err(Failed::Answered(ErrPacket::parse(first)?)),
+        Some(&OK_HEADER) => return Ok(Vec::new()),
         _ => {}
     }
     let columns = Reader::new(first).lenenc_int("column count")? as usize;
@@ -602,11 +600,11 @@ fn text_rows(
             break;
         }
         if row.first() == Some(&ERR_HEADER) {
-            return Ok(Err(ErrPacket::parse(row)?));
+            return Err(Failed::Answered(ErrPacket::parse(row)?));
         }
         let values = text_values(row)?;
         if values.len() < columns {
-            return Err(ProtocolError::Truncated("row value"));
+            return Err(ProtocolError::Truncated("row value").into());
         }
         rows.push(
             values
@@ -616,5 +614,5 @@ fn text_rows(
                 .collect(),
         );
     }
-    Ok(Ok(rows))
+    Ok(rows)
 }

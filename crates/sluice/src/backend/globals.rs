@@ -5,7 +5,7 @@
 //! to a session that started before.
 
 use super::conn::{BackendConn, Vars, LOGIN_VARS};
-use crate::error::BackendError;
+use crate::error::{BackendError, RefusedAsNone};
 use parking_lot::Mutex;
 use sluice_wire::command::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,7 +132,7 @@ impl BackendConn {
         }
         let sql = "SELECT LOWER(VARIABLE_NAME) FROM information_schema.SYSTEM_VARIABLES \
                    WHERE VARIABLE_SCOPE = 'SESSION' ORDER BY 1";
-        let names = match self.query_column(sql).await? {
+        let names = match self.query_column(sql).await {
             Ok(rows) => {
                 let names: Vec<Box<[u8]>> = rows
                     .into_iter()
@@ -157,7 +157,8 @@ impl BackendConn {
                     })
                 })
             }
-            Err(err) => {
+            Err(failed) => {
+                let err = failed.answered()?;
                 tracing::debug!(server = %self.server.name, %err, "session variables not listed: new sessions inherit the connection's");
                 None
             }
@@ -173,7 +174,8 @@ impl BackendConn {
         let Some(names) = self.inherited_names().await? else {
             return Ok(());
         };
-        if let Ok(Some(mut row)) = self.query_row(&names.session_sql).await? {
+        let row = self.query_row(&names.session_sql).await.refused_as_none()?;
+        if let Some(Some(mut row)) = row {
             let digest = if row.is_empty() { None } else { row.remove(0) };
             // SQL NULL values are left out: such a variable goes back to DEFAULT.
             let values = names
@@ -199,12 +201,16 @@ impl BackendConn {
         let started = Instant::now();
         let now = match self.server.globals.recent(started) {
             Some(digest) => digest,
-            None => match self.query_scalar(&names.global_sql).await? {
-                Ok(digest) => {
+            None => match self
+                .query_scalar(&names.global_sql)
+                .await
+                .refused_as_none()?
+            {
+                Some(digest) => {
                     *self.server.globals.checked.lock() = Some((started, digest.clone()));
                     digest
                 }
-                Err(_) => return Ok(false),
+                None => return Ok(false),
             },
         };
         Ok(mine.digest.is_some() && now != mine.digest)
@@ -213,14 +219,9 @@ impl BackendConn {
     /// Gives this connection the session values a new session would get now
     /// (COM_RESET_CONNECTION re-reads the globals), dropping what sessions left on it.
     pub async fn renew(&mut self) -> Result<(), BackendError> {
-        if let Err(err) = self
-            .simple_command(&[Command::ResetConnection as u8])
-            .await?
-        {
-            return Err(BackendError::Rejected {
-                server: self.server.name.clone(),
-                err,
-            });
+        let reset = self.simple_command(&[Command::ResetConnection as u8]);
+        if let Err(failed) = reset.await {
+            return Err(self.rejected(failed));
         }
         self.stmts.forget_all();
         self.vars.clear();

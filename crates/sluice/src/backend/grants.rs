@@ -7,7 +7,7 @@
 
 use super::conn::BackendConn;
 use super::pool::PooledConn;
-use crate::error::BackendError;
+use crate::error::{BackendError, Failed};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -82,11 +82,12 @@ impl BackendConn {
     pub async fn read_grants(&mut self, user: &str) -> Result<Option<Grants>, BackendError> {
         let read_at = Instant::now();
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        match self.query_rows("SHOW GRANTS").await? {
+        match self.query_rows("SHOW GRANTS").await {
             Ok(rows) => rows.hash(&mut h),
             // Dropped: grants no session that starts now has.
-            Err(e) if e.code == ER_NONEXISTING_GRANT => e.code.hash(&mut h),
-            Err(e) => {
+            Err(Failed::Answered(e)) if e.code == ER_NONEXISTING_GRANT => e.code.hash(&mut h),
+            Err(Failed::Broken(e)) => return Err(e),
+            Err(Failed::Answered(e)) => {
                 tracing::debug!(server = %self.server.name, err = %e, "grants unreadable: connections are not told apart by them");
                 return Ok(None);
             }

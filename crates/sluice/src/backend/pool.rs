@@ -13,11 +13,12 @@
 use super::config::PoolConfig;
 use super::{BackendConn, ConnParams, Server};
 use crate::auth::BackendCredentials;
-use crate::error::BackendError;
+use crate::error::{BackendError, Failed, RefusedAsNone};
 use crate::stats::Stats;
 use parking_lot::Mutex;
 use sluice_wire::handshake::{Attributes, InitialHandshake};
 use sluice_wire::packet::take_packet;
+use sluice_wire::response::ErrPacket;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -169,6 +170,15 @@ impl PooledConn {
 
     pub fn is_broken(&self) -> bool {
         self.broken
+    }
+
+    /// For a command Sluice sent here whose failure its session answers and goes on
+    /// from: the error the client gets; a connection that failed is marked broken.
+    pub fn answer_for(&mut self, failed: Failed<BackendError>) -> ErrPacket {
+        if failed.is_broken() {
+            self.mark_broken();
+        }
+        failed.to_err_packet()
     }
 
     /// Keeps working for this lessee, but is closed instead of being given back.
@@ -605,9 +615,13 @@ impl ServerPool {
                 conn.start_tracking().await?;
             }
             // COM_RESET_CONNECTION keeps the schema; learn it so leases can match on it.
-            match conn.query_scalar("SELECT DATABASE()").await? {
-                Ok(schema) => conn.schema = schema,
-                Err(_) => return Ok(false),
+            match conn
+                .query_scalar("SELECT DATABASE()")
+                .await
+                .refused_as_none()?
+            {
+                Some(schema) => conn.schema = schema,
+                None => return Ok(false),
             }
             Ok(true)
         };

@@ -11,6 +11,7 @@
 use super::{MemberInfo, RouterSource, SLOTS};
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
+use crate::error::Failed;
 use crate::router::{Health, Member};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -90,9 +91,9 @@ async fn rows(
     timeout: Duration,
 ) -> Result<Vec<Vec<Option<Vec<u8>>>>, String> {
     match tokio::time::timeout(timeout, c.query_rows(sql)).await {
-        Ok(Ok(Ok(rows))) => Ok(rows),
-        Ok(Ok(Err(e))) => Err(format!("{}: {}", c.server.name, e.message)),
-        Ok(Err(e)) => Err(format!("{}: {e}", c.server.name)),
+        Ok(Ok(rows)) => Ok(rows),
+        Ok(Err(Failed::Answered(e))) => Err(format!("{}: {}", c.server.name, e.message)),
+        Ok(Err(Failed::Broken(e))) => Err(format!("{}: {e}", c.server.name)),
         Err(_) => Err(format!("{}: no answer within {timeout:?}", c.server.name)),
     }
 }

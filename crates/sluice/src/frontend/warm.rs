@@ -118,15 +118,16 @@ pub async fn warm_group(
         Err(problem) => return fail_group(g, report, problem),
     };
     let values = match conn.query_row(SETTINGS_PROBE).await {
-        Ok(Ok(Some(v))) => v,
+        Ok(Some(v)) => v,
         other => {
-            let problem = format!("user {:?}: settings unknown ({:?})", g.user, other.err());
+            let broken = other.err().and_then(|failed| failed.answered().err());
+            let problem = format!("user {:?}: settings unknown ({broken:?})", g.user);
             return fail_group(g, report, problem);
         }
     };
     let (prefix, schema) = session_key(&user.name, wire, mariadb, &values);
     if cache.views_unknown() {
-        if let Ok(Ok(answer)) = conn
+        if let Ok(answer) = conn
             .query_scalar(crate::cache::QueryCache::VIEWS_QUERY)
             .await
         {
@@ -175,12 +176,7 @@ async fn connect(
         .map_err(|e| format!("user {:?}: {e}", g.user))?;
     if let Some(db) = &g.schema {
         if conn.schema.as_deref() != Some(db.as_bytes()) {
-            let refused = match conn.init_db(db.as_bytes()).await {
-                Ok(Ok(())) => None,
-                Ok(Err(err)) => Some(err.to_string()),
-                Err(e) => Some(e.to_string()),
-            };
-            if let Some(why) = refused {
+            if let Err(why) = conn.init_db(db.as_bytes()).await {
                 return Err(format!("schema {db:?}: {why}"));
             }
         }

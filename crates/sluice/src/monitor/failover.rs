@@ -12,6 +12,7 @@ use super::writer_lock::{promoted_elsewhere, WriterLock};
 use crate::auth::BackendCredentials;
 use crate::backend::BackendConn;
 use crate::binlog::scan::Logged;
+use crate::error::Failed;
 use crate::router::config::{OldPrimary, RoleConfig};
 use crate::router::gtid::GtidPos;
 use crate::router::{FailoverRecord, Health, Member, Router, ServerState};
@@ -158,9 +159,9 @@ pub(super) async fn exec(c: &mut BackendConn, sql: &str) -> Result<(), String> {
 /// Runs `sql`; the server's refusal (or the lost connection) as the error.
 async fn run(c: &mut BackendConn, sql: &str) -> Result<(), String> {
     match c.simple_query(sql).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.message),
-        Err(e) => Err(e.to_string()),
+        Ok(_) => Ok(()),
+        Err(Failed::Answered(e)) => Err(e.message),
+        Err(Failed::Broken(e)) => Err(e.to_string()),
     }
 }
 
@@ -171,11 +172,11 @@ fn redact(sql: &str) -> &str {
 
 pub(super) async fn scalar(c: &mut BackendConn, sql: &str) -> Result<String, String> {
     match c.query_scalar(sql).await {
-        Ok(Ok(v)) => Ok(v
+        Ok(v) => Ok(v
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .unwrap_or_default()),
-        Ok(Err(e)) => Err(format!("{}: {sql}: {}", c.server.name, e.message)),
-        Err(e) => Err(e.to_string()),
+        Err(Failed::Answered(e)) => Err(format!("{}: {sql}: {}", c.server.name, e.message)),
+        Err(Failed::Broken(e)) => Err(e.to_string()),
     }
 }
 
@@ -254,7 +255,7 @@ async fn candidates(
 /// that lost it says `Connecting`). `None`: it is not a replica, or could not be asked.
 async fn has_of_primary(c: &mut BackendConn) -> Option<(GtidPos, bool)> {
     let cols = match c.query_named_row("SHOW SLAVE STATUS").await {
-        Ok(Ok(Some(cols))) => cols,
+        Ok(Some(cols)) => cols,
         _ => return None,
     };
     let field = |name: &str| {

@@ -60,7 +60,7 @@ async fn learn(shards: &Shards, creds: &BackendCredentials) {
             continue;
         };
         let sql = "SELECT @@auto_increment_increment, @@auto_increment_offset";
-        if let Ok(Ok(Ok(Some(row)))) = tokio::time::timeout(TIMEOUT, conn.query_row(sql)).await {
+        if let Ok(Ok(Some(row))) = tokio::time::timeout(TIMEOUT, conn.query_row(sql)).await {
             let number = |i: usize| -> Option<u64> {
                 std::str::from_utf8(row.get(i)?.as_deref()?)
                     .ok()?
@@ -84,7 +84,7 @@ async fn learn(shards: &Shards, creds: &BackendCredentials) {
             escape(key)
         );
         let read = tokio::time::timeout(TIMEOUT, conn.query_scalar(&sql)).await;
-        if let Ok(Ok(Ok(Some(v)))) = read {
+        if let Ok(Ok(Some(v))) = read {
             if let Some(ordinal) = std::str::from_utf8(&v)
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())

@@ -136,7 +136,7 @@ pub async fn replica_of(c: &mut BackendConn, writer: &Member) -> bool {
     };
     let read_only = super::failover::scalar(c, "SELECT @@read_only").await;
     let status = match c.query_named_row("SHOW SLAVE STATUS").await {
-        Ok(Ok(Some(cols))) => cols,
+        Ok(Some(cols)) => cols,
         _ => return false,
     };
     let port_is = status

@@ -11,6 +11,7 @@
 use super::shard_keys::connect;
 use super::BackendCredentials;
 use crate::backend::BackendConn;
+use crate::error::Failed;
 use crate::shard::xa::{parse_any, xid, Coordinator, Prepared, CREATE_DECISIONS, DECISIONS};
 use crate::shard::Shards;
 use crate::shutdown::Shutdown;
@@ -53,8 +54,8 @@ pub fn spawn(
 
 async fn run(conn: &mut BackendConn, sql: &str) -> Option<Vec<Vec<Option<Vec<u8>>>>> {
     match tokio::time::timeout(TIMEOUT, conn.query_rows(sql)).await {
-        Ok(Ok(Ok(rows))) => Some(rows),
-        Ok(Ok(Err(err))) => {
+        Ok(Ok(rows)) => Some(rows),
+        Ok(Err(Failed::Answered(err))) => {
             tracing::warn!(%err, sql, "XA recovery statement failed");
             None
         }

@@ -5,7 +5,7 @@ use super::super::login::{self, AuthOutcome, LoggedIn};
 use super::{mux, Backing, Session};
 use crate::auth::User;
 use crate::backend::{on_schema, ConnParams, PoolKey};
-use crate::error::{code, BackendError, SessionError};
+use crate::error::{code, BackendError, Failed, SessionError};
 use crate::router::Target;
 use crate::stats::Stats;
 use sluice_wire::command::Command;
@@ -65,7 +65,7 @@ impl Session {
     /// that prevented it. Returns whether the session goes on.
     pub(super) async fn finish_login(&mut self, l: LoggedIn) -> bool {
         match self.attach(self.user.clone(), l.database.as_deref()).await {
-            Ok(Ok(())) => {
+            Ok(()) => {
                 let status = self.last_status();
                 let ok = OkPacket {
                     status,
@@ -76,11 +76,11 @@ impl Session {
                 }
                 self.release_if_free().await.is_ok()
             }
-            Ok(Err(err)) => {
+            Err(Failed::Answered(err)) => {
                 let _ = self.client.write_err(l.next_seq, &err).await;
                 false
             }
-            Err(e) => {
+            Err(Failed::Broken(e)) => {
                 tracing::warn!(error = %e, "no backend connection for a client");
                 let _ = self.client.write_err(l.next_seq, &e.to_err_packet()).await;
                 false
@@ -88,13 +88,13 @@ impl Session {
         }
     }
 
-    /// Leases a backend connection for `user` on `schema`. The inner error is the
-    /// server's answer to selecting the schema (unknown database...).
+    /// Leases a backend connection for `user` on `schema`. Answered: the server's
+    /// answer to the login or to selecting the schema (unknown database...).
     pub(super) async fn attach(
         &mut self,
         user: Arc<User>,
         schema: Option<&[u8]>,
-    ) -> Result<Result<(), ErrPacket>, BackendError> {
+    ) -> Result<(), Failed<BackendError>> {
         self.backend = None;
         if self.multiplexed() {
             return self.attach_multiplexed(user, schema).await;
@@ -109,8 +109,8 @@ impl Session {
                 .map(|(conn, _)| conn);
             let conn = match leased {
                 Ok(c) => c,
-                Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
-                Err(e) => return Err(e),
+                Err(BackendError::Rejected { err, .. }) => return Err(Failed::Answered(err)),
+                Err(e) => return Err(e.into()),
             };
             // One that logged in with older rights is closed, with its like: again.
             if let Some(conn) = super::grants::dedicated_fit(conn, &key.creds.user, started).await?
@@ -122,17 +122,14 @@ impl Session {
         // its login or last reset; a reset now gives it those of this moment, as a new
         // server session gets (the server re-reads its globals on a reset).
         if !conn.fresh {
-            if let Err(err) = conn
-                .simple_command(&[Command::ResetConnection as u8])
-                .await?
-            {
+            let reset = conn.simple_command(&[Command::ResetConnection as u8]);
+            if let Err(failed) = reset.await {
+                let err = failed.answered()?;
                 conn.mark_broken();
-                return Ok(Err(err));
+                return Err(Failed::Answered(err));
             }
         }
-        if let Err(err) = conn.ensure_schema(schema).await? {
-            return Ok(Err(err));
-        }
+        conn.ensure_schema(schema).await?;
         self.backing = Backing::Dedicated;
         self.live.attach(&conn.server, conn.thread_id);
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
@@ -144,7 +141,7 @@ impl Session {
         if let Some(c) = self.cache.as_mut() {
             c.reset(schema);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// A multiplexed session starts with a fresh state and no connection. A schema asked
@@ -154,7 +151,7 @@ impl Session {
         &mut self,
         user: Arc<User>,
         schema: Option<&[u8]>,
-    ) -> Result<Result<(), ErrPacket>, BackendError> {
+    ) -> Result<(), Failed<BackendError>> {
         let key = self.mux_key(&user);
         let translate = !self.client.caps.contains(CapabilityFlags::SESSION_TRACK);
         // MariaDB (which does not set CLIENT_LONG_PASSWORD) length-codes the info string
@@ -181,29 +178,30 @@ impl Session {
         let router = self.fe.router.load_full();
         let conn = match router.try_lease_writer(&key, schema).await {
             Ok(Some(c)) => c,
-            Ok(None) => return Ok(Ok(())),
-            Err(BackendError::Rejected { err, .. }) => return Ok(Err(err)),
-            Err(e) => return Err(e),
+            Ok(None) => return Ok(()),
+            Err(BackendError::Rejected { err, .. }) => return Err(Failed::Answered(err)),
+            Err(e) => return Err(e.into()),
         };
         self.backend = Some(conn);
         // One that logged in with older rights is gone: the first statement leases.
         if !self.mux_grants_fit().await? {
-            return Ok(Ok(()));
+            return Ok(());
         }
         let conn = self.backend.as_mut().expect("kept");
-        if let Err(err) = conn.ensure_schema(schema).await? {
+        if let Err(failed) = conn.ensure_schema(schema).await {
+            let err = failed.answered()?;
             self.backend = None;
-            return Ok(Err(err));
+            return Err(Failed::Answered(err));
         }
         if let Err(e) = self.align_globals().await {
             if let Some(b) = self.backend.as_mut() {
                 b.mark_broken();
             }
             self.backend = None;
-            return Err(e);
+            return Err(e.into());
         }
         self.publish();
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// COM_CHANGE_USER: authenticate the new user here, then give the session a clean
@@ -254,7 +252,7 @@ impl Session {
                 }
                 let previous = self.user.name.clone();
                 match self.attach(user, request.database.as_deref()).await {
-                    Ok(Ok(())) => {
+                    Ok(()) => {
                         if previous != self.user.name {
                             self.fe.user_disconnected(&previous);
                             // Counted without a limit: the login already passed.
@@ -271,12 +269,10 @@ impl Session {
                         }
                         Ok(true)
                     }
-                    Ok(Err(err)) => {
-                        self.client.write_err(next_seq, &err).await?;
-                        Ok(false)
-                    }
-                    Err(e) => {
-                        self.client.write_err(next_seq, &e.to_err_packet()).await?;
+                    Err(failed) => {
+                        self.client
+                            .write_err(next_seq, &failed.to_err_packet())
+                            .await?;
                         Ok(false)
                     }
                 }

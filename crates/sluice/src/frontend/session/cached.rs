@@ -392,7 +392,10 @@ impl Session {
         let Some(backend) = self.backend.as_mut() else {
             return Ok(false);
         };
-        let row = backend.query_row(SETTINGS_PROBE).await?;
+        let row = match backend.query_row(SETTINGS_PROBE).await {
+            Ok(row) => Ok(row),
+            Err(failed) => Err(failed.answered()?),
+        };
         let wire = self.client.caps.0 & CapabilityFlags::WIRE_FORMAT;
         let mariadb = self.client.mariadb_caps;
         let user = self.user.name.clone();

@@ -6,7 +6,7 @@
 use super::Session;
 use crate::classify::kill::{self, Kill, KillScan, KillTarget};
 use crate::classify::Action;
-use crate::error::{code, BackendError, SessionError};
+use crate::error::{code, BackendError, Failed, RefusedAsNone, SessionError};
 use crate::frontend::SessionEntry;
 use crate::router::Target;
 use sluice_wire::command::{Command, Request};
@@ -396,7 +396,8 @@ impl Session {
             let Ok(mut conn) = pool.lease(&key, None).await else {
                 continue;
             };
-            let Ok(Some(thread)) = conn.query_scalar(&sql).await? else {
+            let thread = conn.query_scalar(&sql).await.refused_as_none()?;
+            let Some(thread) = thread.flatten() else {
                 continue;
             };
             let Some(thread) = std::str::from_utf8(&thread)
@@ -463,7 +464,7 @@ impl Session {
     /// others' sessions.
     async fn may_kill_others(&mut self) -> Result<bool, BackendError> {
         let answer = match self.backend.as_mut() {
-            Some(b) => b.query_scalar(PRIVILEGE_CHECK).await?,
+            Some(b) => b.query_scalar(PRIVILEGE_CHECK).await.refused_as_none()?,
             None => {
                 let key = match self.backing.is_multiplexed() {
                     true => self.mux_key(&self.user),
@@ -473,13 +474,13 @@ impl Session {
                 let (mut conn, _) = router
                     .lease(&Target::Writer, &[], &key, None, |_| 0, 0)
                     .await?;
-                let answer = conn.query_scalar(PRIVILEGE_CHECK).await?;
+                let answer = conn.query_scalar(PRIVILEGE_CHECK).await.refused_as_none()?;
                 conn.release();
                 answer
             }
         };
         Ok(match answer {
-            Ok(Some(n)) => n != b"0",
+            Some(Some(n)) => n != b"0",
             // The check itself refused (no access to information_schema): not privileged.
             _ => false,
         })
@@ -538,11 +539,12 @@ pub(crate) async fn stop_session(
     // Sluice's own right to stop its connection: the backend login that opened it.
     let key = crate::backend::PoolKey::new(target.login.clone(), params);
     let mut conn = pool.lease(&key, None).await?;
-    match conn.simple_query(&sql).await? {
+    match conn.simple_query(&sql).await {
         Ok(_) => Ok(()),
         // It finished (or its connection closed) meanwhile: nothing left to stop.
-        Err(e) if e.code == code::ER_NO_SUCH_THREAD => Ok(()),
-        Err(e) => {
+        Err(Failed::Answered(e)) if e.code == code::ER_NO_SUCH_THREAD => Ok(()),
+        Err(Failed::Broken(e)) => Err(e),
+        Err(Failed::Answered(e)) => {
             tracing::warn!(code = e.code, "KILL of a session's backend thread refused");
             Ok(())
         }

@@ -29,7 +29,7 @@ use super::prepared::close_on;
 use super::{Session, Statement};
 use crate::backend::{PoolKey, StmtRef, Vars, LOGIN_VARS};
 use crate::classify::effects::Effects;
-use crate::error::{code, SessionError};
+use crate::error::{code, Failed, SessionError};
 use crate::stats::Stats;
 use sluice_wire::command::Command;
 use sluice_wire::packet::split_packet;

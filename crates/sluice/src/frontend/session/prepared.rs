@@ -6,7 +6,7 @@
 
 use super::Session;
 use crate::backend::{PooledConn, Sweep};
-use crate::error::{code, SessionError};
+use crate::error::{code, Failed, SessionError};
 use sluice_wire::command::Command;
 use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::response::ErrPacket;
@@ -70,12 +70,9 @@ impl Session {
     /// statements another connection also has. `all`: the idle connections' other
     /// statements may go too (their sessions prepare them again where they next run),
     /// for a statement an execute needs, which can't be refused as a prepare can.
-    pub(super) async fn room_for_statement(
-        &mut self,
-        all: bool,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    pub(super) async fn room_for_statement(&mut self, all: bool) -> Result<(), Failed> {
         let Some(backend) = self.backend.as_mut() else {
-            return Ok(Ok(()));
+            return Ok(());
         };
         if !backend.stmts.server().budget_known() {
             // Neither the monitor nor a multiplexed connection has read it yet.
@@ -83,12 +80,12 @@ impl Session {
                 Ok(()) => {}
                 Err(e) => {
                     backend.mark_broken();
-                    return Ok(Err(e.to_err_packet()));
+                    return Err(Failed::Answered(e.to_err_packet()));
                 }
             }
         }
         if !backend.stmts.server().full() {
-            return Ok(Ok(()));
+            return Ok(());
         }
         let ids = backend.stmts.sweep(Sweep::Unreferenced);
         close_on(backend, &ids).await?;
@@ -112,9 +109,9 @@ impl Session {
                 budget = server.budget(),
                 "prepared statement budget reached"
             );
-            return Ok(Err(budget_reached(server.budget())));
+            return Err(Failed::Answered(budget_reached(server.budget())));
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// Before a multiplexed session's connection goes back: closes on the server the
@@ -141,9 +138,10 @@ impl Session {
         if command != Command::StmtPrepare {
             return Ok(false);
         }
-        match self.room_for_statement(false).await? {
+        match self.room_for_statement(false).await {
             Ok(()) => Ok(false),
-            Err(err) => {
+            Err(failed) => {
+                let err = failed.answered()?;
                 let seq = self.client.skip_packet().await?;
                 self.client.write_err(seq, &err).await?;
                 Ok(true)

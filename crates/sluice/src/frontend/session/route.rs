@@ -6,6 +6,7 @@
 use super::Session;
 use crate::classify::effects::Effects;
 use crate::classify::facts::TextFacts;
+use crate::error::Failed;
 use crate::router::gtid::GtidPos;
 use crate::router::rules::{is_plain_read, Route, Statement};
 use crate::router::{Member, Router, Target};
@@ -119,15 +120,15 @@ impl Session {
         let secs = router.routing.consistency_wait.as_secs_f64();
         let sql = format!("SELECT MASTER_GTID_WAIT('{need}', {secs:.3})");
         match backend.query_scalar(&sql).await {
-            Ok(Ok(Some(v))) if v == b"0" => {
+            Ok(Some(v)) if v == b"0" => {
                 member.note_applied(need);
                 true
             }
-            Ok(_) => {
+            Ok(_) | Err(Failed::Answered(_)) => {
                 Stats::incr(&router.stats.gtid_wait_timeouts);
                 false
             }
-            Err(e) => {
+            Err(Failed::Broken(e)) => {
                 tracing::debug!(error = %e, "GTID wait failed");
                 backend.mark_broken();
                 false

@@ -292,10 +292,11 @@ impl Session {
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };
             let deferred = match sharded {
-                Some(_) => self.begin_deferred().await?,
+                Some(_) => self.begin_deferred().await,
                 None => Ok(()),
             };
-            if let Err(err) = deferred {
+            if let Err(failed) = deferred {
+                let err = failed.answered()?;
                 let seq = self.client.skip_packet().await?;
                 self.client.write_err(seq, &err).await?;
                 self.release_if_free().await?;

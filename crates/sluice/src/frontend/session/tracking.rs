@@ -10,10 +10,9 @@
 
 use super::mux::Mux;
 use crate::backend::BackendConn;
-use crate::error::{BackendError, SessionError};
+use crate::error::{BackendError, Failed, RefusedAsNone, SessionError};
 use bytes::BytesMut;
 use sluice_wire::packet::{write_packet, HEADER_LEN};
-use sluice_wire::response::ErrPacket;
 use sluice_wire::session_track::{filter_ok, FullOk};
 use sluice_wire::ProtocolError;
 
@@ -45,17 +44,17 @@ pub(super) async fn enter(
     backend: &mut BackendConn,
     mux: &mut Mux,
     names_tracking: bool,
-) -> Result<Result<(), ErrPacket>, BackendError> {
+) -> Result<(), Failed<BackendError>> {
     // Cleared here too: a statement whose connection was lost never reached `leave`.
     mux.own_tracking = false;
     if mux.tracking.is_none() {
         mux.tracking = backend.tracking_defaults.as_deref().cloned();
     }
     if !names_tracking {
-        return Ok(Ok(()));
+        return Ok(());
     }
     let Some(t) = mux.tracking.as_ref() else {
-        return Ok(Ok(()));
+        return Ok(());
     };
     let set = format!(
         "SET SESSION session_track_system_variables={}, session_track_schema={}, \
@@ -64,9 +63,9 @@ pub(super) async fn enter(
         on_off(t.schema),
         on_off(t.state_change),
     );
-    let answer = backend.simple_query(&set).await?;
+    let answer = backend.simple_query(&set).await;
     mux.own_tracking = answer.is_ok();
-    Ok(answer.map(|_| ()))
+    answer.map(drop)
 }
 
 /// After a statement that ran with the client's settings or changed them (a procedure
@@ -75,10 +74,10 @@ pub(super) async fn enter(
 /// other than the server's default stays on it, as the client's.
 pub(super) async fn leave(backend: &mut BackendConn, mux: &mut Mux) -> Result<bool, SessionError> {
     mux.own_tracking = false;
-    let settings = match backend.tracking_settings().await? {
-        Ok(Some(s)) => s,
-        // Not readable: the connection stays the session's, as the server left it.
-        Ok(None) | Err(_) => return Ok(true),
+    let settings = backend.tracking_settings().await.refused_as_none()?;
+    // Not readable: the connection stays the session's, as the server left it.
+    let Some(settings) = settings.flatten() else {
+        return Ok(true);
     };
     let keep = backend.tracking_defaults.as_ref().is_none_or(|d| {
         !d.transaction_info

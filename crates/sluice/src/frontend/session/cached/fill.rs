@@ -3,6 +3,7 @@
 //! session fills, the others wait for it).
 
 use super::*;
+use crate::error::{Failed, RefusedAsNone};
 
 impl Session {
     /// Serves `key` from the cache if it holds a usable entry. Returns None on a miss,
@@ -149,10 +150,11 @@ impl Session {
         self.stmt.cache_use = crate::analytics::CacheUse::Miss;
         if cache.views_unknown() {
             if let Some(backend) = self.backend.as_mut() {
-                match backend.query_scalar(QueryCache::VIEWS_QUERY).await? {
+                match backend.query_scalar(QueryCache::VIEWS_QUERY).await {
                     Ok(answer) => cache.set_views(answer.as_deref()),
                     // Left unknown: this entry depends on every write.
-                    Err(err) => tracing::debug!(%err, "views unknown"),
+                    Err(Failed::Answered(err)) => tracing::debug!(%err, "views unknown"),
+                    Err(Failed::Broken(e)) => return Err(e.into()),
                 }
             }
         }
@@ -192,7 +194,9 @@ impl Session {
             Some(key) => key,
             None => {
                 let answer = match (TableKeys::query(t), self.backend.as_mut()) {
-                    (Some(q), Some(backend)) => backend.query_scalar(&q).await?.ok().flatten(),
+                    (Some(q), Some(backend)) => {
+                        backend.query_scalar(&q).await.refused_as_none()?.flatten()
+                    }
                     _ => None,
                 };
                 cache.keys.learn(t, answer.as_deref());

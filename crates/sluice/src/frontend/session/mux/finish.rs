@@ -136,18 +136,18 @@ impl Session {
         let mux = self.backing.muxed_mut();
         if mux.lid_dirty {
             match backend.query_scalar("SELECT LAST_INSERT_ID()").await {
-                Ok(Ok(v)) => {
+                Ok(v) => {
                     mux.last_insert_id = v
                         .and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok())
                         .unwrap_or(0);
                     mux.lid_dirty = false;
                     backend.last_insert_id = Some(mux.last_insert_id);
                 }
-                Ok(Err(err)) => {
+                Err(Failed::Answered(err)) => {
                     tracing::debug!(%err, "LAST_INSERT_ID() unreadable: keeping the connection");
                     return Ok(());
                 }
-                Err(e) => {
+                Err(Failed::Broken(e)) => {
                     // The server went away after answering: the session goes on without
                     // it (the value died with the connection; the last one known stays).
                     tracing::debug!(error = %e, "LAST_INSERT_ID() lost with its server");

@@ -55,12 +55,12 @@ impl Session {
         };
         self.stmt.timeout = routed.timeout;
         self.stmt.target = Some(routed.target.clone());
-        if let Err(answer) = self.acquire(needs_lid, router, routed.target).await? {
-            return self.refuse_and_release(&answer).await;
+        if let Err(failed) = self.acquire(needs_lid, router, routed.target).await {
+            return self.refuse_and_release(&failed.answered()?).await;
         }
         if command == Command::StmtPrepare {
-            if let Err(err) = self.begin_prepare(visible).await? {
-                return self.refuse_and_release(&err).await;
+            if let Err(failed) = self.begin_prepare(visible).await {
+                return self.refuse_and_release(&failed.answered()?).await;
             }
         }
         if let Some(id) = client_id {
@@ -195,10 +195,7 @@ impl Session {
 
     /// A COM_STMT_PREPARE about to run: the id the client will know it by, and room for
     /// it on the connection. `Err`: no room (the server's limit would refuse it).
-    async fn begin_prepare(
-        &mut self,
-        visible: usize,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    async fn begin_prepare(&mut self, visible: usize) -> Result<(), Failed> {
         let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
         let key = stmt_key(self.backing.muxed_mut().schema.as_deref(), &text);
         // Preparing a text this connection has replaces its statement: no room needed.
@@ -207,16 +204,14 @@ impl Session {
             .as_ref()
             .is_some_and(|b| b.stmts.contains(&key));
         if !replaces {
-            if let Err(err) = self.room_for_statement(false).await? {
-                return Ok(Err(err));
-            }
+            self.room_for_statement(false).await?;
         }
         let mux = self.backing.muxed_mut();
         let id = mux.next_stmt;
         mux.next_stmt = mux.next_stmt.wrapping_add(1).max(1);
         mux.preparing = Some(Preparing { key, text, id });
         mux.prepared = None;
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// The client's statement `id` in the command becomes the connection's own (prepared
@@ -240,7 +235,7 @@ impl Session {
             let head = Execute::head_len(params).min(len);
             self.client.fill_to(HEADER_LEN + head).await?;
         }
-        match self.map_statement(id, command, len).await? {
+        match self.map_statement(id, command, len).await {
             Ok(true) if command == Command::StmtExecute => {
                 self.execute_with_row_count(id).await?;
                 Ok(None)
@@ -252,7 +247,7 @@ impl Session {
                 self.release_if_free().await?;
                 Ok(Some(Ready::Done(true)))
             }
-            Err(err) => self.refuse_and_release(&err).await.map(Some),
+            Err(failed) => self.refuse_and_release(&failed.answered()?).await.map(Some),
         }
     }
 
@@ -264,15 +259,12 @@ impl Session {
         let mux = self.backing.muxed_mut();
         let names_tracking = fx.touches_session_tracking
             || executed.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
-        match super::super::tracking::enter(backend, mux, names_tracking).await {
-            Ok(Ok(())) => None,
-            Ok(Err(err)) => Some(err),
-            Err(e) => Some(e.to_err_packet()),
-        }
+        let entered = super::super::tracking::enter(backend, mux, names_tracking).await;
+        entered.err().map(|failed| failed.to_err_packet())
     }
 
-    /// Makes sure the session has a connection whose state is its own. The inner error
-    /// is for the client (the connection could not be had, or brought in line).
+    /// Makes sure the session has a connection whose state is its own. Answered: the
+    /// connection could not be had, or brought in line.
     /// `needs_lid`: the statement reads or may change `LAST_INSERT_ID()`, so the
     /// connection must hold the session's value first.
     pub(super) async fn acquire(
@@ -280,18 +272,16 @@ impl Session {
         needs_lid: bool,
         router: &std::sync::Arc<crate::router::Router>,
         target: crate::router::Target,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    ) -> Result<(), Failed> {
         if self.backend.is_some() {
             self.leave_for(router, &target).await?;
         }
         if self.backend.is_none() {
-            if let Err(err) = self.lease_for(router, target).await? {
-                return Ok(Err(err));
-            }
+            self.lease_for(router, target).await?;
         }
         if let Err(e) = self.align_globals().await {
             self.drop_broken();
-            return Ok(Err(e.to_err_packet()));
+            return Err(Failed::Answered(e.to_err_packet()));
         }
         self.bring_in_line(needs_lid).await
     }
@@ -327,7 +317,7 @@ impl Session {
         &mut self,
         router: &crate::router::Router,
         mut target: crate::router::Target,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    ) -> Result<(), Failed> {
         while self.backend.is_none() {
             let m = self.backing.muxed();
             // Same schema and variables: nothing to send before the statement.
@@ -356,7 +346,7 @@ impl Session {
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "no backend connection for a statement");
-                    return Ok(Err(e.to_err_packet()));
+                    return Err(Failed::Answered(e.to_err_packet()));
                 }
             };
             self.publish();
@@ -365,7 +355,7 @@ impl Session {
                 Ok(false) => continue,
                 Err(e) => {
                     self.drop_broken();
-                    return Ok(Err(e.to_err_packet()));
+                    return Err(Failed::Answered(e.to_err_packet()));
                 }
             }
             if let Some(need) = &pick.wait_for {
@@ -381,28 +371,23 @@ impl Session {
             super::super::route::count(router, &pick.member, &target);
             self.member = Some(pick.member);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// The connection's schema, variables, user variables and `LAST_INSERT_ID()` made
     /// the session's, in at most two statements.
-    async fn bring_in_line(
-        &mut self,
-        needs_lid: bool,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    async fn bring_in_line(&mut self, needs_lid: bool) -> Result<(), Failed> {
         let backend = self.backend.as_mut().expect("just taken");
         let mux = self.backing.muxed_mut();
         let mut statements = 0;
         if backend.schema != mux.schema {
             if let Some(db) = mux.schema.clone() {
                 statements += 1;
-                match backend.init_db(&db).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(err)) => return Ok(Err(err)),
-                    Err(e) => {
+                if let Err(failed) = backend.init_db(&db).await {
+                    if failed.is_broken() {
                         self.drop_broken();
-                        return Ok(Err(e.to_err_packet()));
                     }
+                    return Err(Failed::Answered(failed.to_err_packet()));
                 }
             }
         }
@@ -427,7 +412,7 @@ impl Session {
         if let Some(sql) = sync {
             statements += 1;
             match backend.simple_query(&sql).await {
-                Ok(Ok(_)) => {
+                Ok(_) => {
                     backend.vars = mux.vars.clone();
                     if lid.is_some() {
                         backend.last_insert_id = lid;
@@ -436,14 +421,12 @@ impl Session {
                         backend.user_vars.insert(name, literal);
                     }
                 }
-                Ok(Err(err)) => {
-                    tracing::warn!(%err, "could not bring a backend connection in line with a session");
+                Err(failed) => {
+                    if let Failed::Answered(err) = &failed {
+                        tracing::warn!(%err, "could not bring a backend connection in line with a session");
+                    }
                     self.drop_broken();
-                    return Ok(Err(err));
-                }
-                Err(e) => {
-                    self.drop_broken();
-                    return Ok(Err(e.to_err_packet()));
+                    return Err(Failed::Answered(failed.to_err_packet()));
                 }
             }
         }
@@ -451,7 +434,7 @@ impl Session {
             Stats::incr(&self.fe.mux_stats.syncs);
             Stats::add(&self.fe.mux_stats.sync_statements, statements);
         }
-        Ok(Ok(()))
+        Ok(())
     }
 
     /// The connection in hand can't be trusted any more: it is closed, not pooled.
@@ -471,7 +454,7 @@ impl Session {
         id: u32,
         command: Command,
         len: usize,
-    ) -> Result<Result<bool, ErrPacket>, SessionError> {
+    ) -> Result<bool, Failed> {
         let found = {
             let mux = self.backing.muxed();
             let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
@@ -481,11 +464,8 @@ impl Session {
         self.backing.muxed_mut().bound = None;
         let backend_id = match found {
             Some(id) => id,
-            None if command == Command::StmtReset => return Ok(Ok(false)),
-            None => match self.prepare_here(id).await? {
-                Ok(bid) => bid,
-                Err(err) => return Ok(Err(err)),
-            },
+            None if command == Command::StmtReset => return Ok(false),
+            None => self.prepare_here(id).await?,
         };
         let backend = self.backend.as_mut().expect("acquired");
         let mux = self.backing.muxed_mut();
@@ -511,7 +491,7 @@ impl Session {
                             if seen < len {
                                 // Too large to rebuild; rare: a huge execute that relies
                                 // on types bound by an execute that ran elsewhere.
-                                return Ok(Err(ErrPacket::new(
+                                return Err(Failed::Answered(ErrPacket::new(
                                     code::ER_NET_PACKET_TOO_LARGE,
                                     "08S01",
                                     "Sluice: an execute over 1 MiB must carry its \
@@ -537,35 +517,30 @@ impl Session {
             }
             _ => {}
         }
-        Ok(Ok(true))
+        Ok(true)
     }
 }
 
 impl Session {
     /// The backend statement of the client's statement `id` on the held connection,
     /// prepared there first if it has none.
-    pub(super) async fn statement_here(
-        &mut self,
-        id: u32,
-    ) -> Result<Result<u32, ErrPacket>, SessionError> {
+    pub(super) async fn statement_here(&mut self, id: u32) -> Result<u32, Failed> {
         let found = {
             let Some(stmt) = self.backing.muxed().stmts.get(&id) else {
-                return Ok(Err(unknown_statement("EXECUTE")));
+                return Err(Failed::Answered(unknown_statement("EXECUTE")));
             };
             let backend = self.backend.as_mut().expect("acquired");
             backend.stmts.touch(stmt.key.key()).map(|b| b.id)
         };
         match found {
-            Some(bid) => Ok(Ok(bid)),
+            Some(bid) => Ok(bid),
             None => self.prepare_here(id).await,
         }
     }
 
     /// Prepares the client's statement `id` on the held connection, which lacks it.
-    async fn prepare_here(&mut self, id: u32) -> Result<Result<u32, ErrPacket>, SessionError> {
-        if let Err(err) = self.room_for_statement(true).await? {
-            return Ok(Err(err));
-        }
+    async fn prepare_here(&mut self, id: u32) -> Result<u32, Failed> {
+        self.room_for_statement(true).await?;
         let floor = self.fe.pool_config.max_prepared_per_connection as usize;
         let backend = self.backend.as_mut().expect("acquired");
         let stmt = (self.backing.muxed_mut().stmts)
@@ -574,28 +549,21 @@ impl Session {
         Stats::incr(&self.fe.mux_stats.reprepares);
         let marked = crate::binlog::origin::mark(&stmt.text, backend.thread_id)
             .filter(|_| self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits());
-        let prepared = match backend
+        let (bid, params) = match backend
             .prepare(marked.as_deref().unwrap_or(&stmt.text))
             .await
         {
-            Ok(r) => r,
+            Ok(p) => p,
             // Nothing of the client's command was sent: it gets an error and the
             // session goes on (its server may just have died).
-            Err(e) => {
-                backend.mark_broken();
-                return Ok(Err(e.to_err_packet()));
-            }
-        };
-        let (bid, params) = match prepared {
-            Ok(p) => p,
-            Err(err) => return Ok(Err(err)),
+            Err(failed) => return Err(Failed::Answered(backend.answer_for(failed))),
         };
         stmt.params = params;
         let max = (backend.stmts.server()).per_connection(floor, backend.server.max_connections);
         let evicted = backend.stmts.evict_to(max);
         backend.stmts.insert(stmt.key.key().into(), bid, params);
         close_on(backend, &evicted).await?;
-        Ok(Ok(bid))
+        Ok(bid)
     }
 }
 

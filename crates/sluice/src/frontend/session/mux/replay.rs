@@ -14,7 +14,7 @@
 
 use super::super::cached::{fetch, Recording};
 use super::super::{Session, Statement};
-use crate::error::SessionError;
+use crate::error::{Failed, SessionError};
 use crate::router::commits::{InDoubt, Outcome};
 use crate::router::{Router, Target};
 use crate::stats::Stats;
@@ -459,7 +459,8 @@ impl Session {
                 if !backend.is_broken() && backend.status.in_transaction() {
                     // What replayed so far must not stay: the client is told its
                     // transaction was rolled back.
-                    if backend.simple_command(b"\x03ROLLBACK").await.is_err() {
+                    let rollback = backend.simple_command(b"\x03ROLLBACK").await;
+                    if let Err(Failed::Broken(_)) = rollback {
                         backend.mark_broken();
                     }
                 }
@@ -481,9 +482,12 @@ impl Session {
         let mut bound = None;
         if let Some((id, types)) = &e.execute {
             kind = ResponseKind::Execute { cursor: false };
-            let bid = match self.statement_here(*id).await? {
+            let bid = match self.statement_here(*id).await {
                 Ok(bid) => bid,
-                Err(_) => return Ok(Err("statement")),
+                Err(failed) => {
+                    failed.answered()?;
+                    return Ok(Err("statement"));
+                }
             };
             let params = self.backing.muxed().stmts.get(id).map_or(0, |s| s.params);
             let mut payload = e.request[HEADER_LEN..].to_vec();
@@ -665,9 +669,8 @@ impl Session {
         let Some(backend) = self.backend.as_mut() else {
             return Ok(());
         };
-        match backend.simple_command(b"\x03ROLLBACK").await {
-            Ok(Ok(_)) => {}
-            _ => backend.mark_broken(),
+        if backend.simple_command(b"\x03ROLLBACK").await.is_err() {
+            backend.mark_broken();
         }
         let mux = self.backing.muxed_mut();
         mux.replay.lost_on = self.member.clone();

@@ -79,14 +79,14 @@ impl Session {
             return Ok(());
         };
         let copy = match backend.prepare(&text).await {
-            Ok(Ok((copy, _))) => copy,
+            Ok((copy, _)) => copy,
             // The statement as the client prepared it answers then, with the server's
             // count.
-            Ok(Err(err)) => {
+            Err(Failed::Answered(err)) => {
                 tracing::debug!(%err, "a copy answering ROW_COUNT() could not be prepared");
                 return Ok(());
             }
-            Err(e) => {
+            Err(Failed::Broken(e)) => {
                 backend.mark_broken();
                 return Err(e.into());
             }

@@ -20,6 +20,16 @@ use sluice_wire::response::{
 use sluice_wire::resultset::{text_row, text_values, ColumnDef};
 use sluice_wire::CapabilityFlags;
 
+/// How one shard's part of a read whose rows concatenate ended.
+enum ShardPart {
+    /// Its rows went out, then this terminator: the next shard's rows follow.
+    Done(Vec<u8>),
+    /// With the server's error, forwarded: the result is over.
+    Refused,
+    /// The shard's connection failed midway: the result is over, the session goes on.
+    Lost(BackendError),
+}
+
 /// One shard's whole answer to a gathered read.
 struct Answer {
     defs: Vec<Vec<u8>>,
@@ -128,14 +138,14 @@ impl Session {
             let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
             let outcome = self.scatter_one(len, n == 0, &mut seq).await?;
             let ended = match outcome {
-                Ok(Some(terminator)) => {
+                ShardPart::Done(terminator) => {
                     warnings =
                         warnings.saturating_add(terminator_warnings(&terminator).unwrap_or(0));
                     last = Some(terminator);
                     false
                 }
-                Ok(None) => true,
-                Err(e) => {
+                ShardPart::Refused => true,
+                ShardPart::Lost(e) => {
                     if let Some(b) = self.backend.as_mut() {
                         b.mark_broken();
                     }
@@ -195,7 +205,8 @@ impl Session {
         self.client.continue_at = None;
         match ready? {
             Ready::Go(fx) => {
-                if let Err(err) = self.begin_deferred().await? {
+                if let Err(failed) = self.begin_deferred().await {
+                    let err = failed.answered()?;
                     let next = self.client.skip_packet().await?;
                     self.client.write_err(seq.unwrap_or(next), &err).await?;
                     self.release_if_free().await?;
@@ -374,15 +385,13 @@ impl Session {
 
     /// Sends the request at the front of the client buffer to the connection held and
     /// forwards its answer: the column definitions only when `first`, the rows always,
-    /// with the client's sequence ids. `Ok(Some(terminator))` once the rows ended;
-    /// `Ok(None)` when an error packet ended the result (it went to the client); the
-    /// inner error is the server's connection failing.
+    /// with the client's sequence ids.
     async fn scatter_one(
         &mut self,
         len: usize,
         first: bool,
         seq: &mut u8,
-    ) -> Result<Result<Option<Vec<u8>>, BackendError>, SessionError> {
+    ) -> Result<ShardPart, SessionError> {
         let request = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
         self.client.skip_packet().await?;
         let deprecate_eof = self.client.caps.contains(CapabilityFlags::DEPRECATE_EOF);
@@ -399,7 +408,7 @@ impl Session {
                     Ok(v) => v,
                     Err(e) => {
                         client.stream_write(&out).await?;
-                        return Ok(Err(e));
+                        return Ok(ShardPart::Lost(e));
                     }
                 }
             };
@@ -409,11 +418,11 @@ impl Session {
         if head.payload.first() == Some(&ERR_HEADER) {
             put(&mut out, &head.payload);
             client.stream_write(&out).await?;
-            return Ok(Ok(None));
+            return Ok(ShardPart::Refused);
         }
         if head.payload.first() == Some(&OK_HEADER) {
             // No result set: nothing to forward.
-            return Ok(Ok(Some(eof_payload(0, backend.status).to_vec())));
+            return Ok(ShardPart::Done(eof_payload(0, backend.status).to_vec()));
         }
         let columns = sluice_wire::lenenc::Reader::new(&head.payload)
             .lenenc_int("column count")
@@ -442,14 +451,14 @@ impl Session {
             if p.payload.first() == Some(&ERR_HEADER) {
                 put(&mut out, &p.payload);
                 client.stream_write(&out).await?;
-                return Ok(Ok(None));
+                return Ok(ShardPart::Refused);
             }
             if is_terminator(&p.payload) {
                 if let Ok(status) = sluice_wire::response::terminator_status(&p.payload) {
                     backend.status = status;
                 }
                 client.stream_write(&out).await?;
-                return Ok(Ok(Some(p.payload.to_vec())));
+                return Ok(ShardPart::Done(p.payload.to_vec()));
             }
             put(&mut out, &p.payload);
         }

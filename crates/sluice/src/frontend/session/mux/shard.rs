@@ -28,6 +28,14 @@ pub(in crate::frontend::session) enum Placed {
     Scatter(Arc<Shards>, Vec<usize>, Merge),
 }
 
+/// Where a statement over tables goes, from its key values.
+enum Placing {
+    /// To this one shard: the place stage goes on with it.
+    One(usize),
+    /// Several shards, or answered here: how the place stage ends.
+    Placed(Placed),
+}
+
 /// A statement read for placing over shards: its payload (what an execute binds is read
 /// from it), the text the shards see, and an execute's parameter types and cursor.
 struct ShardedStatement {
@@ -159,8 +167,8 @@ impl Session {
                     writes,
                 };
                 match self.shard_for(stmt, &shards, at).await? {
-                    Ok(target) => target,
-                    Err(placed) => return Ok(placed),
+                    Placing::One(target) => target,
+                    Placing::Placed(placed) => return Ok(placed),
                 }
             }
         };
@@ -222,15 +230,14 @@ impl Session {
         }))
     }
 
-    /// The one shard a statement over `at.tables` goes to, from its key values; `Err`
-    /// with how it went when it goes to several (a read put together, a multi-row
-    /// insert split) or is refused.
+    /// The shard a statement over `at.tables` goes to, or how it went when it goes to
+    /// several (a read put together, a multi-row insert split) or is refused.
     async fn shard_for(
         &mut self,
         stmt: &Statement,
         shards: &Arc<Shards>,
         at: Where<'_>,
-    ) -> Result<Result<usize, Placed>, SessionError> {
+    ) -> Result<Placing, SessionError> {
         let Where {
             read,
             schema,
@@ -259,13 +266,13 @@ impl Session {
             self.stmt.scattered = true;
             let table = tables[0].clone();
             let going_on = self.split_insert(shards, text, cut, parts, table).await?;
-            return Ok(Err(Placed::Done(going_on)));
+            return Ok(Placing::Placed(Placed::Done(going_on)));
         }
         if let [one] = targets.as_slice() {
-            return Ok(Ok(*one));
+            return Ok(Placing::One(*one));
         }
         let merging = self.scatter_merging(shards, stmt.command, !writes, text, read.cursor);
-        Ok(Err(match merging {
+        Ok(Placing::Placed(match merging {
             Ok(merge) => Placed::Scatter(shards.clone(), targets, merge),
             Err(why) => self.refuse(not_yet(why)).await?,
         }))
@@ -434,28 +441,22 @@ impl Session {
     /// The deferred `BEGIN`, sent on the connection just brought in line for the
     /// transaction's first statement. The server's refusal goes to the client instead
     /// of the statement.
-    pub(in crate::frontend::session) async fn begin_deferred(
-        &mut self,
-    ) -> Result<Result<(), ErrPacket>, SessionError> {
+    pub(in crate::frontend::session) async fn begin_deferred(&mut self) -> Result<(), Failed> {
         let Some(begin) = self.backing.muxed_mut().deferred_begin.take() else {
-            return Ok(Ok(()));
+            return Ok(());
         };
         let backend = self.backend.as_mut().expect("acquired");
         let mut payload = Vec::with_capacity(begin.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(&begin);
         let err = match backend.simple_command(&payload).await {
-            Ok(Ok(_)) => return Ok(Ok(())),
-            Ok(Err(err)) => err,
-            Err(e) => {
-                backend.mark_broken();
-                e.to_err_packet()
-            }
+            Ok(_) => return Ok(()),
+            Err(failed) => backend.answer_for(failed),
         };
         if let Some(shards) = self.fe.shards.clone() {
             self.spread_failed(&shards).await;
         }
-        Ok(Err(err))
+        Err(Failed::Answered(err))
     }
 }
 

@@ -54,7 +54,7 @@ impl Session {
         for (shard, rows) in &parts {
             match self
                 .insert_part(shards, *shard, &part(text, &cut, rows))
-                .await?
+                .await
             {
                 Ok(ok) => {
                     total.affected_rows += ok.affected_rows;
@@ -63,8 +63,8 @@ impl Session {
                     }
                     total.warnings = total.warnings.saturating_add(ok.warnings);
                 }
-                Err(err) => {
-                    failed = Some(err);
+                Err(part_failed) => {
+                    failed = Some(part_failed.answered()?);
                     break;
                 }
             }
@@ -95,13 +95,13 @@ impl Session {
         Ok(true)
     }
 
-    /// One shard's insert, inside the transaction; the server's error is the inner one.
+    /// One shard's insert, inside the transaction.
     async fn insert_part(
         &mut self,
         shards: &Arc<Shards>,
         shard: usize,
         payload: &[u8],
-    ) -> Result<Result<OkPacket, ErrPacket>, SessionError> {
+    ) -> Result<OkPacket, Failed> {
         let current = self
             .backing
             .muxed()
@@ -111,20 +111,11 @@ impl Session {
             self.spread_to(shards, current, shard);
         }
         let router = shards.routers[shard].clone();
-        if let Err(err) = self.acquire(false, &router, Target::Writer).await? {
-            return Ok(Err(err));
-        }
-        if let Err(err) = self.begin_deferred().await? {
-            return Ok(Err(err));
-        }
+        self.acquire(false, &router, Target::Writer).await?;
+        self.begin_deferred().await?;
         let backend = self.backend.as_mut().expect("acquired");
-        match backend.simple_command(payload).await {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                backend.mark_broken();
-                Ok(Err(e.to_err_packet()))
-            }
-        }
+        let sent = backend.simple_command(payload).await;
+        sent.map_err(|failed| Failed::Answered(backend.answer_for(failed)))
     }
 
     /// A part failed: what the other parts did is undone. In the client's transaction
@@ -137,7 +128,7 @@ impl Session {
         self.backing.muxed_mut().deferred_begin = None;
         if own {
             if let Some(backend) = self.backend.as_mut() {
-                if let Err(e) = backend.simple_command(b"\x03ROLLBACK").await {
+                if let Err(Failed::Broken(e)) = backend.simple_command(b"\x03ROLLBACK").await {
                     tracing::debug!(error = %e, "rolling back a split insert");
                     backend.mark_broken();
                 }
@@ -154,12 +145,8 @@ impl Session {
             return Ok(());
         };
         match backend.simple_command(b"\x03COMMIT").await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(err)) => Err(err),
-            Err(e) => {
-                backend.mark_broken();
-                Err(e.to_err_packet())
-            }
+            Ok(_) => Ok(()),
+            Err(failed) => Err(backend.answer_for(failed)),
         }
     }
 }

@@ -18,18 +18,18 @@ pub(super) async fn carry_user_vars(
         let _ = write!(sql, "{sep}{v}, HEX({v}), COLLATION({v})");
     }
     let row = match backend.query_typed_row(&sql).await {
-        Ok(Ok(Some(row))) if row.len() == 3 * names.len() => row,
-        Ok(other) => {
+        Ok(Some(row)) if row.len() == 3 * names.len() => row,
+        Err(Failed::Broken(e)) => {
+            backend.mark_broken();
+            return Err(e.into());
+        }
+        other => {
             tracing::debug!(
                 ?other,
                 "user variables unreadable: the session keeps its connection"
             );
             mux.pins.user_vars = true;
             return Ok(());
-        }
-        Err(e) => {
-            backend.mark_broken();
-            return Err(e.into());
         }
     };
     for (name, cols) in names.iter().zip(row.chunks(3)) {

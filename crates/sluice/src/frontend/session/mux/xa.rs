@@ -97,12 +97,8 @@ async fn exec(conn: &mut PooledConn, sql: &str) -> Result<(), ErrPacket> {
     payload.push(Command::Query as u8);
     payload.extend_from_slice(sql.as_bytes());
     match conn.simple_command(&payload).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(err)) => Err(err),
-        Err(e) => {
-            conn.mark_broken();
-            Err(e.to_err_packet())
-        }
+        Ok(_) => Ok(()),
+        Err(failed) => Err(conn.answer_for(failed)),
     }
 }
 
@@ -284,9 +280,9 @@ impl Session {
             // Its reads on that shard's replicas must see what it committed there.
             if result.is_ok() && commit && wrote && shards.routers[b.shard].splits() {
                 match b.conn.query_scalar("SELECT @@last_gtid").await {
-                    Ok(Ok(Some(gtid))) => self.note_shard_gtid(shards, b.shard, &gtid),
-                    Ok(_) => {}
-                    Err(_) => b.conn.mark_broken(),
+                    Ok(Some(gtid)) => self.note_shard_gtid(shards, b.shard, &gtid),
+                    Ok(None) | Err(Failed::Answered(_)) => {}
+                    Err(Failed::Broken(_)) => b.conn.mark_broken(),
                 }
             }
             b.conn.release();
