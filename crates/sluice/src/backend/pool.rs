@@ -108,7 +108,9 @@ struct Waiter {
 /// The server's slots: open connections, idle ones by kind, and the queue of waiters.
 struct Slots {
     open: usize,
-    idle: HashMap<PoolKey, Vec<Idle>>,
+    /// By kind, looked up at every lease and release (aHash: cheaper than SipHash on
+    /// a key of names and settings).
+    idle: HashMap<PoolKey, Vec<Idle>, ahash::RandomState>,
     waiters: VecDeque<Waiter>,
 }
 
@@ -229,7 +231,7 @@ impl ServerPool {
             server,
             slots: Mutex::new(Slots {
                 open: 0,
-                idle: HashMap::new(),
+                idle: HashMap::default(),
                 waiters: VecDeque::new(),
             }),
             warm: Mutex::new(HashMap::new()),
@@ -758,7 +760,7 @@ pub fn on_schema(schema: Option<&[u8]>) -> impl Fn(&BackendConn) -> u32 + '_ {
 }
 
 /// Removes the longest-idle connection of any kind, so its slot can serve another kind.
-fn oldest_idle(idle: &mut HashMap<PoolKey, Vec<Idle>>) -> Option<Idle> {
+fn oldest_idle(idle: &mut HashMap<PoolKey, Vec<Idle>, ahash::RandomState>) -> Option<Idle> {
     let (key, i) = idle
         .iter()
         .flat_map(|(key, list)| list.iter().enumerate().map(move |(i, c)| (c.since, key, i)))

@@ -148,7 +148,8 @@ pub(super) struct Mux {
     /// a write Sluice wrapped in a transaction (`mux/wrap.rs`), whose COMMIT left 0.
     /// Kept over the commands that leave the server's count as it is.
     pub wrapped_rows: Option<i64>,
-    stmts: HashMap<u32, ClientStmt>,
+    /// By the client's id, looked up for every command naming one (aHash).
+    stmts: HashMap<u32, ClientStmt, ahash::RandomState>,
     next_stmt: u32,
     /// The client did not negotiate CLIENT_SESSION_TRACK: OK packets are rewritten, with
     /// the info string length-coded when this holds (MariaDB's way).
@@ -217,7 +218,7 @@ impl Mux {
             lid_dirty: false,
             hold_until: None,
             wrapped_rows: None,
-            stmts: HashMap::new(),
+            stmts: HashMap::default(),
             next_stmt: 1,
             translate_ok,
             lenenc_info,
