@@ -111,6 +111,11 @@ pub fn effects(sql: &[u8]) -> Effects {
     if plain(sql) {
         return Effects::default();
     }
+    scan(sql)
+}
+
+/// Every statement of `sql`, token by token.
+fn scan(sql: &[u8]) -> Effects {
     let mut fx = Effects::default();
     let mut lex = Lexer::new(sql);
     let mut stmt: Vec<Tok> = Vec::with_capacity(32);
@@ -132,10 +137,11 @@ pub fn effects(sql: &[u8]) -> Effects {
     fx
 }
 
-/// No `@`, no `_` (every function of interest has one), no `;`, and a first word that
-/// can't have effects of its own: nothing to look for.
+/// No `@`, no `;`, no word of interest (each has a `_`: the functions,
+/// `SQL_CALC_FOUND_ROWS`, `session_track_*`), and a first word that can't have effects
+/// of its own: nothing to look for.
 fn plain(sql: &[u8]) -> bool {
-    if sql.iter().any(|b| matches!(b, b'@' | b'_' | b';')) {
+    if memchr::memchr2(b'@', b';', sql).is_some() || names_word_of_interest(sql) {
         return false;
     }
     let start = sql
@@ -152,6 +158,33 @@ fn plain(sql: &[u8]) -> bool {
         .unwrap_or(rest.len());
     let first = &rest[..end];
     !LEADING.iter().any(|k| first.eq_ignore_ascii_case(k))
+}
+
+/// Words [`scan`] acts on, by a part that holds a `_` (`RELEASE_` stands for
+/// `RELEASE_LOCK` and `RELEASE_ALL_LOCKS`, `FOUND_ROWS` for `SQL_CALC_FOUND_ROWS` too),
+/// with where that `_` is in them.
+const OF_INTEREST: [(&[u8], usize); 6] = [
+    (b"GET_LOCK", 3),
+    (b"RELEASE_", 7),
+    (b"LAST_INSERT_ID", 4),
+    (b"ROW_COUNT", 3),
+    (b"FOUND_ROWS", 5),
+    (b"SESSION_TRACK", 7),
+];
+
+/// Whether one of [`OF_INTEREST`] is anywhere in the text (in a name, a string, a
+/// comment: found where the lexer would not look is only a scan for nothing). Found
+/// from each `_`, so that the names of an application's columns (`user_id`) do not
+/// cost a scan of the whole text.
+fn names_word_of_interest(sql: &[u8]) -> bool {
+    memchr::memchr_iter(b'_', sql).any(|i| {
+        OF_INTEREST.iter().any(|&(word, at)| {
+            i >= at
+                && sql
+                    .get(i - at..i - at + word.len())
+                    .is_some_and(|w| w.eq_ignore_ascii_case(word))
+        })
+    })
 }
 
 fn word(sql: &[u8], t: Option<&Tok>, kw: &[u8]) -> bool {
@@ -479,6 +512,43 @@ mod tests {
 
     fn fx(sql: &str) -> Effects {
         effects(sql.as_bytes())
+    }
+
+    /// What the fast path calls plain, the scan finds nothing in: over statements with
+    /// and without the words of interest, whole and cut at every byte.
+    #[test]
+    fn plain_text_has_no_effects() {
+        let corpus = [
+            "SELECT user_id, order_total FROM order_items WHERE user_id = 5",
+            "SELECT GET_LOCK('a', 1)",
+            "select release_all_locks()",
+            "SELECT Release_Lock('a')",
+            "SELECT LAST_INSERT_ID(), row_count(), FOUND_ROWS()",
+            "SELECT SQL_CALC_FOUND_ROWS * FROM t_x LIMIT 1",
+            "SHOW VARIABLES LIKE 'session_track%'",
+            "SELECT t.last_insert_id2 FROM t WHERE a_b = 1",
+            "SELECT .5ROW_COUNT()",
+            "SELECT x /* get_lock( */ FROM t",
+            "SET @a = 1",
+            "CREATE TEMPORARY TABLE tmp_1 (id INT)",
+            "SELECT 1; SELECT 2",
+        ];
+        for sql in corpus {
+            let sql = sql.as_bytes();
+            for end in 0..=sql.len() {
+                for part in [&sql[..end], &sql[end..]] {
+                    if plain(part) {
+                        assert!(scan(part).is_none(), "{:?}", String::from_utf8_lossy(part));
+                    }
+                }
+            }
+        }
+        assert!(plain(
+            b"SELECT user_id, order_total FROM order_items WHERE user_id = 5"
+        ));
+        assert!(!plain(b"SELECT t.last_insert_id2 FROM t"));
+        assert!(fx("SELECT get_lock('a', 1) FROM t_1").get_lock);
+        assert!(fx("SELECT SQL_CALC_FOUND_ROWS a_b FROM t").calc_found_rows);
     }
 
     #[test]
