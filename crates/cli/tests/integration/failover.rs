@@ -669,18 +669,23 @@ fn a_returning_old_primary_rejoins_as_a_replica_when_configured() {
         .is_ok_and(|v| v == "1")));
 }
 
+/// Table `db.t` holding the row (1, 1), written on the primary and replicated.
+fn one_row_everywhere(set: &ReplicaSet, db: &str) {
+    set.primary
+        .execute(&format!(
+            "CREATE DATABASE {db}; CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT); \
+             INSERT INTO {db}.t VALUES (1, 1)"
+        ))
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+}
+
 /// The query cache's binlog reader follows the writer: after a failover, a write made
 /// directly on the new primary still invalidates what Sluice cached.
 #[test]
 fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
     let mut set = replica_set(false);
-    set.primary
-        .execute(
-            "CREATE DATABASE fc; CREATE TABLE fc.t (id INT PRIMARY KEY, v INT); \
-             INSERT INTO fc.t VALUES (1, 1)",
-        )
-        .unwrap();
-    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+    one_row_everywhere(&set, "fc");
     let mut binlog = crate::support::binlog_section();
     binlog.insert("reconnect_interval".into(), "200ms".into());
     let config = failover_config(&set)
@@ -723,13 +728,7 @@ fn the_cache_follows_the_new_primarys_binlog_after_a_failover() {
 #[test]
 fn a_cache_fill_never_brings_back_a_row_the_binlog_saw_change() {
     let set = replica_set(false);
-    set.primary
-        .execute(
-            "CREATE DATABASE ff; CREATE TABLE ff.t (id INT PRIMARY KEY, v INT); \
-             INSERT INTO ff.t VALUES (1, 1)",
-        )
-        .unwrap();
-    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+    one_row_everywhere(&set, "ff");
     for r in &set.replicas {
         r.execute("STOP SLAVE; CHANGE MASTER TO MASTER_DELAY = 30; START SLAVE")
             .unwrap();

@@ -41,15 +41,17 @@ fn t(name: &str) -> TableRef {
     }
 }
 
+/// A statement every test rule matches.
+const ANY: Candidate<'static> = Candidate {
+    text: b"select 1",
+    user: "u",
+    schema: None,
+    shape: None,
+};
+
 /// Asks to fill `key` for a statement every test rule matches.
 fn begin(c: &Arc<QueryCache>, key: &[u8]) -> Fill {
-    let q = Candidate {
-        text: b"select 1",
-        user: "u",
-        schema: None,
-        shape: None,
-    };
-    let (rule, digest) = c.rule_for(&q).unwrap();
+    let (rule, digest) = c.rule_for(&ANY).unwrap();
     c.begin_fill(key, rule, digest)
 }
 
@@ -57,13 +59,7 @@ pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket 
     if c.views_unknown() {
         c.set_views(Some(br#"[["db", "v"]]"#));
     }
-    let q = Candidate {
-        text: b"select 1",
-        user: "u",
-        schema: None,
-        shape: None,
-    };
-    let (rule, digest) = c.rule_for(&q).unwrap();
+    let (rule, digest) = c.rule_for(&ANY).unwrap();
     match c.begin_fill(key, rule, digest) {
         Fill::Leader(mut t) => {
             c.depend_on(&mut t, tables, None);

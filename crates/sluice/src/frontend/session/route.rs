@@ -8,7 +8,7 @@ use crate::classify::effects::Effects;
 use crate::classify::facts::TextFacts;
 use crate::error::Failed;
 use crate::router::gtid::GtidPos;
-use crate::router::rules::{is_plain_read, Route, Statement};
+use crate::router::rules::{is_plain_read, Route, Rules, Statement};
 use crate::router::{Member, Router, Target};
 use crate::stats::Stats;
 use sluice_wire::command::Command;
@@ -44,7 +44,8 @@ impl Session {
         visible: usize,
         execute: Option<u32>,
     ) -> Result<Routed, ErrPacket> {
-        if !routes(router) {
+        let rules = router.rules.load();
+        if !routes(router, &rules) {
             return Ok(Routed::WRITER);
         }
         let mux = self.backing.muxed();
@@ -70,7 +71,7 @@ impl Session {
             last_gtid: mux.last_gtid.as_ref(),
             cached: self.cache.is_some(),
         };
-        decide_route(router, &s, &mut self.stmt.text)
+        decide_route(router, &rules, &s, &mut self.stmt.text)
     }
 
     /// Before the statement goes out: what losing its server will mean. A plain read
@@ -171,8 +172,8 @@ impl Session {
 
 /// Whether anything but the writer can be chosen: reads split, or rules to match.
 /// Without, routing reads nothing of the statement.
-fn routes(router: &Router) -> bool {
-    router.splits() || !router.rules.load().is_empty()
+fn routes(router: &Router, rules: &Rules) -> bool {
+    router.splits() || !rules.is_empty()
 }
 
 /// What routing reads of a statement and its session: gathered by the session from
@@ -201,15 +202,16 @@ pub(super) struct ToRoute<'a> {
 /// Where a statement goes: rules and hints first, then the writer for anything but a
 /// plain read outside a transaction. `text`: what the statement's text says, read here
 /// only if nothing decided before a plain-read test (kept for the cache after).
+/// `rules`: the router's, as loaded once for the statement.
 pub(super) fn decide_route(
     router: &Router,
+    rules: &Rules,
     s: &ToRoute<'_>,
     text: &mut TextFacts,
 ) -> Result<Routed, ErrPacket> {
-    if !routes(router) {
+    if !routes(router, rules) {
         return Ok(Routed::WRITER);
     }
-    let rules = router.rules.load();
     let decision = match s.text {
         // With no rules, deciding is looking for a hint: one search for "/*".
         Some(t) => rules.decide(&Statement {

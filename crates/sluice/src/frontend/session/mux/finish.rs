@@ -80,7 +80,7 @@ impl Session {
         if leaves_state(command) {
             let floor = self.fe.pool_config.max_prepared_per_connection as usize;
             let text = &mut self.stmt.text;
-            after_command(backend, mux, stmt, (&observed, text), floor).await?;
+            after_command(backend, mux, stmt, &observed, text, floor).await?;
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
         // Not while others wait for a connection: they come first.
@@ -217,14 +217,15 @@ async fn after_command(
     backend: &mut crate::backend::PooledConn,
     mux: &mut Mux,
     stmt: &Statement,
-    (observed, text): (&Observed, &mut TextFacts),
+    observed: &Observed,
+    text: &mut TextFacts,
     floor: usize,
 ) -> Result<(), SessionError> {
     let status = backend.status;
     match (stmt.command, stmt.client_id) {
         (Command::StmtPrepare, _) => {
             if let (Some(preparing), Some(prepared)) = (mux.preparing.take(), mux.prepared.take()) {
-                prepared_here(backend, mux, (preparing, text), prepared, floor).await?;
+                prepared_here(backend, mux, preparing, text, prepared, floor).await?;
             }
             mux.preparing = None;
         }
@@ -266,7 +267,8 @@ async fn after_command(
 async fn prepared_here(
     backend: &mut crate::backend::PooledConn,
     mux: &mut Mux,
-    (Preparing { key, text, id }, facts): (Preparing, &mut TextFacts),
+    Preparing { key, text, id }: Preparing,
+    facts: &mut TextFacts,
     (bid, params): (u32, u16),
     floor: usize,
 ) -> Result<(), SessionError> {

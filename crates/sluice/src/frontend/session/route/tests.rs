@@ -30,7 +30,7 @@ fn facts<'a>(command: Command, text: &'a str, fx: &'a Effects) -> ToRoute<'a> {
 }
 
 fn target(router: &Router, s: &ToRoute<'_>) -> Target {
-    decide_route(router, s, &mut TextFacts::default())
+    decide_route(router, &router.rules.load(), s, &mut TextFacts::default())
         .expect("not refused")
         .target
 }
@@ -57,7 +57,13 @@ async fn one_server_and_no_rules_send_everything_to_the_writer_unread() {
     let alone = router(vec![member("only", |_| {})], RoutingConfig::default());
     let (fx, text) = query("SELECT c FROM t WHERE id = 1");
     let mut read = TextFacts::default();
-    let routed = decide_route(&alone, &facts(Command::Query, &text, &fx), &mut read).unwrap();
+    let routed = decide_route(
+        &alone,
+        &alone.rules.load(),
+        &facts(Command::Query, &text, &fx),
+        &mut read,
+    )
+    .unwrap();
     assert_eq!(routed.target, Target::Writer);
     // Nothing read the text: the cache reads it, if it asks.
     assert_eq!(format!("{read:?}"), format!("{:?}", TextFacts::default()));
@@ -163,6 +169,7 @@ async fn hints_and_rules_decide_before_the_statement_kind_and_a_refusal_is_count
     let (fx, text) = query("SELECT * FROM reports");
     let routed = decide_route(
         &set,
+        &set.rules.load(),
         &facts(Command::Query, &text, &fx),
         &mut TextFacts::default(),
     )
@@ -178,6 +185,7 @@ async fn hints_and_rules_decide_before_the_statement_kind_and_a_refusal_is_count
     let blocked = set.stats.blocked.load(std::sync::atomic::Ordering::Relaxed);
     let err = decide_route(
         &set,
+        &set.rules.load(),
         &facts(Command::Query, &text, &fx),
         &mut TextFacts::default(),
     )
