@@ -18,7 +18,6 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 use stats::{Digests, Totals};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -202,7 +201,7 @@ impl Flight {
 /// the waiters, who then go to the server themselves.
 pub struct FillTicket {
     cache: Arc<QueryCache>,
-    key: Arc<[u8]>,
+    key: store::KeptKey,
     rule: Arc<Rule>,
     digest: Arc<DigestStats>,
     snapshot: Option<Snapshot>,
@@ -234,8 +233,8 @@ pub struct QueryCache {
     rules: ArcSwap<Vec<Arc<Rule>>>,
     store: Store,
     gens: Generations,
-    /// Fills under way by key (hashed as the store hashes them, see `store.rs`).
-    inflight: Mutex<HashMap<Arc<[u8]>, Arc<Flight>, ahash::RandomState>>,
+    /// Fills under way by key (with the hash the store's lookup made, see `store.rs`).
+    inflight: Mutex<store::KeptMap<Arc<Flight>>>,
     digests: Digests,
     totals: Totals,
     entry_limit: u64,
@@ -263,7 +262,7 @@ impl QueryCache {
             rules: ArcSwap::from_pointee(rules),
             store,
             gens: Generations::default(),
-            inflight: Mutex::new(HashMap::default()),
+            inflight: Mutex::default(),
             digests: Digests::default(),
             totals: Totals::default(),
             entry_limit,
@@ -302,6 +301,7 @@ impl QueryCache {
 
     /// Looks `key` up. Stale and retired entries are dropped here and counted.
     pub fn lookup(&self, key: &[u8]) -> Lookup {
+        let key = self.store.hashed(key);
         let Some(entry) = self.store.get(key) else {
             return Lookup::Miss;
         };
@@ -345,7 +345,7 @@ impl QueryCache {
     /// handle: this is the lookup a statement makes before it has a backend connection,
     /// and only a current entry can be served without one.
     pub fn lookup_current(&self, key: &[u8]) -> Option<Arc<Entry>> {
-        let entry = self.store.get(key)?;
+        let entry = self.store.get(self.store.hashed(key))?;
         let age = self.fresh(&entry)?;
         Some(self.count_hit(entry, age))
     }
@@ -369,7 +369,7 @@ impl QueryCache {
         entry
     }
 
-    fn forget(&self, key: &[u8], entry: &Arc<Entry>) {
+    fn forget(&self, key: store::Hashed<'_>, entry: &Arc<Entry>) {
         if self.store.remove_if(key, entry) {
             entry.rule.stats.removed(entry.response.len());
         }
@@ -389,9 +389,10 @@ impl QueryCache {
         if !digest.admission.admit() {
             return Fill::Declined;
         }
+        let key = self.store.hashed(key);
         let (key, flight) = {
             let mut inflight = self.inflight.lock();
-            if let Some(f) = inflight.get(key) {
+            if let Some(f) = inflight.get(&key) {
                 return Fill::Follower(f.clone());
             }
             // A leader may have stored the entry since this session's lookup missed:
@@ -401,7 +402,7 @@ impl QueryCache {
                 done.done.store(true, Ordering::Release);
                 return Fill::Follower(Arc::new(done));
             }
-            let key: Arc<[u8]> = key.into();
+            let key = key.kept();
             let flight = Arc::new(Flight::default());
             inflight.insert(key.clone(), flight.clone());
             (key, flight)
@@ -484,7 +485,7 @@ impl QueryCache {
     pub fn begin_refresh(self: &Arc<Self>, key: Vec<u8>, entry: &Entry) -> FillTicket {
         FillTicket {
             cache: self.clone(),
-            key: key.into(),
+            key: self.store.hashed(&key).kept(),
             rule: entry.rule.clone(),
             digest: entry.digest.clone(),
             snapshot: Some(self.gens.recapture(&entry.snapshot)),
@@ -572,7 +573,7 @@ impl QueryCache {
 
     /// Drops the entry for `key` (the `/*wipe*/` hint).
     pub fn wipe(&self, key: &[u8]) -> bool {
-        match self.store.remove(key) {
+        match self.store.remove(self.store.hashed(key)) {
             Some(e) => {
                 e.rule.stats.invalidated(Cause::Admin, e.response.len());
                 true

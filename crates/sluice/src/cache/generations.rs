@@ -101,7 +101,7 @@ impl Snapshot {
 /// unknown, and one bumped by every write (what reads through views depend on: their
 /// base tables are not in the statement).
 pub struct Generations {
-    tables: RwLock<HashMap<TableRef, Arc<TableGen>>>,
+    tables: RwLock<HashMap<TableRef, Arc<TableGen>, ahash::RandomState>>,
     global: AtomicU64,
     global_cause: AtomicU8,
     any: Arc<TableGen>,

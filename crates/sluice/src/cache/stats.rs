@@ -144,11 +144,11 @@ impl DigestStats {
 
 /// The digests seen so far, bounded.
 pub struct Digests {
-    map: Mutex<HashMap<u64, Arc<DigestStats>>>,
+    map: Mutex<HashMap<u64, Arc<DigestStats>, ahash::RandomState>>,
     /// Each statement shape's digest ([`crate::classify::sql::digest_shape`]): a miss
     /// of a shape seen before finds its counters without lexing the statement or
     /// building its digest text.
-    shapes: Mutex<HashMap<u64, Arc<DigestStats>>>,
+    shapes: Mutex<HashMap<u64, Arc<DigestStats>, ahash::RandomState>>,
     other: Arc<DigestStats>,
 }
 
@@ -158,8 +158,8 @@ const MAX_SHAPES: usize = 4 * MAX_DIGESTS;
 impl Default for Digests {
     fn default() -> Self {
         Digests {
-            map: Mutex::new(HashMap::new()),
-            shapes: Mutex::new(HashMap::new()),
+            map: Mutex::default(),
+            shapes: Mutex::default(),
             other: Arc::new(DigestStats::new("(other digests)".into(), 0)),
         }
     }

@@ -3,14 +3,103 @@
 //! so many small hot results outlive one big cold one. Never holds more than the budget.
 
 use super::Entry;
+use hashbrown::{Equivalent, HashMap};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
-/// How keys are hashed, to pick a shard and within it: a key holds the whole statement
-/// text and the session's settings, and the standard SipHash took some 1,500
-/// instructions a key, twice for each use of the store. aHash is as resistant to
-/// chosen keys (its seeds are random per process) and several times faster.
-type Hasher = ahash::RandomState;
+use std::collections::BTreeMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
+
+/// How keys are hashed: a key holds the whole statement text and the session's
+/// settings, and the standard SipHash took some 1,500 instructions a key. aHash is as
+/// resistant to chosen keys (its seeds are random per process) and several times
+/// faster. A key is hashed once per use of the cache ([`Store::hashed`]): the shard,
+/// the shard's map and the fills under way all take that one hash, where each hashed
+/// the key again (ten times for a miss that fills).
+type KeyHasher = ahash::RandomState;
+
+/// A key with its hash, to look up.
+#[derive(Clone, Copy)]
+pub struct Hashed<'a> {
+    pub bytes: &'a [u8],
+    hash: u64,
+}
+
+/// A key with its hash, as maps keep it.
+#[derive(Clone)]
+pub struct KeptKey {
+    bytes: Arc<[u8]>,
+    hash: u64,
+}
+
+impl Hashed<'_> {
+    pub fn kept(&self) -> KeptKey {
+        KeptKey {
+            bytes: self.bytes.into(),
+            hash: self.hash,
+        }
+    }
+}
+
+impl KeptKey {
+    pub fn hashed(&self) -> Hashed<'_> {
+        Hashed {
+            bytes: &self.bytes,
+            hash: self.hash,
+        }
+    }
+}
+
+// Maps of kept keys hash only the hash (compared whole on a match, never by hash).
+impl Hash for KeptKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Hash for Hashed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl PartialEq for KeptKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.bytes == other.bytes
+    }
+}
+
+impl Eq for KeptKey {}
+
+impl Equivalent<KeptKey> for Hashed<'_> {
+    fn equivalent(&self, key: &KeptKey) -> bool {
+        self.hash == key.hash && *self.bytes == *key.bytes
+    }
+}
+
+/// The hasher of maps of [`KeptKey`]: the hash written is the hash (aHash's output,
+/// already mixed).
+#[derive(Default)]
+pub struct AlreadyHashed(u64);
+
+impl Hasher for AlreadyHashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is ever called; anything else still hashes, if slowly.
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map by kept key.
+pub type KeptMap<V> = HashMap<KeptKey, V, BuildHasherDefault<AlreadyHashed>>;
 
 /// Bytes counted per entry on top of its key and response: map slot, queue node, the
 /// entry's own fields and its dependency list.
@@ -25,15 +114,15 @@ pub fn charge(key: &[u8], entry: &Entry) -> u64 {
 
 pub struct Store {
     shards: Box<[Mutex<Shard>]>,
-    hasher: Hasher,
+    hasher: KeyHasher,
     shard_budget: u64,
 }
 
 #[derive(Default)]
 struct Shard {
-    map: HashMap<Arc<[u8]>, Slot, Hasher>,
+    map: KeptMap<Slot>,
     /// Eviction order: lowest priority first; the sequence number breaks ties.
-    queue: BTreeMap<(u64, u64), Arc<[u8]>>,
+    queue: BTreeMap<(u64, u64), KeptKey>,
     /// GDSF's inflation value: the priority of the last victim, so that entries that
     /// stopped being hit eventually fall below newcomers.
     clock: f64,
@@ -59,7 +148,7 @@ impl Store {
     pub fn new(budget: u64) -> Store {
         Store {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: Hasher::new(),
+            hasher: KeyHasher::new(),
             shard_budget: budget / SHARDS as u64,
         }
     }
@@ -69,30 +158,40 @@ impl Store {
         self.shard_budget
     }
 
-    fn shard(&self, key: &[u8]) -> &Mutex<Shard> {
-        &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
+    /// `key` with its hash, for every use of the store and the fills under way.
+    pub fn hashed<'a>(&self, key: &'a [u8]) -> Hashed<'a> {
+        Hashed {
+            bytes: key,
+            hash: self.hasher.hash_one(key),
+        }
+    }
+
+    /// The shard by bits of the hash the shard's map does not use to place a key (it
+    /// takes the low bits for the bucket and the top seven for its control bytes).
+    fn shard(&self, key: Hashed<'_>) -> &Mutex<Shard> {
+        &self.shards[(key.hash >> 40) as usize % SHARDS]
     }
 
     /// The entry under `key`, counting the hit towards its priority.
-    pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
+    pub fn get(&self, key: Hashed<'_>) -> Option<Arc<Entry>> {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
-        let slot = shard.map.get_mut(key)?;
+        let slot = shard.map.get_mut(&key)?;
         slot.hits += 1;
         Some(slot.entry.clone())
     }
 
     /// Stores `entry`, evicting the least valuable entries of its shard until it fits.
     /// Returns `Err` (and stores nothing) when it can never fit.
-    pub fn insert(&self, key: Arc<[u8]>, entry: Arc<Entry>) -> Result<Evicted, Arc<Entry>> {
-        let charge = charge(&key, &entry);
+    pub fn insert(&self, key: KeptKey, entry: Arc<Entry>) -> Result<Evicted, Arc<Entry>> {
+        let charge = charge(&key.bytes, &entry);
         if charge > self.shard_budget {
             return Err(entry);
         }
         let mut evicted = Evicted::default();
-        let mut guard = self.shard(&key).lock();
+        let mut guard = self.shard(key.hashed()).lock();
         let shard = &mut *guard;
-        if let Some(old) = shard.remove(&key) {
+        if let Some(old) = shard.remove(key.hashed()) {
             evicted.0.push(old);
         }
         while shard.bytes + charge > self.shard_budget {
@@ -139,15 +238,15 @@ impl Store {
     }
 
     /// Whether an entry is stored under `key` (without counting a hit).
-    pub fn contains(&self, key: &[u8]) -> bool {
-        self.shard(key).lock().map.contains_key(key)
+    pub fn contains(&self, key: Hashed<'_>) -> bool {
+        self.shard(key).lock().map.contains_key(&key)
     }
 
     /// Removes the entry under `key` if it is still `expected` (another session may
     /// have refilled it meanwhile).
-    pub fn remove_if(&self, key: &[u8], expected: &Arc<Entry>) -> bool {
+    pub fn remove_if(&self, key: Hashed<'_>, expected: &Arc<Entry>) -> bool {
         let mut shard = self.shard(key).lock();
-        match shard.map.get(key) {
+        match shard.map.get(&key) {
             Some(slot) if Arc::ptr_eq(&slot.entry, expected) => {
                 shard.remove(key);
                 true
@@ -156,7 +255,7 @@ impl Store {
         }
     }
 
-    pub fn remove(&self, key: &[u8]) -> Option<Arc<Entry>> {
+    pub fn remove(&self, key: Hashed<'_>) -> Option<Arc<Entry>> {
         self.shard(key).lock().remove(key)
     }
 
@@ -165,14 +264,14 @@ impl Store {
         let mut removed = Vec::new();
         for shard in self.shards.iter() {
             let mut shard = shard.lock();
-            let keys: Vec<Arc<[u8]>> = shard
+            let keys: Vec<KeptKey> = shard
                 .map
                 .iter()
                 .filter(|(_, slot)| drop(&slot.entry))
                 .map(|(k, _)| k.clone())
                 .collect();
             for k in keys {
-                removed.extend(shard.remove(&k));
+                removed.extend(shard.remove(k.hashed()));
             }
         }
         removed
@@ -188,8 +287,8 @@ impl Store {
 }
 
 impl Shard {
-    fn remove(&mut self, key: &[u8]) -> Option<Arc<Entry>> {
-        let slot = self.map.remove(key)?;
+    fn remove(&mut self, key: Hashed<'_>) -> Option<Arc<Entry>> {
+        let slot = self.map.remove(&key)?;
         self.queue.remove(&slot.order);
         self.bytes -= slot.charge;
         Some(slot.entry)
@@ -208,8 +307,12 @@ mod tests {
     use super::*;
     use crate::cache::tests::entry_of;
 
-    fn key(i: usize) -> Arc<[u8]> {
-        format!("key-{i}").into_bytes().into()
+    fn key(store: &Store, i: usize) -> KeptKey {
+        store.hashed(format!("key-{i}").as_bytes()).kept()
+    }
+
+    fn shard_of(store: &Store, k: &KeptKey) -> *const Mutex<Shard> {
+        store.shard(k.hashed())
     }
 
     #[test]
@@ -217,31 +320,30 @@ mod tests {
         let store = Store::new(80_000);
         for i in 0..2000 {
             let size = 100 + (i * 37) % 3000;
-            let _ = store.insert(key(i), entry_of(size, 50));
+            let _ = store.insert(key(&store, i), entry_of(size, 50));
             let (_, bytes) = store.usage();
             assert!(bytes <= 80_000, "{bytes} bytes after {i} inserts");
         }
-        assert!(store.insert(key(9999), entry_of(20_000, 50)).is_err());
+        assert!(store
+            .insert(key(&store, 9999), entry_of(20_000, 50))
+            .is_err());
     }
 
     #[test]
     fn small_hot_entries_outlive_a_big_cold_one() {
         let store = Store::new(8 * 40_000);
-        let big: Arc<[u8]> = b"big".to_vec().into();
+        let big = store.hashed(b"big").kept();
         // Find keys in the same shard as `big` so they compete for one budget.
-        let same: Vec<Arc<[u8]>> = (0..10_000)
-            .map(key)
-            .filter(|k| {
-                store.hasher.hash_one(&k[..]) as usize % SHARDS
-                    == store.hasher.hash_one(&big[..]) as usize % SHARDS
-            })
+        let same: Vec<KeptKey> = (0..10_000)
+            .map(|i| key(&store, i))
+            .filter(|k| shard_of(&store, k) == shard_of(&store, &big))
             .take(40)
             .collect();
         store.insert(big.clone(), entry_of(20_000, 100)).unwrap();
         for k in &same[..10] {
             store.insert(k.clone(), entry_of(1000, 100)).unwrap();
             for _ in 0..5 {
-                store.get(k).unwrap();
+                store.get(k.hashed()).unwrap();
             }
         }
         // More small entries arrive: the big cold entry goes before the hot small ones.
@@ -249,24 +351,45 @@ mod tests {
             store.insert(k.clone(), entry_of(1000, 100)).unwrap();
         }
         assert!(
-            store.get(&big).is_none(),
+            store.get(big.hashed()).is_none(),
             "the big cold entry should be gone"
         );
         for k in &same[..10] {
-            assert!(store.get(k).is_some());
+            assert!(store.get(k.hashed()).is_some());
         }
+    }
+
+    /// Keys are compared whole: two keys with one hash (as a forged or unlucky pair
+    /// would have) are two entries, each found by its own bytes only.
+    #[test]
+    fn keys_with_one_hash_are_still_two_keys() {
+        let store = Store::new(1 << 20);
+        let mine = store.hashed(b"user=alice|SELECT * FROM orders");
+        let theirs = Hashed {
+            bytes: b"user=bob|SELECT * FROM orders",
+            hash: mine.hash,
+        };
+        store.insert(mine.kept(), entry_of(10, 1)).unwrap();
+        assert!(store.get(theirs).is_none());
+        assert!(!store.contains(theirs));
+        let second = entry_of(20, 1);
+        store.insert(theirs.kept(), second.clone()).unwrap();
+        assert!(Arc::ptr_eq(&store.get(theirs).unwrap(), &second));
+        assert!(!Arc::ptr_eq(&store.get(mine).unwrap(), &second));
+        assert_eq!(store.usage().0, 2);
     }
 
     #[test]
     fn replace_and_conditional_remove() {
         let store = Store::new(1 << 20);
         let first = entry_of(10, 1);
-        store.insert(key(1), first.clone()).unwrap();
+        store.insert(key(&store, 1), first.clone()).unwrap();
         let second = entry_of(20, 1);
-        let evicted = store.insert(key(1), second.clone()).unwrap();
+        let evicted = store.insert(key(&store, 1), second.clone()).unwrap();
         assert!(Arc::ptr_eq(&evicted.0[0], &first));
-        assert!(!store.remove_if(&key(1), &first));
-        assert!(store.remove_if(&key(1), &second));
+        let one = key(&store, 1);
+        assert!(!store.remove_if(one.hashed(), &first));
+        assert!(store.remove_if(one.hashed(), &second));
         assert_eq!(store.usage(), (0, 0));
     }
 }

@@ -54,7 +54,7 @@ struct Shape {
 
 /// Prepared statements' shapes by text.
 #[derive(Default)]
-pub struct Shapes(Mutex<HashMap<Box<[u8]>, Shape>>);
+pub struct Shapes(Mutex<HashMap<Box<[u8]>, Shape, ahash::RandomState>>);
 
 impl std::fmt::Debug for Shapes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -114,7 +114,7 @@ impl TableKey {
 /// Each table's key as learnt: `None` for a table without one invalidation can use.
 #[derive(Default)]
 pub struct TableKeys {
-    known: RwLock<HashMap<TableRef, Option<Arc<TableKey>>>>,
+    known: RwLock<HashMap<TableRef, Option<Arc<TableKey>>, ahash::RandomState>>,
 }
 
 impl TableKeys {

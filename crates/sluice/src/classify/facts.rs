@@ -52,6 +52,12 @@ impl TextFacts {
         }
     }
 
+    /// `text`'s shape, worked out before this statement (a prepared statement's, for
+    /// its execute).
+    pub fn know_shape(&mut self, text: &[u8], shape: Shape) {
+        self.shape = Some((text.len(), shape));
+    }
+
     /// The text's shape if a stage worked it out already; never works it out.
     pub fn known_shape(&self, text: &[u8]) -> Option<Shape> {
         self.shape

@@ -107,6 +107,8 @@ struct Prepared {
     long_data: bool,
     /// The server has been sent the types in `types`.
     server_has_types: bool,
+    /// Its text's shape, for the digest statistics, once a miss worked it out.
+    shape: Option<crate::classify::facts::Shape>,
 }
 
 /// Writes this session made that are not yet committed.
@@ -135,7 +137,7 @@ pub struct CacheState {
     /// The session created a temporary table, which may shadow a real one: nothing it
     /// reads is cached or served from the cache until it resets.
     temp_tables: bool,
-    stmts: HashMap<u32, Prepared>,
+    stmts: HashMap<u32, Prepared, ahash::RandomState>,
     /// The command in flight, or the last one, was answered from the cache.
     served: bool,
     /// The command in flight is a read the cache would store (a miss going to the server).
@@ -153,7 +155,7 @@ impl CacheState {
             probe_failed: false,
             pending: Pending::default(),
             temp_tables: false,
-            stmts: HashMap::new(),
+            stmts: HashMap::default(),
             served: false,
             reading: false,
             key: Vec::new(),

@@ -136,12 +136,8 @@ impl Session {
             text,
             user: &self.user.name,
             schema: schema.as_deref(),
-            // Analytics' shape of a query's text (an execute's text is not in the
-            // buffer the facts were read from).
-            shape: params
-                .is_none()
-                .then(|| self.stmt.text.known_shape(text))
-                .flatten(),
+            // Analytics' shape of a query's text, or its prepared statement's.
+            shape: self.stmt.text.known_shape(text),
         };
         let Some((rule, digest)) = cache.rule_for(&candidate) else {
             return self.relay(kind).await;

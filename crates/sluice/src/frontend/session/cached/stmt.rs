@@ -58,6 +58,7 @@ impl Session {
                     types: None,
                     long_data: false,
                     server_has_types: false,
+                    shape: None,
                 },
             );
         }
@@ -169,8 +170,14 @@ impl Session {
                         }
                     }
                 };
+                let stmt = id.and_then(|id| self.cache_state().stmts.get_mut(&id));
+                let text = stmt.as_ref().map(|s| s.text.clone()).unwrap_or_default();
+                if let Some(s) = stmt {
+                    // Worked out on its first miss only: its text does not change.
+                    let shape = *s.shape.get_or_insert_with(|| sql::digest_shape(&text));
+                    self.stmt.text.know_shape(&text, shape);
+                }
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
-                let text = stmt.map(|s| s.text.clone()).unwrap_or_default();
                 let values = stmt.and_then(|s| bound_values(&request, s));
                 self.read_missed(key, &text, tables, &request, kind, values.as_deref())
                     .await
@@ -277,6 +284,7 @@ mod tests {
             types: None,
             long_data: false,
             server_has_types: false,
+            shape: None,
         };
         // command, id, flags, iterations, null bitmap, new-params-bound, type, value
         let first = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 7, 0, 0, 0];
