@@ -135,7 +135,10 @@ impl Generations {
     /// committing after this makes the result stale.
     pub fn capture(&self, tables: &[TableRef], rows: Option<&RowSet>, any_write: bool) -> Snapshot {
         let global = self.global.load(Ordering::Acquire);
-        let mut deps = Vec::with_capacity(tables.len() + 1);
+        // Sized for every counter read (one a table, and a row set's keys beside its
+        // table's wide one), so that boxing it needs no second allocation.
+        let keys = rows.map_or(0, |r| r.keys.len());
+        let mut deps = Vec::with_capacity(tables.len() + usize::from(any_write) + keys);
         let mut read = |gen: &Arc<TableGen>, which: u32| {
             let value = gen.counter(which).load(Ordering::Acquire);
             deps.push((gen.clone(), which, value));
@@ -148,11 +151,15 @@ impl Generations {
             match rows.filter(|r| &r.table == t) {
                 Some(r) => {
                     read(&gen, WIDE);
-                    let mut slots: Vec<u32> = r.keys.iter().map(slot).collect();
-                    slots.sort_unstable();
-                    slots.dedup();
-                    for s in slots {
-                        read(&gen, s);
+                    if let [key] = &r.keys[..] {
+                        read(&gen, slot(key));
+                    } else {
+                        let mut slots: Vec<u32> = r.keys.iter().map(slot).collect();
+                        slots.sort_unstable();
+                        slots.dedup();
+                        for s in slots {
+                            read(&gen, s);
+                        }
                     }
                 }
                 None => read(&gen, WHOLE),

@@ -52,9 +52,9 @@ struct Shape {
     conflicts: bool,
 }
 
-/// Prepared statements' shapes by text.
+/// Prepared statements' shapes by text (shared: an execute takes one without a copy).
 #[derive(Default)]
-pub struct Shapes(Mutex<HashMap<Box<[u8]>, Shape, ahash::RandomState>>);
+pub struct Shapes(Mutex<HashMap<Box<[u8]>, Arc<Shape>, ahash::RandomState>>);
 
 impl std::fmt::Debug for Shapes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,26 +197,32 @@ pub fn rows_by_key(
     if write && key.triggers {
         return None;
     }
-    let shape = match params {
+    let (known, fresh);
+    let shape: &Shape = match params {
         Some(_) => {
-            let known = key.prepared.0.lock().get(sql).cloned();
-            known.unwrap_or_else(|| {
-                let shape = shape_of(key, t, sql);
+            let kept = key.prepared.0.lock().get(sql).cloned();
+            known = kept.unwrap_or_else(|| {
+                let shape = Arc::new(shape_of(key, t, sql));
                 let mut shapes = key.prepared.0.lock();
                 if shapes.len() >= MAX_SHAPES {
                     shapes.clear();
                 }
                 shapes.insert(sql.into(), shape.clone());
                 shape
-            })
+            });
+            &known
         }
-        None => shape_of(key, t, sql),
+        None => {
+            fresh = shape_of(key, t, sql);
+            &fresh
+        }
     };
     if write && key.other_unique && shape.conflicts {
         return None;
     }
     let keys = shape
-        .values?
+        .values
+        .as_ref()?
         .iter()
         .map(|v| canon::canonical(key.key_type, v, params))
         .collect::<Option<Vec<_>>>()?;

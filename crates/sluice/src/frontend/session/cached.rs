@@ -86,7 +86,7 @@ impl Recording {
 /// What a prepared statement does, learnt when it was prepared.
 enum StmtKind {
     /// A cacheable read of these tables.
-    Read(Vec<TableRef>),
+    Read(Arc<[TableRef]>),
     /// Writes these tables (`None`: unknown ones).
     Write(Option<Vec<TableRef>>),
     /// May change session settings.

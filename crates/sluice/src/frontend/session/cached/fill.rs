@@ -124,18 +124,17 @@ impl Session {
         &mut self,
         key: Vec<u8>,
         text: &[u8],
-        tables: Vec<TableRef>,
+        tables: &[TableRef],
         request: &Bytes,
         kind: ResponseKind,
         params: Option<&[Bound<'_>]>,
     ) -> Result<Relayed, SessionError> {
-        let state = self.cache_state();
+        let state = self.cache.as_ref().expect("only called with a cache");
         let cache = state.cache.clone();
-        let schema = state.known_schema().map(str::to_owned);
         let candidate = Candidate {
             text,
             user: &self.user.name,
-            schema: schema.as_deref(),
+            schema: state.known_schema(),
             // Analytics' shape of a query's text, or its prepared statement's.
             shape: self.stmt.text.known_shape(text),
         };

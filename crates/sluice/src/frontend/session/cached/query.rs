@@ -117,7 +117,7 @@ impl Session {
                         return Ok(r);
                     }
                 }
-                self.read_missed(key, stripped, tables, request, kind, None)
+                self.read_missed(key, stripped, &tables, request, kind, None)
                     .await
             }
             Analysis::Write { tables } => {

@@ -39,7 +39,7 @@ impl Session {
             Analysis::Read {
                 tables,
                 uncacheable: None,
-            } if resolved => StmtKind::Read(tables),
+            } if resolved => StmtKind::Read(tables.into()),
             Analysis::Write { tables } if resolved => StmtKind::Write(tables),
             Analysis::Write { .. } => StmtKind::Write(None),
             Analysis::SessionChange => StmtKind::SessionChange,
@@ -179,7 +179,7 @@ impl Session {
                 }
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
                 let values = stmt.and_then(|s| bound_values(&request, s));
-                self.read_missed(key, &text, tables, &request, kind, values.as_deref())
+                self.read_missed(key, &text, &tables, &request, kind, values.as_deref())
                     .await
             }
             StmtKind::Write(tables) => {
@@ -280,7 +280,7 @@ mod tests {
         let mut stmt = Prepared {
             text: Bytes::from_static(b"SELECT c FROM t WHERE id=?"),
             params: 1,
-            kind: StmtKind::Read(Vec::new()),
+            kind: StmtKind::Read(Arc::from([])),
             types: None,
             long_data: false,
             server_has_types: false,
