@@ -157,8 +157,8 @@ impl Session {
             Fill::Declined => self.relay(kind).await?,
             Fill::Leader(mut ticket) => {
                 // Only the leader learns the table's key: waiters need none.
-                let rows = self.read_by_key(text, &tables, params).await?;
-                cache.depend_on(&mut ticket, &tables, rows.as_ref());
+                let rows = self.read_by_key(text, tables, params).await?;
+                cache.depend_on(&mut ticket, tables, rows.as_ref());
                 self.fill(ticket, kind).await?
             }
             Fill::Follower(flight) => {
