@@ -83,8 +83,9 @@ struct ClientStmt {
     types: Option<Vec<u8>>,
     /// A plain read, which may run on a replica.
     plain_read: bool,
-    /// What executing it does to unmovable state.
-    effects: Effects,
+    /// What executing it does to unmovable state, when anything (most statements do
+    /// nothing of the kind, and an execute takes a copy: of nothing, then).
+    effects: Option<Box<Effects>>,
     /// It names a `session_track_*` variable: executes run with the client's tracking.
     names_tracking: bool,
 }

@@ -295,7 +295,7 @@ async fn prepared_here(
             params,
             types: None,
             plain_read,
-            effects,
+            effects: (effects != Effects::default()).then(|| Box::new(effects)),
             names_tracking,
         },
     );

@@ -96,7 +96,7 @@ impl Session {
                     .client_id
                     .and_then(|id| self.backing.muxed_mut().stmts.get(&id))
                 {
-                    Some(prepared) => prepared.effects.clone(),
+                    Some(prepared) => prepared.effects.as_deref().cloned().unwrap_or_default(),
                     None => Effects::default(),
                 }
             }
