@@ -28,6 +28,7 @@ pub mod config;
 pub mod error;
 pub mod fleet;
 pub mod frontend;
+pub mod id_hash;
 pub mod monitor;
 pub mod router;
 pub mod secret;

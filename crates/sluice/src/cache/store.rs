@@ -3,6 +3,7 @@
 //! so many small hot results outlive one big cold one. Never holds more than the budget.
 
 use super::Entry;
+use crate::id_hash::IdHasher;
 use hashbrown::{Equivalent, HashMap};
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -76,30 +77,8 @@ impl Equivalent<KeptKey> for Hashed<'_> {
     }
 }
 
-/// The hasher of maps of [`KeptKey`]: the hash written is the hash (aHash's output,
-/// already mixed).
-#[derive(Default)]
-pub struct AlreadyHashed(u64);
-
-impl Hasher for AlreadyHashed {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `write_u64` is ever called; anything else still hashes, if slowly.
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// A map by kept key.
-pub type KeptMap<V> = HashMap<KeptKey, V, BuildHasherDefault<AlreadyHashed>>;
+/// A map by kept key: what it hashes is the key's hash.
+pub type KeptMap<V> = HashMap<KeptKey, V, BuildHasherDefault<IdHasher>>;
 
 /// Bytes counted per entry on top of its key and response: map slot, queue node, the
 /// entry's own fields and its dependency list.
