@@ -453,6 +453,28 @@ mod tests {
     use crate::classify::sql::analysis::tests::{cacheable, kind, list, uncacheable, written};
     use crate::classify::sql::{digest, Analysis};
 
+    /// The class table says what the server's lexer does of each byte: names take
+    /// ASCII letters, digits, `_`, `$` and every byte of a UTF-8 sequence; whitespace is
+    /// the six ASCII spaces; every other byte is neither.
+    #[test]
+    fn every_byte_has_the_servers_class() {
+        use super::{is_ident, is_space, Kind, Lexer};
+        for b in 0..=255u8 {
+            let name = b.is_ascii_alphanumeric() || b == b'_' || b == b'$' || b >= 0x80;
+            let space = matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+            assert_eq!((is_ident(b), is_space(b)), (name, space), "byte {b:#04x}");
+        }
+        // A name runs to the first byte that is not a name's, wherever it stands.
+        let text = "sélect_1$x+ y".as_bytes();
+        let t = Lexer::new(text).next_raw().unwrap();
+        assert_eq!(
+            (t.kind, &text[t.start..t.end]),
+            (Kind::Word, "sélect_1$x".as_bytes())
+        );
+        let t = Lexer::new(b"abc").next_raw().unwrap();
+        assert_eq!((t.start, t.end), (0, 3), "a name that ends the text");
+    }
+
     #[test]
     fn lexer_edge_cases() {
         assert_eq!(
