@@ -124,12 +124,18 @@ impl Session {
         if !conn.fresh {
             let reset = conn.simple_command(&[Command::ResetConnection as u8]);
             if let Err(failed) = reset.await {
-                let err = failed.answered()?;
+                // Refused or lost, it is not a connection to keep: closed, not cleaned
+                // for the pool (which would send its reset again).
                 conn.mark_broken();
-                return Err(Failed::Answered(err));
+                return Err(Failed::Answered(failed.answered()?));
             }
         }
-        conn.ensure_schema(schema).await?;
+        if let Err(failed) = conn.ensure_schema(schema).await {
+            if failed.is_broken() {
+                conn.mark_broken();
+            }
+            return Err(failed);
+        }
         self.backing = Backing::Dedicated;
         self.live.attach(&conn.server, conn.thread_id);
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
@@ -189,9 +195,11 @@ impl Session {
         }
         let conn = self.backend.as_mut().expect("kept");
         if let Err(failed) = conn.ensure_schema(schema).await {
-            let err = failed.answered()?;
+            if failed.is_broken() {
+                conn.mark_broken();
+            }
             self.backend = None;
-            return Err(Failed::Answered(err));
+            return Err(failed);
         }
         if let Err(e) = self.align_globals().await {
             if let Some(b) = self.backend.as_mut() {
