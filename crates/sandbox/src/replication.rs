@@ -608,6 +608,30 @@ fn bootstrap_galera_data(root: &Path, data: &Path, provider: &Path) -> Result<()
     Ok(())
 }
 
+/// Galera's id for "no cluster", which a node's `grastate.dat` keeps until the node
+/// first saves its state after joining.
+const NIL_UUID: &str = "00000000-0000-0000-0000-000000000000";
+
+/// `grastate` with the cluster id `uuid` in place of the nil one, or `None` when it
+/// already names a cluster. A node killed after it joined but before it first saved
+/// its state keeps the nil id, and Galera then ignores the position InnoDB recovered
+/// (`--wsrep-start-position`) and asks for a full state transfer; InnoDB's position
+/// names the cluster, so the node can say so itself and rejoin by IST.
+fn with_cluster_uuid(grastate: &str, uuid: &str) -> Option<String> {
+    let mut named = false;
+    let text: Vec<String> = grastate
+        .lines()
+        .map(|line| match line.strip_prefix("uuid:") {
+            Some(value) if value.trim() == NIL_UUID => {
+                named = true;
+                format!("uuid:    {uuid}")
+            }
+            _ => line.to_owned(),
+        })
+        .collect();
+    named.then(|| text.join("\n") + "\n")
+}
+
 /// The argument that makes a sandbox server a Galera node.
 const WSREP_ON: &str = "--wsrep-on=ON";
 
@@ -651,7 +675,14 @@ impl MariaDb {
                 .map(|(_, position)| position.trim().to_owned())
         });
         match position {
-            Some(position) if !position.ends_with(":-1") => Ok(Some(position)),
+            Some(position) if !position.ends_with(":-1") => {
+                let (uuid, _) = position.rsplit_once(':').unwrap_or((&position, ""));
+                if let Some(named) = with_cluster_uuid(&grastate, uuid) {
+                    fs::write(self.datadir.join("grastate.dat"), named)
+                        .context("writing the recovered cluster id into grastate.dat")?;
+                }
+                Ok(Some(position))
+            }
             _ => bail!(
                 "mariadbd --wsrep-recover found no cluster position ({status:?}):\n{}",
                 super::tail(&log, 4000)
@@ -800,6 +831,24 @@ impl GaleraCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crashed_nodes_nil_cluster_id_is_replaced_by_the_recovered_one() {
+        let uuid = "41463488-eb12-11f1-a540-7753de1b3bee";
+        let nil = format!(
+            "# GALERA saved state\nversion: 2.1\nuuid:    {NIL_UUID}\nseqno:   -1\n\
+             safe_to_bootstrap: 0\n"
+        );
+        assert_eq!(
+            with_cluster_uuid(&nil, uuid).unwrap(),
+            format!(
+                "# GALERA saved state\nversion: 2.1\nuuid:    {uuid}\nseqno:   -1\n\
+                 safe_to_bootstrap: 0\n"
+            )
+        );
+        let named = nil.replace(NIL_UUID, uuid);
+        assert_eq!(with_cluster_uuid(&named, "other"), None);
+    }
 
     #[test]
     fn a_log_read_past_its_end_is_read_whole() {
