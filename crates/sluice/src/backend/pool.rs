@@ -14,12 +14,13 @@ use super::config::PoolConfig;
 use super::{BackendConn, ConnParams, Server};
 use crate::auth::BackendCredentials;
 use crate::error::{BackendError, Failed, RefusedAsNone};
+use crate::id_hash::IdMap;
 use crate::stats::Stats;
 use parking_lot::Mutex;
 use sluice_wire::handshake::{Attributes, InitialHandshake};
 use sluice_wire::packet::take_packet;
 use sluice_wire::response::ErrPacket;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
@@ -112,9 +113,9 @@ struct Waiter {
 /// The server's slots: open connections, idle ones by kind, and the queue of waiters.
 struct Slots {
     open: usize,
-    /// By kind, looked up at every lease and release (aHash: cheaper than SipHash on
-    /// a key of names and settings).
-    idle: HashMap<PoolKey, Vec<Idle>, ahash::RandomState>,
+    /// By kind, looked up at every lease and release: keyed by the hash each key
+    /// carries, not hashed again.
+    idle: IdMap<PoolKey, Vec<Idle>>,
     waiters: VecDeque<Waiter>,
 }
 
@@ -135,8 +136,9 @@ pub struct QueueStats {
 pub struct ServerPool {
     pub server: Arc<Server>,
     slots: Mutex<Slots>,
-    /// Keys (and schemas) clients have used: `min_idle` is kept for these.
-    warm: Mutex<HashMap<PoolKey, Option<Vec<u8>>>>,
+    /// Keys (and schemas) clients have used: `min_idle` is kept for these. Looked up at
+    /// every lease, by the hash each key carries.
+    warm: Mutex<IdMap<PoolKey, Option<Vec<u8>>>>,
     cfg: PoolConfig,
     stats: Arc<Stats>,
     pub queue: QueueStats,
@@ -235,10 +237,10 @@ impl ServerPool {
             server,
             slots: Mutex::new(Slots {
                 open: 0,
-                idle: HashMap::default(),
+                idle: IdMap::default(),
                 waiters: VecDeque::new(),
             }),
-            warm: Mutex::new(HashMap::new()),
+            warm: Mutex::new(IdMap::default()),
             cfg,
             stats,
             queue: QueueStats::default(),
@@ -759,7 +761,7 @@ pub fn on_schema(schema: Option<&[u8]>) -> impl Fn(&BackendConn) -> u32 + '_ {
 }
 
 /// Removes the longest-idle connection of any kind, so its slot can serve another kind.
-fn oldest_idle(idle: &mut HashMap<PoolKey, Vec<Idle>, ahash::RandomState>) -> Option<Idle> {
+fn oldest_idle(idle: &mut IdMap<PoolKey, Vec<Idle>>) -> Option<Idle> {
     let (key, i) = idle
         .iter()
         .flat_map(|(key, list)| list.iter().enumerate().map(move |(i, c)| (c.since, key, i)))

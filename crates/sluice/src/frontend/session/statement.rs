@@ -5,7 +5,7 @@ use super::relay::Relayed;
 use super::{identity, mux, route, Backing, Session, DIGEST_TEXT_MAX};
 use crate::analytics::CacheUse;
 use crate::error::SessionError;
-use crate::router::Router;
+use crate::router::{Router, Target};
 use crate::stats::Stats;
 use sluice_wire::command::{Command, Request};
 use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
@@ -311,6 +311,7 @@ impl Session {
                     return Ok(true);
                 }
             }
+            let retries = retries.routed(self.stmt.target.as_ref());
             let (relayed, logged) = self
                 .relay_attempt(&router, &stmt, retries, &mut attempt, carried)
                 .await?;
@@ -500,6 +501,16 @@ impl Retries {
                 && !session.sharded,
         }
     }
+
+    /// Once the statement is routed: transaction replay follows the writer, and a
+    /// statement another server answers has nothing to log, arm or replay (a session in
+    /// a transaction is held on the writer).
+    fn routed(self, target: Option<&Target>) -> Retries {
+        Retries {
+            replays: self.replays && target == Some(&Target::Writer),
+            ..self
+        }
+    }
 }
 
 /// What of the session decides how a statement may be sent again.
@@ -565,6 +576,12 @@ mod tests {
             ..PLAIN
         };
         assert!(!Retries::decide(&set, Command::StmtExecute, sharded).replays);
+        // Routed to a replica, the read is still sent again elsewhere if its server is
+        // lost, but has no part in a transaction's replay.
+        let on_replica = r.routed(Some(&Target::Reader { need: None }));
+        assert!(on_replica.reads && !on_replica.replays, "{on_replica:?}");
+        assert!(r.routed(Some(&Target::Writer)).replays);
+        assert!(!r.routed(None).replays);
     }
 
     #[tokio::test]

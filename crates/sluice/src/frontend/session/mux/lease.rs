@@ -455,70 +455,93 @@ impl Session {
         command: Command,
         len: usize,
     ) -> Result<bool, Failed> {
-        let found = {
-            let mux = self.backing.muxed();
+        self.backing.muxed_mut().bound = None;
+        let mut prepared = false;
+        loop {
+            let mux = self.backing.muxed_mut();
             let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
             let backend = self.backend.as_mut().expect("acquired");
-            backend.stmts.touch(key).map(|b| b.id)
-        };
-        self.backing.muxed_mut().bound = None;
-        let backend_id = match found {
-            Some(id) => id,
-            None if command == Command::StmtReset => return Ok(false),
-            None => self.prepare_here(id).await?,
-        };
-        let backend = self.backend.as_mut().expect("acquired");
-        let mux = self.backing.muxed_mut();
-        let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
-        put_stmt_id(&mut self.client.rbuf, backend_id);
-        match command {
-            Command::StmtExecute => {
-                let bstmt = backend.stmts.get(stmt.key.key()).expect("just found");
-                let seen = len.min(self.client.rbuf.len() - HEADER_LEN);
-                let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + seen];
-                match Execute::binds_types(payload, stmt.params) {
-                    Some(true) => {
-                        let types = Execute::parse(payload, stmt.params).and_then(|e| e.types);
-                        if let Some(t) = types {
-                            stmt.note_types(t);
-                            if bstmt.types.as_deref() != Some(t) {
-                                mux.bound = Some(t.to_vec());
-                            }
-                        }
-                    }
-                    Some(false) if bstmt.types != stmt.types => {
-                        if let Some(types) = stmt.types.clone() {
-                            if seen < len {
-                                // Too large to rebuild; rare: a huge execute that relies
-                                // on types bound by an execute that ran elsewhere.
-                                return Err(Failed::Answered(ErrPacket::new(
-                                    code::ER_NET_PACKET_TOO_LARGE,
-                                    "08S01",
-                                    "Sluice: an execute over 1 MiB must carry its \
-                                     parameter types when multiplexed",
-                                )));
-                            }
-                            super::super::prepared::bind_types(
-                                &mut self.client.rbuf,
-                                len,
-                                stmt.params,
-                                &types,
-                            );
-                            mux.bound = Some(types);
-                        }
-                    }
-                    _ => {}
-                }
+            // One lookup of the connection's statement on the usual path, where it is
+            // there already: its id and the types it has bound are read together.
+            if let Some(here) = backend.stmts.touch(key) {
+                let (here_id, here_types) = (here.id, here.types.as_deref());
+                return bind_here(
+                    mux,
+                    id,
+                    here_id,
+                    here_types,
+                    &mut self.client.rbuf,
+                    len,
+                    command,
+                )
+                .map(|()| true);
             }
-            Command::StmtSendLongData => mux.pins.long_data = true,
-            Command::StmtReset => {
-                mux.pins.long_data = false;
-                mux.pins.cursors.remove(&id);
+            if command == Command::StmtReset {
+                return Ok(false);
             }
-            _ => {}
+            assert!(!prepared, "a statement just prepared here is found here");
+            self.prepare_here(id).await?;
+            prepared = true;
         }
-        Ok(true)
     }
+}
+
+/// [`Session::map_statement`] once the connection's statement `here_id` is known: the
+/// client's id in the command replaced by it, the parameter types put back in an
+/// execute when the connection's statement has others (`here_types`), and what the
+/// command leaves on the session noted.
+fn bind_here(
+    mux: &mut Mux,
+    id: u32,
+    here_id: u32,
+    here_types: Option<&[u8]>,
+    rbuf: &mut bytes::BytesMut,
+    len: usize,
+    command: Command,
+) -> Result<(), Failed> {
+    let stmt = mux.stmts.get_mut(&id).expect("checked by the caller");
+    put_stmt_id(rbuf, here_id);
+    match command {
+        Command::StmtExecute => {
+            let seen = len.min(rbuf.len() - HEADER_LEN);
+            let payload = &rbuf[HEADER_LEN..HEADER_LEN + seen];
+            match Execute::binds_types(payload, stmt.params) {
+                Some(true) => {
+                    let types = Execute::parse(payload, stmt.params).and_then(|e| e.types);
+                    if let Some(t) = types {
+                        stmt.note_types(t);
+                        if here_types != Some(t) {
+                            mux.bound = Some(t.to_vec());
+                        }
+                    }
+                }
+                Some(false) if here_types != stmt.types.as_deref() => {
+                    if let Some(types) = stmt.types.clone() {
+                        if seen < len {
+                            // Too large to rebuild; rare: a huge execute that relies
+                            // on types bound by an execute that ran elsewhere.
+                            return Err(Failed::Answered(ErrPacket::new(
+                                code::ER_NET_PACKET_TOO_LARGE,
+                                "08S01",
+                                "Sluice: an execute over 1 MiB must carry its \
+                                 parameter types when multiplexed",
+                            )));
+                        }
+                        super::super::prepared::bind_types(rbuf, len, stmt.params, &types);
+                        mux.bound = Some(types);
+                    }
+                }
+                _ => {}
+            }
+        }
+        Command::StmtSendLongData => mux.pins.long_data = true,
+        Command::StmtReset => {
+            mux.pins.long_data = false;
+            mux.pins.cursors.remove(&id);
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 impl Session {

@@ -112,6 +112,10 @@ pub(super) fn user_var_sets(
     want: &std::collections::BTreeMap<Box<[u8]>, String>,
     have: &std::collections::BTreeMap<Box<[u8]>, String>,
 ) -> Vec<(Box<[u8]>, String)> {
+    // Most sessions never set one: checked before every multiplexed statement.
+    if want.is_empty() && have.is_empty() {
+        return Vec::new();
+    }
     let mut out: Vec<(Box<[u8]>, String)> = want
         .iter()
         .filter(|(n, v)| have.get(*n) != Some(*v))
