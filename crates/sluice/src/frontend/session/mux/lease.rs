@@ -300,7 +300,7 @@ impl Session {
         let Some(backend) = self.backend.as_ref() else {
             return Ok(());
         };
-        if !(switching || *target == crate::router::Target::Writer && !self.on_writer(router)) {
+        if !switching && self.held_fits(router, target) {
             return Ok(());
         }
         if self.backing.muxed().pin_reason(backend.status).is_none() {
@@ -308,6 +308,20 @@ impl Session {
             self.release_if_free().await?;
         }
         Ok(())
+    }
+
+    /// Whether the connection in hand is on a server `target` may run on. A read may run
+    /// on the writer, where the session's own writes are; a statement a rule sends to a
+    /// group, or one for another Galera node, may not run where a write left the session.
+    fn held_fits(&self, router: &crate::router::Router, target: &crate::router::Target) -> bool {
+        use crate::router::{NodeRef, Target};
+        let here = self.member.as_ref();
+        match target {
+            Target::Writer => self.on_writer(router),
+            Target::Reader { .. } => true,
+            Target::Group(g) => here.is_some_and(|m| m.groups.iter().any(|x| **x == **g)),
+            Target::Node(NodeRef(node)) => here.is_some_and(|m| std::sync::Arc::ptr_eq(m, node)),
+        }
     }
 
     /// Leases a connection for `target` when the session has none: the one nearest the
