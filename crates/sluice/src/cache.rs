@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use store::Store;
+pub use store::{Hashed, KeyHash};
 
 pub use generations::RowSet;
 use generations::{Generations, Snapshot};
@@ -301,7 +302,12 @@ impl QueryCache {
 
     /// Looks `key` up. Stale and retired entries are dropped here and counted.
     pub fn lookup(&self, key: &[u8]) -> Lookup {
-        let key = self.store.hashed(key);
+        self.lookup_hashed(self.store.hashed(key))
+    }
+
+    /// [`Self::lookup`] of a key hashed by the caller, who keeps its hash for the fill
+    /// ([`Self::begin_fill`]) when it misses.
+    pub fn lookup_hashed(&self, key: store::Hashed<'_>) -> Lookup {
         let Some(entry) = self.store.get(key) else {
             return Lookup::Miss;
         };
@@ -380,6 +386,7 @@ impl QueryCache {
     pub fn begin_fill(
         self: &Arc<Self>,
         key: &[u8],
+        hash: Option<KeyHash>,
         rule: Arc<Rule>,
         digest: Arc<DigestStats>,
     ) -> Fill {
@@ -389,7 +396,10 @@ impl QueryCache {
         if !digest.admission.admit() {
             return Fill::Declined;
         }
-        let key = self.store.hashed(key);
+        let key = match hash {
+            Some(hash) => store::Hashed::with(key, hash),
+            None => self.store.hashed(key),
+        };
         let (key, flight) = {
             let mut inflight = self.inflight.lock();
             if let Some(f) = inflight.get(&key) {

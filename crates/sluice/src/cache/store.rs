@@ -15,8 +15,16 @@ use std::sync::Arc;
 /// resistant to chosen keys (its seeds are random per process) and several times
 /// faster. A key is hashed once per use of the cache ([`Store::hashed`]): the shard,
 /// the shard's map and the fills under way all take that one hash, where each hashed
-/// the key again (ten times for a miss that fills).
-type KeyHasher = ahash::RandomState;
+/// the key again (ten times for a miss that fills). One seed per process, so that a
+/// key's hash ([`KeyHash`]) holds for every store: a lookup that misses hands it to the
+/// fill that follows.
+static KEY_HASHER: std::sync::LazyLock<ahash::RandomState> =
+    std::sync::LazyLock::new(ahash::RandomState::new);
+
+/// The hash of a key, as a lookup that missed worked it out, for the fill that follows
+/// it: a miss that fills hashes its key once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyHash(u64);
 
 /// A key with its hash, to look up.
 #[derive(Clone, Copy)]
@@ -32,7 +40,28 @@ pub struct KeptKey {
     hash: u64,
 }
 
-impl Hashed<'_> {
+impl<'a> Hashed<'a> {
+    /// `key` with its hash worked out.
+    pub fn new(key: &'a [u8]) -> Hashed<'a> {
+        Hashed {
+            bytes: key,
+            hash: KEY_HASHER.hash_one(key),
+        }
+    }
+
+    /// `key` with the hash a lookup of the same key worked out.
+    pub fn with(key: &'a [u8], hash: KeyHash) -> Hashed<'a> {
+        debug_assert_eq!(Hashed::new(key).hash, hash.0, "a key's hash is its own");
+        Hashed {
+            bytes: key,
+            hash: hash.0,
+        }
+    }
+
+    pub fn key_hash(&self) -> KeyHash {
+        KeyHash(self.hash)
+    }
+
     pub fn kept(&self) -> KeptKey {
         KeptKey {
             bytes: self.bytes.into(),
@@ -93,7 +122,6 @@ pub fn charge(key: &[u8], entry: &Entry) -> u64 {
 
 pub struct Store {
     shards: Box<[Mutex<Shard>]>,
-    hasher: KeyHasher,
     shard_budget: u64,
 }
 
@@ -127,7 +155,6 @@ impl Store {
     pub fn new(budget: u64) -> Store {
         Store {
             shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
-            hasher: KeyHasher::new(),
             shard_budget: budget / SHARDS as u64,
         }
     }
@@ -139,10 +166,7 @@ impl Store {
 
     /// `key` with its hash, for every use of the store and the fills under way.
     pub fn hashed<'a>(&self, key: &'a [u8]) -> Hashed<'a> {
-        Hashed {
-            bytes: key,
-            hash: self.hasher.hash_one(key),
-        }
+        Hashed::new(key)
     }
 
     /// The shard by bits of the hash the shard's map does not use to place a key (it

@@ -52,7 +52,7 @@ const ANY: Candidate<'static> = Candidate {
 /// Asks to fill `key` for a statement every test rule matches.
 fn begin(c: &Arc<QueryCache>, key: &[u8]) -> Fill {
     let (rule, digest) = c.rule_for(&ANY).unwrap();
-    c.begin_fill(key, rule, digest)
+    c.begin_fill(key, None, rule, digest)
 }
 
 pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket {
@@ -60,7 +60,7 @@ pub fn fill(c: &Arc<QueryCache>, key: &[u8], tables: &[TableRef]) -> FillTicket 
         c.set_views(Some(br#"[["db", "v"]]"#));
     }
     let (rule, digest) = c.rule_for(&ANY).unwrap();
-    match c.begin_fill(key, rule, digest) {
+    match c.begin_fill(key, None, rule, digest) {
         Fill::Leader(mut t) => {
             c.depend_on(&mut t, tables, None);
             t
@@ -224,4 +224,22 @@ fn admin_scopes() {
     assert!(c.store(ticket, vec![0; 10]));
     assert_eq!(c.invalidate(&Scope::All), Ok(1));
     assert_eq!(c.store.usage(), (0, 0));
+}
+
+#[test]
+fn a_fill_takes_the_hash_its_lookup_made_and_another_cache_finds_it_the_same() {
+    // One seed per process: a hash worked out for one cache holds for another (a
+    // session's cache replaced by a reload between its lookup and its fill).
+    let (a, b) = (cache(), cache());
+    let hashed = Hashed::new(b"k");
+    assert!(matches!(a.lookup_hashed(hashed), Lookup::Miss));
+    let (rule, digest) = b.rule_for(&ANY).unwrap();
+    let Fill::Leader(mut ticket) = b.begin_fill(b"k", Some(hashed.key_hash()), rule, digest) else {
+        panic!("expected to lead");
+    };
+    b.depend_on(&mut ticket, &[], None);
+    assert!(b.store(ticket, vec![1]));
+    // Stored under the key's own hash: a plain lookup, which hashes again, finds it.
+    assert!(matches!(b.lookup(b"k"), Lookup::Hit(_)));
+    assert!(matches!(a.lookup(b"k"), Lookup::Miss));
 }

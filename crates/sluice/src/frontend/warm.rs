@@ -261,7 +261,7 @@ fn fill_ticket(
     };
     let (rule, digest) = cache.rule_for(&candidate)?;
     let key = cache::key(session.prefix, Command::Query as u8, text, &[]);
-    let Fill::Leader(mut ticket) = cache.begin_fill(&key, rule, digest) else {
+    let Fill::Leader(mut ticket) = cache.begin_fill(&key, None, rule, digest) else {
         return None;
     };
     cache.depend_on(&mut ticket, &tables, None);

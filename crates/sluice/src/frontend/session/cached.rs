@@ -5,7 +5,7 @@
 use super::relay::Relayed;
 use super::Session;
 use crate::cache::table_keys::{self, TableKeys};
-use crate::cache::{self, Candidate, Cause, Entry, Fill, Lookup, QueryCache, RowSet};
+use crate::cache::{self, Candidate, Cause, Entry, Fill, KeyHash, Lookup, QueryCache, RowSet};
 use crate::classify::keys::canon::Canon;
 use crate::classify::sql::{self, Analysis, Hints, TableRef};
 use crate::error::{BackendError, SessionError};

@@ -123,6 +123,7 @@ impl Session {
     pub(super) async fn read_missed(
         &mut self,
         key: Vec<u8>,
+        hash: Option<KeyHash>,
         text: &[u8],
         tables: &[TableRef],
         request: &Bytes,
@@ -153,7 +154,7 @@ impl Session {
                 }
             }
         }
-        let relayed = match cache.begin_fill(&key, rule, digest) {
+        let relayed = match cache.begin_fill(&key, hash, rule, digest) {
             Fill::Declined => self.relay(kind).await?,
             Fill::Leader(mut ticket) => {
                 // Only the leader learns the table's key: waiters need none.

@@ -81,7 +81,9 @@ impl Session {
         }
         let state = self.cache.as_mut().expect("checked above");
         let prefix_len = state.prefix.as_ref().map_or(0, Vec::len);
-        let entry = match state.cache.lookup(&key) {
+        let hashed = crate::cache::Hashed::new(&key);
+        let hash = hashed.key_hash();
+        let entry = match state.cache.lookup_hashed(hashed) {
             Lookup::Hit(entry)
             | Lookup::Stale {
                 entry,
@@ -95,11 +97,22 @@ impl Session {
                 refresh: true,
             } => {
                 let refresh = Refresh::new(state.cache.clone(), entry);
-                self.stmt.cache_step = CacheStep::Revalidate(Keyed { key, prefix_len }, refresh);
+                self.stmt.cache_step = CacheStep::Revalidate(
+                    Keyed {
+                        key,
+                        prefix_len,
+                        hash,
+                    },
+                    refresh,
+                );
                 return Ok(None);
             }
             Lookup::Miss => {
-                self.stmt.cache_step = CacheStep::Missed(Keyed { key, prefix_len });
+                self.stmt.cache_step = CacheStep::Missed(Keyed {
+                    key,
+                    prefix_len,
+                    hash,
+                });
                 return Ok(None);
             }
         };

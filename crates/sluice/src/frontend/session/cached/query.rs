@@ -31,12 +31,16 @@ impl Session {
         };
         let status = self.status();
         let eligible = eligible(self.cache_state(), status, hints);
+        let mut hash = None;
         let key = match step {
             _ if !eligible => None,
             CacheStep::Revalidate(keyed, refresh) => {
                 return self.revalidate(keyed.key, refresh, &request, kind).await;
             }
-            CacheStep::Missed(keyed) => Some(keyed.key),
+            CacheStep::Missed(keyed) => {
+                hash = Some(keyed.hash);
+                Some(keyed.key)
+            }
             CacheStep::Unasked => {
                 let state = self.cache_state();
                 let key = state
@@ -59,6 +63,7 @@ impl Session {
         };
         let looked_up = Looked {
             key,
+            hash,
             eligible,
             wipe: hints.wipe,
         };
@@ -82,6 +87,7 @@ impl Session {
     ) -> Result<Relayed, SessionError> {
         let Looked {
             key,
+            hash,
             eligible,
             wipe,
         } = looked_up;
@@ -106,9 +112,12 @@ impl Session {
                 uncacheable: None,
             } if eligible => {
                 let state = self.cache_state();
-                let key = match (key, &state.prefix) {
-                    (Some(key), _) => key,
-                    (None, Some(prefix)) => cache::key(prefix, Command::Query as u8, stripped, &[]),
+                let (key, hash) = match (key, &state.prefix) {
+                    (Some(key), _) => (key, hash),
+                    (None, Some(prefix)) => {
+                        let key = cache::key(prefix, Command::Query as u8, stripped, &[]);
+                        (key, None)
+                    }
                     (None, None) => return self.relay(kind).await,
                 };
                 if unresolved && !wipe {
@@ -117,7 +126,7 @@ impl Session {
                         return Ok(r);
                     }
                 }
-                self.read_missed(key, stripped, &tables, request, kind, None)
+                self.read_missed(key, hash, stripped, &tables, request, kind, None)
                     .await
             }
             Analysis::Write { tables } => {
@@ -156,6 +165,8 @@ impl Session {
 struct Looked {
     /// Its key, when one was built (the session's settings known).
     key: Option<Vec<u8>>,
+    /// The key's hash, when the lookup before routing worked it out.
+    hash: Option<KeyHash>,
     eligible: bool,
     /// A hint dropped its entry: a read fills it afresh.
     wipe: bool,

@@ -3,7 +3,7 @@
 //! rather than parsing hints, building the key and looking the store up again.
 
 use super::CacheState;
-use crate::cache::{Entry, QueryCache};
+use crate::cache::{Entry, KeyHash, QueryCache};
 use std::sync::Arc;
 
 /// What the lookup before routing found, for a statement it did not answer.
@@ -44,6 +44,8 @@ impl CacheStep {
 pub(in crate::frontend::session) struct Keyed {
     pub(super) key: Vec<u8>,
     pub(super) prefix_len: usize,
+    /// The hash the lookup worked out, for the fill (a key is hashed once).
+    pub(super) hash: KeyHash,
 }
 
 /// The right to refresh a stale entry, given back if the statement never gets to it
@@ -89,6 +91,7 @@ mod tests {
     fn keyed(prefix: &[u8], statement: &[u8]) -> Keyed {
         let key = crate::cache::key(prefix, 3, statement, &[]);
         Keyed {
+            hash: crate::cache::Hashed::new(&key).key_hash(),
             key,
             prefix_len: prefix.len(),
         }

@@ -156,17 +156,17 @@ impl Session {
         match &stmt.kind {
             StmtKind::Read(tables) => {
                 let tables = tables.clone();
-                let key = match step {
+                let (key, hash) = match step {
                     _ if !eligible => return self.relay(kind).await,
                     CacheStep::Revalidate(keyed, refresh) => {
                         return self.revalidate(keyed.key, refresh, &request, kind).await;
                     }
-                    CacheStep::Missed(keyed) => keyed.key,
+                    CacheStep::Missed(keyed) => (keyed.key, Some(keyed.hash)),
                     CacheStep::Unasked => {
                         let keyed = self.execute_key(id, params, &request, kind, long_data);
                         match keyed.await? {
                             Err(relayed) => return Ok(relayed),
-                            Ok(key) => key,
+                            Ok(key) => (key, None),
                         }
                     }
                 };
@@ -179,7 +179,7 @@ impl Session {
                 }
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
                 let values = stmt.and_then(|s| bound_values(&request, s));
-                self.read_missed(key, &text, &tables, &request, kind, values.as_deref())
+                self.read_missed(key, hash, &text, &tables, &request, kind, values.as_deref())
                     .await
             }
             StmtKind::Write(tables) => {
