@@ -156,6 +156,10 @@ pub struct Candidate<'a> {
     pub shape: Option<crate::classify::facts::Shape>,
 }
 
+/// The server's views, looked up for every fill and every write (aHash: a table's
+/// name hashed with SipHash was some 300 instructions a fill).
+type ViewSet = std::collections::HashSet<TableRef, ahash::RandomState>;
+
 /// What a lookup found.
 pub enum Lookup {
     Hit(Arc<Entry>),
@@ -246,7 +250,7 @@ pub struct QueryCache {
     binlog_status: Mutex<Vec<Arc<crate::binlog::BinlogStatus>>>,
     /// The views on the server, lowercased; `None` until read, and again after DDL
     /// may have changed them.
-    views: RwLock<Option<std::collections::HashSet<TableRef>>>,
+    views: RwLock<Option<ViewSet>>,
     /// Each table's key, for reads and writes by key.
     pub keys: table_keys::TableKeys,
     /// `[cache] by_key`: without it no table's key is learnt, so every write counts
