@@ -9,7 +9,8 @@ use crate::command::Command;
 use crate::lenenc::Reader;
 use crate::packet::{Header, HEADER_LEN};
 use crate::response::{
-    terminator_status, OkPacket, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
+    terminator_status, terminator_warnings, OkPacket, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER,
+    OK_HEADER,
 };
 use crate::{CapabilityFlags, ProtocolError, StatusFlags};
 
@@ -113,6 +114,22 @@ pub struct Outcome {
     pub affected: u64,
     /// The response (or one of its results) was an ERR packet.
     pub error: bool,
+    /// Results the response held (each an OK or a result set).
+    pub results: u32,
+    /// The last result was a result set whose rows ended with their terminator (not an
+    /// OK, an error, a file request or a cursor's column definitions).
+    pub ended_rows: bool,
+    /// The warnings the last result's OK or terminator counted (`u16::MAX` when they
+    /// could not be read).
+    pub warnings: u16,
+}
+
+impl Outcome {
+    /// A response that is one whole result set without warnings: what a query cache may
+    /// keep and give back as it is.
+    pub fn one_clean_result_set(&self) -> bool {
+        self.results == 1 && self.ended_rows && self.warnings == 0 && !self.error
+    }
 }
 
 impl ResponseTracker {
@@ -199,6 +216,8 @@ impl ResponseTracker {
                     let ok = OkPacket::parse(head)?;
                     // Results of a multi-statement response each say up to 2^64 - 1.
                     self.outcome.affected = self.outcome.affected.saturating_add(ok.affected_rows);
+                    self.outcome.ended_rows = false;
+                    self.outcome.warnings = ok.warnings;
                     self.after_result(ok.status)
                 }
                 Some(ERR_HEADER) => self.failed(),
@@ -249,6 +268,8 @@ impl ResponseTracker {
                 // which makes its first chunk full-size; anything shorter is the terminator.
                 Some(EOF_HEADER) if len < crate::packet::MAX_PAYLOAD => {
                     let status = terminator_status(head)?;
+                    self.outcome.ended_rows = true;
+                    self.outcome.warnings = terminator_warnings(head).unwrap_or(u16::MAX);
                     self.after_result(status)
                 }
                 Some(ERR_HEADER) => self.failed(),
@@ -333,6 +354,7 @@ impl ResponseTracker {
     }
 
     fn after_result(&mut self, status: StatusFlags) -> Step {
+        self.outcome.results += 1;
         if status.more_results() {
             self.state = State::First;
             Step::Continue
@@ -789,7 +811,27 @@ mod tests {
             );
             let o = outcome(ResponseKind::Query, &rows, deprecate_eof);
             assert_eq!((o.rows, o.affected, o.error), (3, 0, false));
+            assert!(o.one_clean_result_set(), "{o:?}");
+            // A warning in the terminator, in either of its forms.
+            let mut warned = rows.clone();
+            let status = StatusFlags(2);
+            *warned.last_mut().unwrap() = if deprecate_eof {
+                let ok = OkPacket {
+                    warnings: 1,
+                    status,
+                    ..Default::default()
+                };
+                ok_payload(&ok, caps(true), EOF_HEADER).to_vec()
+            } else {
+                crate::response::eof_payload(1, status).to_vec()
+            };
+            let o = outcome(ResponseKind::Query, &warned, deprecate_eof);
+            assert_eq!((o.rows, o.warnings), (3, 1));
+            assert!(!o.one_clean_result_set());
         }
+        let o = outcome(ResponseKind::Query, &[ok(2)], false);
+        assert_eq!((o.results, o.ended_rows), (1, false));
+        assert!(!o.one_clean_result_set(), "an OK is no result set");
         // Two results: three rows changed, then one row read.
         let changed = OkPacket {
             affected_rows: 3,
@@ -800,6 +842,8 @@ mod tests {
         packets.extend(result_set(1, &[b"\x011"], false, 2));
         let o = outcome(ResponseKind::Query, &packets, false);
         assert_eq!((o.rows, o.affected, o.error), (1, 3, false));
+        assert_eq!((o.results, o.ended_rows), (2, true));
+        assert!(!o.one_clean_result_set(), "two results");
 
         // Counts a server can't mean (found by the scanner fuzz target) add up to the
         // most there is, not past it.
@@ -814,6 +858,7 @@ mod tests {
         let err = b"\xff\x7a\x04#42S02no such table".to_vec();
         let o = outcome(ResponseKind::Query, std::slice::from_ref(&err), false);
         assert_eq!((o.rows, o.affected, o.error), (0, 0, true));
+        assert!(!o.one_clean_result_set());
         // An error in the middle of the rows still counts the rows sent before it.
         let mut partial = result_set(1, &[b"\x011", b"\x012"], false, 2);
         *partial.last_mut().unwrap() = err;

@@ -215,7 +215,7 @@ async fn warm_query(
     )
     .await
     {
-        Ok(Some(response)) if storable(&response, conn.status) => {
+        Ok(Some((response, outcome))) if storable(&outcome, conn.status) => {
             if cache.store(ticket, response) {
                 report.stored += 1;
             } else {

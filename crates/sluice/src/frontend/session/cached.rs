@@ -12,11 +12,10 @@ use crate::error::{BackendError, SessionError};
 use crate::stats::Stats;
 use bytes::{Buf, Bytes};
 use sluice_wire::command::Command;
-use sluice_wire::packet::{Header, HEADER_LEN, MAX_PAYLOAD};
-use sluice_wire::response::{terminator_warnings, EOF_HEADER, ERR_HEADER, OK_HEADER};
+use sluice_wire::packet::{HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::session_track::StateChange;
 use sluice_wire::statement::{Bound, Execute, PrepareOk};
-use sluice_wire::tracker::{Event, ResponseKind, ResponseTracker, Scanner};
+use sluice_wire::tracker::{Event, Outcome, ResponseKind, ResponseTracker, Scanner};
 use sluice_wire::{CapabilityFlags, StatusFlags};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -532,41 +531,19 @@ fn creates_temporary(text: &[u8]) -> bool {
     words.first() == Some(&&b"CREATE"[..]) && words.contains(&&b"TEMPORARY"[..])
 }
 
-/// Whether a recorded response may be stored: a complete result set (not an OK, an
-/// error or a file request), no warnings (a replay could not show them), and the
-/// session still outside any transaction.
-pub(crate) fn storable(response: &[u8], status: StatusFlags) -> bool {
-    if !status.contains(StatusFlags::AUTOCOMMIT) || status.in_transaction() || status.more_results()
-    {
-        return false;
-    }
-    match response.get(HEADER_LEN) {
-        None | Some(&OK_HEADER) | Some(&ERR_HEADER) | Some(&0xfb) => return false,
-        _ => {}
-    }
-    match last_packet(response) {
-        Some(last) if last.first() == Some(&EOF_HEADER) => {
-            terminator_warnings(last).is_ok_and(|w| w == 0)
-        }
-        _ => false,
-    }
-}
-
-/// The payload of the last packet in a well-formed sequence of packets.
-fn last_packet(buf: &[u8]) -> Option<&[u8]> {
-    let mut pos = 0;
-    let mut last = None;
-    while pos < buf.len() {
-        let h = Header::parse(&buf[pos..])?;
-        let end = pos + HEADER_LEN + h.len;
-        last = Some(buf.get(pos + HEADER_LEN..end)?);
-        pos = end;
-    }
-    last
+/// Whether a response, as its relay's scanner saw it (`outcome`), may be stored: one
+/// complete result set (not an OK, an error or a file request) without warnings (a
+/// replay could not show them), the session still outside any transaction. Read from
+/// the scan the relay made anyway, not by walking the recorded packets again.
+pub(crate) fn storable(outcome: &Outcome, status: StatusFlags) -> bool {
+    status.contains(StatusFlags::AUTOCOMMIT)
+        && !status.in_transaction()
+        && !status.more_results()
+        && outcome.one_clean_result_set()
 }
 
 /// Sends `request` and reads its whole response without a client (a background
-/// refresh). `None` when it is larger than `limit`. With `translate`, OK packets are
+/// refresh), with what its scan saw of it. `None` when it is larger than `limit`. With `translate`, OK packets are
 /// recorded without session tracking, for a client that did not negotiate it (the info
 /// string length-coded when it holds true).
 pub(crate) async fn fetch(
@@ -575,7 +552,7 @@ pub(crate) async fn fetch(
     kind: ResponseKind,
     limit: usize,
     translate: Option<bool>,
-) -> Result<Option<Vec<u8>>, BackendError> {
+) -> Result<Option<(Vec<u8>, Outcome)>, BackendError> {
     backend.write_all(request).await?;
     let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), 1);
     let lenenc_info = translate.unwrap_or(false);
@@ -613,7 +590,8 @@ pub(crate) async fn fetch(
                 if let Some(s) = status {
                     backend.status = s;
                 }
-                return Ok((!record.abandoned).then_some(record.buf));
+                let outcome = scanner.outcome();
+                return Ok((!record.abandoned).then_some((record.buf, outcome)));
             }
             Some(Event::LocalInfile) => {
                 return Err(BackendError::Protocol {
@@ -649,23 +627,35 @@ mod tests {
         out.to_vec()
     }
 
+    /// What the relay's scan of `bytes` (a text query's response) saw.
+    fn scanned(bytes: &[u8]) -> Outcome {
+        let tracker = ResponseTracker::new(ResponseKind::Query, CapabilityFlags(0));
+        let mut scanner = Scanner::new(tracker, 1);
+        let _ = scanner.scan(bytes);
+        scanner.outcome()
+    }
+
     #[test]
     fn only_clean_result_sets_are_stored() {
         let ok = StatusFlags(StatusFlags::AUTOCOMMIT);
         let eof = eof_payload(0, ok);
         let rows = packets(&[&[1], b"coldef", &eof, b"\x011", &eof]);
-        assert!(storable(&rows, ok));
+        assert!(storable(&scanned(&rows), ok));
         assert!(!storable(
-            &rows,
+            &scanned(&rows),
             StatusFlags(StatusFlags::AUTOCOMMIT | StatusFlags::IN_TRANS)
         ));
-        assert!(!storable(&rows, StatusFlags(0)), "autocommit off");
+        assert!(!storable(&scanned(&rows), StatusFlags(0)), "autocommit off");
         let warned = packets(&[&[1], b"coldef", &eof, b"\x011", &eof_payload(1, ok)]);
-        assert!(!storable(&warned, ok));
+        assert!(!storable(&scanned(&warned), ok));
         let failed = packets(&[&[1], b"coldef", &eof, b"\x011", b"\xff\x01\x02#HY000boom"]);
-        assert!(!storable(&failed, ok));
-        assert!(!storable(&packets(&[b"\x00\x00\x00\x02\x00\x00\x00"]), ok));
-        assert!(!storable(&rows[..rows.len() - 2], ok), "truncated");
+        assert!(!storable(&scanned(&failed), ok));
+        let okay = packets(&[b"\x00\x00\x00\x02\x00\x00\x00"]);
+        assert!(!storable(&scanned(&okay), ok));
+        assert!(
+            !storable(&scanned(&rows[..rows.len() - 2]), ok),
+            "truncated"
+        );
     }
 
     /// An OK payload with these session-state entries (type, data).

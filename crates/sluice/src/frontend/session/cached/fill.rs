@@ -5,6 +5,13 @@
 use super::*;
 use crate::error::{Failed, RefusedAsNone};
 
+/// A read's key on its way to the fill, with the hash its lookup worked out when one
+/// did (a miss hashes its key once).
+pub(super) struct Missed {
+    pub(super) key: Vec<u8>,
+    pub(super) hash: Option<KeyHash>,
+}
+
 impl Session {
     /// Serves `key` from the cache if it holds a usable entry. Returns None on a miss,
     /// with the request still in the client buffer.
@@ -83,7 +90,7 @@ impl Session {
             return Ok(Relayed::End);
         };
         match fetch(backend, request, kind, limit, translate).await {
-            Ok(Some(response)) if storable(&response, backend.status) => {
+            Ok(Some((response, outcome))) if storable(&outcome, backend.status) => {
                 cache.store(ticket, response);
             }
             Ok(_) => {
@@ -110,7 +117,10 @@ impl Session {
         let mut record = Recording::new(cache.entry_limit());
         let going_on = self.relay_recording(kind, Some(&mut record)).await?;
         ticket.rows = self.stmt.outcome.rows;
-        if going_on == Relayed::Done && !record.abandoned && storable(&record.buf, self.status()) {
+        if going_on == Relayed::Done
+            && !record.abandoned
+            && storable(&self.stmt.outcome, self.status())
+        {
             cache.store(ticket, record.buf);
         } else {
             cache.not_stored(ticket);
@@ -122,8 +132,7 @@ impl Session {
     /// already filling it). `params` are a prepared statement's bound values.
     pub(super) async fn read_missed(
         &mut self,
-        key: Vec<u8>,
-        hash: Option<KeyHash>,
+        Missed { key, hash }: Missed,
         text: &[u8],
         tables: &[TableRef],
         request: &Bytes,

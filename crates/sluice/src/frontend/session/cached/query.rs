@@ -126,8 +126,15 @@ impl Session {
                         return Ok(r);
                     }
                 }
-                self.read_missed(key, hash, stripped, &tables, request, kind, None)
-                    .await
+                self.read_missed(
+                    fill::Missed { key, hash },
+                    stripped,
+                    &tables,
+                    request,
+                    kind,
+                    None,
+                )
+                .await
             }
             Analysis::Write { tables } => {
                 if creates_temporary(stripped) {

@@ -179,7 +179,8 @@ impl Session {
                 }
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
                 let values = stmt.and_then(|s| bound_values(&request, s));
-                self.read_missed(key, hash, &text, &tables, &request, kind, values.as_deref())
+                let missed = fill::Missed { key, hash };
+                self.read_missed(missed, &text, &tables, &request, kind, values.as_deref())
                     .await
             }
             StmtKind::Write(tables) => {

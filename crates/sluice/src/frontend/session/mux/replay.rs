@@ -504,7 +504,7 @@ impl Session {
             return Ok(Err("no_writer"));
         };
         match fetch(backend, &request, kind, MAX_ANSWER_BYTES, translate).await {
-            Ok(Some(answer)) => {
+            Ok(Some((answer, _))) => {
                 if !response_digest(&answer, kind, caps).is_ok_and(|d| d == e.digest) {
                     return Ok(Err("mismatch"));
                 }

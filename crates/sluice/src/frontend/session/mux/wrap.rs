@@ -284,6 +284,9 @@ impl Session {
             rows: 0,
             affected,
             error: status.is_none(),
+            // One OK, or the error: counted as the relay's scan counts them.
+            results: u32::from(status.is_some()),
+            ..Outcome::default()
         };
         Stats::add(&self.fe.stats.bytes_to_backends, self.stmt.request_len);
         self.stmt.served_by = Some(backend.server.clone());
