@@ -156,26 +156,30 @@ pub fn eof_payload(warnings: u16, status: StatusFlags) -> [u8; 5] {
     [EOF_HEADER, w[0], w[1], s[0], s[1]]
 }
 
-/// Status flags of a terminating packet (classic EOF or OK-with-EOF-header).
-pub fn terminator_status(payload: &[u8]) -> Result<StatusFlags, ProtocolError> {
+/// Status flags and warning count of a terminating packet (classic EOF or
+/// OK-with-EOF-header), read in one pass.
+pub fn terminator(payload: &[u8]) -> Result<(StatusFlags, u16), ProtocolError> {
     if payload.first() != Some(&EOF_HEADER) {
         return Err(ProtocolError::Malformed("EOF packet"));
     }
     if payload.len() == 5 {
-        return Ok(StatusFlags(u16::from_le_bytes([payload[3], payload[4]])));
+        let warnings = u16::from_le_bytes([payload[1], payload[2]]);
+        return Ok((
+            StatusFlags(u16::from_le_bytes([payload[3], payload[4]])),
+            warnings,
+        ));
     }
-    OkPacket::parse(payload).map(|ok| ok.status)
+    OkPacket::parse(payload).map(|ok| (ok.status, ok.warnings))
+}
+
+/// Status flags of a terminating packet (classic EOF or OK-with-EOF-header).
+pub fn terminator_status(payload: &[u8]) -> Result<StatusFlags, ProtocolError> {
+    terminator(payload).map(|(status, _)| status)
 }
 
 /// Warning count of a terminating packet (classic EOF or OK-with-EOF-header).
 pub fn terminator_warnings(payload: &[u8]) -> Result<u16, ProtocolError> {
-    if payload.first() != Some(&EOF_HEADER) {
-        return Err(ProtocolError::Malformed("EOF packet"));
-    }
-    if payload.len() == 5 {
-        return Ok(u16::from_le_bytes([payload[1], payload[2]]));
-    }
-    OkPacket::parse(payload).map(|ok| ok.warnings)
+    terminator(payload).map(|(_, warnings)| warnings)
 }
 
 #[cfg(test)]

@@ -9,8 +9,7 @@ use crate::command::Command;
 use crate::lenenc::Reader;
 use crate::packet::{Header, HEADER_LEN};
 use crate::response::{
-    terminator_status, terminator_warnings, OkPacket, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER,
-    OK_HEADER,
+    terminator, terminator_status, OkPacket, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
 };
 use crate::{CapabilityFlags, ProtocolError, StatusFlags};
 
@@ -119,8 +118,7 @@ pub struct Outcome {
     /// The last result was a result set whose rows ended with their terminator (not an
     /// OK, an error, a file request or a cursor's column definitions).
     pub ended_rows: bool,
-    /// The warnings the last result's OK or terminator counted (`u16::MAX` when they
-    /// could not be read).
+    /// The warnings the last result's OK or terminator counted.
     pub warnings: u16,
 }
 
@@ -267,9 +265,9 @@ impl ResponseTracker {
                 // A row can start with 0xfe only when its first value is 16 MiB or more,
                 // which makes its first chunk full-size; anything shorter is the terminator.
                 Some(EOF_HEADER) if len < crate::packet::MAX_PAYLOAD => {
-                    let status = terminator_status(head)?;
+                    let (status, warnings) = terminator(head)?;
                     self.outcome.ended_rows = true;
-                    self.outcome.warnings = terminator_warnings(head).unwrap_or(u16::MAX);
+                    self.outcome.warnings = warnings;
                     self.after_result(status)
                 }
                 Some(ERR_HEADER) => self.failed(),
