@@ -147,6 +147,15 @@ impl Rule {
     }
 }
 
+/// The rule a statement's text found (or that none did), under the rules, user and
+/// schema it was matched with: see [`QueryCache::rule_for_remembered`].
+pub struct RuleMemo {
+    rules: Arc<Vec<Arc<Rule>>>,
+    user: String,
+    schema: Option<String>,
+    found: Option<(Arc<Rule>, Arc<DigestStats>)>,
+}
+
 /// A cacheable statement looking for a rule.
 pub struct Candidate<'a> {
     pub text: &'a [u8],
@@ -302,6 +311,31 @@ impl QueryCache {
         };
         let rule = rules.iter().find(|r| r.matches(q, &mut get))?.clone();
         Some((rule, get()))
+    }
+
+    /// [`Self::rule_for`] for a statement that comes back with the same text (a
+    /// prepared statement's execute), remembered in `memo`: matched again only when the
+    /// rules were replaced since, or the user or schema differ.
+    pub fn rule_for_remembered(
+        &self,
+        q: &Candidate<'_>,
+        memo: &mut Option<RuleMemo>,
+    ) -> Option<(Arc<Rule>, Arc<DigestStats>)> {
+        let rules = self.rules.load();
+        if let Some(m) = memo.as_ref() {
+            if Arc::ptr_eq(&m.rules, &rules) && m.user == q.user && m.schema.as_deref() == q.schema
+            {
+                return m.found.clone();
+            }
+        }
+        let found = self.rule_for(q);
+        *memo = Some(RuleMemo {
+            rules: Arc::clone(&rules),
+            user: q.user.to_owned(),
+            schema: q.schema.map(str::to_owned),
+            found: found.clone(),
+        });
+        found
     }
 
     /// Looks `key` up. Stale and retired entries are dropped here and counted.

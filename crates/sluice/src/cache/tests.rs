@@ -243,3 +243,56 @@ fn a_fill_takes_the_hash_its_lookup_made_and_another_cache_finds_it_the_same() {
     assert!(matches!(b.lookup(b"k"), Lookup::Hit(_)));
     assert!(matches!(a.lookup(b"k"), Lookup::Miss));
 }
+
+#[test]
+fn a_remembered_rule_holds_until_the_rules_the_user_or_the_schema_change() {
+    let c = cache();
+    let in_db = RuleConfig {
+        schema: Some("db".into()),
+        ..rule("db only", "(?i)^select", Duration::from_secs(60))
+    };
+    c.set_rules(vec![in_db]).unwrap();
+    let q = |schema| Candidate { schema, ..ANY };
+    let name =
+        |found: Option<(Arc<Rule>, Arc<DigestStats>)>| found.map(|(r, _)| r.config.name.clone());
+    let mut memo = None;
+    assert_eq!(
+        name(c.rule_for_remembered(&q(Some("db")), &mut memo)),
+        Some("db only".into())
+    );
+    // Kept: the same answer without matching again.
+    assert_eq!(
+        name(c.rule_for_remembered(&q(Some("db")), &mut memo)),
+        Some("db only".into())
+    );
+    // Another schema: matched again, and no rule takes it.
+    assert_eq!(
+        name(c.rule_for_remembered(&q(Some("other")), &mut memo)),
+        None
+    );
+    assert_eq!(
+        name(c.rule_for_remembered(&q(Some("db")), &mut memo)),
+        Some("db only".into())
+    );
+    // Rules replaced: the remembered one no longer counts.
+    c.set_rules(vec![rule("all", "(?i)^select", Duration::from_secs(60))])
+        .unwrap();
+    assert_eq!(
+        name(c.rule_for_remembered(&q(Some("db")), &mut memo)),
+        Some("all".into())
+    );
+    let other_user = Candidate {
+        user: "v",
+        ..q(Some("db"))
+    };
+    c.set_rules(vec![RuleConfig {
+        user: Some("u".into()),
+        ..rule("u only", "(?i)^select", Duration::from_secs(60))
+    }])
+    .unwrap();
+    assert_eq!(
+        name(c.rule_for_remembered(&q(Some("db")), &mut memo)),
+        Some("u only".into())
+    );
+    assert_eq!(name(c.rule_for_remembered(&other_user, &mut memo)), None);
+}

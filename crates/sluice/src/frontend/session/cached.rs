@@ -108,6 +108,8 @@ struct Prepared {
     server_has_types: bool,
     /// Its text's shape, for the digest statistics, once a miss worked it out.
     shape: Option<crate::classify::facts::Shape>,
+    /// The cache rule its text found on its first miss: its text does not change.
+    rule: Option<cache::RuleMemo>,
 }
 
 /// Writes this session made that are not yet committed.

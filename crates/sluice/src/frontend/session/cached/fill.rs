@@ -10,6 +10,8 @@ use crate::error::{Failed, RefusedAsNone};
 pub(super) struct Missed {
     pub(super) key: Vec<u8>,
     pub(super) hash: Option<KeyHash>,
+    /// The client's id of the prepared statement it executes, whose rule is kept.
+    pub(super) stmt: Option<u32>,
 }
 
 impl Session {
@@ -132,15 +134,18 @@ impl Session {
     /// already filling it). `params` are a prepared statement's bound values.
     pub(super) async fn read_missed(
         &mut self,
-        Missed { key, hash }: Missed,
+        Missed { key, hash, stmt }: Missed,
         text: &[u8],
         tables: &[TableRef],
         request: &Bytes,
         kind: ResponseKind,
         params: Option<&[Bound<'_>]>,
     ) -> Result<Relayed, SessionError> {
-        let state = self.cache.as_ref().expect("only called with a cache");
+        let state = self.cache.as_mut().expect("only called with a cache");
         let cache = state.cache.clone();
+        // A prepared statement's rule is matched on its first miss and kept.
+        let prepared = stmt.and_then(|id| state.stmts.get_mut(&id));
+        let mut memo = prepared.map(|p| p.rule.take());
         let candidate = Candidate {
             text,
             user: &self.user.name,
@@ -148,7 +153,16 @@ impl Session {
             // Analytics' shape of a query's text, or its prepared statement's.
             shape: self.stmt.text.known_shape(text),
         };
-        let Some((rule, digest)) = cache.rule_for(&candidate) else {
+        let found = match memo.as_mut() {
+            Some(memo) => cache.rule_for_remembered(&candidate, memo),
+            None => cache.rule_for(&candidate),
+        };
+        if let (Some(id), Some(memo)) = (stmt, memo) {
+            if let Some(p) = self.cache_state().stmts.get_mut(&id) {
+                p.rule = memo;
+            }
+        }
+        let Some((rule, digest)) = found else {
             return self.relay(kind).await;
         };
         self.cache_state().reading = true;

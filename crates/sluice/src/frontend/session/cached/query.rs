@@ -127,7 +127,11 @@ impl Session {
                     }
                 }
                 self.read_missed(
-                    fill::Missed { key, hash },
+                    fill::Missed {
+                        key,
+                        hash,
+                        stmt: None,
+                    },
                     stripped,
                     &tables,
                     request,

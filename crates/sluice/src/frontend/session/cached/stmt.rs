@@ -59,6 +59,7 @@ impl Session {
                     long_data: false,
                     server_has_types: false,
                     shape: None,
+                    rule: None,
                 },
             );
         }
@@ -179,7 +180,11 @@ impl Session {
                 }
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
                 let values = stmt.and_then(|s| bound_values(&request, s));
-                let missed = fill::Missed { key, hash };
+                let missed = fill::Missed {
+                    key,
+                    hash,
+                    stmt: id,
+                };
                 self.read_missed(missed, &text, &tables, &request, kind, values.as_deref())
                     .await
             }
@@ -286,6 +291,7 @@ mod tests {
             long_data: false,
             server_has_types: false,
             shape: None,
+            rule: None,
         };
         // command, id, flags, iterations, null bitmap, new-params-bound, type, value
         let first = [0x17, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 0, 7, 0, 0, 0];
