@@ -179,7 +179,7 @@ impl Session {
     fn balanced_member(&self) -> Option<Arc<crate::router::Member>> {
         let balanced = match &self.stmt.target {
             Some(Target::Reader { .. } | Target::Group(_) | Target::Node(_)) => true,
-            Some(Target::Writer) => self.spreads_writes(),
+            Some(Target::Writer) => self.stmt.spreads_writes,
             None => false,
         };
         self.member.clone().filter(|_| balanced)

@@ -64,6 +64,9 @@ pub(super) struct InFlight {
     pub(super) timeout: Option<std::time::Duration>,
     /// Where it was routed.
     pub(super) target: Option<crate::router::Target>,
+    /// The router that routed it spreads writes over several nodes (Galera), read once
+    /// with the route rather than by the relay and the finish each.
+    pub(super) spreads_writes: bool,
     /// It may be sent again elsewhere if its server is lost before any of the
     /// response reached the client (plain reads outside transactions).
     pub(super) retry_armed: bool,

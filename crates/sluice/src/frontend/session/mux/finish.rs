@@ -17,7 +17,7 @@ impl Session {
         self.close_one_off().await?;
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write =
-            self.stmt.target == Some(crate::router::Target::Writer) && self.spreads_writes();
+            self.stmt.target == Some(crate::router::Target::Writer) && self.stmt.spreads_writes;
         if spread_write {
             self.backing.muxed_mut().home = self.member.clone();
         }

@@ -55,6 +55,7 @@ impl Session {
         };
         self.stmt.timeout = routed.timeout;
         self.stmt.target = Some(routed.target.clone());
+        self.stmt.spreads_writes = router.multi_writer();
         if let Err(failed) = self.acquire(needs_lid, router, routed.target).await {
             return self.refuse_and_release(&failed.answered()?).await;
         }

@@ -92,15 +92,6 @@ impl Session {
         }
     }
 
-    /// Whether writes spread over the nodes of the session's (Galera) cluster; without
-    /// shards, no router is cloned to know it.
-    pub(in crate::frontend::session) fn spreads_writes(&self) -> bool {
-        match &self.fe.shards {
-            None => self.fe.router.load().multi_writer(),
-            Some(_) => self.session_router().multi_writer(),
-        }
-    }
-
     /// The place stage for a multiplexed statement with `[[shards]]` (one cluster has
     /// no such stage): the shard, or shards, its tables and key values decide.
     pub(in crate::frontend::session) async fn place(
