@@ -15,11 +15,8 @@ impl Session {
         let (Some(backend), Some(mux)) = (self.backend.as_mut(), self.backing.mux_mut()) else {
             return Ok(true);
         };
-        // Every statement passes here: the usual case costs a compare.
-        match (backend.grants, mux.grants) {
-            (None, _) => return Ok(true),
-            (Some(have), Some(want)) if have.serves(&want) => return Ok(true),
-            _ => {}
+        if grants_serve(backend, mux) {
+            return Ok(true);
         }
         let user = mux.key.creds.user.clone();
         if backend
@@ -33,6 +30,16 @@ impl Session {
         self.publish();
         give_up(stale, &user, want);
         Ok(false)
+    }
+}
+
+/// Whether the connection's grants are known to serve the session's: the usual case,
+/// a compare, which every multiplexed statement makes before anything is sent.
+pub(super) fn grants_serve(backend: &crate::backend::BackendConn, mux: &super::mux::Mux) -> bool {
+    match (backend.grants, mux.grants) {
+        (None, _) => true,
+        (Some(have), Some(want)) => have.serves(&want),
+        (Some(_), None) => false,
     }
 }
 

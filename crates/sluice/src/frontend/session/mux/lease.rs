@@ -280,9 +280,24 @@ impl Session {
         if self.backend.is_none() {
             self.lease_for(router, target).await?;
         }
-        if let Err(e) = self.align_globals().await {
-            self.drop_broken();
-            return Err(Failed::Answered(e.to_err_packet()));
+        // The usual case, a connection this session just gave back or one like it,
+        // is told apart without entering either step.
+        let (globals, state) = {
+            let backend = self.backend.as_ref().expect("just leased");
+            let mux = self.backing.muxed();
+            (
+                globals_match(backend, mux),
+                in_line(backend, mux, needs_lid),
+            )
+        };
+        if !globals {
+            if let Err(e) = self.align_globals().await {
+                self.drop_broken();
+                return Err(Failed::Answered(e.to_err_packet()));
+            }
+        }
+        if globals && state {
+            return Ok(());
         }
         self.bring_in_line(needs_lid).await
     }
@@ -365,7 +380,15 @@ impl Session {
                 }
             };
             self.publish();
-            match self.mux_grants_fit().await {
+            let serve = {
+                let backend = self.backend.as_ref().expect("just leased");
+                super::super::grants::grants_serve(backend, self.backing.muxed())
+            };
+            let fit = match serve {
+                true => Ok(true),
+                false => self.mux_grants_fit().await,
+            };
+            match fit {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {
@@ -557,6 +580,27 @@ fn bind_here(
         _ => {}
     }
     Ok(())
+}
+
+/// Whether the connection was opened under the server's global variables the session
+/// already took its own from ([`Session::align_globals`] has nothing to do then).
+fn globals_match(backend: &crate::backend::BackendConn, mux: &Mux) -> bool {
+    match (&backend.globals, &mux.globals) {
+        (None, _) => true,
+        (Some(have), Some(want)) => std::sync::Arc::ptr_eq(have, want),
+        (Some(_), None) => false,
+    }
+}
+
+/// Whether the connection already holds the session's schema, variables, user variables
+/// and, when the statement needs it, `LAST_INSERT_ID()`: [`Session::bring_in_line`] would
+/// send nothing.
+fn in_line(backend: &crate::backend::BackendConn, mux: &Mux, needs_lid: bool) -> bool {
+    backend.schema == mux.schema
+        && backend.vars == mux.vars
+        && mux.user_vars.is_empty()
+        && backend.user_vars.is_empty()
+        && !(needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
 }
 
 impl Session {
