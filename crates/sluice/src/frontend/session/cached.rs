@@ -545,9 +545,9 @@ pub(crate) fn storable(outcome: &Outcome, status: StatusFlags) -> bool {
 }
 
 /// Sends `request` and reads its whole response without a client (a background
-/// refresh), with what its scan saw of it. `None` when it is larger than `limit`. With `translate`, OK packets are
-/// recorded without session tracking, for a client that did not negotiate it (the info
-/// string length-coded when it holds true).
+/// refresh), with what its scan saw of it. `None` when it is larger than `limit`. With
+/// `translate`, OK packets are recorded without session tracking, for a client that did
+/// not negotiate it (the info string length-coded when it holds true).
 pub(crate) async fn fetch(
     backend: &mut crate::backend::PooledConn,
     request: &[u8],

@@ -18,11 +18,10 @@ impl Session {
         let (Some(backend), Some(mux)) = (self.backend.as_mut(), self.backing.mux_mut()) else {
             return Ok(());
         };
-        let Some(have) = backend.globals.as_ref() else {
+        if globals_match(backend, mux) {
             return Ok(());
-        };
+        }
         let renew = match &mux.globals {
-            Some(want) if Arc::ptr_eq(want, have) => return Ok(()),
             Some(_) => backend.globals_stale(),
             None => !backend.fresh && backend.globals_moved().await?,
         };
@@ -40,5 +39,16 @@ impl Session {
         }
         mux.globals = Some(have);
         Ok(())
+    }
+}
+
+/// Whether the connection was opened under the server's global variables the session
+/// already took its own from: [`Session::align_globals`] has nothing to do then, and a
+/// multiplexed statement checks it before entering that step.
+pub(super) fn globals_match(backend: &crate::backend::BackendConn, mux: &super::mux::Mux) -> bool {
+    match (&backend.globals, &mux.globals) {
+        (None, _) => true,
+        (Some(have), Some(want)) => Arc::ptr_eq(have, want),
+        (Some(_), None) => false,
     }
 }

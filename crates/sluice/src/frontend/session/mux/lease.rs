@@ -286,7 +286,7 @@ impl Session {
             let backend = self.backend.as_ref().expect("just leased");
             let mux = self.backing.muxed();
             (
-                globals_match(backend, mux),
+                super::super::globals::globals_match(backend, mux),
                 in_line(backend, mux, needs_lid),
             )
         };
@@ -580,16 +580,6 @@ fn bind_here(
         _ => {}
     }
     Ok(())
-}
-
-/// Whether the connection was opened under the server's global variables the session
-/// already took its own from ([`Session::align_globals`] has nothing to do then).
-fn globals_match(backend: &crate::backend::BackendConn, mux: &Mux) -> bool {
-    match (&backend.globals, &mux.globals) {
-        (None, _) => true,
-        (Some(have), Some(want)) => std::sync::Arc::ptr_eq(have, want),
-        (Some(_), None) => false,
-    }
 }
 
 /// Whether the connection already holds the session's schema, variables, user variables
