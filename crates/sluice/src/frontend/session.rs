@@ -50,10 +50,9 @@ struct Session {
     charset: u8,
     /// The client's connection attributes.
     attributes: Arc<sluice_wire::handshake::Attributes>,
-    backend: Option<PooledConn>,
     /// The session's side of the query cache, when one is configured.
     cache: Option<cached::CacheState>,
-    /// How the session reaches its servers.
+    /// How the session reaches its servers, with the connection it holds.
     backing: Backing,
     /// Told to end by a KILL from another session.
     kill: Arc<tokio::sync::Notify>,
@@ -75,33 +74,40 @@ struct Session {
     kill_statements: std::collections::HashMap<String, crate::classify::kill::Kill>,
 }
 
-/// How a session reaches its servers: chosen at login, and again at COM_CHANGE_USER.
+/// How a session reaches its servers, and the server connection it holds: chosen at
+/// login, and again at COM_CHANGE_USER.
 enum Backing {
-    /// One connection from login to quit (`Session::backend`): the session's state
-    /// lives on the server.
-    Dedicated,
-    /// Connections taken statement by statement (one is kept while something pins
-    /// it): the session's state lives here, and each connection is brought in line
-    /// with it before it runs the session's statement.
-    Multiplexed(Box<mux::Mux>),
+    /// No connection and no state of the session's here: before the login's lease, or
+    /// a dedicated session whose connection is gone (it ends at its next step, or a
+    /// change of user attaches it again).
+    Detached,
+    /// One connection from login to quit: the session's state lives on the server.
+    Dedicated(PooledConn),
+    /// Connections taken statement by statement (`conn`, the one held now; one is kept
+    /// while something pins it): the session's state lives in `mux`, and each
+    /// connection is brought in line with it before it runs the session's statement.
+    Multiplexed {
+        mux: Box<mux::Mux>,
+        conn: Option<PooledConn>,
+    },
 }
 
 impl Backing {
     fn is_multiplexed(&self) -> bool {
-        matches!(self, Backing::Multiplexed(_))
+        matches!(self, Backing::Multiplexed { .. })
     }
 
     fn mux(&self) -> Option<&mux::Mux> {
         match self {
-            Backing::Multiplexed(m) => Some(m),
-            Backing::Dedicated => None,
+            Backing::Multiplexed { mux, .. } => Some(mux),
+            _ => None,
         }
     }
 
     fn mux_mut(&mut self) -> Option<&mut mux::Mux> {
         match self {
-            Backing::Multiplexed(m) => Some(m),
-            Backing::Dedicated => None,
+            Backing::Multiplexed { mux, .. } => Some(mux),
+            _ => None,
         }
     }
 
@@ -114,6 +120,92 @@ impl Backing {
     fn muxed_mut(&mut self) -> &mut mux::Mux {
         self.mux_mut()
             .expect("reached only by multiplexed sessions")
+    }
+
+    /// The server connection the session holds now.
+    fn conn(&self) -> Option<&PooledConn> {
+        match self {
+            Backing::Dedicated(conn) => Some(conn),
+            Backing::Multiplexed { conn, .. } => conn.as_ref(),
+            Backing::Detached => None,
+        }
+    }
+
+    fn conn_mut(&mut self) -> Option<&mut PooledConn> {
+        match self {
+            Backing::Dedicated(conn) => Some(conn),
+            Backing::Multiplexed { conn, .. } => conn.as_mut(),
+            Backing::Detached => None,
+        }
+    }
+
+    /// The multiplexed state, if any, and the connection held now, borrowed together.
+    fn parts(&mut self) -> (Option<&mut mux::Mux>, Option<&mut PooledConn>) {
+        match self {
+            Backing::Dedicated(conn) => (None, Some(conn)),
+            Backing::Multiplexed { mux, conn } => (Some(mux), conn.as_mut()),
+            Backing::Detached => (None, None),
+        }
+    }
+
+    /// The multiplexed state and the connection held now, borrowed together.
+    fn mux_and_conn(&mut self) -> Option<(&mut mux::Mux, Option<&mut PooledConn>)> {
+        match self {
+            Backing::Multiplexed { mux, conn } => Some((mux, conn.as_mut())),
+            _ => None,
+        }
+    }
+
+    /// The multiplexed state and the connection it holds, for the steps that run only
+    /// once a statement has its connection.
+    fn muxed_with_conn(&mut self) -> (&mut mux::Mux, &mut PooledConn) {
+        match self {
+            Backing::Multiplexed {
+                mux,
+                conn: Some(conn),
+            } => (mux, conn),
+            _ => unreachable!("reached only by multiplexed sessions holding a connection"),
+        }
+    }
+
+    /// Whether the connection held now is inside a transaction.
+    fn held_in_transaction(&self) -> bool {
+        self.conn().is_some_and(|b| b.status.in_transaction())
+    }
+
+    /// Lets go of the connection held now: a multiplexed session keeps its state and
+    /// takes another at its next statement; a dedicated one is left detached.
+    fn take_conn(&mut self) -> Option<PooledConn> {
+        match self {
+            Backing::Multiplexed { conn, .. } => conn.take(),
+            Backing::Dedicated(_) => match std::mem::replace(self, Backing::Detached) {
+                Backing::Dedicated(conn) => Some(conn),
+                _ => unreachable!("matched above"),
+            },
+            Backing::Detached => None,
+        }
+    }
+
+    /// Drops the connection held now (back to its pool, or closed when broken).
+    fn drop_conn(&mut self) {
+        drop(self.take_conn());
+    }
+
+    /// Closes the connection held now: what it was left in is not worth finding out,
+    /// so it does not go back to its pool.
+    fn close_conn(&mut self) {
+        if let Some(mut conn) = self.take_conn() {
+            conn.mark_broken();
+        }
+    }
+
+    /// Holds `conn`: the multiplexed session's connection for now, or a detached
+    /// session's dedicated one.
+    fn hold(&mut self, new: PooledConn) {
+        match self {
+            Backing::Multiplexed { conn, .. } => *conn = Some(new),
+            _ => *self = Backing::Dedicated(new),
+        }
     }
 }
 
@@ -248,10 +340,10 @@ async fn answer_protocol_error(client: &mut ClientConn, e: &SessionError, seq: u
 impl Session {
     /// The status flags the client last saw.
     fn last_status(&self) -> StatusFlags {
-        match (&self.backend, &self.backing) {
-            (Some(b), _) => b.status,
-            (None, Backing::Multiplexed(m)) => m.status,
-            (None, Backing::Dedicated) => StatusFlags::default(),
+        match &self.backing {
+            Backing::Dedicated(b) | Backing::Multiplexed { conn: Some(b), .. } => b.status,
+            Backing::Multiplexed { mux, conn: None } => mux.status,
+            Backing::Detached => StatusFlags::default(),
         }
     }
 
@@ -276,7 +368,7 @@ impl Session {
             let hold = self.backing.mux().and_then(|m| m.hold_until);
             let idle = self.idle_limit().map(|d| idle_since + d);
             arm_idle(idle_timer.as_mut(), idle, &mut idle_armed);
-            let holding = self.backend.is_some();
+            let holding = self.backing.conn().is_some();
             // A transaction a switchover can move to the new writer is moved rather
             // than left to keep the old one busy.
             let movable = holding && self.movable();
@@ -284,9 +376,8 @@ impl Session {
                 self.move_for_switchover().await?;
                 continue;
             }
-            let switch_watch = self
-                .backing
-                .mux_mut()
+            let (mux, held) = self.backing.parts();
+            let switch_watch = mux
                 .and_then(|m| m.replay.switch_watch())
                 .filter(|_| movable);
             let header = tokio::select! {
@@ -295,7 +386,7 @@ impl Session {
                 _ = &mut killed => {
                     // The killer stops its thread on the server next: the connection
                     // must not go back to the pool for another session to find dead.
-                    if let Some(b) = self.backend.as_mut() {
+                    if let Some(b) = self.backing.conn_mut() {
                         b.mark_broken();
                     }
                     return Ok(());
@@ -314,7 +405,7 @@ impl Session {
                     idle_armed = None;
                     continue;
                 }
-                _ = backend_closed(self.backend.as_mut()), if holding => {
+                _ = backend_closed(held), if holding => {
                     if self.server_closed_idle().await {
                         return Ok(());
                     }
@@ -385,8 +476,8 @@ impl Session {
     /// on.
     async fn statement(&mut self, stmt: Statement) -> Result<bool, SessionError> {
         match self.backing {
-            Backing::Multiplexed(_) => self.statement_multiplexed(stmt).await,
-            Backing::Dedicated => self.statement_dedicated(stmt).await,
+            Backing::Multiplexed { .. } => self.statement_multiplexed(stmt).await,
+            Backing::Dedicated(_) | Backing::Detached => self.statement_dedicated(stmt).await,
         }
     }
 
@@ -407,7 +498,7 @@ impl Session {
             };
             let (wait, interactive) = match (secs(b"wait_timeout"), secs(b"interactive_timeout")) {
                 (Some(w), Some(i)) => (w, i),
-                _ => self.backend.as_ref()?.idle_timeouts?,
+                _ => self.backing.conn()?.idle_timeouts?,
             };
             let interactive_client = self.client.caps.contains(CapabilityFlags::INTERACTIVE);
             let secs = if interactive_client {
@@ -425,13 +516,13 @@ impl Session {
     /// lived there (a dedicated connection, an open transaction, a pin) the session ends
     /// now, as a direct connection would; otherwise it only loses that connection.
     async fn server_closed_idle(&mut self) -> bool {
-        let Some(mut backend) = self.backend.take() else {
+        let Some(mut backend) = self.backing.take_conn() else {
             return false;
         };
         backend.mark_broken();
         let state_there = match &self.backing {
-            Backing::Dedicated => true,
-            Backing::Multiplexed(m) => m.pin_reason(backend.status).is_some(),
+            Backing::Multiplexed { mux, .. } => mux.pin_reason(backend.status).is_some(),
+            Backing::Dedicated(_) | Backing::Detached => true,
         };
         // A server that went away (it closed the connection without a word and takes
         // no new one: a crash, not a KILL or a timeout) leaves a transaction, if that
@@ -531,9 +622,8 @@ impl Session {
             user,
             charset: logged_in.charset,
             attributes: logged_in.attributes.clone(),
-            backend: None,
             cache: fe.cache.clone().map(cached::CacheState::new),
-            backing: Backing::Dedicated,
+            backing: Backing::Detached,
             kill,
             live,
             member: None,

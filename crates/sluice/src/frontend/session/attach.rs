@@ -95,7 +95,7 @@ impl Session {
         user: Arc<User>,
         schema: Option<&[u8]>,
     ) -> Result<(), Failed<BackendError>> {
-        self.backend = None;
+        self.backing.drop_conn();
         if self.multiplexed() {
             return self.attach_multiplexed(user, schema).await;
         }
@@ -136,14 +136,13 @@ impl Session {
             }
             return Err(failed);
         }
-        self.backing = Backing::Dedicated;
         self.live.attach(&conn.server, conn.thread_id);
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
             e.user = user.name.clone();
             e.login = user.backend.clone();
         }
         self.user = user;
-        self.backend = Some(conn);
+        self.backing = Backing::Dedicated(conn);
         if let Some(c) = self.cache.as_mut() {
             c.reset(schema);
         }
@@ -165,10 +164,13 @@ impl Session {
         let mariadb = self.fe.identity.load().caps.0 & CapabilityFlags::LONG_PASSWORD == 0;
         let owned = schema.map(<[u8]>::to_vec);
         match &mut self.backing {
-            Backing::Multiplexed(m) => m.reset(key.clone(), owned),
-            Backing::Dedicated => {
+            Backing::Multiplexed { mux, .. } => mux.reset(key.clone(), owned),
+            Backing::Dedicated(_) | Backing::Detached => {
                 let mux = mux::Mux::new(key.clone(), owned, translate, mariadb);
-                self.backing = Backing::Multiplexed(Box::new(mux));
+                self.backing = Backing::Multiplexed {
+                    mux: Box::new(mux),
+                    conn: None,
+                };
             }
         }
         if let Some(e) = self.fe.sessions.lock().get_mut(&self.id) {
@@ -188,24 +190,21 @@ impl Session {
             Err(BackendError::Rejected { err, .. }) => return Err(Failed::Answered(err)),
             Err(e) => return Err(e.into()),
         };
-        self.backend = Some(conn);
+        self.backing.hold(conn);
         // One that logged in with older rights is gone: the first statement leases.
         if !self.mux_grants_fit().await? {
             return Ok(());
         }
-        let conn = self.backend.as_mut().expect("kept");
+        let conn = self.backing.conn_mut().expect("kept");
         if let Err(failed) = conn.ensure_schema(schema).await {
             if failed.is_broken() {
                 conn.mark_broken();
             }
-            self.backend = None;
+            self.backing.drop_conn();
             return Err(failed);
         }
         if let Err(e) = self.align_globals().await {
-            if let Some(b) = self.backend.as_mut() {
-                b.mark_broken();
-            }
-            self.backend = None;
+            self.backing.close_conn();
             return Err(e.into());
         }
         self.publish();

@@ -392,7 +392,7 @@ impl Session {
     /// Reads the settings that key this session's entries. False when they can't be
     /// known (the session then caches nothing until they change).
     async fn probe_settings(&mut self) -> Result<bool, SessionError> {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(false);
         };
         let row = match backend.query_row(SETTINGS_PROBE).await {

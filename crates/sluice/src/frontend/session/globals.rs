@@ -15,7 +15,7 @@ impl Session {
     /// predates globals seen since is renewed, and a session that started with other
     /// values than the connection's keeps its own, as if it had set them.
     pub(super) async fn align_globals(&mut self) -> Result<(), BackendError> {
-        let (Some(backend), Some(mux)) = (self.backend.as_mut(), self.backing.mux_mut()) else {
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
             return Ok(());
         };
         if globals_match(backend, mux) {

@@ -12,7 +12,7 @@ impl Session {
     /// Whether the multiplexed session's connection just leased gives it its rights;
     /// when not, the connection is gone and the caller leases another.
     pub(super) async fn mux_grants_fit(&mut self) -> Result<bool, BackendError> {
-        let (Some(backend), Some(mux)) = (self.backend.as_mut(), self.backing.mux_mut()) else {
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
             return Ok(true);
         };
         if grants_serve(backend, mux) {
@@ -26,7 +26,7 @@ impl Session {
             return Ok(true);
         }
         let want = mux.grants;
-        let stale = self.backend.take().expect("checked");
+        let stale = self.backing.take_conn().expect("checked");
         self.publish();
         give_up(stale, &user, want);
         Ok(false)

@@ -234,7 +234,7 @@ impl Session {
                 }
                 // As the server does for its own connection: what the session held is
                 // not given back as it is.
-                if let Some(b) = self.backend.as_mut() {
+                if let Some(b) = self.backing.conn_mut() {
                     b.mark_broken();
                 }
                 Ok(false)
@@ -463,7 +463,7 @@ impl Session {
     /// Asks the server whether this session's account holds the privilege to kill
     /// others' sessions.
     async fn may_kill_others(&mut self) -> Result<bool, BackendError> {
-        let answer = match self.backend.as_mut() {
+        let answer = match self.backing.conn_mut() {
             Some(b) => b.query_scalar(PRIVILEGE_CHECK).await.refused_as_none()?,
             None => {
                 let key = match self.backing.is_multiplexed() {
@@ -492,7 +492,7 @@ impl Session {
         target: &SessionEntry,
         query_only: bool,
     ) -> Result<(), BackendError> {
-        let own_thread = self.backend.as_ref().map(|b| b.thread_id);
+        let own_thread = self.backing.conn().map(|b| b.thread_id);
         stop_session(&self.fe, target, query_only, self.params(false), own_thread).await
     }
 }

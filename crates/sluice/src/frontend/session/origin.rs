@@ -23,7 +23,7 @@ impl Session {
         if !settles {
             return Ok(());
         }
-        let Some(thread) = self.backend.as_ref().map(|b| b.thread_id) else {
+        let Some(thread) = self.backing.conn().map(|b| b.thread_id) else {
             return Ok(());
         };
         let Some(len) = Header::parse(&self.client.rbuf).map(|h| h.len) else {

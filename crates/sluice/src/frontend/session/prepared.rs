@@ -71,7 +71,7 @@ impl Session {
     /// statements may go too (their sessions prepare them again where they next run),
     /// for a statement an execute needs, which can't be refused as a prepare can.
     pub(super) async fn room_for_statement(&mut self, all: bool) -> Result<(), Failed> {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(());
         };
         if !backend.stmts.server().budget_known() {
@@ -118,7 +118,7 @@ impl Session {
     /// statements no client refers to any more, so that an idle connection holds none.
     /// A connection that can't be written to is marked broken, and so closed.
     pub(super) async fn close_unreferenced(&mut self) {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return;
         };
         if backend.stmts.needs_sweep() {
@@ -152,7 +152,7 @@ impl Session {
     /// After a dedicated session's command: what it closed on the server. `closing` is
     /// the id of a COM_STMT_CLOSE, `reset` says a COM_RESET_CONNECTION succeeded.
     pub(super) fn dedicated_closed(&mut self, closing: Option<u32>, reset: bool) {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return;
         };
         if let Some(id) = closing {

@@ -29,7 +29,7 @@ impl Session {
             return self.relay_wrapped().await;
         }
         let ttfb_of = self.balanced_member();
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(Relayed::End);
         };
         let client = &mut self.client;
@@ -54,14 +54,13 @@ impl Session {
         seq: u8,
         mut ttfb_of: Option<Arc<crate::router::Member>>,
     ) -> Result<Relayed, SessionError> {
-        let Some(backend) = self.backend.as_mut() else {
+        let (mut mux, Some(backend)) = self.backing.parts() else {
             return Ok(Relayed::End);
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_mut();
         let conflict_retry = self.stmt.conflict_retry;
         let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), seq);
-        let mut mux = self.backing.mux_mut();
         scanner.intercept_ok(mux.is_some());
         let mut processlist = self.stmt.processlist.as_mut();
         scanner.intercept_rows(processlist.is_some());
@@ -154,7 +153,7 @@ impl Session {
         seq: u8,
         record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
-        let backend = self.backend.as_mut().expect("relaying on it");
+        let backend = self.backing.conn_mut().expect("relaying on it");
         if self.live.killed() {
             return Ok(killed_mid_statement(&mut self.client, backend).await);
         }

@@ -80,10 +80,7 @@ impl Session {
     /// with its server, so the session must end as it would directly; a transaction
     /// alone ends with an error the client can act on.
     pub(super) fn arm_for_loss(&mut self, stmt: &super::Statement, retry: bool) {
-        let in_trx = self
-            .backend
-            .as_ref()
-            .is_some_and(|b| b.status.in_transaction());
+        let in_trx = self.backing.held_in_transaction();
         self.stmt.retry_armed =
             retry && !in_trx && matches!(self.stmt.target, Some(Target::Reader { .. }));
         let mux = self.backing.muxed();
@@ -114,7 +111,7 @@ impl Session {
         member: &Member,
         need: &GtidPos,
     ) -> bool {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return false;
         };
         Stats::incr(&router.stats.gtid_waits);

@@ -169,7 +169,7 @@ impl Session {
         if set_option {
             // COM_RESET_CONNECTION does not restore the multi-statement option, so this
             // connection no longer matches its pool key.
-            if let Some(b) = self.backend.as_mut() {
+            if let Some(b) = self.backing.conn_mut() {
                 b.mark_broken();
             }
         }
@@ -245,10 +245,10 @@ impl Session {
         }
         let mut outcome = self.stmt.outcome;
         outcome.error |= self.client.answered_error;
-        let schema = match (&self.backing, &self.backend) {
-            (Backing::Multiplexed(m), _) => m.schema.as_deref(),
-            (Backing::Dedicated, Some(b)) => b.schema.as_deref(),
-            (Backing::Dedicated, None) => None,
+        let schema = match &self.backing {
+            Backing::Multiplexed { mux, .. } => mux.schema.as_deref(),
+            Backing::Dedicated(b) => b.schema.as_deref(),
+            Backing::Detached => None,
         };
         let schema = schema.and_then(|s| std::str::from_utf8(s).ok());
         probe.finish(
@@ -348,7 +348,7 @@ impl Session {
         if stmt.command == Command::SetOption {
             // The multi-statement option is part of the pool key, and a reset does not
             // restore it: the session keeps this connection, which serves no one after.
-            if let Some(b) = self.backend.as_mut() {
+            if let Some(b) = self.backing.conn_mut() {
                 b.retire();
             }
             self.mux_pin_option();
@@ -403,7 +403,7 @@ impl Session {
             true => self.start_replay_entry(stmt).await?,
             false => None,
         };
-        let timer = match (self.stmt.timeout.take(), &self.backend, &self.member) {
+        let timer = match (self.stmt.timeout.take(), self.backing.conn(), &self.member) {
             (Some(after), Some(b), Some(m)) => Some(route::statement_timeout(
                 router,
                 m.clone(),
@@ -427,8 +427,8 @@ impl Session {
             && attempt.copy.is_some()
             && attempt.conflicts < MAX_CONFLICT_RETRIES
             && self
-                .backend
-                .as_ref()
+                .backing
+                .conn()
                 .is_some_and(|b| !b.status.in_transaction());
         let relayed = if self.cache.is_some() {
             self.forward_cached(&stmt.as_in(&self.client.rbuf)).await?
@@ -438,7 +438,7 @@ impl Session {
         if let Some(t) = timer {
             t.abort();
         }
-        if let Some(b) = self.backend.as_mut() {
+        if let Some(b) = self.backing.conn_mut() {
             if b.is_broken() && relayed.goes_on() {
                 if retries.replays
                     && relayed != Relayed::LostBeforeReply
@@ -447,7 +447,7 @@ impl Session {
                     self.unreplayable_lost(router);
                 }
                 // The transaction died with its server: the session is outside one.
-                let b = self.backend.as_mut().expect("checked above");
+                let b = self.backing.conn_mut().expect("checked above");
                 b.status = StatusFlags(b.status.0 & !StatusFlags::IN_TRANS);
             }
         }
@@ -464,10 +464,7 @@ impl Session {
             Stats::incr(&router.stats.retried_reads);
             tracing::info!("read retried on another server after its server was lost");
         }
-        if let Some(b) = self.backend.as_mut() {
-            b.mark_broken();
-        }
-        self.backend = None;
+        self.backing.close_conn();
         self.stmt.avoid = self.member.take();
         self.publish();
         self.client.put_back(attempt.copy());

@@ -88,7 +88,7 @@ impl Session {
             .backing
             .mux()
             .and_then(|m| m.translate_ok.then_some(m.lenenc_info));
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(Relayed::End);
         };
         match fetch(backend, request, kind, limit, translate).await {
@@ -168,7 +168,7 @@ impl Session {
         self.cache_state().reading = true;
         self.stmt.cache_use = crate::analytics::CacheUse::Miss;
         if cache.views_unknown() {
-            if let Some(backend) = self.backend.as_mut() {
+            if let Some(backend) = self.backing.conn_mut() {
                 match backend.query_scalar(QueryCache::VIEWS_QUERY).await {
                     Ok(answer) => cache.set_views(answer.as_deref()),
                     // Left unknown: this entry depends on every write.
@@ -212,7 +212,7 @@ impl Session {
         let key = match cache.keys.get(t) {
             Some(key) => key,
             None => {
-                let answer = match (TableKeys::query(t), self.backend.as_mut()) {
+                let answer = match (TableKeys::query(t), self.backing.conn_mut()) {
                     (Some(q), Some(backend)) => {
                         backend.query_scalar(&q).await.refused_as_none()?.flatten()
                     }

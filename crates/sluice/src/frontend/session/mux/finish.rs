@@ -21,10 +21,9 @@ impl Session {
         if spread_write {
             self.backing.muxed_mut().home = self.member.clone();
         }
-        let Some(backend) = self.backend.as_mut() else {
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
             return Ok(());
         };
-        let mux = self.backing.muxed_mut();
         let observed = std::mem::take(&mut mux.observed);
         if let Some(types) = mux.bound.take().filter(|_| !served) {
             let key = client_id
@@ -42,8 +41,7 @@ impl Session {
             let router = self.session_router();
             self.note_gtid(&router, gtid);
         }
-        let backend = self.backend.as_mut().expect("checked above");
-        let mux = self.backing.muxed_mut();
+        let (mux, backend) = self.backing.muxed_with_conn();
         let status = backend.status;
         mux.status = status;
         mux.apply_effects(fx, observed.status.is_some());
@@ -105,19 +103,18 @@ impl Session {
     pub(in crate::frontend::session) async fn release_if_free(
         &mut self,
     ) -> Result<(), SessionError> {
-        let (Some(backend), Some(_)) = (self.backend.as_mut(), self.backing.mux()) else {
+        let Some((_, Some(backend))) = self.backing.mux_and_conn() else {
             return Ok(());
         };
         if backend.is_broken() {
-            self.backend = None;
+            self.backing.drop_conn();
             self.publish();
             return Ok(());
         }
         // Whether the connection goes back or stays (a long transaction), it keeps no
         // statement that no session uses.
         self.close_unreferenced().await;
-        let backend = self.backend.as_mut().expect("checked");
-        let mux = self.backing.muxed_mut();
+        let (mux, backend) = self.backing.muxed_with_conn();
         let reason = mux.pin_reason(backend.status);
         if reason != mux.pinned_since {
             if let Some(r) = reason {
@@ -132,8 +129,7 @@ impl Session {
         } else if reason.is_some() || mux.hold_until.is_some() {
             return Ok(());
         }
-        let backend = self.backend.as_mut().expect("checked");
-        let mux = self.backing.muxed_mut();
+        let (mux, backend) = self.backing.muxed_with_conn();
         if mux.lid_dirty {
             match backend.query_scalar("SELECT LAST_INSERT_ID()").await {
                 Ok(v) => {
@@ -153,14 +149,14 @@ impl Session {
                     tracing::debug!(error = %e, "LAST_INSERT_ID() lost with its server");
                     mux.lid_dirty = false;
                     backend.mark_broken();
-                    self.backend = None;
+                    self.backing.drop_conn();
                     self.publish();
                     return Ok(());
                 }
             }
             // Reading it leaves the value where it was on this connection.
         }
-        let backend = self.backend.take().expect("checked");
+        let backend = self.backing.take_conn().expect("checked");
         backend.release();
         Stats::incr(&self.fe.mux_stats.releases);
         self.publish();
@@ -180,7 +176,7 @@ impl Session {
 
     /// Updates the session's row in the registry the admin interface and KILL read.
     pub(in crate::frontend::session) fn publish(&self) {
-        match &self.backend {
+        match self.backing.conn() {
             Some(b) => self.live.attach(&b.server, b.thread_id),
             None => self.live.detach(),
         }

@@ -70,9 +70,7 @@ impl Session {
             }
         }
         if let Some(err) = self.enter_tracking(&fx, executed).await {
-            let backend = self.backend.as_mut().expect("acquired");
-            backend.mark_broken();
-            self.backend = None;
+            self.backing.close_conn();
             let seq = self.client.skip_packet().await?;
             self.client.write_err(seq, &err).await?;
             return Ok(Ready::Done(true));
@@ -126,12 +124,12 @@ impl Session {
                 }
                 self.client.skip_packet().await?;
             }
-            Command::Ping if self.backend.is_none() => {
+            Command::Ping if self.backing.conn().is_none() => {
                 // Sluice is up and a connection will be found when there is work.
                 let status = self.backing.muxed_mut().status;
                 self.answer_ok(status).await?;
             }
-            Command::ResetConnection if self.backend.is_none() => {
+            Command::ResetConnection if self.backing.conn().is_none() => {
                 let (key, schema) = {
                     let m = self.backing.muxed_mut();
                     (m.key.clone(), m.schema.clone())
@@ -142,7 +140,7 @@ impl Session {
                 }
                 self.answer_ok(StatusFlags(StatusFlags::AUTOCOMMIT)).await?;
             }
-            Command::StmtReset if self.backend.is_none() => {
+            Command::StmtReset if self.backing.conn().is_none() => {
                 // Nothing of it lives on a connection: no cursor, no long data.
                 let known = stmt
                     .client_id
@@ -200,10 +198,7 @@ impl Session {
         let text: Box<[u8]> = self.client.rbuf[HEADER_LEN + 1..visible].into();
         let key = stmt_key(self.backing.muxed_mut().schema.as_deref(), &text);
         // Preparing a text this connection has replaces its statement: no room needed.
-        let replaces = self
-            .backend
-            .as_ref()
-            .is_some_and(|b| b.stmts.contains(&key));
+        let replaces = self.backing.conn().is_some_and(|b| b.stmts.contains(&key));
         if !replaces {
             self.room_for_statement(false).await?;
         }
@@ -256,8 +251,7 @@ impl Session {
     /// the client's id of the statement an execute runs). `Some`: the connection
     /// can't be used, with the error the client gets.
     async fn enter_tracking(&mut self, fx: &Effects, executed: Option<u32>) -> Option<ErrPacket> {
-        let backend = self.backend.as_mut().expect("acquired");
-        let mux = self.backing.muxed_mut();
+        let (mux, backend) = self.backing.muxed_with_conn();
         let names_tracking = fx.touches_session_tracking
             || executed.is_some_and(|id| mux.stmts.get(&id).is_some_and(|s| s.names_tracking));
         let entered = super::super::tracking::enter(backend, mux, names_tracking).await;
@@ -274,16 +268,16 @@ impl Session {
         router: &std::sync::Arc<crate::router::Router>,
         target: crate::router::Target,
     ) -> Result<(), Failed> {
-        if self.backend.is_some() {
+        if self.backing.conn().is_some() {
             self.leave_for(router, &target).await?;
         }
-        if self.backend.is_none() {
+        if self.backing.conn().is_none() {
             self.lease_for(router, target).await?;
         }
         // The usual case, a connection this session just gave back or one like it,
         // is told apart without entering either step.
         let (globals, state) = {
-            let backend = self.backend.as_ref().expect("just leased");
+            let backend = self.backing.conn().expect("just leased");
             let mux = self.backing.muxed();
             (
                 super::super::globals::globals_match(backend, mux),
@@ -313,7 +307,7 @@ impl Session {
         target: &crate::router::Target,
     ) -> Result<(), SessionError> {
         let switching = router.paused.load(std::sync::atomic::Ordering::Acquire);
-        let Some(backend) = self.backend.as_ref() else {
+        let Some(backend) = self.backing.conn() else {
             return Ok(());
         };
         if !switching && self.held_fits(router, target) {
@@ -348,7 +342,7 @@ impl Session {
         router: &crate::router::Router,
         mut target: crate::router::Target,
     ) -> Result<(), Failed> {
-        while self.backend.is_none() {
+        while self.backing.conn().is_none() {
             let m = self.backing.muxed();
             // Same schema and variables: nothing to send before the statement.
             let same_globals = |c: &crate::backend::BackendConn| match (&c.globals, &m.globals) {
@@ -371,7 +365,7 @@ impl Session {
             let pick = match leased {
                 Ok((conn, pick)) => {
                     Stats::incr(&self.fe.mux_stats.leases);
-                    self.backend = Some(conn);
+                    self.backing.hold(conn);
                     pick
                 }
                 Err(e) => {
@@ -381,7 +375,7 @@ impl Session {
             };
             self.publish();
             let serve = {
-                let backend = self.backend.as_ref().expect("just leased");
+                let backend = self.backing.conn().expect("just leased");
                 super::super::grants::grants_serve(backend, self.backing.muxed())
             };
             let fit = match serve {
@@ -399,7 +393,7 @@ impl Session {
             if let Some(need) = &pick.wait_for {
                 if !self.wait_for_gtid(router, &pick.member, need).await {
                     // Not caught up in time: the writer has it.
-                    if let Some(b) = self.backend.take() {
+                    if let Some(b) = self.backing.take_conn() {
                         b.release();
                     }
                     target = crate::router::Target::Writer;
@@ -415,8 +409,7 @@ impl Session {
     /// The connection's schema, variables, user variables and `LAST_INSERT_ID()` made
     /// the session's, in at most two statements.
     async fn bring_in_line(&mut self, needs_lid: bool) -> Result<(), Failed> {
-        let backend = self.backend.as_mut().expect("just taken");
-        let mux = self.backing.muxed_mut();
+        let (mux, backend) = self.backing.muxed_with_conn();
         let mut statements = 0;
         if backend.schema != mux.schema {
             if let Some(db) = mux.schema.clone() {
@@ -429,8 +422,7 @@ impl Session {
                 }
             }
         }
-        let backend = self.backend.as_mut().expect("just taken");
-        let mux = self.backing.muxed_mut();
+        let (mux, backend) = self.backing.muxed_with_conn();
         let lid =
             (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
                 .then_some(mux.last_insert_id);
@@ -477,10 +469,7 @@ impl Session {
 
     /// The connection in hand can't be trusted any more: it is closed, not pooled.
     fn drop_broken(&mut self) {
-        if let Some(b) = self.backend.as_mut() {
-            b.mark_broken();
-        }
-        self.backend = None;
+        self.backing.close_conn();
     }
 
     /// Rewrites the client's statement id in the command at the front of the buffer to
@@ -496,9 +485,8 @@ impl Session {
         self.backing.muxed_mut().bound = None;
         let mut prepared = false;
         loop {
-            let mux = self.backing.muxed_mut();
+            let (mux, backend) = self.backing.muxed_with_conn();
             let key = mux.stmts.get(&id).expect("checked by the caller").key.key();
-            let backend = self.backend.as_mut().expect("acquired");
             // One lookup of the connection's statement on the usual path, where it is
             // there already: its id and the types it has bound are read together.
             if let Some(here) = backend.stmts.touch(key) {
@@ -598,10 +586,10 @@ impl Session {
     /// prepared there first if it has none.
     pub(super) async fn statement_here(&mut self, id: u32) -> Result<u32, Failed> {
         let found = {
-            let Some(stmt) = self.backing.muxed().stmts.get(&id) else {
+            let (mux, backend) = self.backing.muxed_with_conn();
+            let Some(stmt) = mux.stmts.get(&id) else {
                 return Err(Failed::Answered(unknown_statement("EXECUTE")));
             };
-            let backend = self.backend.as_mut().expect("acquired");
             backend.stmts.touch(stmt.key.key()).map(|b| b.id)
         };
         match found {
@@ -614,10 +602,8 @@ impl Session {
     async fn prepare_here(&mut self, id: u32) -> Result<u32, Failed> {
         self.room_for_statement(true).await?;
         let floor = self.fe.pool_config.max_prepared_per_connection as usize;
-        let backend = self.backend.as_mut().expect("acquired");
-        let stmt = (self.backing.muxed_mut().stmts)
-            .get_mut(&id)
-            .expect("checked by the caller");
+        let (mux, backend) = self.backing.muxed_with_conn();
+        let stmt = (mux.stmts).get_mut(&id).expect("checked by the caller");
         Stats::incr(&self.fe.mux_stats.reprepares);
         let marked = crate::binlog::origin::mark(&stmt.text, backend.thread_id)
             .filter(|_| self.fe.shards.is_none() && self.fe.router.load().settles_lost_commits());

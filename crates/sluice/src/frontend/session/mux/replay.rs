@@ -209,10 +209,7 @@ impl Session {
         stmt: &Statement,
     ) -> Result<Option<Vec<u8>>, SessionError> {
         let (command, client_id, len) = (stmt.command, stmt.client_id, stmt.len);
-        let in_trx = self
-            .backend
-            .as_ref()
-            .is_some_and(|b| b.status.in_transaction());
+        let in_trx = self.backing.held_in_transaction();
         let on_writer = matches!(self.stmt.target, Some(Target::Writer));
         let mux = self.backing.muxed();
         // Drivers prepare BEGIN too (sysbench does).
@@ -340,10 +337,7 @@ impl Session {
             _ => return None,
         };
         let word = crate::classify::sql::first_word(text);
-        let in_trx = self
-            .backend
-            .as_ref()
-            .is_some_and(|b| b.status.in_transaction());
+        let in_trx = self.backing.held_in_transaction();
         if in_trx {
             return match word.as_slice() {
                 b"COMMIT" if plain_end(text) && mux.replay.usable() => {
@@ -367,7 +361,7 @@ impl Session {
     fn in_doubt(&self, router: &Router, commit: bool) -> OnLoss {
         let lost = InDoubt {
             floor: router.commit_floor(self.member.as_ref()),
-            thread: self.backend.as_ref().map_or(0, |b| b.thread_id),
+            thread: self.backing.conn().map_or(0, |b| b.thread_id),
         };
         OnLoss::IfAbsent { lost, commit }
     }
@@ -384,8 +378,8 @@ impl Session {
     ) {
         let (command, kind, client_id) = (stmt.command, stmt.kind, stmt.client_id);
         let in_trx = self
-            .backend
-            .as_ref()
+            .backing
+            .conn()
             .is_some_and(|b| b.status.in_transaction() && !b.is_broken());
         let caps = self.client.caps;
         let mux = self.backing.muxed_mut();
@@ -444,11 +438,11 @@ impl Session {
                 break;
             }
         }
-        let log = &mut self.backing.muxed_mut().replay;
-        let Some(backend) = self.backend.as_mut() else {
-            log.clear();
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
+            self.backing.muxed_mut().replay.clear();
             return Ok(Err("no_writer"));
         };
+        let log = &mut mux.replay;
         match outcome {
             Ok(()) => {
                 log.entries = entries;
@@ -500,7 +494,7 @@ impl Session {
             sluice_wire::packet::write_packet(&mut packet, 0, &payload);
             request = std::borrow::Cow::Owned(packet.to_vec());
         }
-        let Some(backend) = self.backend.as_mut() else {
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
             return Ok(Err("no_writer"));
         };
         match fetch(backend, &request, kind, MAX_ANSWER_BYTES, translate).await {
@@ -518,7 +512,6 @@ impl Session {
         }
         // Later executes without types on this connection mean the ones just bound.
         if let (Some((id, _)), Some(types)) = (&e.execute, bound) {
-            let mux = self.backing.muxed();
             if let Some(stmt) = mux.stmts.get(id) {
                 if let Some(b) = backend.stmts.get_mut(stmt.key.key()) {
                     b.types = Some(types);
@@ -627,7 +620,7 @@ impl Session {
     /// elsewhere, holding nothing else there: a switchover moves it rather than wait for
     /// it. Follows the router's switchovers from the first time it is so.
     pub(in crate::frontend::session) fn movable(&mut self) -> bool {
-        let in_trx = (self.backend.as_ref()).is_some_and(|b| b.status.in_transaction());
+        let in_trx = self.backing.held_in_transaction();
         let Some(mux) = self.backing.mux() else {
             return false;
         };
@@ -666,7 +659,7 @@ impl Session {
     pub(in crate::frontend::session) async fn move_for_switchover(
         &mut self,
     ) -> Result<(), SessionError> {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(());
         };
         if backend.simple_command(b"\x03ROLLBACK").await.is_err() {

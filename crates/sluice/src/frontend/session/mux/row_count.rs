@@ -75,7 +75,7 @@ impl Session {
             return Ok(());
         }
         let binds = Execute::binds_types(payload, params);
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(());
         };
         let copy = match backend.prepare(&text).await {
@@ -104,7 +104,8 @@ impl Session {
 
     /// Closes the copy an execute ran on, once its answer is in.
     pub(in crate::frontend::session) async fn close_one_off(&mut self) -> Result<(), SessionError> {
-        let (Some(copy), Some(backend)) = (self.stmt.one_off.take(), self.backend.as_mut()) else {
+        let (Some(copy), Some(backend)) = (self.stmt.one_off.take(), self.backing.conn_mut())
+        else {
             return Ok(());
         };
         if backend.is_broken() {

@@ -146,7 +146,7 @@ impl Session {
                 }
                 ShardPart::Refused => true,
                 ShardPart::Lost(e) => {
-                    if let Some(b) = self.backend.as_mut() {
+                    if let Some(b) = self.backing.conn_mut() {
                         b.mark_broken();
                     }
                     self.client.write_err(seq, &e.to_err_packet()).await?;
@@ -213,7 +213,7 @@ impl Session {
                     return Ok(None);
                 }
                 // Each shard's server counts the statement it is sent (its traffic).
-                if let Some(b) = &self.backend {
+                if let Some(b) = self.backing.conn() {
                     b.server
                         .counters
                         .relayed(stmt.len as u64, 0, std::time::Duration::ZERO, false);
@@ -249,7 +249,7 @@ impl Session {
             self.client.skip_packet().await?;
             let answer = self.read_answer(&payload, gather.keep).await;
             if answer.is_err() {
-                if let Some(b) = self.backend.as_mut() {
+                if let Some(b) = self.backing.conn_mut() {
                     b.mark_broken();
                 }
             }
@@ -338,7 +338,7 @@ impl Session {
         keep: usize,
     ) -> Result<Result<Answer, Vec<u8>>, BackendError> {
         let deprecate_eof = self.client.caps.contains(CapabilityFlags::DEPRECATE_EOF);
-        let backend = self.backend.as_mut().expect("acquired");
+        let backend = self.backing.conn_mut().expect("acquired");
         backend.write_packet(0, payload).await?;
         let head = backend.read_packet().await?.payload.to_vec();
         if head.first() == Some(&ERR_HEADER) {
@@ -395,7 +395,7 @@ impl Session {
         let request = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
         self.client.skip_packet().await?;
         let deprecate_eof = self.client.caps.contains(CapabilityFlags::DEPRECATE_EOF);
-        let backend = self.backend.as_mut().expect("acquired");
+        let backend = self.backing.conn_mut().expect("acquired");
         let client = &mut self.client;
         let mut out = bytes::BytesMut::new();
         // Packets for the client are framed into `out` and written a batch at a time.

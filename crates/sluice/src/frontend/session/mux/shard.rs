@@ -123,10 +123,7 @@ impl Session {
         if let Some(done) = self.deferred_transaction(text).await? {
             return Ok(Placed::Done(done));
         }
-        let held_in_trx = self
-            .backend
-            .as_ref()
-            .is_some_and(|b| b.status.in_transaction());
+        let held_in_trx = self.backing.held_in_transaction();
         let mux = self.backing.muxed_mut();
         if !held_in_trx && mux.deferred_begin.is_none() && mux.spread.is_none() {
             mux.trx_wrote = false;
@@ -164,11 +161,8 @@ impl Session {
             }
         };
         if target != current && !self.move_to_shard(&shards, current, target).await? {
-            let in_trx = self.backing.muxed().spread.is_some()
-                || self
-                    .backend
-                    .as_ref()
-                    .is_some_and(|b| b.status.in_transaction());
+            let in_trx =
+                self.backing.muxed().spread.is_some() || self.backing.held_in_transaction();
             if !in_trx || shards.cross_shard == CrossShard::Refuse {
                 return self
                     .refuse(not_yet("a transaction over more than one shard"))
@@ -304,12 +298,7 @@ impl Session {
     /// one, or every statement under `autocommit = 0`.
     pub(super) fn in_transaction(&self) -> bool {
         let mux = self.backing.muxed();
-        !mux.autocommits()
-            || mux.spread.is_some()
-            || self
-                .backend
-                .as_ref()
-                .is_some_and(|b| b.status.in_transaction())
+        !mux.autocommits() || mux.spread.is_some() || self.backing.held_in_transaction()
     }
 
     /// `BEGIN`/`START TRANSACTION` outside a transaction is answered here and kept for
@@ -317,10 +306,7 @@ impl Session {
     /// never reached a server are answered here too. `None`: not such a statement.
     async fn deferred_transaction(&mut self, text: &[u8]) -> Result<Option<bool>, SessionError> {
         let word = sql::first_word(text);
-        let held_in_trx = self
-            .backend
-            .as_ref()
-            .is_some_and(|b| b.status.in_transaction());
+        let held_in_trx = self.backing.held_in_transaction();
         let mux = self.backing.muxed_mut();
         // Not `BEGIN NOT ATOMIC`, a compound statement.
         let starts = word == b"BEGIN" && !contains_word(text, b"ATOMIC")
@@ -358,10 +344,10 @@ impl Session {
         from: usize,
         to: usize,
     ) -> Result<bool, SessionError> {
-        if self.backend.is_some() {
+        if self.backing.conn().is_some() {
             self.backing.muxed_mut().hold_until = None;
             self.release_if_free().await?;
-            if self.backend.is_some() {
+            if self.backing.conn().is_some() {
                 return Ok(false);
             }
         }
@@ -436,7 +422,7 @@ impl Session {
         let Some(begin) = self.backing.muxed_mut().deferred_begin.take() else {
             return Ok(());
         };
-        let backend = self.backend.as_mut().expect("acquired");
+        let backend = self.backing.conn_mut().expect("acquired");
         let mut payload = Vec::with_capacity(begin.len() + 1);
         payload.push(Command::Query as u8);
         payload.extend_from_slice(&begin);

@@ -113,7 +113,7 @@ impl Session {
         let router = shards.routers[shard].clone();
         self.acquire(false, &router, Target::Writer).await?;
         self.begin_deferred().await?;
-        let backend = self.backend.as_mut().expect("acquired");
+        let backend = self.backing.conn_mut().expect("acquired");
         let sent = backend.simple_command(payload).await;
         sent.map_err(|failed| Failed::Answered(backend.answer_for(failed)))
     }
@@ -127,7 +127,7 @@ impl Session {
         }
         self.backing.muxed_mut().deferred_begin = None;
         if own {
-            if let Some(backend) = self.backend.as_mut() {
+            if let Some(backend) = self.backing.conn_mut() {
                 if let Err(Failed::Broken(e)) = backend.simple_command(b"\x03ROLLBACK").await {
                     tracing::debug!(error = %e, "rolling back a split insert");
                     backend.mark_broken();
@@ -141,7 +141,7 @@ impl Session {
         if self.backing.muxed().spread.is_some() {
             return self.commit_spread(shards).await;
         }
-        let Some(backend) = self.backend.as_mut() else {
+        let Some(backend) = self.backing.conn_mut() else {
             return Ok(());
         };
         match backend.simple_command(b"\x03COMMIT").await {

@@ -88,7 +88,7 @@ impl Session {
     pub(in crate::frontend::session) async fn relay_wrapped(
         &mut self,
     ) -> Result<Relayed, SessionError> {
-        let Some(backend) = self.backend.as_mut() else {
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
             return Ok(Relayed::End);
         };
         // Armed with a copy of it, it is whole in the buffer; read on all the same
@@ -124,14 +124,10 @@ impl Session {
             Err(e) => return self.lost_wrapped(e, None).await,
         };
         received += (HEADER_LEN + write.payload.len()) as u64;
-        let reply = match self.read_write_reply(&write) {
+        let reply = match read_write_reply(mux, &write) {
             Ok(r) => r,
-            Err(e) => {
-                let backend = self.backend.as_mut().expect("checked above");
-                return Err(broke_protocol(backend, e));
-            }
+            Err(e) => return Err(broke_protocol(backend, e)),
         };
-        let backend = self.backend.as_mut().expect("checked above");
         let commit = match backend.read_packet().await {
             Ok(p) => p,
             Err(e) => return self.lost_wrapped(e, Some(reply)).await,
@@ -140,20 +136,17 @@ impl Session {
         let reply = match commit.payload.first() {
             Some(&OK_HEADER) => {
                 let packet = with_header(&commit);
-                let backend = self.backend.as_mut().expect("checked above");
                 match OkPacket::parse(&commit.payload) {
                     Ok(ok) => backend.status = ok.status,
                     Err(e) => return Err(broke_protocol(backend, e)),
                 }
-                if let Err(e) = self.backing.muxed_mut().observe_added_commit(&packet) {
-                    let backend = self.backend.as_mut().expect("checked above");
+                if let Err(e) = mux.observe_added_commit(&packet) {
                     return Err(broke_protocol(backend, e));
                 }
                 reply
             }
             // It did not commit: the client gets why, as it would have on its own.
             Some(&ERR_HEADER) => {
-                let backend = self.backend.as_mut().expect("checked above");
                 // What the failed COMMIT left open is not worth finding out.
                 backend.mark_broken();
                 match reply {
@@ -162,12 +155,10 @@ impl Session {
                 }
             }
             _ => {
-                let backend = self.backend.as_mut().expect("checked above");
                 let e = ProtocolError::Malformed("a COMMIT's reply that is neither OK nor ERR");
                 return Err(broke_protocol(backend, e));
             }
         };
-        let backend = self.backend.as_mut().expect("checked above");
         Stats::add(&self.fe.stats.bytes_from_backends, received);
         let error = matches!(reply, Reply::Err(_));
         backend
@@ -177,35 +168,6 @@ impl Session {
         self.deliver(reply).await
     }
 
-    /// The write's reply, read: an OK gets the status it would have had on its own,
-    /// and is told to the session as the relay tells any OK.
-    fn read_write_reply(&mut self, write: &Packet) -> Result<Reply, ProtocolError> {
-        match write.payload.first() {
-            Some(&OK_HEADER) => {
-                let ok = OkPacket::parse(&write.payload)?;
-                let status = StatusFlags(
-                    ok.status.0 & !(StatusFlags::IN_TRANS | StatusFlags::IN_TRANS_READONLY),
-                );
-                let mut payload = write.payload.to_vec();
-                set_ok_status(&mut payload, status)?;
-                let mut packet = BytesMut::with_capacity(HEADER_LEN + payload.len());
-                write_packet(&mut packet, write.seq, &payload);
-                let (translated, _) = self.backing.muxed_mut().observe_ok(&packet)?;
-                Ok(Reply::Ok {
-                    bytes: translated.unwrap_or_else(|| packet.to_vec()),
-                    payload,
-                    status,
-                    affected: ok.affected_rows,
-                    committed: !ok.status.in_transaction(),
-                })
-            }
-            Some(&ERR_HEADER) => Ok(Reply::Err(with_header(write))),
-            _ => Err(ProtocolError::Malformed(
-                "a write's reply that is neither OK nor ERR",
-            )),
-        }
-    }
-
     /// The writer was lost during a wrapped write, after its reply if `reply`.
     async fn lost_wrapped(
         &mut self,
@@ -213,8 +175,8 @@ impl Session {
         reply: Option<Reply>,
     ) -> Result<Relayed, SessionError> {
         let backend = self
-            .backend
-            .as_mut()
+            .backing
+            .conn_mut()
             .expect("wrapped writes have a connection");
         backend.mark_broken();
         Stats::incr(&self.fe.stats.backend_errors);
@@ -249,10 +211,7 @@ impl Session {
 
     /// Gives the client the write's reply, after telling the cache it ended.
     async fn deliver(&mut self, reply: Reply) -> Result<Relayed, SessionError> {
-        let backend = self
-            .backend
-            .as_mut()
-            .expect("wrapped writes have a connection");
+        let (mux, backend) = self.backing.muxed_with_conn();
         let (bytes, status, affected) = match &reply {
             Reply::Ok {
                 bytes,
@@ -274,12 +233,10 @@ impl Session {
                 (bytes, None, 0)
             }
         };
-        if let Some(m) = self.backing.mux_mut() {
-            m.observed.status = status;
-            // The COMMIT after it left the server's count at 0; a write that failed
-            // leaves -1.
-            m.wrapped_rows = Some(status.map_or(-1, |_| affected as i64));
-        }
+        mux.observed.status = status;
+        // The COMMIT after it left the server's count at 0; a write that failed leaves
+        // -1.
+        mux.wrapped_rows = Some(status.map_or(-1, |_| affected as i64));
         self.stmt.outcome = Outcome {
             rows: 0,
             affected,
@@ -307,6 +264,35 @@ fn with_header(p: &Packet) -> Vec<u8> {
     let mut out = BytesMut::with_capacity(HEADER_LEN + p.payload.len());
     write_packet(&mut out, p.seq, &p.payload);
     out.to_vec()
+}
+
+/// The write's reply, read: an OK gets the status it would have had on its own,
+/// and is told to the session as the relay tells any OK.
+fn read_write_reply(mux: &mut super::Mux, write: &Packet) -> Result<Reply, ProtocolError> {
+    match write.payload.first() {
+        Some(&OK_HEADER) => {
+            let ok = OkPacket::parse(&write.payload)?;
+            let status = StatusFlags(
+                ok.status.0 & !(StatusFlags::IN_TRANS | StatusFlags::IN_TRANS_READONLY),
+            );
+            let mut payload = write.payload.to_vec();
+            set_ok_status(&mut payload, status)?;
+            let mut packet = BytesMut::with_capacity(HEADER_LEN + payload.len());
+            write_packet(&mut packet, write.seq, &payload);
+            let (translated, _) = mux.observe_ok(&packet)?;
+            Ok(Reply::Ok {
+                bytes: translated.unwrap_or_else(|| packet.to_vec()),
+                payload,
+                status,
+                affected: ok.affected_rows,
+                committed: !ok.status.in_transaction(),
+            })
+        }
+        Some(&ERR_HEADER) => Ok(Reply::Err(with_header(write))),
+        _ => Err(ProtocolError::Malformed(
+            "a write's reply that is neither OK nor ERR",
+        )),
+    }
 }
 
 #[cfg(test)]

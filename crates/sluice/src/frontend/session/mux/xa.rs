@@ -168,8 +168,8 @@ impl Session {
     /// new one whose XA branch begins before the statement.
     pub(super) fn spread_to(&mut self, shards: &Shards, from: usize, to: usize) {
         let held = self
-            .backend
-            .take()
+            .backing
+            .take_conn()
             .expect("a transaction holds its connection");
         let member = self.member.take();
         let mux = self.backing.muxed_mut();
@@ -187,7 +187,7 @@ impl Session {
         match spread.parked.iter().position(|p| p.shard == to) {
             Some(i) => {
                 let p = spread.parked.swap_remove(i);
-                self.backend = Some(p.conn);
+                self.backing.hold(p.conn);
                 self.member = p.member;
             }
             None => {
@@ -226,8 +226,8 @@ impl Session {
         };
         let on_coordinator = mux.shard.unwrap_or(shards.map.default_shard()) == spread.coordinator;
         let ended = self
-            .backend
-            .as_ref()
+            .backing
+            .conn()
             .is_none_or(|b| !b.status.in_transaction() || b.is_broken());
         if on_coordinator && ended {
             tracing::debug!("first shard's transaction ended: rolling back the others");
@@ -252,7 +252,7 @@ impl Session {
             .parked
             .into_iter()
             .map(|p| (p.shard, p.conn))
-            .chain(self.backend.take().map(|c| (current, c)))
+            .chain(self.backing.take_conn().map(|c| (current, c)))
             .map(|(shard, conn)| Branch {
                 shard,
                 conn,
