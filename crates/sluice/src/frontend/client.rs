@@ -4,7 +4,7 @@
 use crate::error::SessionError;
 use crate::stream::{Peer, Stream};
 use bytes::{Buf, BytesMut};
-use sluice_wire::packet::{take_packet, write_packet, Header, Packet};
+use sluice_wire::packet::{take_packet, write_packet, Header, Packet, HEADER_LEN, MAX_PAYLOAD};
 use sluice_wire::response::{ok_payload, ErrPacket, OkPacket, OK_HEADER};
 use sluice_wire::CapabilityFlags;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -87,6 +87,18 @@ impl ClientConn {
             self.read_more().await?;
         }
         Ok(())
+    }
+
+    /// Reads the rest of a command of `len` bytes into the buffer, unless it is too
+    /// large to hold (over `max`, or a payload continued in more packets): false then,
+    /// and it streams.
+    #[inline]
+    pub async fn read_whole(&mut self, len: usize, max: usize) -> Result<bool, SessionError> {
+        if len >= MAX_PAYLOAD || len > max {
+            return Ok(false);
+        }
+        self.fill_to(HEADER_LEN + len).await?;
+        Ok(true)
     }
 
     /// Waits until the buffer holds a chunk header and the first `want` payload bytes

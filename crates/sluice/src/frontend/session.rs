@@ -39,6 +39,11 @@ mod statement;
 use statement::{InFlight, Statement};
 mod tracking;
 
+/// Statements up to this size are read whole before they are forwarded: so that the
+/// cache can analyse and key them, and multiplexing know their effect on the session.
+/// Larger ones stream, their effects read from their head.
+const MAX_BUFFERED: usize = 1 << 20;
+
 /// Bytes of a command's payload looked at to classify it.
 const CLASSIFY_HEAD: usize = 64;
 
@@ -75,7 +80,10 @@ struct Session {
 }
 
 /// How a session reaches its servers, and the server connection it holds: chosen at
-/// login, and again at COM_CHANGE_USER.
+/// login, and again at COM_CHANGE_USER. A plain tag (rather than one folded into the
+/// connection's spare values) keeps telling the variants apart to one compare on the
+/// statement's path.
+#[repr(u8)]
 enum Backing {
     /// No connection and no state of the session's here: before the login's lease, or
     /// a dedicated session whose connection is gone (it ends at its next step, or a
@@ -93,10 +101,12 @@ enum Backing {
 }
 
 impl Backing {
+    #[inline]
     fn is_multiplexed(&self) -> bool {
         matches!(self, Backing::Multiplexed { .. })
     }
 
+    #[inline]
     fn mux(&self) -> Option<&mux::Mux> {
         match self {
             Backing::Multiplexed { mux, .. } => Some(mux),
@@ -104,6 +114,7 @@ impl Backing {
         }
     }
 
+    #[inline]
     fn mux_mut(&mut self) -> Option<&mut mux::Mux> {
         match self {
             Backing::Multiplexed { mux, .. } => Some(mux),
@@ -113,16 +124,19 @@ impl Backing {
 
     /// The multiplexed state, for the stages that only a multiplexed session's
     /// statements reach (the command loop dispatches on the backing).
+    #[inline]
     fn muxed(&self) -> &mux::Mux {
         self.mux().expect("reached only by multiplexed sessions")
     }
 
+    #[inline]
     fn muxed_mut(&mut self) -> &mut mux::Mux {
         self.mux_mut()
             .expect("reached only by multiplexed sessions")
     }
 
     /// The server connection the session holds now.
+    #[inline]
     fn conn(&self) -> Option<&PooledConn> {
         match self {
             Backing::Dedicated(conn) => Some(conn),
@@ -131,6 +145,7 @@ impl Backing {
         }
     }
 
+    #[inline]
     fn conn_mut(&mut self) -> Option<&mut PooledConn> {
         match self {
             Backing::Dedicated(conn) => Some(conn),
@@ -140,6 +155,7 @@ impl Backing {
     }
 
     /// The multiplexed state, if any, and the connection held now, borrowed together.
+    #[inline]
     fn parts(&mut self) -> (Option<&mut mux::Mux>, Option<&mut PooledConn>) {
         match self {
             Backing::Dedicated(conn) => (None, Some(conn)),
@@ -149,6 +165,7 @@ impl Backing {
     }
 
     /// The multiplexed state and the connection held now, borrowed together.
+    #[inline]
     fn mux_and_conn(&mut self) -> Option<(&mut mux::Mux, Option<&mut PooledConn>)> {
         match self {
             Backing::Multiplexed { mux, conn } => Some((mux, conn.as_mut())),
@@ -158,6 +175,7 @@ impl Backing {
 
     /// The multiplexed state and the connection it holds, for the steps that run only
     /// once a statement has its connection.
+    #[inline]
     fn muxed_with_conn(&mut self) -> (&mut mux::Mux, &mut PooledConn) {
         match self {
             Backing::Multiplexed {
@@ -169,12 +187,14 @@ impl Backing {
     }
 
     /// Whether the connection held now is inside a transaction.
+    #[inline]
     fn held_in_transaction(&self) -> bool {
         self.conn().is_some_and(|b| b.status.in_transaction())
     }
 
     /// Lets go of the connection held now: a multiplexed session keeps its state and
     /// takes another at its next statement; a dedicated one is left detached.
+    #[inline]
     fn take_conn(&mut self) -> Option<PooledConn> {
         match self {
             Backing::Multiplexed { conn, .. } => conn.take(),
@@ -187,12 +207,14 @@ impl Backing {
     }
 
     /// Drops the connection held now (back to its pool, or closed when broken).
+    #[inline]
     fn drop_conn(&mut self) {
         drop(self.take_conn());
     }
 
     /// Closes the connection held now: what it was left in is not worth finding out,
     /// so it does not go back to its pool.
+    #[inline]
     fn close_conn(&mut self) {
         if let Some(mut conn) = self.take_conn() {
             conn.mark_broken();
@@ -201,6 +223,7 @@ impl Backing {
 
     /// Holds `conn`: the multiplexed session's connection for now, or a detached
     /// session's dedicated one.
+    #[inline]
     fn hold(&mut self, new: PooledConn) {
         match self {
             Backing::Multiplexed { conn, .. } => *conn = Some(new),

@@ -12,7 +12,7 @@ use crate::error::{BackendError, SessionError};
 use crate::stats::Stats;
 use bytes::{Buf, Bytes};
 use sluice_wire::command::Command;
-use sluice_wire::packet::{HEADER_LEN, MAX_PAYLOAD};
+use sluice_wire::packet::HEADER_LEN;
 use sluice_wire::session_track::StateChange;
 use sluice_wire::statement::{Bound, Execute, PrepareOk};
 use sluice_wire::tracker::{Event, Outcome, ResponseKind, ResponseTracker, Scanner};
@@ -29,9 +29,7 @@ mod stmt;
 
 pub(super) use step::CacheStep;
 
-/// Statements up to this size are read whole before they are forwarded, so they can be
-/// analysed and keyed. Larger ones stream as before.
-const MAX_BUFFERED: usize = 1 << 20;
+use super::MAX_BUFFERED;
 
 /// Prepare responses are recorded up to this size to learn the statement id.
 const PREPARE_RECORD: usize = 64 << 10;
@@ -377,16 +375,6 @@ impl Session {
             }
         };
         Ok(going_on)
-    }
-
-    /// Reads the rest of a statement of `len` bytes into the buffer. False when it is
-    /// too large to hold (it then streams).
-    async fn buffer_whole(&mut self, len: usize) -> Result<bool, SessionError> {
-        if len >= MAX_PAYLOAD || len > MAX_BUFFERED {
-            return Ok(false);
-        }
-        self.client.fill_to(HEADER_LEN + len).await?;
-        Ok(true)
     }
 
     /// Reads the settings that key this session's entries. False when they can't be

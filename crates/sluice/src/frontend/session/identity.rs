@@ -37,7 +37,9 @@ impl Session {
         };
         let own_id = identity::rewrite_connection_id(text, self.id);
         let rows = match kind {
-            ResponseKind::Query => self.answer_row_count(own_id.as_deref().unwrap_or(text)),
+            // The count of a write Sluice wrapped, which the server no longer knows.
+            ResponseKind::Query => (self.stmt.prior_rows)
+                .and_then(|n| identity::rewrite_row_count(own_id.as_deref().unwrap_or(text), n)),
             _ => None,
         };
         self.stmt.row_count_answered = rows.is_some();

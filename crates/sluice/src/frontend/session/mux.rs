@@ -45,9 +45,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
-/// Statements up to this size are read whole before they are forwarded, so their effect
-/// on the session can be known. Larger ones stream, their effects read from their head.
-pub(super) const MAX_BUFFERED: usize = 1 << 20;
+use super::MAX_BUFFERED;
 
 /// Multiplexing figures of the whole process.
 #[derive(Default)]

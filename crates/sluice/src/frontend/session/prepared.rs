@@ -116,16 +116,15 @@ impl Session {
 
     /// Before a multiplexed session's connection goes back: closes on the server the
     /// statements no client refers to any more, so that an idle connection holds none.
-    /// A connection that can't be written to is marked broken, and so closed.
+    /// A connection that can't be written to is marked broken, and so closed. Entered
+    /// when the connection's statements need a sweep.
     pub(super) async fn close_unreferenced(&mut self) {
         let Some(backend) = self.backing.conn_mut() else {
             return;
         };
-        if backend.stmts.needs_sweep() {
-            let ids = backend.stmts.sweep(Sweep::Unreferenced);
-            if let Err(e) = close_on(backend, &ids).await {
-                tracing::debug!(error = %e, "closing unused statements failed");
-            }
+        let ids = backend.stmts.sweep(Sweep::Unreferenced);
+        if let Err(e) = close_on(backend, &ids).await {
+            tracing::debug!(error = %e, "closing unused statements failed");
         }
     }
 

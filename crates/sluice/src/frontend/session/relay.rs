@@ -24,7 +24,10 @@ impl Session {
         kind: ResponseKind,
         record: Option<&mut cached::Recording>,
     ) -> Result<Relayed, SessionError> {
-        self.mark_origin(kind).await?;
+        // A read sent to a replica changes no rows there.
+        if !matches!(self.stmt.target, Some(Target::Reader { .. })) {
+            self.mark_origin(kind).await?;
+        }
         if self.stmt.wrap_commit {
             return self.relay_wrapped().await;
         }

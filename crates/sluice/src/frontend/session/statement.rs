@@ -186,7 +186,8 @@ impl Session {
             ..InFlight::default()
         };
         self.client.answered_error = false;
-        self.stmt.prior_rows = self.take_wrapped_rows(stmt.command);
+        self.stmt.prior_rows =
+            (self.backing.mux_mut()).and_then(|m| m.take_wrapped_rows(stmt.command));
         if self.probe.is_none() {
             return Ok(());
         }

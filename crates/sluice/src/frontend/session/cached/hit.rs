@@ -8,7 +8,7 @@
 //! [`Session::forward_cached`].
 
 use super::step::{CacheStep, Keyed, Refresh};
-use super::{eligible, stmt::push_bound_params, CacheState, StmtKind};
+use super::{eligible, stmt::push_bound_params, CacheState, StmtKind, MAX_BUFFERED};
 use crate::analytics::CacheUse;
 use crate::cache::{self, Lookup};
 use crate::classify::sql::{self, Hints};
@@ -60,7 +60,7 @@ impl Session {
         {
             return Ok(None);
         }
-        if !self.buffer_whole(len).await? {
+        if !self.client.read_whole(len, MAX_BUFFERED).await? {
             return Ok(None);
         }
         let state = self.cache.as_mut().expect("checked above");

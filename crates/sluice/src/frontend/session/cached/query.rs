@@ -14,7 +14,7 @@ impl Session {
         len: usize,
         step: CacheStep,
     ) -> Result<Relayed, SessionError> {
-        if !self.buffer_whole(len).await? {
+        if !self.client.read_whole(len, MAX_BUFFERED).await? {
             return self.relay_unanalysed(kind).await;
         }
         let request = Bytes::copy_from_slice(&self.client.rbuf[..HEADER_LEN + len]);
@@ -95,6 +95,7 @@ impl Session {
         let state = self.cache_state();
         let mut analysis = own_id_uncacheable(plain.qualified(state.known_schema()), rewritten);
         let unresolved = state.schema.is_none();
+        let known = state.prefix.is_some() && !unresolved;
         let needs_settings = match &analysis {
             Analysis::Read {
                 uncacheable: None, ..
@@ -102,7 +103,8 @@ impl Session {
             Analysis::Write { tables: Some(_) } => unresolved,
             _ => false,
         };
-        if needs_settings && self.settings_known().await? && unresolved {
+        // Known settings (the usual case) need no probe, and leave nothing to qualify.
+        if needs_settings && !known && self.settings_known().await? && unresolved {
             // No schema was known: it is still the plain analysis, qualified now.
             analysis = analysis.qualified(self.cache_state().known_schema());
         }

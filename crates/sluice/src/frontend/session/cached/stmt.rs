@@ -10,7 +10,7 @@ impl Session {
         kind: ResponseKind,
         len: usize,
     ) -> Result<Relayed, SessionError> {
-        if !self.buffer_whole(len).await? {
+        if !self.client.read_whole(len, MAX_BUFFERED).await? {
             // Its executes will count as writes of unknown tables.
             return self.relay(kind).await;
         }
@@ -73,7 +73,7 @@ impl Session {
         id: Option<u32>,
         step: CacheStep,
     ) -> Result<Relayed, SessionError> {
-        if !self.buffer_whole(len).await? {
+        if !self.client.read_whole(len, MAX_BUFFERED).await? {
             let writes = match id.and_then(|id| self.cache_state().stmts.get(&id)) {
                 Some(Prepared {
                     kind: StmtKind::Read(_) | StmtKind::Other,

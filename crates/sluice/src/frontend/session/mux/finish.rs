@@ -14,7 +14,9 @@ impl Session {
         stmt: &Statement,
     ) -> Result<(), SessionError> {
         let (command, client_id) = (stmt.command, stmt.client_id);
-        self.close_one_off().await?;
+        if self.stmt.one_off.is_some() {
+            self.close_one_off().await?;
+        }
         let served = self.cache.as_ref().is_some_and(|c| c.served());
         let spread_write =
             self.stmt.target == Some(crate::router::Target::Writer) && self.stmt.spreads_writes;
@@ -113,7 +115,9 @@ impl Session {
         }
         // Whether the connection goes back or stays (a long transaction), it keeps no
         // statement that no session uses.
-        self.close_unreferenced().await;
+        if self.backing.conn().is_some_and(|b| b.stmts.needs_sweep()) {
+            self.close_unreferenced().await;
+        }
         let (mux, backend) = self.backing.muxed_with_conn();
         let reason = mux.pin_reason(backend.status);
         if reason != mux.pinned_since {

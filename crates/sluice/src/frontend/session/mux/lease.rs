@@ -277,8 +277,7 @@ impl Session {
         // The usual case, a connection this session just gave back or one like it,
         // is told apart without entering either step.
         let (globals, state) = {
-            let backend = self.backing.conn().expect("just leased");
-            let mux = self.backing.muxed();
+            let (mux, backend) = self.backing.muxed_with_conn();
             (
                 super::super::globals::globals_match(backend, mux),
                 in_line(backend, mux, needs_lid),
@@ -307,14 +306,14 @@ impl Session {
         target: &crate::router::Target,
     ) -> Result<(), SessionError> {
         let switching = router.paused.load(std::sync::atomic::Ordering::Acquire);
-        let Some(backend) = self.backing.conn() else {
-            return Ok(());
-        };
         if !switching && self.held_fits(router, target) {
             return Ok(());
         }
-        if self.backing.muxed().pin_reason(backend.status).is_none() {
-            self.backing.muxed_mut().hold_until = None;
+        let Some((mux, Some(backend))) = self.backing.mux_and_conn() else {
+            return Ok(());
+        };
+        if mux.pin_reason(backend.status).is_none() {
+            mux.hold_until = None;
             self.release_if_free().await?;
         }
         Ok(())
@@ -375,8 +374,8 @@ impl Session {
             };
             self.publish();
             let serve = {
-                let backend = self.backing.conn().expect("just leased");
-                super::super::grants::grants_serve(backend, self.backing.muxed())
+                let (mux, backend) = self.backing.muxed_with_conn();
+                super::super::grants::grants_serve(backend, mux)
             };
             let fit = match serve {
                 true => Ok(true),

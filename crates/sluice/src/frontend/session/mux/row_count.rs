@@ -9,7 +9,7 @@ use super::*;
 use crate::classify::identity::rewrite_row_count;
 use sluice_wire::statement::set_stmt_id;
 
-impl Session {
+impl super::Mux {
     /// The count `ROW_COUNT()` reads in the command at the front of the client buffer,
     /// when Sluice answers it. Commands that leave the server's count as it is (a
     /// prepare, a close, long data) keep it for the next.
@@ -21,25 +21,20 @@ impl Session {
             command,
             Command::StmtPrepare | Command::StmtClose | Command::StmtSendLongData
         );
-        let mux = self.backing.mux_mut()?;
         match keeps {
             true => None,
-            false => mux.wrapped_rows.take(),
+            false => self.wrapped_rows.take(),
         }
     }
+}
 
+impl Session {
     /// A command Sluice answers itself (KILL, a refusal, COM_CHANGE_USER) sets the
     /// server's count anew.
     pub(in crate::frontend::session) fn forget_wrapped_rows(&mut self) {
         if let Some(mux) = self.backing.mux_mut() {
             mux.wrapped_rows = None;
         }
-    }
-
-    /// The query text `text` with its `ROW_COUNT()` calls answered, when Sluice answers
-    /// them.
-    pub(in crate::frontend::session) fn answer_row_count(&self, text: &[u8]) -> Option<Vec<u8>> {
-        rewrite_row_count(text, self.stmt.prior_rows?)
     }
 
     /// The execute of the client's statement `id` at the front of the client buffer
