@@ -26,7 +26,7 @@ pub(super) mod tests {
     use super::*;
     use std::borrow::Cow;
 
-    pub(super) const CORPUS: &[&str] = &[
+    pub(in crate::classify) const CORPUS: &[&str] = &[
         "SELECT c FROM sbtest1 WHERE id=4995",
         "SELECT a, (SELECT MAX(b) FROM t2 WHERE t2.x = t1.x) AS m FROM t1 WHERE EXISTS (SELECT 1)",
         "WITH RECURSIVE c (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c) CYCLE n RESTRICT \

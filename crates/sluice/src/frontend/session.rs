@@ -72,6 +72,9 @@ struct Session {
     idle_default: Option<std::time::Duration>,
     /// The statement in flight.
     stmt: InFlight,
+    /// What the statement in flight's text says, read once for every stage that asks,
+    /// and what the session's recent texts said, by shape (kept across statements).
+    text: crate::classify::facts::TextFacts,
     /// The client's multi-statement option (its capability, then COM_SET_OPTION).
     multi_statements: bool,
     /// SQL prepared statements (`PREPARE name FROM 'KILL ...'`) that hold a KILL, by
@@ -653,6 +656,7 @@ impl Session {
             probe,
             idle_default: None,
             stmt: InFlight::default(),
+            text: Default::default(),
             multi_statements,
             kill_statements: Default::default(),
         }

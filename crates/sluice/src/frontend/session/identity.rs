@@ -51,7 +51,7 @@ impl Session {
         }
         self.stmt.identity_rewritten = true;
         // What was read of the text before is not what the server will run.
-        self.stmt.text = Default::default();
+        self.text.forget();
         Ok(self
             .client
             .rewrite_front(len, |payload| [&payload[..1], &rewritten[..]].concat()))

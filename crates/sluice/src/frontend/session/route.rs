@@ -71,7 +71,7 @@ impl Session {
             last_gtid: mux.last_gtid.as_ref(),
             cached: self.cache.is_some(),
         };
-        decide_route(router, &rules, &s, &mut self.stmt.text)
+        decide_route(router, &rules, &s, &mut self.text)
     }
 
     /// Before the statement goes out: what losing its server will mean. A plain read

@@ -58,8 +58,6 @@ impl Statement {
 /// made afresh for every command, so nothing of one statement reaches the next.
 #[derive(Default)]
 pub(super) struct InFlight {
-    /// What its text says, read once for every stage that asks.
-    pub(super) text: crate::classify::facts::TextFacts,
     /// A routing rule's time limit.
     pub(super) timeout: Option<std::time::Duration>,
     /// Where it was routed.
@@ -185,6 +183,7 @@ impl Session {
             sent_before: self.client.sent,
             ..InFlight::default()
         };
+        self.text.forget();
         self.client.answered_error = false;
         self.stmt.prior_rows =
             (self.backing.mux_mut()).and_then(|m| m.take_wrapped_rows(stmt.command));
@@ -207,7 +206,7 @@ impl Session {
         match stmt.command {
             Command::Query => {
                 // Kept for the cache's statistics, which look the digest up by it too.
-                let shape = self.stmt.text.shape(body);
+                let shape = self.text.shape(body);
                 probe.query(body, shape, self.stmt.request_len)
             }
             Command::StmtPrepare => probe.prepare(body),

@@ -151,7 +151,7 @@ impl Session {
             user: &self.user.name,
             schema: state.known_schema(),
             // Analytics' shape of a query's text, or its prepared statement's.
-            shape: self.stmt.text.known_shape(text),
+            shape: self.text.known_shape(text),
         };
         let found = match memo.as_mut() {
             Some(memo) => cache.rule_for_remembered(&candidate, memo),

@@ -69,7 +69,7 @@ impl Session {
         };
         // What routing read of the text, when it did (hints are comments: the text
         // with them reads as the text without).
-        let plain = self.stmt.text.take_analysis(text);
+        let plain = self.text.take_analysis(text);
         self.query_analysed(&request, &stripped, plain, looked_up, kind)
             .await
     }

@@ -21,7 +21,8 @@ impl Session {
         };
         let rewritten = self.stmt.identity_rewritten;
         // Kept for the prepare's own reply, which reads it again.
-        let plain = (self.stmt.text)
+        let plain = self
+            .text
             .analysis(&self.client.rbuf[HEADER_LEN + 1..HEADER_LEN + len])
             .clone();
         let schema = self.cache_state().known_schema();
@@ -176,7 +177,7 @@ impl Session {
                 if let Some(s) = stmt {
                     // Worked out on its first miss only: its text does not change.
                     let shape = *s.shape.get_or_insert_with(|| sql::digest_shape(&text));
-                    self.stmt.text.know_shape(&text, shape);
+                    self.text.know_shape(&text, shape);
                 }
                 let stmt = id.and_then(|id| self.cache_state().stmts.get(&id));
                 let values = stmt.and_then(|s| bound_values(&request, s));

@@ -79,7 +79,7 @@ impl Session {
         }
         if leaves_state(command) {
             let floor = self.fe.pool_config.max_prepared_per_connection as usize;
-            let text = &mut self.stmt.text;
+            let text = &mut self.text;
             after_command(backend, mux, stmt, &observed, text, floor).await?;
         }
         let wrote = observed.affected_rows > 0 || observed.last_insert_id != 0;
