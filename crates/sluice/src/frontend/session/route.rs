@@ -74,35 +74,6 @@ impl Session {
         decide_route(router, &rules, &s, &mut self.text)
     }
 
-    /// Before the statement goes out: what losing its server will mean. A plain read
-    /// outside a transaction may run again elsewhere (`retry`: a copy of it is kept and
-    /// attempts remain). State beyond a transaction (locks, temporary tables...) dies
-    /// with its server, so the session must end as it would directly; a transaction
-    /// alone ends with an error the client can act on.
-    pub(super) fn arm_for_loss(&mut self, stmt: &super::Statement, retry: bool) {
-        let in_trx = self.backing.held_in_transaction();
-        self.stmt.retry_armed =
-            retry && !in_trx && matches!(self.stmt.target, Some(Target::Reader { .. }));
-        let mux = self.backing.muxed();
-        self.stmt.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
-        self.stmt.loss_error = None;
-        if in_trx && self.stmt.survive_loss {
-            let text = match stmt.command {
-                Command::Query => self
-                    .client
-                    .rbuf
-                    .get(HEADER_LEN + 1..)
-                    .map(|t| &t[..t.len().min(64)]),
-                Command::StmtExecute => stmt
-                    .client_id
-                    .and_then(|id| mux.stmt_route(id))
-                    .map(|(t, _)| t),
-                _ => None,
-            };
-            self.stmt.loss_error = text.and_then(transaction_lost);
-        }
-    }
-
     /// Before a read on a replica that must see `need`: waits there up to
     /// `routing.consistency_wait`. False: the replica did not get there in time.
     pub(super) async fn wait_for_gtid(
@@ -275,7 +246,7 @@ pub(super) fn decide_route(
 /// `statement`: for a statement that can't have committed anything, that the
 /// transaction was rolled back and may be retried (SQLSTATE 40001, as for a deadlock);
 /// `None` when the outcome is unknown (COMMIT, DDL, a procedure...).
-fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
+pub(super) fn transaction_lost(statement: &[u8]) -> Option<ErrPacket> {
     let word = crate::classify::sql::first_word(statement);
     let safe = matches!(
         word.as_slice(),

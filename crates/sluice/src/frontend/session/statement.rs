@@ -388,6 +388,35 @@ impl Session {
         attempt
     }
 
+    /// Before the statement goes out: what losing its server will mean. A plain read
+    /// outside a transaction may run again elsewhere (`retry`: a copy of it is kept and
+    /// attempts remain). State beyond a transaction (locks, temporary tables...) dies
+    /// with its server, so the session must end as it would directly; a transaction
+    /// alone ends with an error the client can act on.
+    fn arm_for_loss(&mut self, stmt: &Statement, retry: bool) {
+        let in_trx = self.backing.held_in_transaction();
+        self.stmt.retry_armed =
+            retry && !in_trx && matches!(self.stmt.target, Some(Target::Reader { .. }));
+        let mux = self.backing.muxed();
+        self.stmt.survive_loss = mux.pin_reason(sluice_wire::StatusFlags(0)).is_none();
+        self.stmt.loss_error = None;
+        if in_trx && self.stmt.survive_loss {
+            let text = match stmt.command {
+                Command::Query => self
+                    .client
+                    .rbuf
+                    .get(HEADER_LEN + 1..)
+                    .map(|t| &t[..t.len().min(64)]),
+                Command::StmtExecute => stmt
+                    .client_id
+                    .and_then(|id| mux.stmt_route(id))
+                    .map(|(t, _)| t),
+                _ => None,
+            };
+            self.stmt.loss_error = text.and_then(route::transaction_lost);
+        }
+    }
+
     /// One try on the connection in hand: armed for what losing its server would lead
     /// to, relayed (through the cache when there is one), under the rule's time limit.
     /// Returns how it went, and the bytes kept for the replay log.
