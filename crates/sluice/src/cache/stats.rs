@@ -378,10 +378,15 @@ mod tests {
             &d.of(b"SELECT c FROM t WHERE id = 22", None)
         ));
         assert_eq!(d.shapes.lock().len(), 1);
-        // Statements the shape can't vouch for (a string) still reach the same digest.
+        // A string has a shape of its own, and the same digest.
         let quoted = d.of(b"SELECT c FROM t WHERE id = '3'", None);
         assert_eq!(quoted.text, "SELECT c FROM t WHERE id = ?");
         assert!(Arc::ptr_eq(&first, &quoted));
+        assert_eq!(d.shapes.lock().len(), 2);
+        // Statements the shape can't vouch for (a comment) still reach the same digest.
+        let commented = d.of(b"SELECT c FROM t WHERE id = /* x */ 4", None);
+        assert!(Arc::ptr_eq(&first, &commented));
+        assert_eq!(d.shapes.lock().len(), 2);
         assert!(!Arc::ptr_eq(
             &first,
             &d.of(b"SELECT c FROM t WHERE k = 1", None)

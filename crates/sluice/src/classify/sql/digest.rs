@@ -6,7 +6,7 @@
 //! it too, and other modules reuse it for ids that must not change between runs.
 
 use super::keywords::is_keyword;
-use super::lexer::{code_token, Kind, Lexer, Upper};
+use super::lexer::{closed_end, code_token, Kind, Lexer, Upper};
 
 /// Normalized text for grouping statements that differ only in literal values, spacing, comments
 /// and keyword case, with its FNV-1a 64 hash (stable across runs and platforms). Whitespace runs
@@ -36,15 +36,19 @@ pub fn digest_hash(sql: &[u8]) -> u64 {
 }
 
 /// A cheap stand-in for [`digest_hash`] on plain statements: a hash of the text with
-/// each number literal replaced by a marker and whitespace runs folded, and the FNV-1a
-/// hash of the exact text. Two statements with the same shape have the same digest, so
-/// a session remembers shape → digest and lexes each shape once. `None` for anything
-/// the shape can't vouch for (quotes, comments, backslashes, control or non-ASCII
-/// bytes): those take [`digest_hash`].
+/// each number literal and each single-quoted string replaced by a marker and
+/// whitespace runs folded, and the FNV-1a hash of the exact text. Two statements with
+/// the same shape have the same digest (and the same tokens but for their literals'
+/// values), so a session remembers shape → digest and lexes each shape once. `None` for
+/// anything the shape can't vouch for (double quotes, backticks, comments, backslashes
+/// and control or non-ASCII bytes outside strings, a string right after `@` or `.`, an
+/// unterminated one): those take [`digest_hash`].
 ///
 /// A digit run counts as a number only where the lexer surely reads one: not inside or
-/// right after a name, not next to a `.` (decimals, qualified names) or after `@`. Every
-/// other byte is kept, so the shape is never coarser than the digest.
+/// right after a name or a string, not next to a `.` (decimals, qualified names) or
+/// after `@`, not right before a quote. A string is one where the lexer reads one, ended
+/// by the lexer's own rule (doubled quotes, backslash escapes). Every other byte is
+/// kept, so the shape is never coarser than the digest.
 pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
     // What each byte is to the shape: one table lookup per byte.
     const PLAIN: u8 = 0;
@@ -53,6 +57,7 @@ pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
     const NAME: u8 = 3;
     const REFUSE: u8 = 4;
     const MAYBE_COMMENT: u8 = 5;
+    const QUOTE: u8 = 6;
     const CLASS: [u8; 256] = {
         let mut c = [REFUSE; 256];
         let mut b = 0x20;
@@ -76,7 +81,7 @@ pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
         c[b'\r' as usize] = SPACE;
         c[0x0b] = SPACE;
         c[0x0c] = SPACE;
-        c[b'\'' as usize] = REFUSE;
+        c[b'\'' as usize] = QUOTE;
         c[b'"' as usize] = REFUSE;
         c[b'`' as usize] = REFUSE;
         c[b'\\' as usize] = REFUSE;
@@ -105,7 +110,7 @@ pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
                     j += 1;
                 }
                 let after = sql.get(j).copied().unwrap_or(b' ');
-                if matches!(CLASS[after as usize], NAME | REFUSE) || after == b'.' {
+                if matches!(CLASS[after as usize], NAME | REFUSE | QUOTE) || after == b'.' {
                     for &d in &sql[i..j] {
                         shape = fnv1a_step(shape, d);
                     }
@@ -115,6 +120,22 @@ pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
                 prev = DIGIT;
                 prev_joins = false;
                 i = j;
+                continue;
+            }
+            // Its content folds to one marker, as the digest folds it to `?`. After `@`
+            // it names a variable; after `.`, nothing the shape vouches for.
+            QUOTE => {
+                if prev_joins {
+                    return None;
+                }
+                let end = closed_end(sql, i, b'\'', true)?;
+                for &c in &sql[i..end] {
+                    exact = fnv1a_step(exact, c);
+                }
+                shape = fnv1a_step(shape, 0x02);
+                // Digits right after it are kept as written.
+                prev = NAME;
+                i = end;
                 continue;
             }
             SPACE => {
@@ -389,9 +410,17 @@ mod tests {
 
     #[test]
     fn statements_of_one_shape_have_one_digest() {
-        // Templates with number slots (#) filled at random, and the ways the lexer may
-        // read digits otherwise: names, decimals, exponents, hex, variables, signs.
+        // Templates with number slots (#) and string slots ($) filled at random, and the
+        // ways the lexer may read digits and quotes otherwise: names, decimals, exponents,
+        // hex, variables, signs, prefixed strings, strings in names and after them.
         let templates = [
+            "SELECT c FROM t WHERE a = '$' AND b = #",
+            "SELECT * FROM t WHERE a IN ('$', '$') AND b LIKE '$%'",
+            "INSERT INTO t (a, b) VALUES ('$', #), ('$$', #)",
+            "SELECT x'$', N'$', _utf8mb4'$' COLLATE utf8mb4_bin, '$''$' FROM t#",
+            "SELECT '$'#, #'$', '$' '$', @@x'$', t# '$' FROM t",
+            "UPDATE t SET a = '$' WHERE id = #",
+            "SELECT '$' FROM t WHERE b = '$;$' ; SELECT #",
             "SELECT c FROM sbtest# WHERE id=#",
             "SELECT c FROM sbtest1 WHERE id = # ORDER BY c LIMIT #",
             "select * from t where a in (#, #, #) and b between # and #",
@@ -410,7 +439,12 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             ((seed >> 33) % 10) as u8
         };
-        let mut by_shape: std::collections::HashMap<u64, (u64, String)> = Default::default();
+        // What strings hold: escapes, doubled quotes, and what would be code outside one.
+        const PIECES: [&str; 14] = [
+            "a", "Zz", "\\'", "''", "\\\\", ";", "-- ", "/*", "#", "é", "\"", "`", "@", "?",
+        ];
+        let mut by_shape: std::collections::HashMap<u64, (u64, super::super::Analysis, String)> =
+            Default::default();
         let mut shaped = 0;
         for template in templates {
             for _ in 0..200 {
@@ -419,6 +453,10 @@ mod tests {
                     if ch == '#' {
                         for _ in 0..=digit() % 3 {
                             sql.push((b'0' + digit()) as char);
+                        }
+                    } else if ch == '$' {
+                        for _ in 0..digit() % 4 {
+                            sql.push_str(PIECES[(digit() as usize * 7 + digit() as usize) % 14]);
                         }
                     } else {
                         sql.push(ch);
@@ -430,14 +468,23 @@ mod tests {
                 shaped += 1;
                 assert_eq!(exact, fnv1a(sql.as_bytes()));
                 let digest = digest_hash(sql.as_bytes());
-                let (first, example) = by_shape.entry(shape).or_insert((digest, sql.clone()));
+                let analysis = super::super::analyze(sql.as_bytes(), None);
+                let (first, analysed, example) =
+                    by_shape
+                        .entry(shape)
+                        .or_insert((digest, analysis.clone(), sql.clone()));
                 assert_eq!(
                     *first, digest,
                     "{example:?} and {sql:?} share a shape, not a digest"
                 );
+                // What lets a session keep a text's analysis by its shape.
+                assert_eq!(
+                    *analysed, analysis,
+                    "{example:?} and {sql:?} share a shape, not an analysis"
+                );
             }
         }
-        assert!(shaped > 1500, "{shaped}");
+        assert!(shaped > 2900, "{shaped}");
         // Point selects of one table share one shape whatever the id.
         let shape = |s: &str| digest_shape(s.as_bytes()).map(|(s, _)| s);
         assert_eq!(
@@ -448,12 +495,22 @@ mod tests {
             shape("SELECT c FROM t1 WHERE id=1"),
             shape("SELECT c FROM t2 WHERE id=1")
         );
+        // So do reads of one table whatever the strings they compare with.
+        assert_eq!(
+            shape("SELECT c FROM t WHERE name = 'ann' AND id = 1"),
+            shape("SELECT c FROM t WHERE name = 'O''Brien \\'é\\'' AND id = 2")
+        );
+        assert_ne!(shape("SELECT 'a'"), shape("SELECT 'a', 'b'"));
         for other in [
-            "SELECT 'a'",
             "SELECT 1 -- x",
             "SELECT /* x */ 1",
             "SELECT `a`",
-            "SELECT 'é'",
+            "SELECT \"a\"",
+            "SELECT é",
+            "SELECT @'a'",
+            "SELECT t.'a'",
+            "SELECT 'unterminated",
+            "SELECT 'escaped at the end\\'",
         ] {
             assert_eq!(shape(other), None, "{other}");
         }

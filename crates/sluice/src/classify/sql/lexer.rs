@@ -289,6 +289,13 @@ fn find(s: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 /// End of a quoted token opening at `open`: doubled quotes, and backslash escapes in strings.
 /// Unterminated quotes run to the end of the text.
 fn quoted_end(s: &[u8], open: usize, q: u8, escapes: bool) -> usize {
+    closed_end(s, open, q, escapes).unwrap_or(s.len())
+}
+
+/// [`quoted_end`] of a quote that closes: `None` when it runs to the end of the text
+/// unterminated. One scan for both, so that what the digest's shape folds as one string
+/// is the lexer's string.
+pub(super) fn closed_end(s: &[u8], open: usize, q: u8, escapes: bool) -> Option<usize> {
     let mut i = open + 1;
     while let Some(&c) = s.get(i) {
         if escapes && c == b'\\' {
@@ -297,13 +304,13 @@ fn quoted_end(s: &[u8], open: usize, q: u8, escapes: bool) -> usize {
             if s.get(i + 1) == Some(&q) {
                 i += 2;
             } else {
-                return i + 1;
+                return Some(i + 1);
             }
         } else {
             i += 1;
         }
     }
-    s.len()
+    None
 }
 
 /// Whether `t` is an unquoted word that is one of `words` (any case).
