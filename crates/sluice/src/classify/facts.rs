@@ -2,7 +2,8 @@
 //! routing asks whether it is a plain read, the cache which tables it reads or writes,
 //! sharding where they are. Each used to lex the text again. A session also remembers
 //! what its recent texts said by their shape, so a statement shaped like one it sent
-//! before (the same text but for its numbers and spacing) is not read again at all.
+//! before (the same text but for its numbers, its strings and its spacing) is not read
+//! again at all.
 
 use super::sql::{analyze, digest_shape, Analysis};
 use std::sync::Arc;
@@ -60,8 +61,9 @@ impl TextFacts {
     }
 
     /// `text` analysed, or what a text of the same shape was found to do. Two texts of
-    /// one shape differ only in their number literals and spacing, which no analysis
-    /// reads: the same tokens but for the numbers' values.
+    /// one shape differ only in their number literals, their single-quoted strings and
+    /// their spacing: the same tokens but for the literals' values, which no analysis
+    /// reads (a single-quoted string is never a name).
     fn analysed(&mut self, text: &[u8]) -> Arc<Analysis> {
         let Some((shape, _)) = self.shape(text) else {
             return Arc::new(analyze(text, None));
