@@ -585,10 +585,11 @@ impl Session {
     /// prepared there first if it has none.
     pub(super) async fn statement_here(&mut self, id: u32) -> Result<u32, Failed> {
         let found = {
-            let (mux, backend) = self.backing.muxed_with_conn();
+            let (mux, backend) = self.backing.mux_and_conn().expect("multiplexed");
             let Some(stmt) = mux.stmts.get(&id) else {
                 return Err(Failed::Answered(unknown_statement("EXECUTE")));
             };
+            let backend = backend.expect("acquired");
             backend.stmts.touch(stmt.key.key()).map(|b| b.id)
         };
         match found {
