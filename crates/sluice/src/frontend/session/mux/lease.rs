@@ -285,7 +285,7 @@ impl Session {
         };
         if !globals {
             if let Err(e) = self.align_globals().await {
-                self.drop_broken();
+                self.backing.close_conn();
                 return Err(Failed::Answered(e.to_err_packet()));
             }
         }
@@ -385,7 +385,7 @@ impl Session {
                 Ok(true) => {}
                 Ok(false) => continue,
                 Err(e) => {
-                    self.drop_broken();
+                    self.backing.close_conn();
                     return Err(Failed::Answered(e.to_err_packet()));
                 }
             }
@@ -415,16 +415,14 @@ impl Session {
                 statements += 1;
                 if let Err(failed) = backend.init_db(&db).await {
                     if failed.is_broken() {
-                        self.drop_broken();
+                        self.backing.close_conn();
                     }
                     return Err(Failed::Answered(failed.to_err_packet()));
                 }
             }
         }
         let (mux, backend) = self.backing.muxed_with_conn();
-        let lid =
-            (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
-                .then_some(mux.last_insert_id);
+        let lid = lid_to_set(backend, mux, needs_lid);
         let user_sets = user_var_sets(&mux.user_vars, &backend.user_vars);
         let sync = sync_statement(
             &mux.vars,
@@ -454,7 +452,7 @@ impl Session {
                     if let Failed::Answered(err) = &failed {
                         tracing::warn!(%err, "could not bring a backend connection in line with a session");
                     }
-                    self.drop_broken();
+                    self.backing.close_conn();
                     return Err(Failed::Answered(failed.to_err_packet()));
                 }
             }
@@ -464,11 +462,6 @@ impl Session {
             Stats::add(&self.fe.mux_stats.sync_statements, statements);
         }
         Ok(())
-    }
-
-    /// The connection in hand can't be trusted any more: it is closed, not pooled.
-    fn drop_broken(&mut self) {
-        self.backing.close_conn();
     }
 
     /// Rewrites the client's statement id in the command at the front of the buffer to
@@ -577,7 +570,14 @@ fn in_line(backend: &crate::backend::BackendConn, mux: &Mux, needs_lid: bool) ->
         && backend.vars == mux.vars
         && mux.user_vars.is_empty()
         && backend.user_vars.is_empty()
-        && !(needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
+        && lid_to_set(backend, mux, needs_lid).is_none()
+}
+
+/// The session's `LAST_INSERT_ID()` when the statement needs it and the connection holds
+/// another value.
+fn lid_to_set(backend: &crate::backend::BackendConn, mux: &Mux, needs_lid: bool) -> Option<u64> {
+    (needs_lid && !mux.lid_dirty && backend.last_insert_id != Some(mux.last_insert_id))
+        .then_some(mux.last_insert_id)
 }
 
 impl Session {
