@@ -21,7 +21,7 @@ use stats::{Digests, Totals};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use store::Store;
+use store::{Found, Store};
 pub use store::{Hashed, KeyHash};
 
 pub use generations::RowSet;
@@ -168,6 +168,14 @@ pub struct Candidate<'a> {
 /// The server's views, looked up for every fill and every write (aHash: a table's
 /// name hashed with SipHash was some 300 instructions a fill).
 type ViewSet = std::collections::HashSet<TableRef, ahash::RandomState>;
+
+/// Why a lookup removed the entry it found.
+enum Gone {
+    /// Its rule was replaced or removed.
+    Retired,
+    Invalidated(Cause),
+    Expired,
+}
 
 /// What a lookup found.
 pub enum Lookup {
@@ -346,61 +354,53 @@ impl QueryCache {
     /// [`Self::lookup`] of a key hashed by the caller, who keeps its hash for the fill
     /// ([`Self::begin_fill`]) when it misses.
     pub fn lookup_hashed(&self, key: store::Hashed<'_>) -> Lookup {
-        let Some(entry) = self.store.get(key) else {
-            return Lookup::Miss;
-        };
-        let rule = &entry.rule.stats;
-        if !entry.rule.active.load(Ordering::Relaxed) {
-            self.forget(key, &entry);
-            return Lookup::Miss;
-        }
-        if let Err(cause) = self.gens.check(&entry.snapshot) {
-            if self.store.remove_if(key, &entry) {
-                rule.invalidated(cause, entry.response.len());
-                self.totals.invalidated(cause);
-                entry
-                    .digest
-                    .admission
-                    .dropped(entry.read.load(Ordering::Relaxed));
+        let now = Instant::now();
+        let entry = match self.store.get_unless(key, |e| self.gone(e, now)) {
+            Found::Absent => return Lookup::Miss,
+            Found::Removed(entry, why) => {
+                self.count_gone(&entry, why);
+                return Lookup::Miss;
             }
-            return Lookup::Miss;
-        }
-        let age = entry.filled_at.elapsed();
-        let ttl = entry.rule.config.ttl;
-        if age <= ttl {
+            Found::Kept(entry) => entry,
+        };
+        let age = now.saturating_duration_since(entry.filled_at);
+        if age <= entry.rule.config.ttl {
             return Lookup::Hit(self.count_hit(entry, age));
         }
-        if age <= ttl + entry.rule.config.stale_while_revalidate {
-            rule.stale_hit(age);
-            entry.digest.hits.fetch_add(1, Ordering::Relaxed);
-            Stats::incr(&self.totals.hits);
-            let refresh = !entry.refreshing.swap(true, Ordering::AcqRel);
-            return Lookup::Stale { entry, refresh };
-        }
-        if self.store.remove_if(key, &entry) {
-            rule.expired(entry.response.len());
-        }
-        Lookup::Miss
+        entry.rule.stats.stale_hit(age);
+        entry.digest.hits.fetch_add(1, Ordering::Relaxed);
+        Stats::incr(&self.totals.hits);
+        let refresh = !entry.refreshing.swap(true, Ordering::AcqRel);
+        Lookup::Stale { entry, refresh }
     }
 
-    /// A hit only if `key` holds an entry that is current (its rule on, its tables
-    /// unwritten, within its TTL), counted as a hit. Anything else (absent, stale,
-    /// invalidated, expired) is left untouched and uncounted for [`Self::lookup`] to
-    /// handle: this is the lookup a statement makes before it has a backend connection,
-    /// and only a current entry can be served without one.
-    pub fn lookup_current(&self, key: &[u8]) -> Option<Arc<Entry>> {
-        let entry = self.store.get(self.store.hashed(key))?;
-        let age = self.fresh(&entry)?;
-        Some(self.count_hit(entry, age))
+    /// Why `entry` may no longer be served at `now`, if so: its rule was replaced, a
+    /// write it depends on committed, or it is past its TTL and its rule's
+    /// stale-while-revalidate window. Judged under the store's lock, which removes it.
+    fn gone(&self, entry: &Entry, now: Instant) -> Option<Gone> {
+        if !entry.rule.active.load(Ordering::Relaxed) {
+            return Some(Gone::Retired);
+        }
+        if let Err(cause) = self.gens.check(&entry.snapshot) {
+            return Some(Gone::Invalidated(cause));
+        }
+        let age = now.saturating_duration_since(entry.filled_at);
+        let config = &entry.rule.config;
+        (age > config.ttl + config.stale_while_revalidate).then_some(Gone::Expired)
     }
 
-    /// The entry's age when it may be served as it is.
-    fn fresh(&self, entry: &Entry) -> Option<Duration> {
-        if !entry.rule.active.load(Ordering::Relaxed) || self.gens.check(&entry.snapshot).is_err() {
-            return None;
+    fn count_gone(&self, entry: &Entry, why: Gone) {
+        let (rule, len) = (&entry.rule.stats, entry.response.len());
+        match why {
+            Gone::Retired => rule.removed(len),
+            Gone::Invalidated(cause) => {
+                rule.invalidated(cause, len);
+                self.totals.invalidated(cause);
+                let read = entry.read.load(Ordering::Relaxed);
+                entry.digest.admission.dropped(read);
+            }
+            Gone::Expired => rule.expired(len),
         }
-        let age = entry.filled_at.elapsed();
-        (age <= entry.rule.config.ttl).then_some(age)
     }
 
     fn count_hit(&self, entry: Arc<Entry>, age: Duration) -> Arc<Entry> {
@@ -411,12 +411,6 @@ impl QueryCache {
         entry.digest.hits.fetch_add(1, Ordering::Relaxed);
         Stats::incr(&self.totals.hits);
         entry
-    }
-
-    fn forget(&self, key: store::Hashed<'_>, entry: &Arc<Entry>) {
-        if self.store.remove_if(key, entry) {
-            entry.rule.stats.removed(entry.response.len());
-        }
     }
 
     /// Asks to fill `key`: the first asker becomes the leader, who must then say what

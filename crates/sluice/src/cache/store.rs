@@ -4,9 +4,10 @@
 
 use super::Entry;
 use crate::id_hash::IdHasher;
-use hashbrown::{Equivalent, HashMap};
+use hashbrown::{Equivalent, HashMap, HashTable};
 use parking_lot::Mutex;
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
@@ -125,11 +126,21 @@ pub struct Store {
     shard_budget: u64,
 }
 
+/// An entry's place in the eviction order: its priority's bits, then a sequence number
+/// that breaks ties and is never reused in its shard, so that it names one slot.
+type Order = (u64, u64);
+
 #[derive(Default)]
 struct Shard {
-    map: KeptMap<Slot>,
-    /// Eviction order: lowest priority first; the sequence number breaks ties.
-    queue: BTreeMap<(u64, u64), KeptKey>,
+    /// Each key with its slot, placed by the hash the key carries.
+    map: HashTable<(KeptKey, Slot)>,
+    /// Eviction order, lowest priority first: each slot's order with its key's hash.
+    /// Pruned lazily: a slot removed or queued again leaves its old item behind, which
+    /// the eviction that pops it skips (its order no longer names a slot), and the queue
+    /// is rebuilt from the map when such items outnumber the live ones. A removal or a
+    /// replacement then never walks the queue, and an insert pushes at its tail: the
+    /// ordered map this replaced cost a miss that fills two walks of a large tree.
+    queue: BinaryHeap<Reverse<(Order, u64)>>,
     /// GDSF's inflation value: the priority of the last victim, so that entries that
     /// stopped being hit eventually fall below newcomers.
     clock: f64,
@@ -139,7 +150,7 @@ struct Shard {
 
 struct Slot {
     entry: Arc<Entry>,
-    order: (u64, u64),
+    order: Order,
     hits: u64,
     /// `hits` when `order` was computed: the queue is brought up to date lazily, by the
     /// eviction that finds an entry hit since (so a hit never touches the queue).
@@ -150,6 +161,15 @@ struct Slot {
 /// Entries pushed out to make room or replaced, for the caller's statistics.
 #[derive(Default)]
 pub struct Evicted(pub Vec<Arc<Entry>>);
+
+/// What [`Store::get_unless`] found under a key.
+pub enum Found<D> {
+    Absent,
+    /// Kept, its hit counted.
+    Kept(Arc<Entry>),
+    /// Removed, for the reason the judge gave.
+    Removed(Arc<Entry>, D),
+}
 
 impl Store {
     pub fn new(budget: u64) -> Store {
@@ -176,12 +196,46 @@ impl Store {
     }
 
     /// The entry under `key`, counting the hit towards its priority.
+    #[cfg(test)]
     pub fn get(&self, key: Hashed<'_>) -> Option<Arc<Entry>> {
+        match self.get_unless(key, |_| None::<()>) {
+            Found::Kept(entry) => Some(entry),
+            _ => None,
+        }
+    }
+
+    /// The entry under `key`, judged under its shard's lock: removed there when `dead`
+    /// gives a reason (one lock and one probe for a lookup that finds an entry expired or
+    /// invalidated, where it took a second of each to remove it), else kept with its hit
+    /// counted towards its priority.
+    pub fn get_unless<D>(
+        &self,
+        key: Hashed<'_>,
+        dead: impl FnOnce(&Entry) -> Option<D>,
+    ) -> Found<D> {
+        self.judge(key, dead, true)
+    }
+
+    fn judge<D>(
+        &self,
+        key: Hashed<'_>,
+        dead: impl FnOnce(&Entry) -> Option<D>,
+        count_hit: bool,
+    ) -> Found<D> {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
-        let slot = shard.map.get_mut(&key)?;
-        slot.hits += 1;
-        Some(slot.entry.clone())
+        let Ok(mut found) = shard.map.find_entry(key.hash, |(k, _)| key.equivalent(k)) else {
+            return Found::Absent;
+        };
+        if let Some(why) = dead(&found.get().1.entry) {
+            let ((_, slot), _) = found.remove();
+            shard.bytes -= slot.charge;
+            shard.prune();
+            return Found::Removed(slot.entry, why);
+        }
+        let slot = &mut found.get_mut().1;
+        slot.hits += u64::from(count_hit);
+        Found::Kept(slot.entry.clone())
     }
 
     /// Stores `entry`, evicting the least valuable entries of its shard until it fits.
@@ -197,65 +251,39 @@ impl Store {
         if let Some(old) = shard.remove(key.hashed()) {
             evicted.0.push(old);
         }
-        while shard.bytes + charge > self.shard_budget {
-            let Some((&order, _)) = shard.queue.iter().next() else {
-                break;
-            };
-            let victim = shard.queue.remove(&order).expect("just seen");
-            if let Some(slot) = shard.map.get_mut(&victim) {
-                if slot.hits != slot.queued_hits {
-                    // Hit since it was queued: back in the queue at the priority its
-                    // hits give it now (GDSF would take the clock of its last hit, no
-                    // later than now's: a difference that only favours recent hits).
-                    shard.seq += 1;
-                    slot.order = (
-                        priority(shard.clock, slot.hits, &slot.entry, slot.charge),
-                        shard.seq,
-                    );
-                    slot.queued_hits = slot.hits;
-                    shard.queue.insert(slot.order, victim);
-                    continue;
-                }
-            }
-            shard.clock = f64::from_bits(order.0);
-            if let Some(slot) = shard.map.remove(&victim) {
-                shard.bytes -= slot.charge;
-                evicted.0.push(slot.entry);
-            }
-        }
+        while shard.bytes + charge > self.shard_budget && shard.evict_one(&mut evicted) {}
         shard.seq += 1;
         let order = (priority(shard.clock, 1, &entry, charge), shard.seq);
-        shard.queue.insert(order, key.clone());
-        shard.map.insert(
-            key,
-            Slot {
-                entry,
-                order,
-                hits: 1,
-                queued_hits: 1,
-                charge,
-            },
-        );
+        let hash = key.hash;
+        let slot = Slot {
+            entry,
+            order,
+            hits: 1,
+            queued_hits: 1,
+            charge,
+        };
+        shard.map.insert_unique(hash, (key, slot), |(k, _)| k.hash);
         shard.bytes += charge;
+        shard.queue.push(Reverse((order, hash)));
+        shard.prune();
         Ok(evicted)
     }
 
     /// Whether an entry is stored under `key` (without counting a hit).
     pub fn contains(&self, key: Hashed<'_>) -> bool {
-        self.shard(key).lock().map.contains_key(&key)
+        let shard = self.shard(key).lock();
+        shard
+            .map
+            .find(key.hash, |(k, _)| key.equivalent(k))
+            .is_some()
     }
 
     /// Removes the entry under `key` if it is still `expected` (another session may
     /// have refilled it meanwhile).
+    #[cfg(test)]
     pub fn remove_if(&self, key: Hashed<'_>, expected: &Arc<Entry>) -> bool {
-        let mut shard = self.shard(key).lock();
-        match shard.map.get(&key) {
-            Some(slot) if Arc::ptr_eq(&slot.entry, expected) => {
-                shard.remove(key);
-                true
-            }
-            _ => false,
-        }
+        let expected = |e: &Entry| std::ptr::eq(e, &**expected).then_some(());
+        matches!(self.judge(key, expected, false), Found::Removed(..))
     }
 
     pub fn remove(&self, key: Hashed<'_>) -> Option<Arc<Entry>> {
@@ -266,16 +294,13 @@ impl Store {
     pub fn remove_where(&self, mut drop: impl FnMut(&Entry) -> bool) -> Vec<Arc<Entry>> {
         let mut removed = Vec::new();
         for shard in self.shards.iter() {
-            let mut shard = shard.lock();
-            let keys: Vec<KeptKey> = shard
-                .map
-                .iter()
-                .filter(|(_, slot)| drop(&slot.entry))
-                .map(|(k, _)| k.clone())
-                .collect();
-            for k in keys {
-                removed.extend(shard.remove(k.hashed()));
+            let mut guard = shard.lock();
+            let shard = &mut *guard;
+            for (_, slot) in shard.map.extract_if(|(_, slot)| drop(&slot.entry)) {
+                shard.bytes -= slot.charge;
+                removed.push(slot.entry);
             }
+            shard.prune();
         }
         removed
     }
@@ -291,10 +316,52 @@ impl Store {
 
 impl Shard {
     fn remove(&mut self, key: Hashed<'_>) -> Option<Arc<Entry>> {
-        let slot = self.map.remove(&key)?;
-        self.queue.remove(&slot.order);
+        let found = self.map.find_entry(key.hash, |(k, _)| key.equivalent(k));
+        let ((_, slot), _) = found.ok()?.remove();
         self.bytes -= slot.charge;
+        self.prune();
         Some(slot.entry)
+    }
+
+    /// Rebuilds the queue from the map once left-behind items outnumber live ones, so
+    /// that it stays within twice the entries (the rebuild reads only the map's own
+    /// memory, and is paid for by as many removals as there are entries).
+    fn prune(&mut self) {
+        if self.queue.len() > 2 * self.map.len() + 64 {
+            let live = self.map.iter().map(|(k, s)| Reverse((s.order, k.hash)));
+            self.queue = live.collect();
+        }
+    }
+
+    /// Evicts the least valuable entry into `evicted` (or queues again one hit since it
+    /// was queued). False when nothing is left to evict.
+    fn evict_one(&mut self, evicted: &mut Evicted) -> bool {
+        let Some(Reverse((order, hash))) = self.queue.pop() else {
+            return false;
+        };
+        let Ok(mut found) = self.map.find_entry(hash, |(_, s)| s.order == order) else {
+            // Left behind by a removal or a requeue.
+            return true;
+        };
+        let slot = &mut found.get_mut().1;
+        if slot.hits != slot.queued_hits {
+            // Hit since it was queued: back in the queue at the priority its hits give
+            // it now (GDSF would take the clock of its last hit, no later than now's: a
+            // difference that only favours recent hits).
+            self.seq += 1;
+            slot.order = (
+                priority(self.clock, slot.hits, &slot.entry, slot.charge),
+                self.seq,
+            );
+            slot.queued_hits = slot.hits;
+            self.queue.push(Reverse((slot.order, hash)));
+            return true;
+        }
+        self.clock = f64::from_bits(order.0);
+        let ((_, slot), _) = found.remove();
+        self.bytes -= slot.charge;
+        evicted.0.push(slot.entry);
+        true
     }
 }
 
@@ -380,6 +447,45 @@ mod tests {
         assert!(Arc::ptr_eq(&store.get(theirs).unwrap(), &second));
         assert!(!Arc::ptr_eq(&store.get(mine).unwrap(), &second));
         assert_eq!(store.usage().0, 2);
+    }
+
+    /// Removals and replacements leave their queue items behind: the queue stays within
+    /// twice the entries, and eviction skips what was left behind, so the budget holds and
+    /// only live entries are evicted, each once.
+    #[test]
+    fn the_queue_is_pruned_and_eviction_skips_what_removals_left() {
+        let store = Store::new(8 * 200_000);
+        let keys: Vec<KeptKey> = (0..4000).map(|i| key(&store, i)).collect();
+        for round in 0..3 {
+            for k in &keys {
+                store.insert(k.clone(), entry_of(10, 1 + round)).unwrap();
+            }
+        }
+        for k in keys.iter().step_by(2) {
+            assert!(store.remove(k.hashed()).is_some());
+        }
+        for shard in store.shards.iter() {
+            let shard = shard.lock();
+            assert!(shard.queue.len() <= 2 * shard.map.len() + 64);
+            assert!(shard.queue.len() >= shard.map.len());
+        }
+        let (entries, _) = store.usage();
+        assert_eq!(entries, 2000);
+        // Entries that fill the budget: every old one goes, each evicted once.
+        let mut evicted = Vec::new();
+        for i in 0..4000 {
+            let fresh = key(&store, 10_000 + i);
+            evicted.extend(store.insert(fresh, entry_of(300, 1_000)).unwrap().0);
+            assert!(store.usage().1 <= 8 * 200_000);
+        }
+        let mut seen = std::collections::HashSet::new();
+        assert!(evicted.iter().all(|e| seen.insert(Arc::as_ptr(e))));
+        for k in keys.iter().skip(1).step_by(2) {
+            assert!(
+                store.get(k.hashed()).is_none(),
+                "old cheap entries go first"
+            );
+        }
     }
 
     #[test]

@@ -59,14 +59,27 @@ impl Recording {
     }
 
     pub fn push(&mut self, bytes: &[u8]) {
-        if self.abandoned {
+        self.push_parts(bytes, &[]);
+    }
+
+    /// Records `first` then `second`. The first bytes recorded size the buffer exactly:
+    /// a response that arrives whole (most do) becomes its entry without a reallocation,
+    /// and without the spare capacity that would make the entry's bytes one allocation
+    /// more.
+    pub fn push_parts(&mut self, first: &[u8], second: &[u8]) {
+        let len = first.len() + second.len();
+        if self.abandoned || len == 0 {
             return;
         }
-        if self.buf.len() + bytes.len() > self.limit {
+        if self.buf.len() + len > self.limit {
             self.abandon();
             return;
         }
-        self.buf.extend_from_slice(bytes);
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(len);
+        }
+        self.buf.extend_from_slice(first);
+        self.buf.extend_from_slice(second);
     }
 
     pub fn abandon(&mut self) {
@@ -608,6 +621,28 @@ mod tests {
     use super::*;
     use sluice_wire::packet::write_packet;
     use sluice_wire::response::eof_payload;
+
+    #[test]
+    fn a_recording_holds_what_it_was_given_up_to_its_limit() {
+        let mut whole = Recording::new(100);
+        whole.push_parts(b"rows", b"ok");
+        let buf = whole.finished().expect("within its limit");
+        assert_eq!(buf, b"rowsok");
+        assert_eq!(
+            buf.capacity(),
+            buf.len(),
+            "a response that came whole is sized exactly"
+        );
+        let mut parts = Recording::new(100);
+        for part in [&b"ab"[..], b"", b"cde", b"f"] {
+            parts.push(part);
+        }
+        assert_eq!(parts.finished().unwrap(), b"abcdef");
+        let mut over = Recording::new(5);
+        over.push_parts(b"abc", b"");
+        over.push_parts(b"de", b"f");
+        assert!(over.abandoned && over.finished().is_none());
+    }
 
     fn packets(payloads: &[&[u8]]) -> Vec<u8> {
         let mut out = bytes::BytesMut::new();

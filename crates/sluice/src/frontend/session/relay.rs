@@ -104,8 +104,7 @@ impl Session {
                 let ok = read.translated.as_deref().unwrap_or(ok);
                 let copies = [record.as_deref_mut(), self.stmt.replay_record.as_mut()];
                 for r in copies.into_iter().flatten() {
-                    r.push(before);
-                    r.push(ok);
+                    r.push_parts(before, ok);
                 }
                 let written = if read.translated.is_some() {
                     client.stream_write_two(before, ok).await
