@@ -203,6 +203,9 @@ pub enum Fill {
 #[derive(Default)]
 pub struct Flight {
     done: AtomicBool,
+    /// Sessions that waited: the leader wakes them only when there are any (most fills
+    /// have none, and waking nobody still took the notifier's lock).
+    waiters: AtomicUsize,
     notify: tokio::sync::Notify,
 }
 
@@ -212,10 +215,21 @@ impl Flight {
         let notified = self.notify.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
-        if self.done.load(Ordering::Acquire) {
+        // Counted before `done` is read, and the leader sets `done` before it reads the
+        // count (both sequentially consistent): either the leader sees this waiter and
+        // wakes it, or this waiter sees the flight done.
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        if self.done.load(Ordering::SeqCst) {
             return;
         }
         let _ = tokio::time::timeout(limit, notified).await;
+    }
+
+    fn end(&self) {
+        self.done.store(true, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            self.notify.notify_waiters();
+        }
     }
 }
 
@@ -236,8 +250,7 @@ pub struct FillTicket {
 impl Drop for FillTicket {
     fn drop(&mut self) {
         self.cache.inflight.lock().remove(&self.key);
-        self.flight.done.store(true, Ordering::Release);
-        self.flight.notify.notify_waiters();
+        self.flight.end();
     }
 }
 
@@ -253,6 +266,11 @@ pub enum Scope {
 
 pub struct QueryCache {
     rules: ArcSwap<Vec<Arc<Rule>>>,
+    /// Whether `rules` has any, asked of every statement (an atomic read where loading
+    /// the rules took a guard from the swap).
+    has_rules: AtomicBool,
+    /// Held by [`Self::set_rules`], so that `has_rules` follows the last rules set.
+    setting_rules: Mutex<()>,
     store: Store,
     gens: Generations,
     /// Fills under way by key (with the hash the store's lookup made, see `store.rs`).
@@ -281,6 +299,8 @@ impl QueryCache {
         let store = Store::new(config.max_bytes);
         let entry_limit = config.entry_limit().min(store.max_charge());
         Ok(Arc::new(QueryCache {
+            has_rules: AtomicBool::new(!rules.is_empty()),
+            setting_rules: Mutex::new(()),
             rules: ArcSwap::from_pointee(rules),
             store,
             gens: Generations::default(),
@@ -304,7 +324,7 @@ impl QueryCache {
     }
 
     pub fn has_rules(&self) -> bool {
-        !self.rules.load().is_empty()
+        self.has_rules.load(Ordering::Relaxed)
     }
 
     /// The first rule matching `q`, with the digest's statistics (computed only when a
@@ -666,6 +686,7 @@ impl QueryCache {
         if !problems.is_empty() {
             return Err(problems);
         }
+        let _setting = self.setting_rules.lock();
         let old = self.rules.load_full();
         let mut new = Vec::with_capacity(configs.len());
         for c in configs {
@@ -679,6 +700,7 @@ impl QueryCache {
                 r.active.store(false, Ordering::Relaxed);
             }
         }
+        self.has_rules.store(!new.is_empty(), Ordering::Relaxed);
         self.rules.store(Arc::new(new));
         let retired = self
             .store

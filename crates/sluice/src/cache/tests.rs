@@ -115,6 +115,31 @@ fn second_asker_follows_and_is_released_when_the_leader_gives_up() {
     drop(fill(&c, b"k", &[]));
 }
 
+/// A follower already waiting is woken when the leader ends, not at its time limit.
+#[test]
+fn a_waiting_follower_is_woken_when_the_leader_ends() {
+    let c = cache();
+    let leader = fill(&c, b"k", &[]);
+    let Fill::Follower(flight) = begin(&c, b"k") else {
+        panic!("expected to follow");
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let waiting = flight.clone();
+        let started = Instant::now();
+        let follower = tokio::spawn(async move { waiting.wait(Duration::from_secs(5)).await });
+        while flight.waiters.load(Ordering::SeqCst) == 0 {
+            tokio::task::yield_now().await;
+        }
+        drop(leader);
+        follower.await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(1));
+    });
+}
+
 #[test]
 fn rules_match_by_text_user_and_schema_and_survive_unchanged_reloads() {
     let c = cache();
