@@ -5,8 +5,8 @@
 use super::RowSet;
 use crate::binlog::rows::ColumnValue;
 use crate::classify::keys::canon::{self, Canon, KeyType};
-use crate::classify::keys::{key_values, KeyColumn, Keys, Value};
-use crate::classify::sql::{code_token, is_one_of, Lexer, TableRef};
+use crate::classify::keys::{self, key_values, KeyColumn, Keys, Value};
+use crate::classify::sql::{code_token, is_one_of, literal_template, Lexer, TableRef};
 use parking_lot::{Mutex, RwLock};
 use sluice_wire::statement::Bound;
 use std::collections::HashMap;
@@ -38,6 +38,9 @@ pub struct TableKey {
     pub other_unique: bool,
     /// What prepared statements' texts say of the key, so that each is lexed once.
     pub prepared: Shapes,
+    /// What text reads say of the key, by their literal templates
+    /// ([`crate::classify::sql::literal_template`]), so that each template is lexed once.
+    pub texts: Shapes,
 }
 
 /// How many prepared statements' shapes a table remembers; past it they are forgotten.
@@ -52,9 +55,33 @@ struct Shape {
     conflicts: bool,
 }
 
-/// Prepared statements' shapes by text (shared: an execute takes one without a copy).
+/// Shapes by prepared statement text or text template (shared: an execute takes one
+/// without a copy). `None`: a template whose shape can't stand for its texts.
 #[derive(Default)]
-pub struct Shapes(Mutex<HashMap<Box<[u8]>, Arc<Shape>, ahash::RandomState>>);
+pub struct Shapes(Mutex<ShapeMap>);
+
+type ShapeMap = HashMap<Box<[u8]>, Option<Arc<Shape>>, ahash::RandomState>;
+
+impl Shapes {
+    /// The shape kept under `key`, else the one `work_out` gives, kept (the lock is not
+    /// held while it works).
+    fn get_or_work_out(
+        &self,
+        key: &[u8],
+        work_out: impl FnOnce() -> Option<Arc<Shape>>,
+    ) -> Option<Arc<Shape>> {
+        if let Some(kept) = self.0.lock().get(key) {
+            return kept.clone();
+        }
+        let shape = work_out();
+        let mut shapes = self.0.lock();
+        if shapes.len() >= MAX_SHAPES {
+            shapes.clear();
+        }
+        shapes.insert(key.into(), shape.clone());
+        shape
+    }
+}
 
 impl std::fmt::Debug for Shapes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -197,19 +224,19 @@ pub fn rows_by_key(
     if write && key.triggers {
         return None;
     }
+    if let (None, false) = (params, write) {
+        if let Some(keys) = text_rows(key, t, sql) {
+            return keys.map(|keys| RowSet {
+                table: t.clone(),
+                keys,
+            });
+        }
+    }
     let (known, fresh);
     let shape: &Shape = match params {
         Some(_) => {
-            let kept = key.prepared.0.lock().get(sql).cloned();
-            known = kept.unwrap_or_else(|| {
-                let shape = Arc::new(shape_of(key, t, sql));
-                let mut shapes = key.prepared.0.lock();
-                if shapes.len() >= MAX_SHAPES {
-                    shapes.clear();
-                }
-                shapes.insert(sql.into(), shape.clone());
-                shape
-            });
+            let work_out = || Some(Arc::new(shape_of(key, t, sql)));
+            known = key.prepared.get_or_work_out(sql, work_out)?;
             &known
         }
         None => {
@@ -230,6 +257,50 @@ pub fn rows_by_key(
         table: t.clone(),
         keys,
     })
+}
+
+/// A text read's key values by its literal template: the template is lexed once per
+/// table key, as a prepared statement's text is, and each text of it gives its own
+/// literals for the template's `?`s. `None` when the text has no template or its
+/// template's shape can't stand for it: the text is then lexed itself. A template's
+/// shape is kept only when, for the text it was first seen with, it gives what the text
+/// itself gives (a `-` before a number, a literal after a character set's name, are read
+/// otherwise as `?`): what the lexer makes of a template does not depend on the values
+/// its literals have, only on their kinds, which are part of the template.
+fn text_rows(key: &TableKey, t: &TableRef, sql: &[u8]) -> Option<Option<Vec<Canon>>> {
+    let template = literal_template(sql)?;
+    let literal = |v: &Value| match v {
+        Value::Param(i) => template
+            .literals
+            .get(*i)
+            .map(|(kind, span)| keys::literal(*kind, &sql[span.clone()])),
+        other => Some(other.clone()),
+    };
+    let shape = key.texts.get_or_work_out(&template.key, || {
+        let by_template = shape_of(key, t, template.text());
+        let itself = shape_of(key, t, sql);
+        let read_alike = match (&by_template.values, &itself.values) {
+            (None, None) => true,
+            (Some(values), Some(own)) => {
+                values
+                    .iter()
+                    .map(literal)
+                    .collect::<Option<Vec<_>>>()
+                    .as_ref()
+                    == Some(own)
+            }
+            _ => false,
+        };
+        read_alike.then(|| Arc::new(by_template))
+    })?;
+    let Some(values) = shape.values.as_ref() else {
+        return Some(None);
+    };
+    let keys = values
+        .iter()
+        .map(|v| canon::canonical(key.key_type, &literal(v)?, None))
+        .collect::<Option<Vec<_>>>();
+    Some(keys)
 }
 
 fn shape_of(key: &TableKey, t: &TableRef, sql: &[u8]) -> Shape {
@@ -302,6 +373,7 @@ fn parse(json: &[u8]) -> Option<TableKey> {
         triggers: d.triggers > 0,
         other_unique: keys.len() > 1,
         prepared: Shapes::default(),
+        texts: Shapes::default(),
     })
 }
 
@@ -353,6 +425,94 @@ mod tests {
             triggers,
             other_unique,
             prepared: Shapes::default(),
+            texts: Shapes::default(),
+        }
+    }
+
+    /// A text read found by its template gives what lexing the text itself gives, for
+    /// every text, whichever text of a template came first.
+    #[test]
+    fn text_reads_by_template_read_as_the_texts_themselves() {
+        let t = TableRef {
+            schema: "db".into(),
+            table: "t".into(),
+        };
+        let itself = |key: &TableKey, sql: &str| {
+            let shape = shape_of(key, &t, sql.as_bytes());
+            let values = shape.values?;
+            values
+                .iter()
+                .map(|v| canon::canonical(key.key_type, v, None))
+                .collect::<Option<Vec<_>>>()
+        };
+        let templates = [
+            "SELECT c FROM t WHERE id = {a}",
+            "SELECT c FROM t WHERE id={a} ",
+            "SELECT c FROM t WHERE id IN ({a}, {b}, 7)",
+            "SELECT c FROM t WHERE id = '{a}'",
+            "SELECT c FROM t WHERE id = -{a}",
+            "SELECT c FROM t WHERE id = +{a}",
+            "SELECT c FROM t WHERE id = {a} + {b}",
+            "SELECT c FROM t WHERE id BETWEEN {a} AND {b}",
+            "SELECT c FROM t WHERE id = {a} OR id = {b}",
+            "SELECT c FROM t WHERE id = {a} AND c = 'x{b}'",
+            "SELECT c FROM t WHERE id = _utf8mb4'{a}'",
+            "SELECT c FROM t WHERE id = {a} LIMIT {b}",
+            "SELECT c FROM db.t WHERE t.id = {a}",
+            "SELECT c FROM t WHERE id = 0x{a}",
+            "SELECT c FROM t WHERE id = {a}.0",
+            "SELECT c FROM t WHERE id = '{a}abc'",
+            "SELECT c FROM t WHERE id = 'O''{a}'",
+        ];
+        let values = [("5", "6"), ("12", "0"), ("007", "99999999999999999999")];
+        for key in [int_key(false, false), ci_key()] {
+            for order in [[0, 1, 2], [2, 1, 0]] {
+                let key = TableKey {
+                    texts: Shapes::default(),
+                    ..key.clone()
+                };
+                for template in templates {
+                    for &i in &order {
+                        let (a, b) = values[i];
+                        let sql = template.replace("{a}", a).replace("{b}", b);
+                        let found = rows_by_key(&key, &t, sql.as_bytes(), None, false);
+                        assert_eq!(found.map(|r| r.keys), itself(&key, &sql), "{sql}");
+                    }
+                }
+            }
+        }
+        // One template is lexed once for all its texts.
+        let key = int_key(false, false);
+        for id in 0..50 {
+            let sql = format!("SELECT c FROM t WHERE id = {id}");
+            let rows = rows_by_key(&key, &t, sql.as_bytes(), None, false).unwrap();
+            assert_eq!(rows.keys, [Canon::Int(id)]);
+        }
+        assert_eq!(key.texts.0.lock().len(), 1);
+        // A template whose `?` reads otherwise than its literal (a negative number) is
+        // kept as one that can't stand for its texts, which are each read themselves.
+        let negative = int_key(false, false);
+        for id in [3, 4] {
+            let sql = format!("SELECT c FROM t WHERE id = -{id}");
+            let rows = rows_by_key(&negative, &t, sql.as_bytes(), None, false).unwrap();
+            assert_eq!(rows.keys, [Canon::Int(-id)]);
+        }
+        let kept = negative.texts.0.lock();
+        assert_eq!(kept.len(), 1);
+        assert!(kept.values().all(Option::is_none));
+    }
+
+    fn ci_key() -> TableKey {
+        TableKey {
+            column: "id".into(),
+            position: 0,
+            key_type: KeyType::Ci,
+            signed: false,
+            columns: 3,
+            triggers: false,
+            other_unique: false,
+            prepared: Shapes::default(),
+            texts: Shapes::default(),
         }
     }
 

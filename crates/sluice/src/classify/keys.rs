@@ -705,6 +705,15 @@ impl Parser<'_> {
     }
 }
 
+/// A text's literal as the parser reads it: a digit run, or a single-quoted string with
+/// its quotes (see [`crate::classify::sql::literal_template`]).
+pub fn literal(kind: super::sql::Literal, raw: &[u8]) -> Value {
+    match kind {
+        super::sql::Literal::Number => Value::Number(text(raw)),
+        super::sql::Literal::Str => Value::Str(unquote(raw)),
+    }
+}
+
 fn text(raw: &[u8]) -> String {
     String::from_utf8_lossy(raw).into_owned()
 }

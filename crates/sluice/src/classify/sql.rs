@@ -13,12 +13,14 @@ mod hints;
 mod keywords;
 mod lexer;
 mod scan;
+mod shape;
 mod statements;
 
 pub use analysis::{analyze, Analysis, TableRef};
-pub use digest::{digest, digest_hash, digest_shape, fnv1a};
+pub use digest::{digest, digest_hash, fnv1a};
 pub use hints::{first_word, hints, strip_hints, Hints};
 pub(crate) use lexer::{code_token, ident_text, is_one_of, Kind, Lexer, Tok};
+pub use shape::{digest_shape, literal_template, Literal, Template};
 
 // Every entry point at once on hostile text, so it sits above the files it spans.
 #[cfg(test)]

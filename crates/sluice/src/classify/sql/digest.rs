@@ -6,7 +6,7 @@
 //! it too, and other modules reuse it for ids that must not change between runs.
 
 use super::keywords::is_keyword;
-use super::lexer::{closed_end, code_token, Kind, Lexer, Upper};
+use super::lexer::{code_token, Kind, Lexer, Upper};
 
 /// Normalized text for grouping statements that differ only in literal values, spacing, comments
 /// and keyword case, with its FNV-1a 64 hash (stable across runs and platforms). Whitespace runs
@@ -33,124 +33,6 @@ pub fn digest_hash(sql: &[u8]) -> u64 {
     };
     normalize(sql, &mut h);
     h.hash
-}
-
-/// A cheap stand-in for [`digest_hash`] on plain statements: a hash of the text with
-/// each number literal and each single-quoted string replaced by a marker and
-/// whitespace runs folded, and the FNV-1a hash of the exact text. Two statements with
-/// the same shape have the same digest (and the same tokens but for their literals'
-/// values), so a session remembers shape → digest and lexes each shape once. `None` for
-/// anything the shape can't vouch for (double quotes, backticks, comments, backslashes
-/// and control or non-ASCII bytes outside strings, a string right after `@` or `.`, an
-/// unterminated one): those take [`digest_hash`].
-///
-/// A digit run counts as a number only where the lexer surely reads one: not inside or
-/// right after a name or a string, not next to a `.` (decimals, qualified names) or
-/// after `@`, not right before a quote. A string is one where the lexer reads one, ended
-/// by the lexer's own rule (doubled quotes, backslash escapes). Every other byte is
-/// kept, so the shape is never coarser than the digest.
-pub fn digest_shape(sql: &[u8]) -> Option<(u64, u64)> {
-    // What each byte is to the shape: one table lookup per byte.
-    const PLAIN: u8 = 0;
-    const SPACE: u8 = 1;
-    const DIGIT: u8 = 2;
-    const NAME: u8 = 3;
-    const REFUSE: u8 = 4;
-    const MAYBE_COMMENT: u8 = 5;
-    const QUOTE: u8 = 6;
-    const CLASS: [u8; 256] = {
-        let mut c = [REFUSE; 256];
-        let mut b = 0x20;
-        while b < 0x7f {
-            c[b] = PLAIN;
-            b += 1;
-        }
-        let mut b = 0;
-        while b < 256 {
-            let u = b as u8;
-            if u.is_ascii_alphabetic() || u == b'_' || u == b'$' {
-                c[b] = NAME;
-            } else if u.is_ascii_digit() {
-                c[b] = DIGIT;
-            }
-            b += 1;
-        }
-        c[b' ' as usize] = SPACE;
-        c[b'\t' as usize] = SPACE;
-        c[b'\n' as usize] = SPACE;
-        c[b'\r' as usize] = SPACE;
-        c[0x0b] = SPACE;
-        c[0x0c] = SPACE;
-        c[b'\'' as usize] = QUOTE;
-        c[b'"' as usize] = REFUSE;
-        c[b'`' as usize] = REFUSE;
-        c[b'\\' as usize] = REFUSE;
-        c[b'#' as usize] = REFUSE;
-        c[b'/' as usize] = MAYBE_COMMENT;
-        c[b'-' as usize] = MAYBE_COMMENT;
-        c
-    };
-    let (mut shape, mut exact) = (FNV_OFFSET, FNV_OFFSET);
-    // The class of the byte before, and whether it was `.` or `@`.
-    let mut prev = SPACE;
-    let mut prev_joins = false;
-    let mut i = 0;
-    while i < sql.len() {
-        let b = sql[i];
-        let class = CLASS[b as usize];
-        match class {
-            REFUSE => return None,
-            MAYBE_COMMENT if sql.get(i + 1) == Some(&(if b == b'/' { b'*' } else { b'-' })) => {
-                return None
-            }
-            DIGIT if prev != NAME && prev != DIGIT && !prev_joins => {
-                let mut j = i;
-                while j < sql.len() && CLASS[sql[j] as usize] == DIGIT {
-                    exact = fnv1a_step(exact, sql[j]);
-                    j += 1;
-                }
-                let after = sql.get(j).copied().unwrap_or(b' ');
-                if matches!(CLASS[after as usize], NAME | REFUSE | QUOTE) || after == b'.' {
-                    for &d in &sql[i..j] {
-                        shape = fnv1a_step(shape, d);
-                    }
-                } else {
-                    shape = fnv1a_step(shape, 0x01);
-                }
-                prev = DIGIT;
-                prev_joins = false;
-                i = j;
-                continue;
-            }
-            // Its content folds to one marker, as the digest folds it to `?`. After `@`
-            // it names a variable; after `.`, nothing the shape vouches for.
-            QUOTE => {
-                if prev_joins {
-                    return None;
-                }
-                let end = closed_end(sql, i, b'\'', true)?;
-                for &c in &sql[i..end] {
-                    exact = fnv1a_step(exact, c);
-                }
-                shape = fnv1a_step(shape, 0x02);
-                // Digits right after it are kept as written.
-                prev = NAME;
-                i = end;
-                continue;
-            }
-            SPACE => {
-                if prev != SPACE {
-                    shape = fnv1a_step(shape, b' ');
-                }
-            }
-            _ => shape = fnv1a_step(shape, b),
-        }
-        exact = fnv1a_step(exact, b);
-        prev = class;
-        prev_joins = b == b'.' || b == b'@';
-        i += 1;
-    }
-    Some((shape, exact))
 }
 
 /// Where [`normalize`] writes: a buffer, or a running hash.
@@ -309,9 +191,9 @@ fn next_row<'a>(lex: &Lexer<'a>) -> Option<Lexer<'a>> {
     Some(l)
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+pub(super) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
-fn fnv1a_step(h: u64, b: u8) -> u64 {
+pub(super) fn fnv1a_step(h: u64, b: u8) -> u64 {
     (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
 }
 
@@ -322,6 +204,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::super::shape::{digest_shape, literal_template};
     use super::*;
 
     #[test]
@@ -443,6 +326,7 @@ mod tests {
         const PIECES: [&str; 14] = [
             "a", "Zz", "\\'", "''", "\\\\", ";", "-- ", "/*", "#", "é", "\"", "`", "@", "?",
         ];
+        let mut written_by_shape = std::collections::HashMap::new();
         let mut by_shape: std::collections::HashMap<u64, (u64, super::super::Analysis, String)> =
             Default::default();
         let mut shaped = 0;
@@ -462,11 +346,18 @@ mod tests {
                         sql.push(ch);
                     }
                 }
+                let written = literal_template(sql.as_bytes());
                 let Some((shape, exact)) = digest_shape(sql.as_bytes()) else {
+                    assert_eq!(written, None, "{sql:?}");
                     continue;
                 };
                 shaped += 1;
                 assert_eq!(exact, fnv1a(sql.as_bytes()));
+                // One shape, one template: what a template tells holds for its shape.
+                if let Some(written) = written {
+                    let first = written_by_shape.entry(shape).or_insert(written.key.clone());
+                    assert_eq!(*first, written.key, "{sql:?}");
+                }
                 let digest = digest_hash(sql.as_bytes());
                 let analysis = super::super::analyze(sql.as_bytes(), None);
                 let (first, analysed, example) =
