@@ -29,7 +29,16 @@ pub struct TextFacts {
     /// digest up by.
     shape: Option<(usize, Shape)>,
     /// Analyses of the session's recent texts, by shape: allocated at the first.
-    remembered: Vec<Option<(u64, Arc<Analysis>)>>,
+    remembered: Vec<Option<Remembered>>,
+}
+
+/// A shape's analysis, and the same as the last default schema it was asked under
+/// reads it.
+#[derive(Debug, Clone)]
+struct Remembered {
+    shape: u64,
+    plain: Arc<Analysis>,
+    qualified: Option<(Box<str>, Arc<Analysis>)>,
 }
 
 impl TextFacts {
@@ -51,13 +60,38 @@ impl TextFacts {
         &self.analysis.as_ref().expect("just set").1
     }
 
-    /// The same, taken by the last stage that asks.
-    pub fn take_analysis(&mut self, text: &[u8]) -> Analysis {
-        let analysis = match self.analysis.take() {
-            Some((len, a)) if len == text.len() => a,
-            _ => self.analysed(text),
+    /// What `text` does as a session whose default schema is `default_schema` reads it
+    /// ([`Analysis::qualified`]). A text shaped like an earlier one is qualified once per
+    /// schema: the tables a read names are the same for its shape.
+    pub fn qualified(&mut self, text: &[u8], default_schema: Option<&str>) -> Arc<Analysis> {
+        if !self.holds_for(text) {
+            let analysis = self.analysed(text);
+            self.analysis = Some((text.len(), analysis));
+        }
+        let plain = self.analysis.as_ref().expect("just set").1.clone();
+        let Some(schema) = default_schema else {
+            return plain;
         };
-        Arc::unwrap_or_clone(analysis)
+        let qualify = || Arc::new(Analysis::clone(&plain).qualified(Some(schema)));
+        let shape = self.shape(text);
+        let slot = shape.and_then(|(shape, _)| {
+            let slot = self
+                .remembered
+                .get_mut(shape as usize % REMEMBERED)?
+                .as_mut()?;
+            (slot.shape == shape && Arc::ptr_eq(&slot.plain, &plain)).then_some(slot)
+        });
+        let Some(slot) = slot else {
+            return qualify();
+        };
+        match &slot.qualified {
+            Some((s, q)) if **s == *schema => q.clone(),
+            _ => {
+                let q = qualify();
+                slot.qualified = Some((schema.into(), q.clone()));
+                q
+            }
+        }
     }
 
     /// `text` analysed, or what a text of the same shape was found to do. Two texts of
@@ -73,11 +107,15 @@ impl TextFacts {
         }
         let slot = &mut self.remembered[shape as usize % REMEMBERED];
         match slot {
-            Some((s, analysis)) if *s == shape => analysis.clone(),
+            Some(r) if r.shape == shape => r.plain.clone(),
             _ => {
-                let analysis = Arc::new(analyze(text, None));
-                *slot = Some((shape, analysis.clone()));
-                analysis
+                let plain = Arc::new(analyze(text, None));
+                *slot = Some(Remembered {
+                    shape,
+                    plain: plain.clone(),
+                    qualified: None,
+                });
+                plain
             }
         }
     }
@@ -127,9 +165,10 @@ mod tests {
         assert_eq!(facts.analysis(head), &analyze(head, None));
         assert!(facts.holds_for(head));
         assert_eq!(facts.analysis(whole), &analyze(whole, None));
-        assert_eq!(facts.take_analysis(whole), analyze(whole, None));
-        assert!(!facts.holds_for(whole));
-        assert_eq!(facts.take_analysis(whole), analyze(whole, None));
+        assert_eq!(*facts.qualified(whole, None), analyze(whole, None));
+        assert!(facts.holds_for(whole));
+        let qualified = analyze(whole, None).qualified(Some("Db"));
+        assert_eq!(*facts.qualified(whole, Some("Db")), qualified);
         assert_eq!(facts.known_shape(head), None);
         assert_eq!(facts.shape(head), digest_shape(head));
         assert_eq!(facts.known_shape(head), Some(digest_shape(head)));
@@ -200,11 +239,35 @@ mod tests {
                 facts.forget();
                 assert_eq!(facts.analysis(sql.as_bytes()), &own, "{sql} after {other}");
                 facts.forget();
-                assert_eq!(facts.take_analysis(sql.as_bytes()), own, "{sql} taken");
+                let in_db = own.clone().qualified(Some("db"));
+                assert_eq!(*facts.qualified(sql.as_bytes(), Some("db")), in_db, "{sql}");
+                facts.forget();
+                let in_other = own.clone().qualified(Some("other"));
+                let found = facts.qualified(other.as_bytes(), Some("other"));
+                assert_eq!(*found, in_other, "{other} after {sql}");
             }
         }
         // The premise is tested, not passed over (18 pairs share a shape today).
         assert!(same_shape >= 15, "{same_shape}");
+    }
+
+    /// A shape is qualified once per default schema, and again under another.
+    #[test]
+    fn a_shape_is_qualified_once_per_schema() {
+        let mut facts = TextFacts::default();
+        let mut ask = |id: u32, schema: &str| {
+            facts.forget();
+            let text = format!("SELECT c FROM t JOIN db.u USING (id) WHERE id = {id}");
+            let found = facts.qualified(text.as_bytes(), Some(schema));
+            let own = analyze(text.as_bytes(), None).qualified(Some(schema));
+            assert_eq!(*found, own, "{text} in {schema}");
+            found
+        };
+        let first = ask(1, "Shop");
+        assert!(Arc::ptr_eq(&first, &ask(2, "Shop")));
+        let other = ask(3, "other");
+        assert!(!Arc::ptr_eq(&first, &other));
+        assert!(Arc::ptr_eq(&other, &ask(4, "other")));
     }
 
     /// A rewritten text is read again, and what earlier texts said is kept.
@@ -232,7 +295,7 @@ mod tests {
         ] {
             let stripped = strip_hints(sql.as_bytes());
             assert_eq!(
-                TextFacts::default().take_analysis(sql.as_bytes()),
+                *TextFacts::default().qualified(sql.as_bytes(), None),
                 analyze(&stripped, None),
                 "{sql}"
             );

@@ -67,21 +67,16 @@ impl Session {
             eligible,
             wipe: hints.wipe,
         };
-        // What routing read of the text, when it did (hints are comments: the text
-        // with them reads as the text without).
-        let plain = self.text.take_analysis(text);
-        self.query_analysed(&request, &stripped, plain, looked_up, kind)
+        self.query_analysed(&request, &stripped, looked_up, kind)
             .await
     }
 
-    /// A text statement the cache did not answer, by what it does (`plain`: its
-    /// analysis before any default schema): a read that may be cached is filled, a
-    /// write noted, a change of settings makes them unknown.
+    /// A text statement the cache did not answer, by what it does: a read that may be
+    /// cached is filled, a write noted, a change of settings makes them unknown.
     async fn query_analysed(
         &mut self,
         request: &Bytes,
         stripped: &[u8],
-        plain: Analysis,
         looked_up: Looked,
         kind: ResponseKind,
     ) -> Result<Relayed, SessionError> {
@@ -91,12 +86,14 @@ impl Session {
             eligible,
             wipe,
         } = looked_up;
-        let rewritten = self.stmt.identity_rewritten;
+        // What routing read of the text, when it did (hints are comments: the text
+        // with them reads as the text without).
+        let text = &request[HEADER_LEN + 1..];
+        let mut analysis = self.analysis_of(text);
         let state = self.cache_state();
-        let mut analysis = own_id_uncacheable(plain.qualified(state.known_schema()), rewritten);
         let unresolved = state.schema.is_none();
         let known = state.prefix.is_some() && !unresolved;
-        let needs_settings = match &analysis {
+        let needs_settings = match &*analysis {
             Analysis::Read {
                 uncacheable: None, ..
             } => eligible,
@@ -106,9 +103,9 @@ impl Session {
         // Known settings (the usual case) need no probe, and leave nothing to qualify.
         if needs_settings && !known && self.settings_known().await? && unresolved {
             // No schema was known: it is still the plain analysis, qualified now.
-            analysis = analysis.qualified(self.cache_state().known_schema());
+            analysis = self.analysis_of(text);
         }
-        match analysis {
+        match &*analysis {
             Analysis::Read {
                 tables,
                 uncacheable: None,
@@ -135,7 +132,7 @@ impl Session {
                         stmt: None,
                     },
                     stripped,
-                    &tables,
+                    tables,
                     request,
                     kind,
                     None,
@@ -146,7 +143,7 @@ impl Session {
                 if creates_temporary(stripped) {
                     self.cache_state().temp_tables = true;
                 }
-                self.cache_state().add_write(stripped, tables, None);
+                self.cache_state().add_write(stripped, tables.clone(), None);
                 self.relay(kind).await
             }
             Analysis::SessionChange => {
@@ -156,6 +153,18 @@ impl Session {
             }
             _ => self.relay(kind).await,
         }
+    }
+
+    /// What `text` does as this session reads it: its tables in the session's default
+    /// schema, uncacheable if its `CONNECTION_ID()` was replaced (it reads as constant
+    /// but is not).
+    fn analysis_of(&mut self, text: &[u8]) -> Arc<Analysis> {
+        let schema = self.cache.as_ref().and_then(|state| state.known_schema());
+        let analysis = self.text.qualified(text, schema);
+        if !self.stmt.identity_rewritten {
+            return analysis;
+        }
+        Arc::new(own_id_uncacheable(Analysis::clone(&analysis), true))
     }
 
     /// A statement too large to analyse whole streams through. Unless it starts as a
