@@ -4,6 +4,7 @@
 use super::digests::DigestInfo;
 use super::pending::{Buffer, Text};
 use super::{Analytics, CacheUse, Finished, IdMap, UserStats};
+use crate::classify::facts::ShapeMemo;
 use sluice_wire::tracker::Outcome;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,8 +22,8 @@ pub struct SessionProbe {
     /// analytics); drained and unregistered when the probe is dropped.
     buffer: Option<Buffer>,
     /// Shape → digest of recent plain statements (see
-    /// [`crate::classify::sql::digest_shape`]), direct-mapped; allocated on first use.
-    shapes: Vec<(u64, u64)>,
+    /// [`crate::classify::sql::digest_shape`]).
+    shapes: ShapeMemo<u64>,
     prepared: IdMap<u32, Arc<Prepared>>,
     /// A COM_STMT_PREPARE in flight: its digest, bound to the id of the server's answer.
     pub preparing: Option<Arc<Prepared>>,
@@ -48,7 +49,6 @@ pub struct Statement {
 
 /// Bounds on what one session remembers.
 const SEEN_MAX: usize = 1024;
-const SHAPES: usize = 32;
 const PREPARED_MAX: usize = 16_384;
 
 impl SessionProbe {
@@ -58,7 +58,7 @@ impl SessionProbe {
             user,
             seen: Default::default(),
             buffer: None,
-            shapes: Vec::new(),
+            shapes: ShapeMemo::default(),
             prepared: Default::default(),
             preparing: None,
             current: None,
@@ -69,16 +69,14 @@ impl SessionProbe {
     pub fn query(&mut self, text: &[u8], shape: crate::classify::facts::Shape, bytes_in: u64) {
         use crate::classify::sql;
         let (digest, exact) = match shape {
-            Some((shape, exact)) => {
-                if self.shapes.is_empty() {
-                    self.shapes = vec![(0, 0); SHAPES];
+            Some((shape, exact)) => match self.shapes.get_mut(shape) {
+                Some(digest) => (*digest, exact),
+                None => {
+                    let digest = sql::digest_hash(text);
+                    self.shapes.insert(shape, digest);
+                    (digest, exact)
                 }
-                let slot = &mut self.shapes[shape as usize % SHAPES];
-                if slot.0 != shape || slot.0 == 0 {
-                    *slot = (shape, sql::digest_hash(text));
-                }
-                (slot.1, exact)
-            }
+            },
             None => (sql::digest_hash(text), sql::fnv1a(text)),
         };
         let known = self.seen.contains_key(&digest);

@@ -129,6 +129,12 @@ impl Rules {
         self.first_match(s).is_some_and(|r| r.error.is_some())
     }
 
+    /// Whether any rule answers with an error: without, [`Self::refuses`] is false
+    /// whatever the statement, and its caller need not work the statement out.
+    pub fn any_refusing(&self) -> bool {
+        self.refusing
+    }
+
     /// The rule that decides `s`: the first whose conditions all hold.
     fn first_match(&self, s: &Statement<'_>) -> Option<&Rule> {
         if self.rules.is_empty() {

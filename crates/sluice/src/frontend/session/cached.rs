@@ -132,6 +132,12 @@ struct Pending {
     all: bool,
 }
 
+impl Pending {
+    fn is_empty(&self) -> bool {
+        !self.all && self.tables.is_empty() && self.rows.is_empty()
+    }
+}
+
 /// Keys of one table a transaction's writes are remembered by; past this many, its
 /// whole table is invalidated at commit instead.
 const MAX_PENDING_KEYS: usize = 10_000;
@@ -269,6 +275,9 @@ impl CacheState {
     /// The session's writes committed (or it is outside a transaction): make every
     /// entry that read those tables stale.
     fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
         let pending = std::mem::take(&mut self.pending);
         if pending.all {
             self.cache.invalidate_all(Cause::Write);

@@ -136,6 +136,9 @@ impl Session {
         };
         let router = self.fe.router.load();
         let rules = router.rules.load();
+        if !rules.any_refusing() {
+            return false;
+        }
         let payload = &self.client.rbuf[HEADER_LEN..HEADER_LEN + stmt.len];
         let text = if stmt.command == Command::StmtExecute {
             match stmt.client_id.and_then(|id| mux.stmt_route(id)) {
