@@ -211,25 +211,31 @@ pub fn literal_template(sql: &[u8]) -> Option<Template> {
         literals: Vec<(Literal, std::ops::Range<usize>)>,
     }
     impl ShapeSink for Writer {
+        #[inline(always)]
         fn kept(&mut self, b: u8) {
             self.text.push(b);
         }
+        #[inline(always)]
         fn number(&mut self, _: &[u8], start: usize, end: usize) {
             self.text.push(b'?');
             self.literals.push((Literal::Number, start..end));
         }
+        #[inline(always)]
         fn string(&mut self, _: &[u8], start: usize, end: usize) {
             self.text.push(b'?');
             self.literals.push((Literal::Str, start..end));
         }
+        #[inline(always)]
         fn exact(&mut self, _: u8) {}
+        #[inline(always)]
         fn accepts(&self, b: u8) -> bool {
             b != b'?'
         }
     }
+    // Room for the kinds after the text, and for the literals of most statements.
     let mut w = Writer {
-        text: Vec::with_capacity(sql.len() + 8),
-        literals: Vec::new(),
+        text: Vec::with_capacity(sql.len() + 16),
+        literals: Vec::with_capacity(8),
     };
     walk(sql, &mut w)?;
     let text_len = w.text.len();
