@@ -4,8 +4,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use sluice::classify::sql::{
-    analyze, digest, digest_hash, digest_shape, first_word, fnv1a, hints, strip_hints, Analysis,
-    Hints, TableRef,
+    analyze, digest, digest_hash, digest_shape, first_word, fnv1a, hints, literal_template,
+    strip_hints, Analysis, Hints, Literal, TableRef,
 };
 use std::borrow::Cow;
 
@@ -71,6 +71,43 @@ fuzz_target!(|data: &[u8]| {
                 String::from_utf8_lossy(&other)
             );
         }
+    }
+
+    // The literal template is the shape written out: there for the texts the shape is,
+    // but those with a `?` of their own; its `?` are its literals, in order, each a digit
+    // run or a whole single-quoted string of the text, and the text between them is the
+    // text's own with spacing folded.
+    let template = literal_template(data);
+    let own_mark = outside_strings(data).is_some_and(|code| code.contains(&b'?'));
+    assert_eq!(
+        template.is_some(),
+        digest_shape(data).is_some() && !own_mark,
+        "a template where the shape is"
+    );
+    if let Some(t) = template {
+        assert_eq!(t.key.len(), t.text_len + t.literals.len());
+        let mut rebuilt = Vec::new();
+        let mut at = 0;
+        for (kind, span) in &t.literals {
+            assert!(at <= span.start && span.start < span.end && span.end <= data.len());
+            rebuilt.extend_from_slice(&data[at..span.start]);
+            rebuilt.push(b'?');
+            let lit = &data[span.clone()];
+            match kind {
+                Literal::Number => assert!(lit.iter().all(u8::is_ascii_digit)),
+                Literal::Str => {
+                    assert!(lit.len() >= 2 && lit[0] == b'\'' && lit[lit.len() - 1] == b'\'')
+                }
+            }
+            at = span.end;
+        }
+        rebuilt.extend_from_slice(&data[at..]);
+        assert_eq!(
+            folded(&rebuilt),
+            folded(t.text()),
+            "the template of {:?}",
+            String::from_utf8_lossy(data)
+        );
     }
 
     let found = hints(data);
@@ -189,6 +226,18 @@ fn respaced_renumbered(sql: &[u8]) -> Vec<u8> {
             out.extend_from_slice(piece);
         }
         i += run;
+    }
+    out
+}
+
+/// `s` with each run of whitespace one space and none leading, as a shape folds it.
+fn folded(s: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(s.len());
+    for &b in s {
+        let space = b.is_ascii_whitespace() || b == 0x0b;
+        if !(space && matches!(out.last(), None | Some(&b' '))) {
+            out.push(if space { b' ' } else { b });
+        }
     }
     out
 }
