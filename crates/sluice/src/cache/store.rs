@@ -213,15 +213,6 @@ impl Store {
         key: Hashed<'_>,
         dead: impl FnOnce(&Entry) -> Option<D>,
     ) -> Found<D> {
-        self.judge(key, dead, true)
-    }
-
-    fn judge<D>(
-        &self,
-        key: Hashed<'_>,
-        dead: impl FnOnce(&Entry) -> Option<D>,
-        count_hit: bool,
-    ) -> Found<D> {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         let Ok(mut found) = shard.map.find_entry(key.hash, |(k, _)| key.equivalent(k)) else {
@@ -234,7 +225,7 @@ impl Store {
             return Found::Removed(slot.entry, why);
         }
         let slot = &mut found.get_mut().1;
-        slot.hits += u64::from(count_hit);
+        slot.hits += 1;
         Found::Kept(slot.entry.clone())
     }
 
@@ -283,7 +274,7 @@ impl Store {
     #[cfg(test)]
     pub fn remove_if(&self, key: Hashed<'_>, expected: &Arc<Entry>) -> bool {
         let expected = |e: &Entry| std::ptr::eq(e, &**expected).then_some(());
-        matches!(self.judge(key, expected, false), Found::Removed(..))
+        matches!(self.get_unless(key, expected), Found::Removed(..))
     }
 
     pub fn remove(&self, key: Hashed<'_>) -> Option<Arc<Entry>> {

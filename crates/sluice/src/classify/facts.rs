@@ -24,7 +24,7 @@ const MOVES: usize = 8;
 /// moving what was there to its other place (cuckoo hashing): a few dozen shapes are
 /// all kept, where with one place each sysbench's 20 kept pushing each other out. A
 /// place is a pointer, allocated at the first shape: a session keeps what it uses.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct ShapeMemo<T> {
     places: Vec<Option<Box<(u64, T)>>>,
 }
@@ -41,20 +41,8 @@ impl<T> ShapeMemo<T> {
     }
 
     pub fn get_mut(&mut self, shape: u64) -> Option<&mut T> {
-        let [a, b] = Self::places(shape);
-        let holds = |i: usize, places: &[Option<Box<(u64, T)>>]| {
-            places
-                .get(i)
-                .and_then(Option::as_ref)
-                .is_some_and(|kept| kept.0 == shape)
-        };
-        let i = if holds(a, &self.places) {
-            a
-        } else if holds(b, &self.places) {
-            b
-        } else {
-            return None;
-        };
+        let holds = |&i: &usize| matches!(self.places.get(i), Some(Some(kept)) if kept.0 == shape);
+        let i = Self::places(shape).into_iter().find(holds)?;
         self.places[i].as_deref_mut().map(|kept| &mut kept.1)
     }
 
@@ -106,7 +94,7 @@ pub struct TextFacts {
 
 /// A shape's analysis, and the same as the last default schema it was asked under
 /// reads it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Remembered {
     plain: Arc<Analysis>,
     qualified: Option<(Box<str>, Arc<Analysis>)>,
@@ -124,21 +112,23 @@ impl TextFacts {
     /// more or less of the text is in hand than when it was first asked (a statement
     /// too large to hold is read by its head).
     pub fn analysis(&mut self, text: &[u8]) -> &Analysis {
+        self.hold(text);
+        &self.analysis.as_ref().expect("just set").1
+    }
+
+    /// Makes the facts hold `text`'s analysis.
+    fn hold(&mut self, text: &[u8]) {
         if !self.holds_for(text) {
             let analysis = self.analysed(text);
             self.analysis = Some((text.len(), analysis));
         }
-        &self.analysis.as_ref().expect("just set").1
     }
 
     /// What `text` does as a session whose default schema is `default_schema` reads it
     /// ([`Analysis::qualified`]). A text shaped like an earlier one is qualified once per
     /// schema: the tables a read names are the same for its shape.
     pub fn qualified(&mut self, text: &[u8], default_schema: Option<&str>) -> Arc<Analysis> {
-        if !self.holds_for(text) {
-            let analysis = self.analysed(text);
-            self.analysis = Some((text.len(), analysis));
-        }
+        self.hold(text);
         let plain = self.analysis.as_ref().expect("just set").1.clone();
         let Some(schema) = default_schema else {
             return plain;
