@@ -24,6 +24,8 @@ have sysbench || pkgs+=(sysbench)
 have etcd || pkgs+=(etcd-server)
 have protoc || pkgs+=(protobuf-compiler)
 [ -e /usr/include/google/protobuf/descriptor.proto ] || pkgs+=(libprotobuf-dev)
+# HAProxy, the TCP proxy `sluice bench cache --scenarios haproxy` sets beside Sluice.
+have haproxy || pkgs+=(haproxy)
 have python3 || pkgs+=(python3)
 # venv needs ensurepip, which Debian ships in python3-venv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)

@@ -47,7 +47,9 @@ pub struct CacheArgs {
     /// with existing servers, those given]. `cached` needs a Sluice with a query cache;
     /// `cached_by_table` (only when asked for) caches the same reads with `by_key = false`,
     /// any write to a table dropping all its entries, and needs a Sluice that has that
-    /// option. A scenario this Sluice cannot run is reported as not available.
+    /// option. `haproxy` (only when asked for) relays TCP through HAProxy (--haproxy), the
+    /// baseline Sluice's CPU per statement is set against. A scenario that cannot run here
+    /// is reported as not available.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenarios: Option<Vec<Scenario>>,
 
@@ -118,6 +120,23 @@ pub struct CacheArgs {
     #[arg(long, value_name = "PID")]
     pub cached_by_table_pid: Option<u32>,
 
+    /// The HAProxy program the haproxy scenario starts in front of the database.
+    #[arg(long, default_value = "haproxy", value_name = "PATH")]
+    pub haproxy: PathBuf,
+
+    /// Host of an existing TCP proxy in front of the database, for the haproxy scenario
+    /// [default: 127.0.0.1].
+    #[arg(long, value_name = "HOST", conflicts_with = "demo")]
+    pub haproxy_host: Option<String>,
+
+    /// Port of that proxy [default: 3306].
+    #[arg(long, value_name = "PORT", conflicts_with = "demo")]
+    pub haproxy_port: Option<u16>,
+
+    /// Process id of that proxy, to measure its CPU time per query.
+    #[arg(long, value_name = "PID")]
+    pub haproxy_pid: Option<u32>,
+
     /// Schema the insert series creates, fills and drops: never one that holds data.
     #[arg(long, default_value = "sluice_slap")]
     pub insert_schema: String,
@@ -146,7 +165,7 @@ pub struct CacheArgs {
     /// Embedded servers only.
     #[arg(long, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
-        "cached_by_table_host", "cached_by_table_port",
+        "cached_by_table_host", "cached_by_table_port", "haproxy_host", "haproxy_port",
     ])]
     pub hosts: bool,
 
@@ -160,7 +179,7 @@ pub struct CacheArgs {
     /// generator and the proxy. Embedded servers only.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
-        "cached_by_table_host", "cached_by_table_port",
+        "cached_by_table_host", "cached_by_table_port", "haproxy_host", "haproxy_port",
     ])]
     pub server_cpus: Option<CpuList>,
 }
@@ -189,6 +208,9 @@ pub enum Scenario {
     #[value(name = "cached_by_table", alias = "cached-by-table")]
     #[serde(rename = "cached_by_table")]
     CachedByTable,
+    /// Through HAProxy relaying TCP to the same database: the baseline a statement's cost
+    /// through Sluice is set against (only when asked for).
+    Haproxy,
 }
 
 impl Scenario {
@@ -196,6 +218,20 @@ impl Scenario {
     /// pass-through's, and it has no part in the insert series (nothing to serve there).
     pub fn caches(self) -> bool {
         matches!(self, Scenario::Cached | Scenario::CachedByTable)
+    }
+
+    /// Whether the load goes through a Sluice.
+    pub fn is_sluice(self) -> bool {
+        !matches!(self, Scenario::Direct | Scenario::Haproxy)
+    }
+
+    /// The program whose CPU time the scenario measures, if any.
+    pub fn proxy(self) -> Option<&'static str> {
+        match self {
+            Scenario::Direct => None,
+            Scenario::Haproxy => Some("HAProxy"),
+            _ => Some("Sluice"),
+        }
     }
 }
 
@@ -206,6 +242,7 @@ impl fmt::Display for Scenario {
             Scenario::Passthrough => "passthrough",
             Scenario::Cached => "cached",
             Scenario::CachedByTable => "cached-by-table",
+            Scenario::Haproxy => "haproxy",
         })
     }
 }
@@ -230,6 +267,7 @@ struct Plan {
     passthrough: Option<SluiceTarget>,
     cached: Option<SluiceTarget>,
     cached_by_table: Option<SluiceTarget>,
+    haproxy: Option<SluiceTarget>,
     max_connections: u32,
     notes: Vec<String>,
 }
@@ -327,6 +365,7 @@ impl Plan {
             passthrough: targets.passthrough,
             cached: targets.cached,
             cached_by_table: targets.cached_by_table,
+            haproxy: targets.haproxy,
             max_connections,
             notes,
         })
@@ -337,6 +376,7 @@ impl Plan {
             && self.passthrough.is_none()
             && self.cached.is_none()
             && self.cached_by_table.is_none()
+            && self.haproxy.is_none()
     }
 
     fn runnable(&self, scenario: Scenario) -> bool {
@@ -410,6 +450,8 @@ struct Targets {
     passthrough: Option<SluiceTarget>,
     cached: Option<SluiceTarget>,
     cached_by_table: Option<SluiceTarget>,
+    /// A TCP proxy (the haproxy scenario); its pid, when given, is read like a Sluice's.
+    haproxy: Option<SluiceTarget>,
 }
 
 impl Targets {
@@ -432,6 +474,7 @@ impl Targets {
                 args.cached_by_table_port,
                 args.cached_by_table_pid,
             ),
+            haproxy: sluice(&args.haproxy_host, args.haproxy_port, args.haproxy_pid),
         };
         if args.sluice_pid.is_some() && targets.passthrough.is_none() {
             bail!("--sluice-pid is for an existing Sluice (--sluice-host/--sluice-port)");
@@ -445,6 +488,9 @@ impl Targets {
                  (--cached-by-table-host/--cached-by-table-port)"
             );
         }
+        if args.haproxy_pid.is_some() && targets.haproxy.is_none() {
+            bail!("--haproxy-pid is for an existing proxy (--haproxy-host/--haproxy-port)");
+        }
         Ok(targets)
     }
 
@@ -453,7 +499,7 @@ impl Targets {
     }
 
     /// Each scenario, whether its server is named, and the flags that name it.
-    fn given(&self) -> [(Scenario, bool, &'static str); 4] {
+    fn given(&self) -> [(Scenario, bool, &'static str); 5] {
         [
             (
                 Scenario::Direct,
@@ -474,6 +520,11 @@ impl Targets {
                 Scenario::CachedByTable,
                 self.cached_by_table.is_some(),
                 "--cached-by-table-host/--cached-by-table-port",
+            ),
+            (
+                Scenario::Haproxy,
+                self.haproxy.is_some(),
+                "--haproxy-host/--haproxy-port",
             ),
         ]
     }

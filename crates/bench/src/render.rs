@@ -187,7 +187,8 @@ fn metric_table<'r>(
     }
 }
 
-/// Sluice's CPU time per query in each proxied scenario, and errors in every scenario.
+/// The proxy's CPU time per query in each proxied scenario (with HAProxy's in the run,
+/// each Sluice's over it), and errors in every scenario.
 fn cost_table<'r>(
     threads: &[u32],
     scenarios: &[Scenario],
@@ -198,8 +199,17 @@ fn cost_table<'r>(
         .copied()
         .filter(|s| *s != Scenario::Direct)
         .collect();
+    let vs_haproxy: Vec<Scenario> = match scenarios.contains(&Scenario::Haproxy) {
+        true => proxied.iter().copied().filter(|s| s.is_sluice()).collect(),
+        false => Vec::new(),
+    };
     let mut header = vec!["threads".to_string()];
-    header.extend(proxied.iter().map(|s| format!("{s}: Sluice CPU µs/query")));
+    header.extend(
+        proxied
+            .iter()
+            .map(|s| format!("{s}: {} CPU µs/query", s.proxy().unwrap_or_default())),
+    );
+    header.extend(vs_haproxy.iter().map(|s| format!("{s} CPU ÷ haproxy")));
     header.extend(scenarios.iter().map(|s| format!("{s}: errors")));
     let rows = threads
         .iter()
@@ -214,14 +224,22 @@ fn cost_table<'r>(
                     })
                 }));
             }
+            for &sc in &vs_haproxy {
+                let ratio = row(t, sc).and_then(|r| r.cpu_ratio_vs_haproxy);
+                cells.push(ratio.map_or_else(|| "—".to_string(), |v| format!("{v:.2}")));
+            }
             for &sc in scenarios {
                 cells.push(cell(row(t, sc), &|r| r.errors.map(|e| e.to_string())));
             }
             cells
         })
         .collect();
+    let title = match vs_haproxy.is_empty() {
+        true => "Sluice CPU time per query, and errors",
+        false => "CPU time per query of each proxy, and errors",
+    };
     Table {
-        title: "Sluice CPU time per query, and errors".into(),
+        title: title.into(),
         header,
         rows,
     }
@@ -252,7 +270,7 @@ fn insert_section(report: &Report) -> Section {
     header.extend(
         others
             .iter()
-            .map(|sc| format!("{sc}: Sluice CPU µs/insert")),
+            .map(|sc| format!("{sc}: {} CPU µs/insert", sc.proxy().unwrap_or_default())),
     );
     let mut missing = Missing::default();
     let rows = insert
@@ -442,6 +460,14 @@ fn facts(report: &Report) -> Vec<String> {
                 .to_string(),
         );
     }
+    if s.scenarios.contains(&Scenario::Haproxy) {
+        facts.push(
+            "haproxy: HAProxy relaying TCP to the same database (no look into the protocol: \
+             no pooling, routing or cache), the baseline each Sluice's CPU per query is set \
+             against; its CPU time is read from /proc like Sluice's."
+                .to_string(),
+        );
+    }
     if s.sysbench_workloads().next().is_some() {
         facts.push(format!(
             "sysbench: {} tables x {} rows; threads {}; {} s per step; {} repetition(s) per \
@@ -515,7 +541,11 @@ fn command_groups(report: &Report) -> Vec<(String, Vec<String>)> {
     let mut groups = Vec::new();
     let c = &report.commands;
     if !c.sluice.is_empty() {
-        groups.push(("Sluice".to_string(), c.sluice.clone()));
+        let name = match report.settings.scenarios.contains(&Scenario::Haproxy) {
+            true => "Sluice and HAProxy",
+            false => "Sluice",
+        };
+        groups.push((name.to_string(), c.sluice.clone()));
     }
     let data: Vec<String> = c.prepare.iter().chain(&c.cleanup).cloned().collect();
     if !data.is_empty() {

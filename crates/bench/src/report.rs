@@ -243,7 +243,7 @@ pub struct InsertSettings {
 /// Command lines outside the measured runs.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Commands {
-    /// How each Sluice the benchmark started was run, with its configuration.
+    /// How each Sluice (and HAProxy) the benchmark started was run, with its configuration.
     pub sluice: Vec<String>,
     pub prepare: Option<String>,
     pub cleanup: Option<String>,
@@ -328,7 +328,11 @@ pub struct SummaryRow {
     pub p95_latency_ms: Option<f64>,
     /// Ignored errors, summed over the runs.
     pub errors: Option<u64>,
+    /// The proxy's CPU time per query: Sluice's, or HAProxy's in the haproxy scenario.
     pub sluice_cpu_us_per_query: Option<f64>,
+    /// A Sluice scenario's CPU per query over HAProxy's at the same step: what Sluice
+    /// costs against relaying the same bytes.
+    pub cpu_ratio_vs_haproxy: Option<f64>,
     /// This scenario's qps over direct's at the same step.
     pub qps_ratio_vs_direct: Option<f64>,
     /// This scenario's average latency over direct's at the same step.
@@ -395,6 +399,21 @@ impl Report {
         for row in rows.iter_mut().filter(|r| r.scenario.caches()) {
             if let Some(&p) = passthrough.get(&(row.workload, row.ps_mode, row.threads)) {
                 row.qps_ratio_vs_passthrough = ratio(row.qps, p);
+            }
+        }
+        let haproxy: HashMap<Step, Option<f64>> = rows
+            .iter()
+            .filter(|r| r.scenario == Scenario::Haproxy)
+            .map(|r| {
+                (
+                    (r.workload, r.ps_mode, r.threads),
+                    r.sluice_cpu_us_per_query,
+                )
+            })
+            .collect();
+        for row in rows.iter_mut().filter(|r| r.scenario.is_sluice()) {
+            if let Some(&h) = haproxy.get(&(row.workload, row.ps_mode, row.threads)) {
+                row.cpu_ratio_vs_haproxy = ratio(row.sluice_cpu_us_per_query, h);
             }
         }
         self.summary = rows;
@@ -619,6 +638,7 @@ fn summarize_runs(key: Key, runs: &[&Outcome<RunStats>], unavailable: Option<&st
         qps_ratio_vs_direct: None,
         avg_latency_ratio_vs_direct: None,
         qps_ratio_vs_passthrough: None,
+        cpu_ratio_vs_haproxy: None,
         missing,
     }
 }

@@ -6,11 +6,14 @@
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use super::tool::{shell_quote, tail, with_raised_nofile};
+pub mod haproxy;
+mod process;
+
+pub(crate) use process::SluiceProcess;
 use sluice_sandbox::link::{relay_cost, DelayLink, LinkSpec, LinkStats};
 use sluice_sandbox::{self as sandbox, MariaDb, MariaDbOptions};
 
@@ -51,6 +54,8 @@ pub struct EmbeddedOptions {
     pub cached: bool,
     /// Start a Sluice caching as `cached` does with `by_key = false`.
     pub cached_by_table: bool,
+    /// HAProxy (the program) relaying TCP to the database, for the haproxy scenario.
+    pub haproxy: Option<PathBuf>,
     /// Backend connections each Sluice may open: at least one per client thread, since
     /// a session keeps its backend connection for its whole life.
     pub pool_max: u32,
@@ -114,6 +119,8 @@ pub struct Topology {
     pub cached: Option<SluiceTarget>,
     /// Sluice caching every read, invalidating by table.
     pub cached_by_table: Option<SluiceTarget>,
+    /// A TCP proxy in front of the database (its pid read like a Sluice's).
+    pub haproxy: Option<SluiceTarget>,
     /// How each Sluice was started (embedded runs).
     pub sluice_commands: Vec<String>,
     pub mariadb_version: Option<String>,
@@ -122,6 +129,7 @@ pub struct Topology {
     /// What the report must warn about (limits the machine imposed).
     pub notes: Vec<String>,
     sluices: Vec<SluiceProcess>,
+    haproxy_process: Option<haproxy::Haproxy>,
     mariadb: Option<MariaDb>,
     /// The hops between simulated hosts, by what they join.
     links: Vec<(String, DelayLink)>,
@@ -206,11 +214,13 @@ impl Topology {
             passthrough: None,
             cached: None,
             cached_by_table: None,
+            haproxy: None,
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description: Vec::new(),
             notes: Vec::new(),
             sluices: Vec::new(),
+            haproxy_process: None,
             mariadb: None,
             links: Vec::new(),
             cpus_before: pinned.as_ref().map(|p| p.before.clone()),
@@ -287,6 +297,9 @@ impl Topology {
             if wanted {
                 topology.start_sluice(opts, creds, backend, role)?;
             }
+        }
+        if let Some(program) = &opts.haproxy {
+            topology.start_haproxy(opts, program, backend)?;
         }
         Ok(topology)
     }
@@ -396,6 +409,7 @@ impl Topology {
         passthrough: Option<SluiceTarget>,
         cached: Option<SluiceTarget>,
         cached_by_table: Option<SluiceTarget>,
+        haproxy: Option<SluiceTarget>,
     ) -> anyhow::Result<Topology> {
         let mut description = Vec::new();
         if let Some(target) = &direct {
@@ -410,20 +424,19 @@ impl Topology {
                 "cached-by-table",
                 "--cached-by-table-host/--cached-by-table-port",
             ),
+            (&haproxy, "haproxy", "--haproxy-host/--haproxy-port"),
         ] {
             let Some(sluice) = sluice else { continue };
-            check_reachable(&sluice.target, &format!("the {name} Sluice ({flags})"))?;
-            description.push(format!(
-                "Sluice ({name}): existing instance at {}",
-                sluice.target
-            ));
+            let what = match name {
+                "haproxy" => "TCP proxy (haproxy)".to_string(),
+                _ => format!("Sluice ({name})"),
+            };
+            check_reachable(&sluice.target, &format!("the {what} ({flags})"))?;
+            description.push(format!("{what}: existing instance at {}", sluice.target));
             if let Some(pid) = sluice.pid {
-                cpu_ticks(pid).with_context(|| {
-                    format!("reading the CPU time of the {name} Sluice, pid {pid}")
-                })?;
-                description.push(format!(
-                    "Sluice ({name}) CPU time read from /proc/{pid}/stat"
-                ));
+                cpu_ticks(pid)
+                    .with_context(|| format!("reading the CPU time of the {what}, pid {pid}"))?;
+                description.push(format!("{what} CPU time read from /proc/{pid}/stat"));
             }
         }
         Ok(Topology {
@@ -431,20 +444,28 @@ impl Topology {
             passthrough,
             cached,
             cached_by_table,
+            haproxy,
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description,
             notes: Vec::new(),
             sluices: Vec::new(),
+            haproxy_process: None,
             mariadb: None,
             links: Vec::new(),
             cpus_before: None,
         })
     }
 
-    /// Whether the Sluice children this topology started still run; the error says
-    /// which one ended and how, with the tail of its log. Always Ok for external ones.
-    pub fn check_sluice(&mut self, pid: Option<u32>) -> Result<(), String> {
+    /// Whether the proxy this topology started with `pid` (a Sluice or HAProxy) still
+    /// runs; the error says which one ended and how, with the tail of its log. Always Ok
+    /// for external ones.
+    pub fn check_proxy(&mut self, pid: Option<u32>) -> Result<(), String> {
+        if let Some(haproxy) = self.haproxy_process.as_ref() {
+            if Some(haproxy.pid()) == pid {
+                return haproxy.check().map_err(|e| format!("{e:#}"));
+            }
+        }
         match self.sluices.iter_mut().find(|s| Some(s.pid()) == pid) {
             Some(sluice) => sluice.check(),
             None => Ok(()),
@@ -457,6 +478,7 @@ impl Drop for Topology {
         for sluice in self.sluices.drain(..) {
             sluice.stop();
         }
+        drop(self.haproxy_process.take());
         if let Some(mariadb) = self.mariadb.take() {
             mariadb.stop();
         }
@@ -577,118 +599,6 @@ pub(crate) fn toml_string(s: &str) -> String {
     }
     out.push('"');
     out
-}
-
-/// `sluice serve` started by the benchmark, under the sandbox's watchdog: it stops with
-/// the benchmark however that ends (Ctrl-C, SIGTERM, SIGKILL), not only on a clean exit.
-pub(crate) struct SluiceProcess {
-    process: sandbox::Supervised,
-    log: PathBuf,
-    /// How it was started, as a shell would take it.
-    pub(crate) command: String,
-}
-
-impl SluiceProcess {
-    /// How long Sluice gets to start listening.
-    const START_TIMEOUT: Duration = Duration::from_secs(20);
-    /// How long a SIGKILLed Sluice gets to be gone.
-    const KILL_TIMEOUT: Duration = Duration::from_secs(10);
-
-    pub(crate) fn start(
-        bin: &Path,
-        config: &Path,
-        port: u16,
-        log: &Path,
-    ) -> anyhow::Result<SluiceProcess> {
-        let args = vec![
-            "serve".to_string(),
-            "--config".to_string(),
-            config.to_string_lossy().into_owned(),
-        ];
-        let command = std::iter::once(bin.to_string_lossy().into_owned())
-            .chain(args.iter().cloned())
-            .map(|w| shell_quote(&w))
-            .collect::<Vec<_>>()
-            .join(" ");
-        // The same bash line as every tool gets, so that the pid the watchdog reports
-        // becomes Sluice's own when bash execs it.
-        let raised = with_raised_nofile(bin, &args);
-        let argv: Vec<std::ffi::OsString> = raised.get_args().map(|a| a.to_owned()).collect();
-        let process =
-            sandbox::Supervised::spawn_program(Path::new(raised.get_program()), &argv, None, log)
-                .with_context(|| format!("starting Sluice ({command})"))?;
-        let mut sluice = SluiceProcess {
-            process,
-            log: log.to_path_buf(),
-            command,
-        };
-
-        let started = Instant::now();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        loop {
-            if let Err(ended) = sluice.check() {
-                bail!("Sluice did not start: {ended}");
-            }
-            if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                return Ok(sluice);
-            }
-            if started.elapsed() > Self::START_TIMEOUT {
-                let msg = format!(
-                    "Sluice did not listen on {addr} within {:?}; last lines of {}:\n{}",
-                    Self::START_TIMEOUT,
-                    sluice.log.display(),
-                    sluice.log_tail()
-                );
-                sluice.stop();
-                bail!(msg);
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.process.pid()
-    }
-
-    pub(crate) fn check(&mut self) -> Result<(), String> {
-        if self.process.running() {
-            return Ok(());
-        }
-        Err(format!(
-            "Sluice exited; last lines of {}:\n{}",
-            self.log.display(),
-            self.log_tail()
-        ))
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        tail(&text, 10)
-    }
-
-    /// SIGKILL now, as a crash or a lost host would end it, and wait (at most
-    /// [`Self::KILL_TIMEOUT`]) until it is gone. The watchdog still cleans up when the
-    /// handle drops.
-    pub(crate) fn kill(&self) -> anyhow::Result<()> {
-        let pid = self.pid();
-        sandbox::send_signal(pid, "KILL")?;
-        let deadline = Instant::now() + Self::KILL_TIMEOUT;
-        while sandbox::process_alive(pid) {
-            if Instant::now() >= deadline {
-                bail!(
-                    "Sluice ({pid}) still alive {:?} after SIGKILL",
-                    Self::KILL_TIMEOUT
-                );
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(())
-    }
-
-    /// SIGTERM for a graceful shutdown; the watchdog escalates to SIGKILL.
-    pub(crate) fn stop(mut self) {
-        self.process.stop();
-    }
 }
 
 fn check_reachable(target: &Target, what: &str) -> anyhow::Result<()> {

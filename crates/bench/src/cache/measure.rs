@@ -49,6 +49,7 @@ fn run_into(args: &CacheArgs, document: &mut Option<Document>) -> anyhow::Result
         .with_context(|| format!("creating the output directory {}", out.display()))?;
     if plan.embedded() {
         check_cache_support(&mut plan, args)?;
+        check_haproxy(&mut plan, args);
     }
     for u in &plan.unavailable {
         eprintln!(
@@ -186,6 +187,19 @@ fn check_cache_support(plan: &mut Plan, args: &CacheArgs) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Marks the haproxy scenario unavailable when HAProxy is not here, with what to do.
+fn check_haproxy(plan: &mut Plan, args: &CacheArgs) {
+    if !plan.scenarios.contains(&Scenario::Haproxy) {
+        return;
+    }
+    if let Err(e) = crate::topology::haproxy::find(&args.haproxy) {
+        plan.unavailable.push(Unavailable {
+            scenario: Scenario::Haproxy,
+            reason: format!("{e:#}"),
+        });
+    }
+}
+
 fn credentials(args: &CacheArgs) -> Credentials {
     Credentials {
         user: args.server.mysql_user.clone(),
@@ -227,6 +241,7 @@ impl Bench<'_> {
             .or_else(|| topology.passthrough.as_ref().map(|s| s.target.clone()))
             .or_else(|| topology.cached.as_ref().map(|s| s.target.clone()))
             .or_else(|| topology.cached_by_table.as_ref().map(|s| s.target.clone()))
+            .or_else(|| topology.haproxy.as_ref().map(|s| s.target.clone()))
             .expect("a plan has at least one scenario with a target");
         let data_endpoint = self.endpoint(&data_target, &creds.database);
         let prepare_threads = plan
@@ -313,6 +328,7 @@ impl Bench<'_> {
                 plan.passthrough.clone(),
                 plan.cached.clone(),
                 plan.cached_by_table.clone(),
+                plan.haproxy.clone(),
             );
         }
         let sluices: Vec<String> = [
@@ -339,6 +355,10 @@ impl Bench<'_> {
                 passthrough: plan.runnable(Scenario::Passthrough),
                 cached: plan.runnable(Scenario::Cached),
                 cached_by_table: plan.runnable(Scenario::CachedByTable),
+                haproxy: match plan.runnable(Scenario::Haproxy) {
+                    true => Some(crate::topology::haproxy::find(&args.haproxy)?),
+                    false => None,
+                },
                 pool_max: plan.pool_max(),
                 sluice_bin: args.common.sluice_bin()?,
                 dir: self.out.to_path_buf(),
@@ -371,7 +391,7 @@ impl Bench<'_> {
         creds: &Credentials,
     ) -> anyhow::Result<()> {
         let progress = Progress::new(steps.len(), topology::clock_ticks_per_sec());
-        // Scenarios whose Sluice exited: their later runs are skipped, not attempted.
+        // Scenarios whose proxy exited: their later runs are skipped, not attempted.
         let mut gone: Vec<Scenario> = Vec::new();
         for (index, step) in steps.iter().enumerate() {
             let target = match step.scenario() {
@@ -381,14 +401,18 @@ impl Bench<'_> {
                 Scenario::CachedByTable => {
                     topology.cached_by_table.clone().map(|s| (s.target, s.pid))
                 }
+                Scenario::Haproxy => topology.haproxy.clone().map(|s| (s.target, s.pid)),
             };
             let label = self.label(step, index, &progress);
             let skip = match &target {
-                _ if self.interrupted.load(Ordering::SeqCst) => Some("interrupted (Ctrl-C)"),
-                None => Some("no server to run it against"),
-                Some(_) if gone.contains(&step.scenario()) => {
-                    Some("its Sluice exited during an earlier run")
+                _ if self.interrupted.load(Ordering::SeqCst) => {
+                    Some("interrupted (Ctrl-C)".to_string())
                 }
+                None => Some("no server to run it against".to_string()),
+                Some(_) if gone.contains(&step.scenario()) => Some(format!(
+                    "its {} exited during an earlier run",
+                    step.scenario().proxy().unwrap_or("server")
+                )),
                 Some(_) => None,
             };
             let (command, output_file, outcome) = match (skip, target) {
@@ -397,7 +421,7 @@ impl Bench<'_> {
                         self.run_one(step, &label, &target, pid, &progress, creds);
                     let outcome = match outcome {
                         Measured::Failed(mut error) if pid.is_some() => {
-                            if let Err(ended) = topology.check_sluice(pid) {
+                            if let Err(ended) = topology.check_proxy(pid) {
                                 error.push_str(&format!("\n  {ended}"));
                                 gone.push(step.scenario());
                             }

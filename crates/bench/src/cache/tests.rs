@@ -393,3 +393,68 @@ fn server_cpus_take_a_cpu_list_for_embedded_servers_only() {
     let err = plan(&["--server-cpus", "0", "--mysql-port", "3307"]).unwrap_err();
     assert!(err.to_string().contains("--mysql-port"), "{err}");
 }
+
+#[test]
+fn haproxy_runs_only_when_asked_for_and_takes_its_turn() {
+    use Scenario::*;
+    assert!(!plan(&[]).unwrap().scenarios.contains(&Haproxy));
+    let p = plan(&[
+        "--scenarios",
+        "direct,haproxy,passthrough",
+        "--workloads",
+        "oltp_point_select",
+        "--threads",
+        "16",
+        "--repeat",
+        "2",
+    ])
+    .unwrap();
+    assert!(p.embedded());
+    let scenarios: Vec<Scenario> = order(&p).into_iter().map(|s| s.4).collect();
+    assert_eq!(
+        scenarios,
+        [Direct, Haproxy, Passthrough, Direct, Haproxy, Passthrough]
+    );
+    // It relays whatever comes, inserts included: it has its turn in that series too.
+    let p = plan(&["--scenarios", "direct,haproxy", "--workloads", "insert"]).unwrap();
+    assert_eq!(p.insert.as_ref().unwrap().per_trx, [1, 10, 100, 1000]);
+    assert!(order(&p).iter().any(|s| s.4 == Haproxy));
+    assert!(Passthrough.is_sluice() && Cached.is_sluice() && CachedByTable.is_sluice());
+    assert!(!Haproxy.is_sluice() && !Direct.is_sluice());
+    assert_eq!(Haproxy.proxy(), Some("HAProxy"));
+    assert_eq!(Direct.proxy(), None);
+}
+
+#[test]
+fn an_existing_tcp_proxy_needs_its_flags() {
+    use Scenario::*;
+    let p = plan(&[
+        "--mysql-port",
+        "3307",
+        "--sluice-port",
+        "6033",
+        "--haproxy-port",
+        "3310",
+        "--haproxy-pid",
+        "44",
+    ])
+    .unwrap();
+    assert!(!p.embedded());
+    assert_eq!(p.scenarios, [Direct, Passthrough, Haproxy]);
+    assert_eq!(
+        p.haproxy,
+        Some(SluiceTarget {
+            target: Target {
+                host: "127.0.0.1".into(),
+                port: 3310
+            },
+            pid: Some(44)
+        })
+    );
+    let err = plan(&["--mysql-port", "3307", "--scenarios", "direct,haproxy"]).unwrap_err();
+    assert!(err.to_string().contains("--haproxy-host"), "{err}");
+    let err = plan(&["--haproxy-pid", "44"]).unwrap_err();
+    assert!(err.to_string().contains("--haproxy-host"), "{err}");
+    assert!(plan(&["--demo", "--haproxy-port", "3310"]).is_err());
+    assert!(plan(&["--hosts", "--haproxy-port", "3310"]).is_err());
+}

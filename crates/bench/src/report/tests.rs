@@ -504,3 +504,62 @@ fn formatting_helpers() {
     assert_eq!(csv_field("a,b"), "\"a,b\"");
     assert_eq!(csv_field("say \"x\""), "\"say \"\"x\"\"\"");
 }
+
+#[test]
+fn each_sluice_is_set_against_haproxy_in_cpu_per_query() {
+    let mut r = report();
+    r.settings.scenarios = vec![
+        Scenario::Direct,
+        Scenario::Haproxy,
+        Scenario::Passthrough,
+        Scenario::Cached,
+    ];
+    for (scenario, qps, cpu) in [
+        (Scenario::Direct, 1000.0, None),
+        (Scenario::Haproxy, 900.0, Some(10.0)),
+        (Scenario::Passthrough, 800.0, Some(20.0)),
+        (Scenario::Cached, 1200.0, Some(5.0)),
+    ] {
+        r.runs.push(record(16, scenario, 1, ok(qps, 1.0, cpu)));
+    }
+    r.summarize();
+    let row = |sc| r.row(Workload::OltpReadOnly, PsMode::Auto, 16, sc).unwrap();
+    assert_eq!(row(Scenario::Passthrough).cpu_ratio_vs_haproxy, Some(2.0));
+    assert_eq!(row(Scenario::Cached).cpu_ratio_vs_haproxy, Some(0.5));
+    assert_eq!(row(Scenario::Haproxy).cpu_ratio_vs_haproxy, None);
+    assert_eq!(row(Scenario::Direct).cpu_ratio_vs_haproxy, None);
+    // HAProxy is not a cache: no ratio over pass-through for it.
+    assert_eq!(row(Scenario::Haproxy).qps_ratio_vs_passthrough, None);
+    assert_eq!(row(Scenario::Haproxy).qps_ratio_vs_direct, Some(0.9));
+    let md = crate::document::markdown_sections(&render::sections(&r));
+    assert!(
+        md.contains("**CPU time per query of each proxy, and errors**"),
+        "{md}"
+    );
+    assert!(
+        md.contains(
+            "| threads | haproxy: HAProxy CPU µs/query | passthrough: Sluice CPU µs/query | \
+             cached: Sluice CPU µs/query | passthrough CPU ÷ haproxy | cached CPU ÷ haproxy |"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 16 | 10.0 | 20.0 | 5.0 | 2.00 | 0.50 |"),
+        "{md}"
+    );
+    // Without HAProxy in the run, the table is as it was.
+    let mut r = report();
+    r.runs.push(record(
+        16,
+        Scenario::Passthrough,
+        1,
+        ok(800.0, 1.0, Some(20.0)),
+    ));
+    r.summarize();
+    let md = crate::document::markdown_sections(&render::sections(&r));
+    assert!(
+        md.contains("**Sluice CPU time per query, and errors**"),
+        "{md}"
+    );
+    assert!(!md.contains("÷ haproxy"), "{md}");
+}

@@ -754,3 +754,125 @@ fn the_database_gets_cpus_of_its_own() {
     let r = results(&out);
     assert_eq!(r["status"]["state"], "finished", "{t}");
 }
+
+/// HAProxy beside Sluice in one interleaved run: it relays every statement of the
+/// workload, its CPU time per query is read as Sluice's is and each Sluice's is set
+/// against it, and it is stopped at the end. Without HAProxy, the scenario is reported
+/// as not available and the others run.
+#[test]
+fn haproxy_takes_its_turn_as_the_baseline() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let output = bench(
+        &[
+            "--scenarios",
+            "direct,haproxy,passthrough",
+            "--workloads",
+            "oltp_point_select",
+            "--threads",
+            "2",
+            "--duration",
+            "2s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{t}");
+    let order: Vec<&str> = rows(&r, "runs")
+        .iter()
+        .map(|x| x["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["direct", "haproxy", "passthrough"]);
+    let summary = |scenario: &str| {
+        rows(&r, "summary")
+            .iter()
+            .find(|x| x["scenario"] == scenario)
+            .unwrap_or_else(|| panic!("no {scenario} summary: {t}"))
+            .clone()
+    };
+    let haproxy = summary("haproxy");
+    assert!(
+        haproxy["qps"].as_f64().is_some_and(|q| q > 0.0),
+        "{haproxy}"
+    );
+    assert_eq!(haproxy["errors"], 0, "{haproxy}");
+    assert!(
+        haproxy["sluice_cpu_us_per_query"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0),
+        "{haproxy}"
+    );
+    let passthrough = summary("passthrough");
+    assert!(
+        passthrough["cpu_ratio_vs_haproxy"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0),
+        "{passthrough}"
+    );
+    let config = std::fs::read_to_string(out.join("haproxy.cfg")).unwrap();
+    assert!(config.contains("mode tcp"), "{config}");
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("passthrough CPU ÷ haproxy"), "{md}");
+    // Stopped with the benchmark: the pid the report gives is gone.
+    let line = rows(&r, "topology")
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|l| l.starts_with("HAProxy"))
+        .unwrap_or_else(|| panic!("no HAProxy in the topology: {t}"));
+    let pid: u32 = line
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "HAProxy ({pid}) still runs after the benchmark"
+    );
+
+    let out = dir.path().join("without");
+    let output = bench(
+        &[
+            "--scenarios",
+            "direct,haproxy",
+            "--haproxy",
+            "/nonexistent/haproxy",
+            "--workloads",
+            "oltp_point_select",
+            "--threads",
+            "1",
+            "--duration",
+            "1s",
+            "--tables",
+            "1",
+            "--table-size",
+            "100",
+            "--sluice-bin",
+            SLUICE_BIN,
+        ],
+        &out,
+        Duration::from_secs(120),
+    );
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    let unavailable = rows(&r["settings"], "unavailable");
+    assert_eq!(unavailable.len(), 1, "{t}");
+    assert_eq!(unavailable[0]["scenario"], "haproxy", "{t}");
+    let reason = unavailable[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("apt-get install haproxy"), "{reason}");
+    let order: Vec<&str> = rows(&r, "runs")
+        .iter()
+        .map(|x| x["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["direct"], "{t}");
+}
