@@ -321,20 +321,12 @@ impl Topology {
         std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
         let log = opts.dir.join(format!("sluice-{name}.log"));
         let sluice = SluiceProcess::start(&opts.sluice_bin, &config, port, &log)?;
-        let mut target = SluiceTarget {
-            target: Target {
-                host: "127.0.0.1".into(),
-                port,
-            },
-            pid: Some(sluice.pid()),
-        };
-        if let Some(hop) = opts.hop {
-            let listen = SocketAddr::from(([127, 0, 0, 1], port));
-            let link = DelayLink::start(listen, hop).context("starting a delay link")?;
-            target.target.port = link.port();
-            self.links
-                .push((format!("client to Sluice ({name})"), link));
-        }
+        let target = self.client_side(
+            port,
+            sluice.pid(),
+            opts.hop,
+            format!("client to Sluice ({name})"),
+        )?;
         self.description.push(format!(
             "Sluice ({name}): child process (pid {}) on 127.0.0.1:{port}, configuration {}, \
              log {}",
@@ -351,6 +343,31 @@ impl Topology {
         *slot = Some(target);
         self.sluices.push(sluice);
         Ok(())
+    }
+
+    /// How the client reaches a proxy listening on `port`: directly, or with --hosts
+    /// through a delay link of its own, named `link` in the report.
+    fn client_side(
+        &mut self,
+        port: u16,
+        pid: u32,
+        hop: Option<LinkSpec>,
+        link: String,
+    ) -> anyhow::Result<SluiceTarget> {
+        let mut target = SluiceTarget {
+            target: Target {
+                host: "127.0.0.1".into(),
+                port,
+            },
+            pid: Some(pid),
+        };
+        if let Some(hop) = hop {
+            let listen = SocketAddr::from(([127, 0, 0, 1], port));
+            let delay = DelayLink::start(listen, hop).context("starting a delay link")?;
+            target.target.port = delay.port();
+            self.links.push((link, delay));
+        }
+        Ok(target)
     }
 
     /// Puts MariaDB on a simulated host of its own: Sluice reaches it through one link

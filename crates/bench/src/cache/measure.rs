@@ -634,7 +634,10 @@ impl Bench<'_> {
     /// Adds a run to the report and prints its result.
     fn record(&mut self, step: &Step, command: String, output_file: Option<String>, m: Measured) {
         if !matches!(&m, Measured::Skipped(r) if r.starts_with("interrupted")) {
-            eprintln!("    {}", m.describe());
+            eprintln!(
+                "    {}",
+                m.describe(step.scenario().proxy().unwrap_or("Sluice"))
+            );
         }
         match *step {
             Step::Sysbench {
@@ -701,10 +704,10 @@ impl Measured {
         }
     }
 
-    /// A progress line's account of one run.
-    fn describe(&self) -> String {
+    /// A progress line's account of one run, whose CPU time is `proxy`'s.
+    fn describe(&self, proxy: &str) -> String {
         let cpu = |c: &Option<f64>, unit: &str| {
-            c.map(|c| format!(", Sluice {c:.1} µs CPU/{unit}"))
+            c.map(|c| format!(", {proxy} {c:.1} µs CPU/{unit}"))
                 .unwrap_or_default()
         };
         match self {

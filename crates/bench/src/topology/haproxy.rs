@@ -10,9 +10,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use sluice_sandbox as sandbox;
-use sluice_sandbox::link::DelayLink;
 
-use super::{EmbeddedOptions, SluiceTarget, Target};
+use super::EmbeddedOptions;
 
 /// Where Debian installs it, for a PATH without the sbin directories.
 const DEBIAN_PATH: &str = "/usr/sbin/haproxy";
@@ -173,19 +172,7 @@ impl super::Topology {
         // Room for every client at the top of the ramp, as the database has.
         let maxconn = opts.max_connections;
         let haproxy = Haproxy::start(program, &opts.dir, port, backend, maxconn)?;
-        let mut target = SluiceTarget {
-            target: Target {
-                host: "127.0.0.1".into(),
-                port,
-            },
-            pid: Some(haproxy.pid()),
-        };
-        if let Some(hop) = opts.hop {
-            let listen = SocketAddr::from(([127, 0, 0, 1], port));
-            let link = DelayLink::start(listen, hop).context("starting a delay link")?;
-            target.target.port = link.port();
-            self.links.push(("client to HAProxy".into(), link));
-        }
+        let target = self.client_side(port, haproxy.pid(), opts.hop, "client to HAProxy".into())?;
         self.description.push(format!(
             "{}: child process (pid {}) on 127.0.0.1:{port}, TCP mode, one thread per CPU, \
              configuration {}",
