@@ -730,7 +730,7 @@ mod task_size {
 
     /// A session's task keeps room for its largest state for as long as the client is
     /// connected, idle or not: the steps of a command and of the login are boxed, so
-    /// that this stays a few kilobytes (it was 9.7 KiB, most of an idle client's memory).
+    /// that this stays a few kilobytes (it was 9.7 KiB, half of an idle client's memory).
     #[test]
     fn an_idle_session_task_stays_small() {
         let size = returned(super::run);
