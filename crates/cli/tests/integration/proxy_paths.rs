@@ -353,3 +353,39 @@ fn mysqlslap_mixed_load_runs_through_sluice() {
         "{stdout}"
     );
 }
+
+/// Commands a client sends before the answers to the earlier ones (pipelined, in one
+/// write), then a command larger than any kept read buffer, then small ones again: each
+/// is answered in order, as the server answers them, with multiplexing on and off. An
+/// idle session gives its read buffer back only when nothing is left in it.
+#[test]
+fn pipelined_and_large_commands_are_each_answered() {
+    for multiplex in [true, false] {
+        let config = Config::for_server(shared_server()).pool("multiplex", multiplex);
+        let sluice = Sluice::start(&config);
+        let mut conn = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+        let mut frames = Vec::new();
+        for n in 1..=3 {
+            let payload = [&[COM_QUERY][..], format!("SELECT {n}").as_bytes()].concat();
+            frames.extend_from_slice(&(payload.len() as u32).to_le_bytes()[..3]);
+            frames.push(0);
+            frames.extend_from_slice(&payload);
+        }
+        std::io::Write::write_all(&mut conn.stream, &frames).unwrap();
+        for n in 1..=3 {
+            let rows = conn.read_next_reply().unwrap().text_rows();
+            assert_eq!(rows, [[Some(n.to_string())]], "multiplex = {multiplex}");
+        }
+        let long = "x".repeat(300 * 1024);
+        let rows = conn.query_rows(&format!("SELECT LENGTH('{long}')"));
+        assert_eq!(
+            rows,
+            [[Some((300 * 1024).to_string())]],
+            "multiplex = {multiplex}"
+        );
+        for n in 4..=5 {
+            let rows = conn.query_rows(&format!("SELECT {n}"));
+            assert_eq!(rows, [[Some(n.to_string())]], "multiplex = {multiplex}");
+        }
+    }
+}

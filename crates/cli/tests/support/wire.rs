@@ -610,6 +610,13 @@ impl RawConn {
         }
     }
 
+    /// The reply to the next of several commands sent before reading any (pipelined):
+    /// each reply starts at sequence id 1.
+    pub fn read_next_reply(&mut self) -> io::Result<Reply> {
+        self.seq = 1;
+        self.read_reply()
+    }
+
     /// Read a command's response: OK, ERR or a whole text result set.
     pub fn read_reply(&mut self) -> io::Result<Reply> {
         let first = self.read_message()?;
