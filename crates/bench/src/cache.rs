@@ -268,6 +268,8 @@ struct Plan {
     cached: Option<SluiceTarget>,
     cached_by_table: Option<SluiceTarget>,
     haproxy: Option<SluiceTarget>,
+    /// The HAProxy the embedded run starts, once found.
+    haproxy_program: Option<crate::topology::haproxy::Program>,
     max_connections: u32,
     notes: Vec<String>,
 }
@@ -366,6 +368,7 @@ impl Plan {
             cached: targets.cached,
             cached_by_table: targets.cached_by_table,
             haproxy: targets.haproxy,
+            haproxy_program: None,
             max_connections,
             notes,
         })

@@ -55,7 +55,7 @@ pub struct EmbeddedOptions {
     /// Start a Sluice caching as `cached` does with `by_key = false`.
     pub cached_by_table: bool,
     /// HAProxy (the program) relaying TCP to the database, for the haproxy scenario.
-    pub haproxy: Option<PathBuf>,
+    pub haproxy: Option<haproxy::Program>,
     /// Backend connections each Sluice may open: at least one per client thread, since
     /// a session keeps its backend connection for its whole life.
     pub pool_max: u32,

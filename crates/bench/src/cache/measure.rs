@@ -192,11 +192,12 @@ fn check_haproxy(plan: &mut Plan, args: &CacheArgs) {
     if !plan.scenarios.contains(&Scenario::Haproxy) {
         return;
     }
-    if let Err(e) = crate::topology::haproxy::find(&args.haproxy) {
-        plan.unavailable.push(Unavailable {
+    match crate::topology::haproxy::find(&args.haproxy) {
+        Ok(program) => plan.haproxy_program = Some(program),
+        Err(e) => plan.unavailable.push(Unavailable {
             scenario: Scenario::Haproxy,
             reason: format!("{e:#}"),
-        });
+        }),
     }
 }
 
@@ -355,10 +356,10 @@ impl Bench<'_> {
                 passthrough: plan.runnable(Scenario::Passthrough),
                 cached: plan.runnable(Scenario::Cached),
                 cached_by_table: plan.runnable(Scenario::CachedByTable),
-                haproxy: match plan.runnable(Scenario::Haproxy) {
-                    true => Some(crate::topology::haproxy::find(&args.haproxy)?),
-                    false => None,
-                },
+                haproxy: plan
+                    .haproxy_program
+                    .clone()
+                    .filter(|_| plan.runnable(Scenario::Haproxy)),
                 pool_max: plan.pool_max(),
                 sluice_bin: args.common.sluice_bin()?,
                 dir: self.out.to_path_buf(),

@@ -19,16 +19,23 @@ const DEBIAN_PATH: &str = "/usr/sbin/haproxy";
 /// How long HAProxy gets to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// An HAProxy program that runs, with its version.
+#[derive(Debug, Clone)]
+pub struct Program {
+    pub path: PathBuf,
+    pub version: String,
+}
+
 /// The program to run for `asked`: itself when it runs, else Debian's when `asked` is the
 /// bare name and that one runs. The error says how to get one.
-pub fn find(asked: &Path) -> anyhow::Result<PathBuf> {
+pub fn find(asked: &Path) -> anyhow::Result<Program> {
     let mut tried = vec![asked.to_path_buf()];
     if asked == Path::new("haproxy") {
         tried.push(PathBuf::from(DEBIAN_PATH));
     }
-    for program in &tried {
-        if version(program).is_ok() {
-            return Ok(program.clone());
+    for path in tried {
+        if let Ok(version) = version(&path) {
+            return Ok(Program { path, version });
         }
     }
     bail!(
@@ -39,7 +46,7 @@ pub fn find(asked: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// The first line of `haproxy -v`, e.g. "HAProxy version 2.6.12-1+deb12u4 2026/10/17".
-pub fn version(program: &Path) -> anyhow::Result<String> {
+fn version(program: &Path) -> anyhow::Result<String> {
     let out = Command::new(program)
         .arg("-v")
         .output()
@@ -89,13 +96,14 @@ impl Haproxy {
     /// Writes the configuration into `dir` and starts `program` in the foreground on
     /// `port`; returns once it accepts connections.
     pub fn start(
-        program: &Path,
+        program: &Program,
         dir: &Path,
         port: u16,
         backend: SocketAddr,
         maxconn: u32,
     ) -> anyhow::Result<Haproxy> {
-        let version = version(program)?;
+        let version = program.version.clone();
+        let program = program.path.as_path();
         let config = dir.join("haproxy.cfg");
         std::fs::write(&config, self::config(port, backend, maxconn))
             .with_context(|| format!("writing {}", config.display()))?;
@@ -165,7 +173,7 @@ impl super::Topology {
     pub(super) fn start_haproxy(
         &mut self,
         opts: &EmbeddedOptions,
-        program: &Path,
+        program: &Program,
         backend: SocketAddr,
     ) -> anyhow::Result<()> {
         let port = sandbox::free_port();

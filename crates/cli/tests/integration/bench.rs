@@ -763,23 +763,30 @@ fn the_database_gets_cpus_of_its_own() {
 fn haproxy_takes_its_turn_as_the_baseline() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
+    // One small step: point selects on one table of 100 rows.
+    let small = [
+        "--workloads",
+        "oltp_point_select",
+        "--tables",
+        "1",
+        "--table-size",
+        "100",
+        "--sluice-bin",
+        SLUICE_BIN,
+    ];
     let output = bench(
         &[
-            "--scenarios",
-            "direct,haproxy,passthrough",
-            "--workloads",
-            "oltp_point_select",
-            "--threads",
-            "2",
-            "--duration",
-            "2s",
-            "--tables",
-            "1",
-            "--table-size",
-            "100",
-            "--sluice-bin",
-            SLUICE_BIN,
-        ],
+            &[
+                "--scenarios",
+                "direct,haproxy,passthrough",
+                "--threads",
+                "2",
+                "--duration",
+                "2s",
+            ][..],
+            &small,
+        ]
+        .concat(),
         &out,
         Duration::from_secs(120),
     );
@@ -842,23 +849,19 @@ fn haproxy_takes_its_turn_as_the_baseline() {
     let out = dir.path().join("without");
     let output = bench(
         &[
-            "--scenarios",
-            "direct,haproxy",
-            "--haproxy",
-            "/nonexistent/haproxy",
-            "--workloads",
-            "oltp_point_select",
-            "--threads",
-            "1",
-            "--duration",
-            "1s",
-            "--tables",
-            "1",
-            "--table-size",
-            "100",
-            "--sluice-bin",
-            SLUICE_BIN,
-        ],
+            &[
+                "--scenarios",
+                "direct,haproxy",
+                "--haproxy",
+                "/nonexistent/haproxy",
+                "--threads",
+                "1",
+                "--duration",
+                "1s",
+            ][..],
+            &small,
+        ]
+        .concat(),
         &out,
         Duration::from_secs(120),
     );
