@@ -223,6 +223,17 @@ impl Pending {
         }
     }
 
+    /// Frees the slots of a buffer that nothing was added to since its last drain (a
+    /// second ago at most, by the history sampler's): an idle session holds no memory
+    /// for statements it is not running. Its next statement allocates them again.
+    fn release(&mut self) {
+        debug_assert_eq!(self.used, 0);
+        if self.slots.capacity() > 0 || self.index.capacity() > 0 {
+            self.slots = Vec::new();
+            self.index = IdMap::default();
+        }
+    }
+
     /// Adds a statement (with its digest's text when the store may not know it);
     /// true when the buffer is full and should be drained.
     pub fn add(
@@ -311,7 +322,12 @@ impl Recorder {
         // sessions wait on this lock only to register or to end.
         let buffers = self.buffers.lock();
         for p in buffers.values() {
-            self.drain(&mut p.lock());
+            let mut p = p.lock();
+            if p.statements == 0 {
+                p.release();
+            } else {
+                self.drain(&mut p);
+            }
         }
     }
 
@@ -394,6 +410,34 @@ mod tests {
         assert_eq!(a.users()[0].1.queries, 4);
         run(&a, &mut probe, q, 1);
         assert_eq!(a.digests().all_latencies().0.len(), 5);
+    }
+
+    /// What the session's buffer holds allocated: its slots' room.
+    fn held(probe: &SessionProbe) -> usize {
+        probe.buffer().map_or(0, |b| b.pending.lock().slots.capacity())
+    }
+
+    #[test]
+    fn an_idle_sessions_buffer_is_freed_and_comes_back_when_it_runs_again() {
+        let a = analytics();
+        let mut probe = SessionProbe::new(a.user("app"));
+        let (q, r) = ("SELECT 1 FROM t WHERE id = 1", "SELECT 2 FROM u WHERE id = 1");
+        for text in [q, r, q, r] {
+            run(&a, &mut probe, text, 1);
+        }
+        assert!(held(&probe) > 0);
+        // The read drains it: kept for the session's next statements.
+        assert_eq!(a.totals().queries(), 4);
+        assert!(held(&probe) > 0);
+        // Nothing since: the next drain frees it.
+        a.digests();
+        assert_eq!(held(&probe), 0);
+        run(&a, &mut probe, q, 1);
+        run(&a, &mut probe, q, 1);
+        assert!(held(&probe) > 0);
+        let d = a.digests().get(id(q)).unwrap();
+        assert_eq!((&d["count"], &d["rows_sent"]), (&4.into(), &4.into()));
+        assert_eq!(a.totals().queries(), 6);
     }
 
     #[test]

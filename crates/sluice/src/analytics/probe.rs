@@ -52,6 +52,11 @@ const SEEN_MAX: usize = 1024;
 const PREPARED_MAX: usize = 16_384;
 
 impl SessionProbe {
+    #[cfg(test)]
+    pub(super) fn buffer(&self) -> Option<&Buffer> {
+        self.buffer.as_ref()
+    }
+
     pub fn new(user: Arc<UserStats>) -> SessionProbe {
         user.sessions.fetch_add(1, Ordering::Relaxed);
         SessionProbe {
