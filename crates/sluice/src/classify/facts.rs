@@ -12,9 +12,14 @@ use std::sync::Arc;
 /// shape cannot vouch for the digest and the text is to be digested in full.
 pub type Shape = Option<(u64, u64)>;
 
-/// Places a session keeps what it learnt of a shape in: enough for an application's
-/// few hot statements, small enough for a session that sends thousands of shapes.
+/// Places a session keeps what it learnt of a shape in, at most: enough for an
+/// application's few hot statements, small enough for a session that sends thousands
+/// of shapes.
 const PLACES: usize = 64;
+
+/// Places at the first shape: an idle session that ran a statement or two keeps 64
+/// bytes, not 512, and the places double as shapes come, until [`PLACES`].
+const FIRST_PLACES: usize = 8;
 
 /// How many times an insertion moves what it finds before it forgets the last moved.
 const MOVES: usize = 8;
@@ -27,43 +32,67 @@ const MOVES: usize = 8;
 #[derive(Debug)]
 pub struct ShapeMemo<T> {
     places: Vec<Option<Box<(u64, T)>>>,
+    /// Places taken: the places double while more than half would be.
+    kept: usize,
 }
 
 impl<T> Default for ShapeMemo<T> {
     fn default() -> Self {
-        ShapeMemo { places: Vec::new() }
+        ShapeMemo {
+            places: Vec::new(),
+            kept: 0,
+        }
     }
 }
 
 impl<T> ShapeMemo<T> {
-    fn places(shape: u64) -> [usize; 2] {
-        [shape as usize % PLACES, (shape >> 32) as usize % PLACES]
+    fn places(&self, shape: u64) -> [usize; 2] {
+        let n = self.places.len();
+        [shape as usize % n, (shape >> 32) as usize % n]
     }
 
     pub fn get_mut(&mut self, shape: u64) -> Option<&mut T> {
+        if self.places.is_empty() {
+            return None;
+        }
         let holds = |&i: &usize| matches!(self.places.get(i), Some(Some(kept)) if kept.0 == shape);
-        let i = Self::places(shape).into_iter().find(holds)?;
+        let i = self.places(shape).into_iter().find(holds)?;
         self.places[i].as_deref_mut().map(|kept| &mut kept.1)
     }
 
     /// Keeps `value` in a free place of its two, else in its first, moving what was
     /// there to its other place, and so on, [`MOVES`] times at most.
     pub fn insert(&mut self, shape: u64, value: T) {
-        if self.places.is_empty() {
-            self.places = (0..PLACES).map(|_| None).collect();
+        // Cuckoo hashing finds a free place almost always below half full.
+        if (self.kept + 1) * 2 > self.places.len() && self.places.len() < PLACES {
+            self.grow();
         }
-        let mut homeless = Box::new((shape, value));
-        let mut at = Self::places(shape)[0];
+        self.place(Box::new((shape, value)));
+    }
+
+    fn grow(&mut self) {
+        let size = (self.places.len() * 2).clamp(FIRST_PLACES, PLACES);
+        let old = std::mem::replace(&mut self.places, (0..size).map(|_| None).collect());
+        self.kept = 0;
+        for kept in old.into_iter().flatten() {
+            self.place(kept);
+        }
+    }
+
+    fn place(&mut self, mut homeless: Box<(u64, T)>) {
+        let mut at = self.places(homeless.0)[0];
         for _ in 0..MOVES {
-            let [a, b] = Self::places(homeless.0);
+            let [a, b] = self.places(homeless.0);
             if let Some(free) = [a, b].into_iter().find(|&i| self.places[i].is_none()) {
                 self.places[free] = Some(homeless);
+                self.kept += 1;
                 return;
             }
             let Some(moved) = self.places[at].replace(homeless) else {
+                self.kept += 1;
                 return;
             };
-            let [ma, mb] = Self::places(moved.0);
+            let [ma, mb] = self.places(moved.0);
             at = if ma == at { mb } else { ma };
             homeless = moved;
         }
@@ -347,6 +376,26 @@ mod tests {
             let (shape, _) = digest_shape(text.as_bytes()).unwrap();
             assert!(facts.remembered.get_mut(shape).is_some(), "{text}");
         }
+        assert_eq!(facts.remembered.kept, texts.len());
+    }
+
+    /// A session that sent a few shapes keeps a few places; one that sends thousands
+    /// keeps [`PLACES`], each of them counted.
+    #[test]
+    fn the_places_grow_with_the_shapes_up_to_their_bound() {
+        let mut memo = ShapeMemo::default();
+        assert_eq!(memo.get_mut(7), None);
+        memo.insert(7, "seven");
+        assert_eq!(memo.places.len(), FIRST_PLACES);
+        assert_eq!(memo.get_mut(7), Some(&mut "seven"));
+        let shape = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        for i in 0..10_000 {
+            memo.insert(shape(i), "many");
+            assert!(memo.places.len() <= PLACES);
+            assert_eq!(memo.kept, memo.len());
+        }
+        assert_eq!(memo.places.len(), PLACES);
+        assert!(memo.get_mut(shape(9_999)).is_some());
     }
 
     /// A rewritten text is read again, and what earlier texts said is kept.
