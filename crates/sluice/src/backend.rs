@@ -7,6 +7,7 @@ mod globals;
 mod grants;
 mod pool;
 mod prepared;
+mod vars;
 
 pub use conn::{BackendConn, ConnParams, Vars, LOGIN_VARS};
 pub use globals::{keep_inherited, Globals, GlobalsWatch};

@@ -39,9 +39,7 @@ pub struct ConnParams {
 /// The values of a row of a text result (`None`: SQL NULL).
 pub type Row = Vec<Option<Vec<u8>>>;
 
-/// Tracked session variables that differ from a fresh connection's: name → value, as the
-/// server reports them.
-pub type Vars = std::collections::BTreeMap<Box<[u8]>, Box<[u8]>>;
+pub use super::vars::Vars;
 
 /// The variables whose value on a fresh connection comes from the login (the client's
 /// character set), not from their global value: restored to this, not to DEFAULT.

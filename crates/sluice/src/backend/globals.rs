@@ -242,9 +242,9 @@ impl BackendConn {
 /// Makes the values `from` gave to variables a session never set explicit, where `to`
 /// differs: the session keeps them on a connection that started with `to`.
 pub fn keep_inherited(vars: &mut Vars, from: &Globals, to: &Globals) {
-    for (name, value) in &from.values {
+    for (name, value) in from.values.iter() {
         if to.values.get(name) != Some(value) && !vars.contains_key(name) {
-            vars.insert(name.clone(), value.clone());
+            vars.insert(name.into(), value.into());
         }
     }
 }
@@ -275,7 +275,7 @@ mod tests {
         let mut vars = Vars::new();
         vars.insert(b"wait_timeout".as_slice().into(), b"5".as_slice().into());
         keep_inherited(&mut vars, &old, &new);
-        let got: Vec<(&[u8], &[u8])> = vars.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        let got: Vec<(&[u8], &[u8])> = vars.iter().collect();
         assert_eq!(
             got,
             vec![(&b"sql_mode"[..], &b"STRICT"[..]), (b"wait_timeout", b"5")]

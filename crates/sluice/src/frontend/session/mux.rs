@@ -281,7 +281,7 @@ impl Mux {
         if self
             .vars
             .get(b"sql_log_bin".as_slice())
-            .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v == b"0")
         {
             return Some(PinReason::SqlLogBin);
         }
@@ -475,7 +475,7 @@ impl Mux {
     fn autocommit_off(&self) -> bool {
         self.vars
             .get(b"autocommit".as_slice())
-            .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v.as_ref() == b"0")
+            .is_some_and(|v| v.eq_ignore_ascii_case(b"OFF") || v == b"0")
     }
 }
 
@@ -497,18 +497,18 @@ pub(super) fn sync_statement(
         sql.push('=');
         sql.push_str(value);
     };
-    for (name, value) in want {
+    for (name, value) in want.iter() {
         if have.get(name) != Some(value) {
             add(&mut sql, name, &literal(name, value));
         }
     }
-    for name in have.keys() {
+    for (name, _) in have.iter() {
         if want.contains_key(name) {
             continue;
         }
         let login = LOGIN_VARS
             .iter()
-            .position(|v| v.as_bytes() == name.as_ref())
+            .position(|v| v.as_bytes() == name)
             .map(|i| login_vars.get(i).and_then(Option::as_deref));
         let inherited = globals.and_then(|g| g.values.get(name));
         let value = match (login, inherited) {

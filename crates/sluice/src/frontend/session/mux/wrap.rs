@@ -77,7 +77,7 @@ impl Session {
         let chains = mux
             .vars
             .get(b"completion_type".as_slice())
-            .is_some_and(|v| !(v.eq_ignore_ascii_case(b"NO_CHAIN") || v.as_ref() == b"0"));
+            .is_some_and(|v| !(v.eq_ignore_ascii_case(b"NO_CHAIN") || v == b"0"));
         // Its `EXECUTE` may read `ROW_COUNT()` in a text Sluice never sees, which
         // would read the COMMIT's count.
         let sql_prepared = !mux.pins.sql_prepared.is_empty();
