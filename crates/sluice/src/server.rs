@@ -756,10 +756,10 @@ async fn accept_loop(
             _ = shutdown.stopping() => return,
         };
         Stats::incr(&fe.stats.client_connections);
-        let client = ClientConn::new(Stream::Plain(socket), peer);
+        let client = Box::new(ClientConn::new(Stream::Plain(socket), peer));
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             Stats::incr(&fe.stats.client_connections_refused);
-            tokio::spawn(refuse(client));
+            tokio::spawn(refuse(*client));
             continue;
         };
         let (fe, config, tls, shutdown, guard) = (

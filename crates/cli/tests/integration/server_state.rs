@@ -141,6 +141,44 @@ fn idle_session_times_out(multiplex: bool) {
     }
 }
 
+/// A multiplexed session keeps its connection for `write_hold` after a write, then
+/// gives it back: one timer serves the hold and the idle limit. Another client gets the
+/// only connection once the hold ends, and the writer is still closed at its
+/// `wait_timeout`.
+#[test]
+fn a_write_hold_ends_and_then_the_idle_limit_closes_the_session() {
+    let server = shared_server();
+    server
+        .execute("CREATE DATABASE IF NOT EXISTS statedb")
+        .unwrap();
+    server
+        .execute("CREATE TABLE IF NOT EXISTS statedb.hold_then_idle (id INT)")
+        .unwrap();
+    let sluice = Sluice::start(
+        &Config::for_server(server)
+            .pool("max_connections", 1)
+            .pool("queue_timeout", "5s")
+            .pool("write_hold", "400ms"),
+    );
+    let mut writer = login(&sluice);
+    ok(&mut writer, "SET SESSION wait_timeout = 2");
+    ok(&mut writer, "INSERT INTO hold_then_idle VALUES (1)");
+    let wrote = Instant::now();
+    let mut reader = login(&sluice);
+    ok(&mut reader, "SELECT 1");
+    let waited = wrote.elapsed();
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(2),
+        "the reader had the connection after {waited:?}"
+    );
+    let closed = closed_within(&mut writer, Duration::from_secs(8));
+    assert!(
+        closed.is_some() && wrote.elapsed() >= Duration::from_millis(1800),
+        "idle past wait_timeout = 2: {closed:?} after {:?}",
+        wrote.elapsed()
+    );
+}
+
 #[test]
 fn idle_session_times_out_multiplexed() {
     idle_session_times_out(true);

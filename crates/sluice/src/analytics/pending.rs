@@ -414,14 +414,19 @@ mod tests {
 
     /// What the session's buffer holds allocated: its slots' room.
     fn held(probe: &SessionProbe) -> usize {
-        probe.buffer().map_or(0, |b| b.pending.lock().slots.capacity())
+        probe
+            .buffer()
+            .map_or(0, |b| b.pending.lock().slots.capacity())
     }
 
     #[test]
     fn an_idle_sessions_buffer_is_freed_and_comes_back_when_it_runs_again() {
         let a = analytics();
         let mut probe = SessionProbe::new(a.user("app"));
-        let (q, r) = ("SELECT 1 FROM t WHERE id = 1", "SELECT 2 FROM u WHERE id = 1");
+        let (q, r) = (
+            "SELECT 1 FROM t WHERE id = 1",
+            "SELECT 2 FROM u WHERE id = 1",
+        );
         for text in [q, r, q, r] {
             run(&a, &mut probe, text, 1);
         }

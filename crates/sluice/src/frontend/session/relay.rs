@@ -61,7 +61,7 @@ impl Session {
             return Ok(Relayed::End);
         };
         let client = &mut self.client;
-        let mut cache = self.cache.as_mut();
+        let mut cache = self.cache.as_deref_mut();
         let conflict_retry = self.stmt.conflict_retry;
         let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), seq);
         scanner.intercept_ok(mux.is_some());
