@@ -319,7 +319,9 @@ async fn serve(
         return;
     }
     registered.user = Some(logged_in.user.name.clone());
-    let mut session = Session::open(&fe, id, *client, &logged_in);
+    // Unboxed in a call of its own: a box moved out of in place is freed only when its
+    // variable goes, at the session's end.
+    let mut session = Session::open(&fe, id, unbox(client), &logged_in);
     if !Box::pin(session.finish_login(logged_in)).await {
         return;
     }
@@ -335,6 +337,10 @@ async fn serve(
             tracing::debug!(error = %e, side = ?e.side(), "session ended with an error");
         }
     }
+}
+
+fn unbox(client: Box<ClientConn>) -> ClientConn {
+    *client
 }
 
 fn count_client_error(fe: &Frontend, e: &SessionError) {
