@@ -177,7 +177,8 @@ pub(super) struct Mux {
     deferred_begin: Option<Box<[u8]>>,
     /// A transaction over several shards (`mux/xa.rs`), and whether the transaction
     /// open wrote anything (a statement other than a plain read reached a server).
-    spread: Option<xa::Spread>,
+    /// Boxed: 80 bytes every multiplexed session kept, for sharded transactions only.
+    spread: Option<Box<xa::Spread>>,
     trx_wrote: bool,
     /// When the session started (its login, or its last reset or change of user), and
     /// the grants its account had then (learnt at its first statement): it runs only

@@ -173,11 +173,13 @@ impl Session {
             .expect("a transaction holds its connection");
         let member = self.member.take();
         let mux = self.backing.muxed_mut();
-        let spread = mux.spread.get_or_insert_with(|| Spread {
-            gtrid: shards.xa.gtrid(from),
-            coordinator: from,
-            branches: Vec::new(),
-            parked: Vec::new(),
+        let spread = mux.spread.get_or_insert_with(|| {
+            Box::new(Spread {
+                gtrid: shards.xa.gtrid(from),
+                coordinator: from,
+                branches: Vec::new(),
+                parked: Vec::new(),
+            })
         });
         spread.parked.push(Parked {
             shard: from,
