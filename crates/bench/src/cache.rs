@@ -5,7 +5,9 @@
 //! the mysqlslap insert series, direct and through Sluice. The report sets throughput,
 //! total reads, latency and the proxy's CPU cost side by side. On request a fourth
 //! scenario (cached_by_table) caches as cached does with row-level invalidation turned
-//! off, so that one interleaved run compares the cache before and after it.
+//! off, so that one interleaved run compares the cache before and after it; and a
+//! pass-through Sluice with multiplexing off (dedicated), a backend connection per
+//! client, which sets what multiplexing costs against what it replaces.
 //!
 //! This module turns the flags into a [`Plan`]; [`measure`] runs it, filing every run in
 //! a [`Report`](crate::report::Report) that [`render`](crate::render) presents.
@@ -24,17 +26,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{InsertSettings, Unavailable};
 use crate::sysbench::{DataSet, PsMode, Workload};
-use crate::topology::{self, SluiceTarget, Target};
+use crate::topology::{self, SluiceTarget, Target, Topology};
 use crate::{dedup, CommonArgs, Resolved, ServerArgs, Sizes};
 
 /// Flags of `sluice bench cache` (and of `sluice bench` with no scenario).
 ///
 /// By default the benchmark starts its own MariaDB (a sandbox) and two Sluice processes
-/// (this binary, `serve`: one pass-through, one caching; a third, caching by table, when
-/// cached_by_table is asked for), creates the data with `sysbench prepare`, runs every
-/// workload's thread ramp and the insert series, and removes everything. With --mysql-*, --sluice-* or --cached-* host/port flags it targets
-/// servers that already run instead, and starts nothing. Its defaults are in the
-/// `Scenario::Cache` help.
+/// (this binary, `serve`: one pass-through, one caching; one more for each of
+/// cached_by_table and dedicated when asked for), creates the data with `sysbench
+/// prepare`, runs every workload's thread ramp and the insert series, and removes
+/// everything. With --mysql-*, --sluice-*, --cached-*, --dedicated-* or --haproxy-*
+/// host/port flags it targets servers that already run instead, and starts nothing. Its
+/// defaults are in the `Scenario::Cache` help.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CacheArgs {
     #[command(flatten)]
@@ -47,9 +50,11 @@ pub struct CacheArgs {
     /// with existing servers, those given]. `cached` needs a Sluice with a query cache;
     /// `cached_by_table` (only when asked for) caches the same reads with `by_key = false`,
     /// any write to a table dropping all its entries, and needs a Sluice that has that
-    /// option. `haproxy` (only when asked for) relays TCP through HAProxy (--haproxy), the
-    /// baseline Sluice's CPU per statement is set against. A scenario that cannot run here
-    /// is reported as not available.
+    /// option. `dedicated` (only when asked for) is passthrough with `multiplex = false` in
+    /// `[pool]`, a backend connection per client, the baseline passthrough's CPU per
+    /// statement is set against. `haproxy` (only when asked for) relays TCP through HAProxy
+    /// (--haproxy), the baseline Sluice's CPU per statement is set against. A scenario that
+    /// cannot run here is reported as not available.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenarios: Option<Vec<Scenario>>,
 
@@ -120,6 +125,20 @@ pub struct CacheArgs {
     #[arg(long, value_name = "PID")]
     pub cached_by_table_pid: Option<u32>,
 
+    /// Host of an existing Sluice with no cache rules and `multiplex = false` in its
+    /// `[pool]` section, for the dedicated scenario, or the path of its Unix socket
+    /// [default: 127.0.0.1].
+    #[arg(long, value_name = "HOST", conflicts_with = "demo")]
+    pub dedicated_host: Option<String>,
+
+    /// Port of that Sluice [default: 3306].
+    #[arg(long, value_name = "PORT", conflicts_with = "demo")]
+    pub dedicated_port: Option<u16>,
+
+    /// Process id of that Sluice, to measure its CPU time per query.
+    #[arg(long, value_name = "PID")]
+    pub dedicated_pid: Option<u32>,
+
     /// The HAProxy program the haproxy scenario starts in front of the database.
     #[arg(long, default_value = "haproxy", value_name = "PATH")]
     pub haproxy: PathBuf,
@@ -165,7 +184,8 @@ pub struct CacheArgs {
     /// Embedded servers only.
     #[arg(long, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
-        "cached_by_table_host", "cached_by_table_port", "haproxy_host", "haproxy_port",
+        "cached_by_table_host", "cached_by_table_port", "dedicated_host", "dedicated_port",
+        "haproxy_host", "haproxy_port",
     ])]
     pub hosts: bool,
 
@@ -179,7 +199,8 @@ pub struct CacheArgs {
     /// generator and the proxy. Embedded servers only.
     #[arg(long, value_name = "LIST", value_parser = parse_cpus, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
-        "cached_by_table_host", "cached_by_table_port", "haproxy_host", "haproxy_port",
+        "cached_by_table_host", "cached_by_table_port", "dedicated_host", "dedicated_port",
+        "haproxy_host", "haproxy_port",
     ])]
     pub server_cpus: Option<CpuList>,
 }
@@ -202,6 +223,9 @@ pub enum Scenario {
     Direct,
     /// Through Sluice, no caching.
     Passthrough,
+    /// As passthrough, with `multiplex = false`: each client keeps a backend connection
+    /// of its own (only when asked for).
+    Dedicated,
     /// Through Sluice with every read cached.
     Cached,
     /// As cached, with `by_key = false`: any write to a table drops all its entries.
@@ -233,6 +257,18 @@ impl Scenario {
             _ => Some("Sluice"),
         }
     }
+
+    /// The proxy the scenario's load goes through in `topology`, if it has one there.
+    fn proxy_in(self, topology: &Topology) -> Option<&SluiceTarget> {
+        match self {
+            Scenario::Direct => None,
+            Scenario::Passthrough => topology.passthrough.as_ref(),
+            Scenario::Dedicated => topology.dedicated.as_ref(),
+            Scenario::Cached => topology.cached.as_ref(),
+            Scenario::CachedByTable => topology.cached_by_table.as_ref(),
+            Scenario::Haproxy => topology.haproxy.as_ref(),
+        }
+    }
 }
 
 impl fmt::Display for Scenario {
@@ -240,6 +276,7 @@ impl fmt::Display for Scenario {
         f.write_str(match self {
             Scenario::Direct => "direct",
             Scenario::Passthrough => "passthrough",
+            Scenario::Dedicated => "dedicated",
             Scenario::Cached => "cached",
             Scenario::CachedByTable => "cached-by-table",
             Scenario::Haproxy => "haproxy",
@@ -267,6 +304,7 @@ struct Plan {
     passthrough: Option<SluiceTarget>,
     cached: Option<SluiceTarget>,
     cached_by_table: Option<SluiceTarget>,
+    dedicated: Option<SluiceTarget>,
     haproxy: Option<SluiceTarget>,
     /// The HAProxy the embedded run starts, once found.
     haproxy_program: Option<crate::topology::haproxy::Program>,
@@ -367,6 +405,7 @@ impl Plan {
             passthrough: targets.passthrough,
             cached: targets.cached,
             cached_by_table: targets.cached_by_table,
+            dedicated: targets.dedicated,
             haproxy: targets.haproxy,
             haproxy_program: None,
             max_connections,
@@ -379,6 +418,7 @@ impl Plan {
             && self.passthrough.is_none()
             && self.cached.is_none()
             && self.cached_by_table.is_none()
+            && self.dedicated.is_none()
             && self.haproxy.is_none()
     }
 
@@ -453,6 +493,7 @@ struct Targets {
     passthrough: Option<SluiceTarget>,
     cached: Option<SluiceTarget>,
     cached_by_table: Option<SluiceTarget>,
+    dedicated: Option<SluiceTarget>,
     /// A TCP proxy (the haproxy scenario); its pid, when given, is read like a Sluice's.
     haproxy: Option<SluiceTarget>,
 }
@@ -477,6 +518,11 @@ impl Targets {
                 args.cached_by_table_port,
                 args.cached_by_table_pid,
             ),
+            dedicated: sluice(
+                &args.dedicated_host,
+                args.dedicated_port,
+                args.dedicated_pid,
+            ),
             haproxy: sluice(&args.haproxy_host, args.haproxy_port, args.haproxy_pid),
         };
         if args.sluice_pid.is_some() && targets.passthrough.is_none() {
@@ -491,6 +537,12 @@ impl Targets {
                  (--cached-by-table-host/--cached-by-table-port)"
             );
         }
+        if args.dedicated_pid.is_some() && targets.dedicated.is_none() {
+            bail!(
+                "--dedicated-pid is for an existing Sluice without multiplexing \
+                 (--dedicated-host/--dedicated-port)"
+            );
+        }
         if args.haproxy_pid.is_some() && targets.haproxy.is_none() {
             bail!("--haproxy-pid is for an existing proxy (--haproxy-host/--haproxy-port)");
         }
@@ -502,7 +554,7 @@ impl Targets {
     }
 
     /// Each scenario, whether its server is named, and the flags that name it.
-    fn given(&self) -> [(Scenario, bool, &'static str); 5] {
+    fn given(&self) -> [(Scenario, bool, &'static str); 6] {
         [
             (
                 Scenario::Direct,
@@ -513,6 +565,11 @@ impl Targets {
                 Scenario::Passthrough,
                 self.passthrough.is_some(),
                 "--sluice-host/--sluice-port",
+            ),
+            (
+                Scenario::Dedicated,
+                self.dedicated.is_some(),
+                "--dedicated-host/--dedicated-port",
             ),
             (
                 Scenario::Cached,

@@ -63,9 +63,11 @@ pub enum Scenario {
     /// sysbench and mysqlslap straight at MariaDB, through Sluice with no cache rules,
     /// and through Sluice caching every read, taking turns at every step of a thread
     /// ramp; on request (--scenarios ...,cached_by_table) also through Sluice caching
-    /// the same reads with row-level invalidation off. By default it starts its own MariaDB and Sluice processes and removes them
-    /// at the end; the --mysql-*, --sluice-* and --cached-* host/port flags target
-    /// servers that already run instead.
+    /// the same reads with row-level invalidation off, and (dedicated) through Sluice
+    /// with no cache rules and multiplexing off. By default it starts its own MariaDB and
+    /// Sluice processes and removes them at the end; the --mysql-*, --sluice-*,
+    /// --cached-* and --dedicated-* host/port flags target servers that already run
+    /// instead.
     ///
     /// Defaults: threads 1,4,8,16,32,64,128,256; 30 s per step; 64 tables x 10,000
     /// rows. --demo (under 3 minutes on 2 cores): oltp_read_only and

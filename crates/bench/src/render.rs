@@ -188,7 +188,8 @@ fn metric_table<'r>(
 }
 
 /// The proxy's CPU time per query in each proxied scenario (with HAProxy's in the run,
-/// each Sluice's over it), and errors in every scenario.
+/// each Sluice's over it; with dedicated's, passthrough's over it), and errors in every
+/// scenario.
 fn cost_table<'r>(
     threads: &[u32],
     scenarios: &[Scenario],
@@ -210,6 +211,13 @@ fn cost_table<'r>(
             .map(|s| format!("{s}: {} CPU µs/query", s.proxy().unwrap_or_default())),
     );
     header.extend(vs_haproxy.iter().map(|s| format!("{s} CPU ÷ haproxy")));
+    // Passthrough is the multiplexing Sluice: the one ratio dedicated has a meaning for.
+    let vs_dedicated = [Scenario::Passthrough, Scenario::Dedicated]
+        .iter()
+        .all(|s| scenarios.contains(s));
+    if vs_dedicated {
+        header.push("multiplexed CPU ÷ dedicated".to_string());
+    }
     header.extend(scenarios.iter().map(|s| format!("{s}: errors")));
     let rows = threads
         .iter()
@@ -226,6 +234,10 @@ fn cost_table<'r>(
             }
             for &sc in &vs_haproxy {
                 let ratio = row(t, sc).and_then(|r| r.cpu_ratio_vs_haproxy);
+                cells.push(ratio.map_or_else(|| "—".to_string(), |v| format!("{v:.2}")));
+            }
+            if vs_dedicated {
+                let ratio = row(t, Scenario::Passthrough).and_then(|r| r.cpu_ratio_vs_dedicated);
                 cells.push(ratio.map_or_else(|| "—".to_string(), |v| format!("{v:.2}")));
             }
             for &sc in scenarios {
@@ -457,6 +469,15 @@ fn facts(report: &Report) -> Vec<String> {
             "cached-by-table: the cached scenario's rule in a Sluice with `by_key = false` in \
              `[cache]`, where any write to a table drops all of its entries, as before \
              row-level invalidation; cached keeps this Sluice's default (by key)."
+                .to_string(),
+        );
+    }
+    if s.scenarios.contains(&Scenario::Dedicated) {
+        facts.push(
+            "dedicated: passthrough in a Sluice with `multiplex = false` in `[pool]`, where \
+             each client keeps a backend connection of its own for its whole session; \
+             passthrough keeps this Sluice's default (multiplexing), and its CPU per query \
+             over dedicated's is the cost table's multiplexed CPU ÷ dedicated."
                 .to_string(),
         );
     }

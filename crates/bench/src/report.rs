@@ -333,6 +333,10 @@ pub struct SummaryRow {
     /// A Sluice scenario's CPU per query over HAProxy's at the same step: what Sluice
     /// costs against relaying the same bytes.
     pub cpu_ratio_vs_haproxy: Option<f64>,
+    /// Passthrough's Sluice CPU per query (multiplexing, this Sluice's default) over
+    /// dedicated's (`multiplex = false`) at the same step: what multiplexing costs
+    /// against a backend connection per client.
+    pub cpu_ratio_vs_dedicated: Option<f64>,
     /// This scenario's qps over direct's at the same step.
     pub qps_ratio_vs_direct: Option<f64>,
     /// This scenario's average latency over direct's at the same step.
@@ -391,29 +395,26 @@ impl Report {
                 row.avg_latency_ratio_vs_direct = ratio(row.avg_latency_ms, d.avg_latency_ms);
             }
         }
-        let passthrough: HashMap<Step, Option<f64>> = rows
-            .iter()
-            .filter(|r| r.scenario == Scenario::Passthrough)
-            .map(|r| ((r.workload, r.ps_mode, r.threads), r.qps))
-            .collect();
+        let passthrough = by_step(&rows, Scenario::Passthrough, |r| r.qps);
         for row in rows.iter_mut().filter(|r| r.scenario.caches()) {
             if let Some(&p) = passthrough.get(&(row.workload, row.ps_mode, row.threads)) {
                 row.qps_ratio_vs_passthrough = ratio(row.qps, p);
             }
         }
-        let haproxy: HashMap<Step, Option<f64>> = rows
-            .iter()
-            .filter(|r| r.scenario == Scenario::Haproxy)
-            .map(|r| {
-                (
-                    (r.workload, r.ps_mode, r.threads),
-                    r.sluice_cpu_us_per_query,
-                )
-            })
-            .collect();
+        let cpu = |r: &SummaryRow| r.sluice_cpu_us_per_query;
+        let haproxy = by_step(&rows, Scenario::Haproxy, cpu);
         for row in rows.iter_mut().filter(|r| r.scenario.is_sluice()) {
             if let Some(&h) = haproxy.get(&(row.workload, row.ps_mode, row.threads)) {
                 row.cpu_ratio_vs_haproxy = ratio(row.sluice_cpu_us_per_query, h);
+            }
+        }
+        let dedicated = by_step(&rows, Scenario::Dedicated, cpu);
+        for row in rows
+            .iter_mut()
+            .filter(|r| r.scenario == Scenario::Passthrough)
+        {
+            if let Some(&d) = dedicated.get(&(row.workload, row.ps_mode, row.threads)) {
+                row.cpu_ratio_vs_dedicated = ratio(row.sluice_cpu_us_per_query, d);
             }
         }
         self.summary = rows;
@@ -557,6 +558,19 @@ impl Report {
     }
 }
 
+/// One figure of `scenario`'s summary rows, by step: what the other scenarios' rows at
+/// the same step are set against.
+fn by_step(
+    rows: &[SummaryRow],
+    scenario: Scenario,
+    figure: impl Fn(&SummaryRow) -> Option<f64>,
+) -> HashMap<Step, Option<f64>> {
+    rows.iter()
+        .filter(|r| r.scenario == scenario)
+        .map(|r| ((r.workload, r.ps_mode, r.threads), figure(r)))
+        .collect()
+}
+
 fn ratio(value: Option<f64>, base: Option<f64>) -> Option<f64> {
     match (value, base) {
         (Some(v), Some(b)) if b > 0.0 => Some(v / b),
@@ -639,6 +653,7 @@ fn summarize_runs(key: Key, runs: &[&Outcome<RunStats>], unavailable: Option<&st
         avg_latency_ratio_vs_direct: None,
         qps_ratio_vs_passthrough: None,
         cpu_ratio_vs_haproxy: None,
+        cpu_ratio_vs_dedicated: None,
         missing,
     }
 }

@@ -1,7 +1,7 @@
 //! Where the benchmark's load goes: an embedded topology (a sandbox MariaDB and up to
-//! three Sluice child processes, pass-through, caching and caching by table, all torn
-//! down at the end) or servers that already run. Also the proxy's CPU clock, read from
-//! `/proc`.
+//! four Sluice child processes, pass-through, caching, caching by table and dedicated,
+//! all torn down at the end) or servers that already run. Also the proxy's CPU clock,
+//! read from `/proc`.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -54,6 +54,8 @@ pub struct EmbeddedOptions {
     pub cached: bool,
     /// Start a Sluice caching as `cached` does with `by_key = false`.
     pub cached_by_table: bool,
+    /// Start a pass-through Sluice with `multiplex = false`.
+    pub dedicated: bool,
     /// HAProxy (the program) relaying TCP to the database, for the haproxy scenario.
     pub haproxy: Option<haproxy::Program>,
     /// Backend connections each Sluice may open: at least one per client thread, since
@@ -81,6 +83,9 @@ pub enum Role {
     /// The same rule with `by_key = false`: any write to a table drops all its entries,
     /// as before row-level invalidation.
     CachedByTable,
+    /// No cache rules and `multiplex = false`: each client keeps a backend connection of
+    /// its own for its whole session, what multiplexing is set against.
+    Dedicated,
 }
 
 impl Role {
@@ -90,6 +95,7 @@ impl Role {
             Role::Passthrough => "passthrough",
             Role::Cached => "cached",
             Role::CachedByTable => "cached-by-table",
+            Role::Dedicated => "dedicated",
         }
     }
 }
@@ -119,6 +125,8 @@ pub struct Topology {
     pub cached: Option<SluiceTarget>,
     /// Sluice caching every read, invalidating by table.
     pub cached_by_table: Option<SluiceTarget>,
+    /// Sluice without cache rules or multiplexing.
+    pub dedicated: Option<SluiceTarget>,
     /// A TCP proxy in front of the database (its pid read like a Sluice's).
     pub haproxy: Option<SluiceTarget>,
     /// How each Sluice was started (embedded runs).
@@ -214,6 +222,7 @@ impl Topology {
             passthrough: None,
             cached: None,
             cached_by_table: None,
+            dedicated: None,
             haproxy: None,
             sluice_commands: Vec::new(),
             mariadb_version: None,
@@ -293,6 +302,7 @@ impl Topology {
             (opts.passthrough, Role::Passthrough),
             (opts.cached, Role::Cached),
             (opts.cached_by_table, Role::CachedByTable),
+            (opts.dedicated, Role::Dedicated),
         ] {
             if wanted {
                 topology.start_sluice(opts, creds, backend, role)?;
@@ -339,6 +349,7 @@ impl Topology {
             Role::Passthrough => &mut self.passthrough,
             Role::Cached => &mut self.cached,
             Role::CachedByTable => &mut self.cached_by_table,
+            Role::Dedicated => &mut self.dedicated,
         };
         *slot = Some(target);
         self.sluices.push(sluice);
@@ -426,6 +437,7 @@ impl Topology {
         passthrough: Option<SluiceTarget>,
         cached: Option<SluiceTarget>,
         cached_by_table: Option<SluiceTarget>,
+        dedicated: Option<SluiceTarget>,
         haproxy: Option<SluiceTarget>,
     ) -> anyhow::Result<Topology> {
         let mut description = Vec::new();
@@ -441,6 +453,7 @@ impl Topology {
                 "cached-by-table",
                 "--cached-by-table-host/--cached-by-table-port",
             ),
+            (&dedicated, "dedicated", "--dedicated-host/--dedicated-port"),
             (&haproxy, "haproxy", "--haproxy-host/--haproxy-port"),
         ] {
             let Some(sluice) = sluice else { continue };
@@ -461,6 +474,7 @@ impl Topology {
             passthrough,
             cached,
             cached_by_table,
+            dedicated,
             haproxy,
             sluice_commands: Vec::new(),
             mariadb_version: None,
@@ -523,14 +537,14 @@ pub fn sluice_config(
     pool_max: u32,
     role: Role,
 ) -> String {
-    let cached = role != Role::Passthrough;
+    let cached = matches!(role, Role::Cached | Role::CachedByTable);
     let mut text = format!(
         "# Written by `sluice bench` for its {} scenario.\n\
          [log]\nlevel = \"{}\"\n\n\
          [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
          [[users]]\nname = {}\npassword = {}\n\n\
          [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n\
-         [pool]\nmax_connections = {pool_max}\n",
+         [pool]\nmax_connections = {pool_max}\n{}",
         role.name(),
         // A caching Sluice logs its hit and miss counts every 10 s.
         if cached {
@@ -540,6 +554,12 @@ pub fn sluice_config(
         },
         toml_string(&creds.user),
         toml_string(&creds.password),
+        // Only the dedicated Sluice names `multiplex`: passthrough keeps this Sluice's
+        // default, so that the two set multiplexing against a connection per client.
+        match role {
+            Role::Dedicated => "multiplex = false\n",
+            _ => "",
+        },
     );
     if cached {
         // Only the by-table Sluice names `by_key`: the cached one keeps this Sluice's
@@ -709,8 +729,8 @@ mod tests {
         assert!(clock_ticks_per_sec() >= 1);
     }
 
-    #[test]
-    fn only_the_by_table_sluice_turns_row_level_invalidation_off() {
+    /// The configuration an embedded Sluice of `role` gets, parsed.
+    fn config(role: Role) -> toml::Table {
         let creds = Credentials {
             user: "sbtest".into(),
             password: "pw".into(),
@@ -718,11 +738,13 @@ mod tests {
             insert_schema: "sluice_slap".into(),
         };
         let backend = SocketAddr::from(([127, 0, 0, 1], 3306));
-        let config = |role| -> toml::Table {
-            sluice_config(6033, backend, &creds, 100, role)
-                .parse()
-                .unwrap()
-        };
+        sluice_config(6033, backend, &creds, 100, role)
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn only_the_by_table_sluice_turns_row_level_invalidation_off() {
         let cache = |t: &toml::Table| t.get("cache").and_then(|c| c.as_table()).cloned();
         assert_eq!(cache(&config(Role::Passthrough)), None);
         let cached = cache(&config(Role::Cached)).unwrap();
@@ -735,6 +757,28 @@ mod tests {
             t
         };
         assert_eq!(without(by_table), cached);
+    }
+
+    #[test]
+    fn only_the_dedicated_sluice_turns_multiplexing_off() {
+        let pool = |t: &toml::Table| t["pool"].as_table().cloned().unwrap();
+        let dedicated = config(Role::Dedicated);
+        // One `[pool]` table, its pool size kept beside the setting.
+        assert_eq!(
+            pool(&dedicated).get("multiplex"),
+            Some(&toml::Value::Boolean(false))
+        );
+        assert_eq!(
+            pool(&dedicated).get("max_connections"),
+            Some(&toml::Value::Integer(100))
+        );
+        // A pass-through Sluice otherwise: no cache, and its log as quiet.
+        assert_eq!(dedicated.get("cache"), None);
+        assert_eq!(dedicated["log"], config(Role::Passthrough)["log"]);
+        for role in [Role::Passthrough, Role::Cached, Role::CachedByTable] {
+            assert_eq!(pool(&config(role)).get("multiplex"), None, "{role:?}");
+        }
+        assert_eq!(Role::Dedicated.name(), "dedicated");
     }
 
     #[test]

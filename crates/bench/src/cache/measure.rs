@@ -239,10 +239,12 @@ impl Bench<'_> {
         let data_target = topology
             .direct
             .clone()
-            .or_else(|| topology.passthrough.as_ref().map(|s| s.target.clone()))
-            .or_else(|| topology.cached.as_ref().map(|s| s.target.clone()))
-            .or_else(|| topology.cached_by_table.as_ref().map(|s| s.target.clone()))
-            .or_else(|| topology.haproxy.as_ref().map(|s| s.target.clone()))
+            .or_else(|| {
+                use Scenario::*;
+                [Passthrough, Dedicated, Cached, CachedByTable, Haproxy]
+                    .into_iter()
+                    .find_map(|s| s.proxy_in(&topology).map(|s| s.target.clone()))
+            })
             .expect("a plan has at least one scenario with a target");
         let data_endpoint = self.endpoint(&data_target, &creds.database);
         let prepare_threads = plan
@@ -329,6 +331,7 @@ impl Bench<'_> {
                 plan.passthrough.clone(),
                 plan.cached.clone(),
                 plan.cached_by_table.clone(),
+                plan.dedicated.clone(),
                 plan.haproxy.clone(),
             );
         }
@@ -336,6 +339,7 @@ impl Bench<'_> {
             Scenario::Passthrough,
             Scenario::Cached,
             Scenario::CachedByTable,
+            Scenario::Dedicated,
         ]
         .into_iter()
         .filter(|s| plan.runnable(*s))
@@ -356,6 +360,7 @@ impl Bench<'_> {
                 passthrough: plan.runnable(Scenario::Passthrough),
                 cached: plan.runnable(Scenario::Cached),
                 cached_by_table: plan.runnable(Scenario::CachedByTable),
+                dedicated: plan.runnable(Scenario::Dedicated),
                 haproxy: plan
                     .haproxy_program
                     .clone()
@@ -397,12 +402,9 @@ impl Bench<'_> {
         for (index, step) in steps.iter().enumerate() {
             let target = match step.scenario() {
                 Scenario::Direct => topology.direct.clone().map(|t| (t, None)),
-                Scenario::Passthrough => topology.passthrough.clone().map(|s| (s.target, s.pid)),
-                Scenario::Cached => topology.cached.clone().map(|s| (s.target, s.pid)),
-                Scenario::CachedByTable => {
-                    topology.cached_by_table.clone().map(|s| (s.target, s.pid))
-                }
-                Scenario::Haproxy => topology.haproxy.clone().map(|s| (s.target, s.pid)),
+                proxied => proxied
+                    .proxy_in(topology)
+                    .map(|s| (s.target.clone(), s.pid)),
             };
             let label = self.label(step, index, &progress);
             let skip = match &target {

@@ -458,3 +458,100 @@ fn an_existing_tcp_proxy_needs_its_flags() {
     assert!(plan(&["--demo", "--haproxy-port", "3310"]).is_err());
     assert!(plan(&["--hosts", "--haproxy-port", "3310"]).is_err());
 }
+
+#[test]
+fn dedicated_runs_only_when_asked_for_and_goes_where_passthrough_goes() {
+    use Scenario::*;
+    assert!(!plan(&[]).unwrap().scenarios.contains(&Dedicated));
+    assert!(!plan(&["--demo"]).unwrap().scenarios.contains(&Dedicated));
+    let p = plan(&[
+        "--scenarios",
+        "direct,passthrough,dedicated,cached",
+        "--workloads",
+        "read_only,insert",
+        "--threads",
+        "16",
+        "--insert-trx",
+        "10",
+    ])
+    .unwrap();
+    assert!(p.embedded());
+    assert_eq!(p.scenarios, [Direct, Passthrough, Dedicated, Cached]);
+    // Every step, and the insert series too: it serves inserts as passthrough does.
+    assert_eq!(
+        order(&p),
+        [
+            (Workload::OltpReadOnly, Some(PsMode::Auto), 16, 1, Direct),
+            (
+                Workload::OltpReadOnly,
+                Some(PsMode::Auto),
+                16,
+                1,
+                Passthrough
+            ),
+            (Workload::OltpReadOnly, Some(PsMode::Auto), 16, 1, Dedicated),
+            (Workload::OltpReadOnly, Some(PsMode::Auto), 16, 1, Cached),
+            (Workload::Insert, None, 10, 1, Direct),
+            (Workload::Insert, None, 10, 1, Passthrough),
+            (Workload::Insert, None, 10, 1, Dedicated),
+        ]
+    );
+    assert!(Dedicated.is_sluice() && !Dedicated.caches());
+    assert_eq!(Dedicated.proxy(), Some("Sluice"));
+    assert_eq!(Dedicated.to_string(), "dedicated");
+    assert_eq!(serde_json::to_string(&Dedicated).unwrap(), "\"dedicated\"");
+}
+
+#[test]
+fn an_existing_dedicated_sluice_needs_its_flags() {
+    use Scenario::*;
+    let p = plan(&[
+        "--mysql-port",
+        "3307",
+        "--sluice-port",
+        "6033",
+        "--dedicated-port",
+        "6036",
+        "--dedicated-pid",
+        "45",
+    ])
+    .unwrap();
+    assert!(!p.embedded());
+    // Beside the Sluice it is set against.
+    assert_eq!(p.scenarios, [Direct, Passthrough, Dedicated]);
+    assert_eq!(
+        p.dedicated,
+        Some(SluiceTarget {
+            target: Target {
+                host: "127.0.0.1".into(),
+                port: 6036
+            },
+            pid: Some(45)
+        })
+    );
+    let p = plan(&[
+        "--dedicated-host",
+        "/run/sluice-dedicated.sock",
+        "--workloads",
+        "read_only",
+    ])
+    .unwrap();
+    assert!(!p.embedded());
+    assert_eq!(p.scenarios, [Dedicated]);
+    let err = plan(&["--mysql-port", "3307", "--scenarios", "direct,dedicated"]).unwrap_err();
+    assert!(err.to_string().contains("--dedicated-host"), "{err}");
+    // The pass-through Sluice's flags are not its own.
+    let err = plan(&[
+        "--sluice-port",
+        "6033",
+        "--scenarios",
+        "passthrough,dedicated",
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("--dedicated-port"), "{err}");
+    let err = plan(&["--dedicated-pid", "45"]).unwrap_err();
+    assert!(err.to_string().contains("--dedicated-host"), "{err}");
+    assert!(plan(&["--demo", "--dedicated-port", "6036"]).is_err());
+    assert!(plan(&["--hosts", "--dedicated-port", "6036"]).is_err());
+    assert!(plan(&["--server-cpus", "0", "--dedicated-host", "db"]).is_err());
+}

@@ -563,3 +563,90 @@ fn each_sluice_is_set_against_haproxy_in_cpu_per_query() {
     );
     assert!(!md.contains("÷ haproxy"), "{md}");
 }
+
+#[test]
+fn multiplexing_is_set_against_a_dedicated_sluice_in_cpu_per_query() {
+    let mut r = report();
+    r.settings.threads = vec![1, 16];
+    r.settings.scenarios = vec![
+        Scenario::Direct,
+        Scenario::Haproxy,
+        Scenario::Passthrough,
+        Scenario::Dedicated,
+    ];
+    for (threads, scenario, qps, cpu) in [
+        (16, Scenario::Direct, 1000.0, None),
+        (16, Scenario::Haproxy, 900.0, Some(10.0)),
+        (16, Scenario::Passthrough, 800.0, Some(24.0)),
+        (16, Scenario::Dedicated, 850.0, Some(20.0)),
+        // Measured with no process to read: no ratio either.
+        (1, Scenario::Passthrough, 100.0, Some(30.0)),
+        (1, Scenario::Dedicated, 110.0, None),
+    ] {
+        r.runs.push(record(threads, scenario, 1, ok(qps, 1.0, cpu)));
+    }
+    r.summarize();
+    let row = |t, sc| r.row(Workload::OltpReadOnly, PsMode::Auto, t, sc).unwrap();
+    assert_eq!(
+        row(16, Scenario::Passthrough).cpu_ratio_vs_dedicated,
+        Some(1.2)
+    );
+    assert_eq!(row(1, Scenario::Passthrough).cpu_ratio_vs_dedicated, None);
+    // Only the multiplexing Sluice is set against it.
+    for sc in [Scenario::Direct, Scenario::Haproxy, Scenario::Dedicated] {
+        assert_eq!(row(16, sc).cpu_ratio_vs_dedicated, None, "{sc}");
+    }
+    // A Sluice is set against HAProxy as ever, dedicated included.
+    assert_eq!(row(16, Scenario::Dedicated).cpu_ratio_vs_haproxy, Some(2.0));
+    assert_eq!(row(16, Scenario::Dedicated).qps_ratio_vs_direct, Some(0.85));
+    assert_eq!(row(16, Scenario::Dedicated).qps_ratio_vs_passthrough, None);
+    // Not a cache: it has its turn in the insert series.
+    assert!(r.settings.insert_scenarios().contains(&Scenario::Dedicated));
+    let md = crate::document::markdown_sections(&render::sections(&r));
+    assert!(
+        md.contains(
+            "| threads | haproxy: HAProxy CPU µs/query | passthrough: Sluice CPU µs/query | \
+             dedicated: Sluice CPU µs/query | passthrough CPU ÷ haproxy | dedicated CPU ÷ \
+             haproxy | multiplexed CPU ÷ dedicated | direct: errors |"
+        ),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 16 | 10.0 | 24.0 | 20.0 | 2.40 | 2.00 | 1.20 | 0 |"),
+        "{md}"
+    );
+    assert!(md.contains("| 1 | — | 30.0 | — | — | — | — | — |"), "{md}");
+    let json: serde_json::Value =
+        serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    // Threads 1, then 16: direct, haproxy, passthrough, dedicated.
+    assert_eq!(json["summary"][6]["scenario"], "passthrough");
+    assert_eq!(json["summary"][6]["cpu_ratio_vs_dedicated"], 1.2);
+    assert_eq!(
+        json["summary"][2]["cpu_ratio_vs_dedicated"],
+        serde_json::Value::Null
+    );
+    assert_eq!(json["summary"][7]["scenario"], "dedicated");
+    assert_eq!(
+        json["summary"][7]["cpu_ratio_vs_dedicated"],
+        serde_json::Value::Null
+    );
+    let facts = render::document(&r).facts.join("\n");
+    assert!(facts.contains("`multiplex = false`"), "{facts}");
+    // Without dedicated in the run, no such column.
+    r.settings.scenarios.retain(|s| *s != Scenario::Dedicated);
+    r.runs.retain(|x| x.scenario != Scenario::Dedicated);
+    r.summarize();
+    let md = crate::document::markdown_sections(&render::sections(&r));
+    assert!(!md.contains("÷ dedicated"), "{md}");
+    assert_eq!(
+        r.row(
+            Workload::OltpReadOnly,
+            PsMode::Auto,
+            16,
+            Scenario::Passthrough
+        )
+        .unwrap()
+        .cpu_ratio_vs_dedicated,
+        None
+    );
+}

@@ -757,8 +757,9 @@ fn the_database_gets_cpus_of_its_own() {
 
 /// HAProxy beside Sluice in one interleaved run: it relays every statement of the
 /// workload, its CPU time per query is read as Sluice's is and each Sluice's is set
-/// against it, and it is stopped at the end. Without HAProxy, the scenario is reported
-/// as not available and the others run.
+/// against it, and it is stopped at the end; a Sluice without multiplexing (dedicated)
+/// takes its turn too, passthrough's CPU per query set against it. Without HAProxy, the
+/// scenario is reported as not available and the others run.
 #[test]
 fn haproxy_takes_its_turn_as_the_baseline() {
     let dir = tempfile::tempdir().unwrap();
@@ -778,7 +779,7 @@ fn haproxy_takes_its_turn_as_the_baseline() {
         &[
             &[
                 "--scenarios",
-                "direct,haproxy,passthrough",
+                "direct,haproxy,passthrough,dedicated",
                 "--threads",
                 "2",
                 "--duration",
@@ -798,7 +799,7 @@ fn haproxy_takes_its_turn_as_the_baseline() {
         .iter()
         .map(|x| x["scenario"].as_str().unwrap())
         .collect();
-    assert_eq!(order, ["direct", "haproxy", "passthrough"]);
+    assert_eq!(order, ["direct", "haproxy", "passthrough", "dedicated"]);
     let summary = |scenario: &str| {
         rows(&r, "summary")
             .iter()
@@ -825,10 +826,25 @@ fn haproxy_takes_its_turn_as_the_baseline() {
             .is_some_and(|c| c > 0.0),
         "{passthrough}"
     );
+    let dedicated = summary("dedicated");
+    assert!(
+        dedicated["qps"].as_f64().is_some_and(|q| q > 0.0),
+        "{dedicated}"
+    );
+    assert_eq!(dedicated["errors"], 0, "{dedicated}");
+    assert!(
+        passthrough["cpu_ratio_vs_dedicated"]
+            .as_f64()
+            .is_some_and(|c| c > 0.0),
+        "{passthrough}"
+    );
     let config = std::fs::read_to_string(out.join("haproxy.cfg")).unwrap();
     assert!(config.contains("mode tcp"), "{config}");
+    let config = std::fs::read_to_string(out.join("sluice-dedicated.toml")).unwrap();
+    assert!(config.contains("multiplex = false"), "{config}");
     let md = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(md.contains("passthrough CPU ÷ haproxy"), "{md}");
+    assert!(md.contains("multiplexed CPU ÷ dedicated"), "{md}");
     // Stopped with the benchmark: the pid the report gives is gone.
     let line = rows(&r, "topology")
         .iter()
