@@ -159,7 +159,6 @@ fn metric_table<'r>(
         header.extend(others.iter().map(|s| format!("{s} ÷ direct")));
     }
     header.extend(caching.iter().map(|s| format!("{s} ÷ passthrough")));
-    let ratio_cell = |r: Option<f64>| r.map_or_else(|| "—".to_string(), |v| format!("{v:.2}"));
     let rows = threads
         .iter()
         .map(|&t| {
@@ -185,6 +184,11 @@ fn metric_table<'r>(
         header,
         rows,
     }
+}
+
+/// A ratio with two decimals, or a dash where it has no value.
+fn ratio_cell(ratio: Option<f64>) -> String {
+    ratio.map_or_else(|| "—".to_string(), |v| format!("{v:.2}"))
 }
 
 /// The proxy's CPU time per query in each proxied scenario (with HAProxy's in the run,
@@ -233,12 +237,13 @@ fn cost_table<'r>(
                 }));
             }
             for &sc in &vs_haproxy {
-                let ratio = row(t, sc).and_then(|r| r.cpu_ratio_vs_haproxy);
-                cells.push(ratio.map_or_else(|| "—".to_string(), |v| format!("{v:.2}")));
+                cells.push(ratio_cell(row(t, sc).and_then(|r| r.cpu_ratio_vs_haproxy)));
             }
             if vs_dedicated {
-                let ratio = row(t, Scenario::Passthrough).and_then(|r| r.cpu_ratio_vs_dedicated);
-                cells.push(ratio.map_or_else(|| "—".to_string(), |v| format!("{v:.2}")));
+                let passthrough = row(t, Scenario::Passthrough);
+                cells.push(ratio_cell(
+                    passthrough.and_then(|r| r.cpu_ratio_vs_dedicated),
+                ));
             }
             for &sc in scenarios {
                 cells.push(cell(row(t, sc), &|r| r.errors.map(|e| e.to_string())));
@@ -300,11 +305,7 @@ fn insert_section(report: &Report) -> Section {
             }
             if has_direct {
                 for &sc in &others {
-                    cells.push(
-                        row(n, sc)
-                            .and_then(|r| r.ratio_vs_direct)
-                            .map_or_else(|| "—".to_string(), |v| format!("{v:.2}")),
-                    );
+                    cells.push(ratio_cell(row(n, sc).and_then(|r| r.ratio_vs_direct)));
                 }
             }
             for &sc in &scenarios {

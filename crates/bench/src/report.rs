@@ -384,39 +384,34 @@ impl Report {
                 summarize_runs(key, &runs, self.settings.unavailable(sc))
             })
             .collect();
-        let direct: HashMap<Step, SummaryRow> = rows
-            .iter()
-            .filter(|r| r.scenario == Scenario::Direct)
-            .map(|r| ((r.workload, r.ps_mode, r.threads), r.clone()))
-            .collect();
-        for row in rows.iter_mut().filter(|r| r.scenario != Scenario::Direct) {
-            if let Some(d) = direct.get(&(row.workload, row.ps_mode, row.threads)) {
+        set_against(
+            &mut rows,
+            Scenario::Direct,
+            |r| r.scenario != Scenario::Direct,
+            |row, d| {
                 row.qps_ratio_vs_direct = ratio(row.qps, d.qps);
                 row.avg_latency_ratio_vs_direct = ratio(row.avg_latency_ms, d.avg_latency_ms);
-            }
-        }
-        let passthrough = by_step(&rows, Scenario::Passthrough, |r| r.qps);
-        for row in rows.iter_mut().filter(|r| r.scenario.caches()) {
-            if let Some(&p) = passthrough.get(&(row.workload, row.ps_mode, row.threads)) {
-                row.qps_ratio_vs_passthrough = ratio(row.qps, p);
-            }
-        }
+            },
+        );
+        set_against(
+            &mut rows,
+            Scenario::Passthrough,
+            |r| r.scenario.caches(),
+            |row, p| row.qps_ratio_vs_passthrough = ratio(row.qps, p.qps),
+        );
         let cpu = |r: &SummaryRow| r.sluice_cpu_us_per_query;
-        let haproxy = by_step(&rows, Scenario::Haproxy, cpu);
-        for row in rows.iter_mut().filter(|r| r.scenario.is_sluice()) {
-            if let Some(&h) = haproxy.get(&(row.workload, row.ps_mode, row.threads)) {
-                row.cpu_ratio_vs_haproxy = ratio(row.sluice_cpu_us_per_query, h);
-            }
-        }
-        let dedicated = by_step(&rows, Scenario::Dedicated, cpu);
-        for row in rows
-            .iter_mut()
-            .filter(|r| r.scenario == Scenario::Passthrough)
-        {
-            if let Some(&d) = dedicated.get(&(row.workload, row.ps_mode, row.threads)) {
-                row.cpu_ratio_vs_dedicated = ratio(row.sluice_cpu_us_per_query, d);
-            }
-        }
+        set_against(
+            &mut rows,
+            Scenario::Haproxy,
+            |r| r.scenario.is_sluice(),
+            |row, h| row.cpu_ratio_vs_haproxy = ratio(cpu(row), cpu(h)),
+        );
+        set_against(
+            &mut rows,
+            Scenario::Dedicated,
+            |r| r.scenario == Scenario::Passthrough,
+            |row, d| row.cpu_ratio_vs_dedicated = ratio(cpu(row), cpu(d)),
+        );
         self.summary = rows;
 
         let mut inserts = Vec::new();
@@ -558,17 +553,24 @@ impl Report {
     }
 }
 
-/// One figure of `scenario`'s summary rows, by step: what the other scenarios' rows at
-/// the same step are set against.
-fn by_step(
-    rows: &[SummaryRow],
-    scenario: Scenario,
-    figure: impl Fn(&SummaryRow) -> Option<f64>,
-) -> HashMap<Step, Option<f64>> {
-    rows.iter()
-        .filter(|r| r.scenario == scenario)
-        .map(|r| ((r.workload, r.ps_mode, r.threads), figure(r)))
-        .collect()
+/// Sets, on each row `applies` picks, what `set` makes of it and of `base`'s row at the
+/// same step (none, nothing set).
+fn set_against(
+    rows: &mut [SummaryRow],
+    base: Scenario,
+    applies: impl Fn(&SummaryRow) -> bool,
+    set: impl Fn(&mut SummaryRow, &SummaryRow),
+) {
+    let bases: HashMap<Step, SummaryRow> = rows
+        .iter()
+        .filter(|r| r.scenario == base)
+        .map(|r| ((r.workload, r.ps_mode, r.threads), r.clone()))
+        .collect();
+    for row in rows.iter_mut().filter(|r| applies(r)) {
+        if let Some(b) = bases.get(&(row.workload, row.ps_mode, row.threads)) {
+            set(row, b);
+        }
+    }
 }
 
 fn ratio(value: Option<f64>, base: Option<f64>) -> Option<f64> {

@@ -807,12 +807,13 @@ fn haproxy_takes_its_turn_as_the_baseline() {
             .unwrap_or_else(|| panic!("no {scenario} summary: {t}"))
             .clone()
     };
+    // Ran: some queries, and no errors.
+    let ran = |row: &Value| {
+        assert!(row["qps"].as_f64().is_some_and(|q| q > 0.0), "{row}");
+        assert_eq!(row["errors"], 0, "{row}");
+    };
     let haproxy = summary("haproxy");
-    assert!(
-        haproxy["qps"].as_f64().is_some_and(|q| q > 0.0),
-        "{haproxy}"
-    );
-    assert_eq!(haproxy["errors"], 0, "{haproxy}");
+    ran(&haproxy);
     assert!(
         haproxy["sluice_cpu_us_per_query"]
             .as_f64()
@@ -826,12 +827,7 @@ fn haproxy_takes_its_turn_as_the_baseline() {
             .is_some_and(|c| c > 0.0),
         "{passthrough}"
     );
-    let dedicated = summary("dedicated");
-    assert!(
-        dedicated["qps"].as_f64().is_some_and(|q| q > 0.0),
-        "{dedicated}"
-    );
-    assert_eq!(dedicated["errors"], 0, "{dedicated}");
+    ran(&summary("dedicated"));
     assert!(
         passthrough["cpu_ratio_vs_dedicated"]
             .as_f64()

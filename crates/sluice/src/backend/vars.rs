@@ -52,10 +52,6 @@ impl Vars {
         self.0.is_empty()
     }
 
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
     /// In name order.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         self.0.iter().map(|(k, v)| (&**k, &**v))
@@ -92,7 +88,7 @@ mod tests {
         assert_eq!(v.get("autocommit"), Some(&b"1"[..]));
         assert!(v.contains_key(b"sql_mode"));
         assert_eq!(v.remove("sql_mode"), Some(b("''")));
-        assert_eq!((v.len(), v.get("sql_mode")), (2, None));
+        assert_eq!((v.iter().count(), v.get("sql_mode")), (2, None));
         let same: Vars = [(b("time_zone"), b("'+00:00'")), (b("autocommit"), b("1"))]
             .into_iter()
             .collect();
