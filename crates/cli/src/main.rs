@@ -6,8 +6,10 @@ mod admin;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use sluice::config::{Config, LogFormat, Overrides};
+use sluice::log_context::{TaggedFields, TaggedJson};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tracing_subscriber::fmt::format::DefaultFields;
 
 /// Sluice: a transparent traffic manager for MySQL and MariaDB.
 ///
@@ -171,8 +173,15 @@ fn init_logging(config: &Config) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(ansi);
+    // A session's lines name it (`log_context`): after their fields in text, as a
+    // member of their own in JSON.
     match config.log.format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder
+            .json()
+            .event_format(TaggedJson(tracing_subscriber::fmt::format().json()))
+            .init(),
+        LogFormat::Text => builder
+            .fmt_fields(TaggedFields(DefaultFields::new()))
+            .init(),
     }
 }

@@ -29,6 +29,7 @@ pub mod error;
 pub mod fleet;
 pub mod frontend;
 pub mod id_hash;
+pub mod log_context;
 pub mod monitor;
 pub mod router;
 pub mod secret;

@@ -109,7 +109,7 @@ pub async fn login(
         })),
         AuthOutcome::Refused { err, next_seq } => {
             Stats::incr(&fe.stats.auth_failures);
-            tracing::info!(user = %String::from_utf8_lossy(&response.username), client = %client.peer, "login refused");
+            tracing::info!(user = %String::from_utf8_lossy(&response.username), "login refused");
             client.write_err(next_seq, &err).await?;
             Ok(None)
         }
@@ -217,7 +217,7 @@ pub async fn authenticate(
         return refused(client, &data, seq);
     };
     let Some(exchange) = user.exchange(client.secure()) else {
-        tracing::warn!(user = %user.name, host = %user.host, client = %client.peer,
+        tracing::warn!(user = %user.name, host = %user.host,
             "an ed25519 account can log in through Sluice only over TLS or the Unix socket: Sluice needs its password to log in to the server");
         return refused(client, &data, seq);
     };

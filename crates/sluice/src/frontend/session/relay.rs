@@ -62,10 +62,12 @@ impl Session {
         };
         let client = &mut self.client;
         let mut cache = self.cache.as_deref_mut();
-        let conflict_retry = self.stmt.conflict_retry;
+        // Split from the session's other parts once: the slot hands out one borrow.
+        let stmt = &mut *self.stmt;
+        let conflict_retry = stmt.conflict_retry;
         let mut scanner = Scanner::new(ResponseTracker::new(kind, backend.caps), seq);
         scanner.intercept_ok(mux.is_some());
-        let mut processlist = self.stmt.processlist.as_mut();
+        let mut processlist = stmt.processlist.as_mut();
         scanner.intercept_rows(processlist.is_some());
         let (fe, id) = (&self.fe, self.id);
         let mut first = true;
@@ -102,7 +104,7 @@ impl Session {
                 }
                 let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
                 let ok = read.translated.as_deref().unwrap_or(ok);
-                let copies = [record.as_deref_mut(), self.stmt.replay_record.as_mut()];
+                let copies = [record.as_deref_mut(), stmt.replay_record.as_mut()];
                 for r in copies.into_iter().flatten() {
                     r.push_parts(before, ok);
                 }
@@ -118,13 +120,12 @@ impl Session {
                 Some(Event::Ok { .. } | Event::Column { .. } | Event::Row { .. }) => {}
                 Some(Event::Done(status)) => {
                     let took = sent_at.elapsed();
-                    self.stmt
-                        .relayed(scanner.outcome(), backend, received, took, fe);
+                    stmt.relayed(scanner.outcome(), backend, received, took, fe);
                     client.flush().await?;
                     return response_done(backend, mux, status);
                 }
                 Some(Event::LocalInfile) => {
-                    let copies = [record.as_deref_mut(), self.stmt.replay_record.as_mut()];
+                    let copies = [record.as_deref_mut(), stmt.replay_record.as_mut()];
                     copies.into_iter().flatten().for_each(|r| r.abandon());
                     client.flush().await?;
                     let next =

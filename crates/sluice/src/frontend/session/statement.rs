@@ -120,6 +120,54 @@ pub(super) struct InFlight {
     pub(super) one_off: Option<u32>,
 }
 
+/// Where the statement in flight is kept: on the heap while one is, and nowhere between
+/// statements, so that an idle session does not keep its 384 bytes. Read while none is
+/// in flight (a command answered without the pipeline), it is a fresh statement's state;
+/// written, it is made.
+#[derive(Default)]
+pub(super) struct InFlightSlot(Option<Box<InFlight>>);
+
+/// What the slot reads as while empty: a statement's state as it starts.
+static NONE_IN_FLIGHT: std::sync::LazyLock<InFlight> = std::sync::LazyLock::new(InFlight::default);
+
+impl InFlightSlot {
+    /// A new statement's state, in place of the last one's.
+    #[inline]
+    pub(super) fn start(&mut self, new: InFlight) {
+        match &mut self.0 {
+            Some(held) => **held = new,
+            None => self.0 = Some(Box::new(new)),
+        }
+    }
+
+    /// Frees the last statement's state, once its command is answered.
+    #[inline]
+    pub(super) fn release(&mut self) {
+        self.0 = None;
+    }
+
+    #[cfg(test)]
+    pub(super) fn is_held(&self) -> bool {
+        self.0.is_some()
+    }
+}
+
+impl std::ops::Deref for InFlightSlot {
+    type Target = InFlight;
+
+    #[inline]
+    fn deref(&self) -> &InFlight {
+        self.0.as_deref().unwrap_or(&NONE_IN_FLIGHT)
+    }
+}
+
+impl std::ops::DerefMut for InFlightSlot {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut InFlight {
+        self.0.get_or_insert_with(Box::default)
+    }
+}
+
 impl Session {
     /// A statement of a multiplexed session, through the pipeline: classified, answered
     /// from the cache, or routed to a connection brought in line with the session.
@@ -178,11 +226,11 @@ impl Session {
     /// (reading the rest of a statement's text in first, when it is not too long).
     pub(super) async fn begin_statement(&mut self, stmt: &Statement) -> Result<(), SessionError> {
         let len = stmt.len;
-        self.stmt = InFlight {
+        self.stmt.start(InFlight {
             request_len: (HEADER_LEN + len) as u64,
             sent_before: self.client.sent,
             ..InFlight::default()
-        };
+        });
         self.text.forget();
         self.client.answered_error = false;
         self.stmt.prior_rows =
@@ -640,5 +688,37 @@ mod tests {
         // One node at a time takes the writes: nothing to conflict with.
         let one = router(synced_nodes(&["n1", "n2"]), RoutingConfig::default());
         assert!(!Retries::decide(&one, Command::Query, PLAIN).conflicts);
+    }
+
+    #[test]
+    fn a_statement_is_kept_only_while_in_flight_and_each_starts_afresh() {
+        let mut slot = InFlightSlot::default();
+        assert!(!slot.is_held());
+        // Read between statements: a statement's state as it starts, made by no one.
+        assert_eq!(slot.request_len, 0);
+        assert!(!slot.is_held());
+        slot.start(InFlight {
+            request_len: 40,
+            ..InFlight::default()
+        });
+        slot.in_transaction = true;
+        assert!(slot.is_held() && slot.in_transaction && slot.request_len == 40);
+        slot.start(InFlight {
+            request_len: 9,
+            ..InFlight::default()
+        });
+        assert!(
+            !slot.in_transaction,
+            "nothing of one statement reaches the next"
+        );
+        slot.release();
+        assert!(!slot.is_held());
+        assert_eq!(slot.request_len, 0);
+        // Written outside a statement (a command answered without the pipeline), it is
+        // made, and freed again at the command's end.
+        slot.may_set_global = true;
+        assert!(slot.is_held());
+        slot.release();
+        assert!(!slot.is_held() && !slot.may_set_global);
     }
 }
