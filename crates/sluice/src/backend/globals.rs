@@ -244,7 +244,7 @@ impl BackendConn {
 pub fn keep_inherited(vars: &mut Vars, from: &Globals, to: &Globals) {
     for (name, value) in from.values.iter() {
         if to.values.get(name) != Some(value) && !vars.contains_key(name) {
-            vars.insert(name.into(), value.into());
+            vars.insert(name, value);
         }
     }
 }
@@ -259,7 +259,7 @@ mod tests {
             digest: None,
             values: pairs
                 .iter()
-                .map(|(k, v)| (k.as_bytes().into(), v.as_bytes().into()))
+                .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
                 .collect(),
         }
     }
@@ -273,7 +273,7 @@ mod tests {
         ]);
         let new = globals(&[("sql_mode", "ANSI"), ("wait_timeout", "1234"), ("a", "1")]);
         let mut vars = Vars::new();
-        vars.insert(b"wait_timeout".as_slice().into(), b"5".as_slice().into());
+        vars.insert("wait_timeout", "5");
         keep_inherited(&mut vars, &old, &new);
         let got: Vec<(&[u8], &[u8])> = vars.iter().collect();
         assert_eq!(

@@ -155,7 +155,7 @@ pub struct CacheState {
     /// The session created a temporary table, which may shadow a real one: nothing it
     /// reads is cached or served from the cache until it resets.
     temp_tables: bool,
-    stmts: HashMap<u32, Prepared, ahash::RandomState>,
+    stmts: crate::id_hash::IdMap<u32, Prepared>,
     /// The command in flight, or the last one, was answered from the cache.
     served: bool,
     /// The command in flight is a read the cache would store (a miss going to the server).

@@ -147,8 +147,9 @@ pub(super) struct Mux {
     /// a write Sluice wrapped in a transaction (`mux/wrap.rs`), whose COMMIT left 0.
     /// Kept over the commands that leave the server's count as it is.
     pub wrapped_rows: Option<i64>,
-    /// By the client's id, looked up for every command naming one (aHash).
-    stmts: HashMap<u32, ClientStmt, ahash::RandomState>,
+    /// By the client's id, looked up for every command naming one. Ids are Sluice's
+    /// own, handed out in turn: hashed with one multiplication, and no per-map keys.
+    stmts: crate::id_hash::IdMap<u32, ClientStmt>,
     next_stmt: u32,
     /// The client did not negotiate CLIENT_SESSION_TRACK: OK packets are rewritten, with
     /// the info string length-coded when this holds (MariaDB's way).
@@ -173,7 +174,7 @@ pub(super) struct Mux {
     /// With `[[shards]]`: the shard the session is on (`None`: the default shard), what
     /// it keeps for the others it used, and a `BEGIN` not sent yet (`mux/shard.rs`).
     pub shard: Option<usize>,
-    shard_state: HashMap<usize, shard::ShardState>,
+    shard_state: crate::id_hash::IdMap<usize, shard::ShardState>,
     deferred_begin: Option<Box<[u8]>>,
     /// A transaction over several shards (`mux/xa.rs`), and whether the transaction
     /// open wrote anything (a statement other than a plain read reached a server).
@@ -189,7 +190,7 @@ pub(super) struct Mux {
     /// server holds a transaction its status may not report yet.
     unreported_transaction: bool,
     /// The client's own `session_track_*` settings, once a connection told the defaults.
-    pub(super) tracking: Option<sluice_wire::session_track::Tracking>,
+    pub(super) tracking: Option<std::sync::Arc<sluice_wire::session_track::Tracking>>,
     /// The statement in flight runs with the client's tracking settings on the
     /// connection: its OK packets are already the client's.
     pub(super) own_tracking: bool,
@@ -230,7 +231,7 @@ impl Mux {
             last_gtid: None,
             home: None,
             shard: None,
-            shard_state: HashMap::new(),
+            shard_state: Default::default(),
             deferred_begin: None,
             spread: None,
             trx_wrote: false,
@@ -308,7 +309,7 @@ impl Mux {
                     b"insert_id" | b"timestamp" | b"rand_seed1" | b"rand_seed2"
                     | b"pseudo_thread_id" | b"identity" => self.observed.fixed_variable = true,
                     _ => {
-                        self.vars.insert(name.into(), (*value).into());
+                        self.vars.insert(&name, value);
                     }
                 }
             }
@@ -561,7 +562,7 @@ mod tests {
     fn vars(pairs: &[(&str, &str)]) -> Vars {
         pairs
             .iter()
-            .map(|(k, v)| (k.as_bytes().into(), v.as_bytes().into()))
+            .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
             .collect()
     }
 
@@ -664,8 +665,7 @@ mod tests {
 
         let in_trx = StatusFlags(StatusFlags::AUTOCOMMIT | StatusFlags::IN_TRANS);
         assert_eq!(m.pin_reason(in_trx), Some(PinReason::Transaction));
-        m.vars
-            .insert(b"sql_log_bin".as_slice().into(), b"OFF".as_slice().into());
+        m.vars.insert("sql_log_bin", "OFF");
         assert_eq!(m.pin_reason(idle), Some(PinReason::SqlLogBin));
         m.vars.remove(b"sql_log_bin".as_slice());
 
@@ -673,7 +673,7 @@ mod tests {
         // once a table is touched; it holds until COMMIT or ROLLBACK, or autocommit on.
         let no_autocommit = StatusFlags(0);
         let off = |m: &mut Mux, v: &[u8]| {
-            m.vars.insert(b"autocommit".as_slice().into(), v.into());
+            m.vars.insert("autocommit", v);
         };
         off(&mut m, b"OFF");
         m.statement_done(&Effects::default(), no_autocommit);

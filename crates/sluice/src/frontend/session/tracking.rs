@@ -48,7 +48,9 @@ pub(super) async fn enter(
     // Cleared here too: a statement whose connection was lost never reached `leave`.
     mux.own_tracking = false;
     if mux.tracking.is_none() {
-        mux.tracking = backend.tracking_defaults.as_deref().cloned();
+        // Shared with the connection (and so with every session that starts on the
+        // server's defaults) until the client sets its own.
+        mux.tracking = backend.tracking_defaults.clone();
     }
     if !names_tracking {
         return Ok(());
@@ -83,7 +85,7 @@ pub(super) async fn leave(backend: &mut BackendConn, mux: &mut Mux) -> Result<bo
         !d.transaction_info
             .eq_ignore_ascii_case(&settings.transaction_info)
     });
-    mux.tracking = Some(settings);
+    mux.tracking = Some(std::sync::Arc::new(settings));
     backend.track_everything().await?;
     Ok(keep)
 }
