@@ -3,6 +3,7 @@
 //! backend connection, streaming the response back packet by packet.
 
 mod analytics_admin;
+mod attributes;
 mod cache_admin;
 mod client;
 pub mod config;
@@ -201,6 +202,8 @@ pub struct Frontend {
     rsa: OnceLock<Option<Arc<RsaKey>>>,
     rsa_path: Option<std::path::PathBuf>,
     pub sessions: Mutex<HashMap<u32, SessionEntry>>,
+    /// Clients' connection attributes, one copy of each distinct set.
+    attribute_sets: attributes::AttributeSets,
     next_id: AtomicU32,
     /// The other Sluice instances in front of the same servers, once joined.
     pub fleet: OnceLock<Arc<crate::fleet::Fleet>>,
@@ -256,6 +259,7 @@ impl Frontend {
             rsa: OnceLock::new(),
             rsa_path: config.listeners.iter().find_map(|l| l.rsa_key.clone()),
             sessions: Mutex::new(HashMap::new()),
+            attribute_sets: Default::default(),
             next_id: AtomicU32::new(1),
             fleet: OnceLock::new(),
             cache,

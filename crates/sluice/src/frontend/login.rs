@@ -104,7 +104,7 @@ pub async fn login(
             user,
             charset: response.charset,
             database: response.database.clone(),
-            attributes: Arc::new(response.attributes.clone()),
+            attributes: fe.attribute_sets.share(&response.attributes),
             next_seq,
         })),
         AuthOutcome::Refused { err, next_seq } => {
