@@ -673,13 +673,8 @@ impl Session {
     }
 }
 
-/// Resolves when a switchover begins on the router `rx` follows; never without one.
-pub(in crate::frontend::session) async fn switch_begun(
-    rx: Option<&mut tokio::sync::watch::Receiver<u64>>,
-) {
-    let Some(rx) = rx else {
-        return std::future::pending().await;
-    };
+/// Resolves when a switchover begins on the router `rx` follows.
+pub(in crate::frontend::session) async fn switch_begun(rx: &mut tokio::sync::watch::Receiver<u64>) {
     if rx.changed().await.is_err() {
         // The router was replaced: its switchovers are over.
         std::future::pending::<()>().await;
