@@ -79,6 +79,11 @@ struct ServeArgs {
     /// Log filter, e.g. "info" or "sluice=debug".
     #[arg(long)]
     log_level: Option<String>,
+    /// Take the listening sockets of the Sluice running on `[handover] socket`, then let
+    /// it stop: no client connection is refused during the restart. Without a running
+    /// Sluice there, this one does not start.
+    #[arg(long)]
+    take_over: bool,
 }
 
 fn main() -> ExitCode {
@@ -148,6 +153,7 @@ fn serve(args: ServeArgs) -> anyhow::Result<()> {
         users: args.user,
         log_format: args.log_format,
         log_level: args.log_level,
+        take_over: args.take_over,
     };
     let mut problems = config.apply(&overrides).err().unwrap_or_default();
     problems.extend(config.validate());

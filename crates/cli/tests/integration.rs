@@ -59,6 +59,8 @@ mod fleet;
 mod galera_flow;
 #[path = "integration/galera_writers.rs"]
 mod galera_writers;
+#[path = "integration/handover.rs"]
+mod handover;
 #[path = "integration/harness.rs"]
 mod harness;
 #[path = "integration/kill.rs"]

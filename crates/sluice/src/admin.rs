@@ -185,23 +185,47 @@ pub async fn serve(
 /// Everything a caller usually wants in one call: resolves the token (none: the API is
 /// off and `Ok(None)` is returned), binds, and spawns [`serve`] on the current runtime.
 /// Returns the bound address and the server task.
+/// `inherited`: the listening socket a previous process handed over, used rather than
+/// binding. With the address, the server task and a copy of the listening socket (for
+/// the next hand-over).
 pub async fn start(
     cfg: &AdminConfig,
     state: AdminState,
     shutdown: Shutdown,
-) -> anyhow::Result<Option<(SocketAddr, tokio::task::JoinHandle<()>)>> {
+    inherited: Option<std::os::fd::OwnedFd>,
+) -> anyhow::Result<Option<Started>> {
     let Some(token) = cfg.resolved_token().map_err(anyhow::Error::msg)? else {
         tracing::info!("no admin token configured: admin API off");
         return Ok(None);
     };
-    let listener = bind(cfg).await?;
+    let listener = match inherited {
+        Some(socket) => {
+            let std = std::net::TcpListener::from(socket);
+            std.set_nonblocking(true)?;
+            TcpListener::from_std(std)?
+        }
+        None => bind(cfg).await?,
+    };
     let address = listener.local_addr()?;
+    let socket = std::os::fd::AsFd::as_fd(&listener).try_clone_to_owned()?;
     let task = tokio::spawn(async move {
         if let Err(e) = serve(listener, token, state, shutdown).await {
             tracing::error!("admin API stopped: {e:#}");
         }
     });
-    Ok(Some((address, task)))
+    Ok(Some(Started {
+        address,
+        task,
+        socket,
+    }))
+}
+
+/// The admin API, started.
+pub struct Started {
+    pub address: SocketAddr,
+    pub task: tokio::task::JoinHandle<()>,
+    /// A copy of its listening socket.
+    pub socket: std::os::fd::OwnedFd,
 }
 
 /// The routes, with authentication, the body limit and request logging. The dashboard's

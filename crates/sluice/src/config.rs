@@ -56,6 +56,9 @@ pub struct Config {
     pub sharding: ShardingConfig,
     #[serde(default)]
     pub fleet: crate::fleet::FleetConfig,
+    /// Where this process offers its listeners to the next one (`server/handover.rs`).
+    #[serde(default)]
+    pub handover: crate::server::handover::HandoverConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -101,6 +104,9 @@ pub struct Overrides {
     pub users: Vec<String>,
     pub log_format: Option<LogFormat>,
     pub log_level: Option<String>,
+    /// Take the listeners of the Sluice running on `[handover] socket` rather than
+    /// binding them.
+    pub take_over: bool,
 }
 
 impl Config {

@@ -1,7 +1,9 @@
 //! The accept side: listeners, the client-connection limit, one task per client, and
 //! the process lifecycle (signals, reload of users and servers, graceful shutdown).
 
+pub mod handover;
 mod listener;
+mod stop;
 
 use crate::auth::BackendCredentials;
 use crate::auth::Users;
@@ -15,12 +17,14 @@ use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use crate::stream::Stream;
 use anyhow::Context;
+use handover::{Inherited, Named};
 use listener::Listener;
 use sluice_wire::response::ErrPacket;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::signal::unix::{signal, SignalKind};
+use stop::{offer_listeners, shut_down, take_over, until_stopped, Stop};
 use tokio::sync::Semaphore;
 
 /// Builds the router for `config`, reusing the pool (and what the monitor knew) of any
@@ -255,7 +259,10 @@ pub async fn run(
         &overrides,
         &shutdown,
     );
-    let _admin = crate::admin::start(&config.admin, admin, shutdown.clone()).await?;
+    let mut inherited = take_over(&config, &overrides).await?;
+    let admin_name = Named::Admin(config.admin.address.clone());
+    let admin_socket = inherited.claim(&admin_name);
+    let admin = crate::admin::start(&config.admin, admin, shutdown.clone(), admin_socket).await?;
     let sampler = fe.analytics.enabled().then(|| {
         let gauges = {
             let fe = fe.clone();
@@ -267,7 +274,14 @@ pub async fn run(
             shutdown.clone(),
         ))
     });
-    let accept_tasks = start_listeners(&fe, &config, &limit, &shutdown, &drain).await?;
+    let (accept_tasks, mut sockets) =
+        start_listeners(&fe, &config, &limit, &shutdown, &drain, &mut inherited).await?;
+    if let Some(a) = &admin {
+        sockets.push((admin_name, a.socket.try_clone()?));
+    }
+    // Accepting on every listener: the previous process, if any, may stop now.
+    inherited.ready()?;
+    let handed_over = offer_listeners(&config, sockets, overrides.take_over);
     if let Some(cache) = &fe.cache {
         if !config.cache.log_interval.is_zero() {
             tokio::spawn(log_cache(
@@ -278,37 +292,35 @@ pub async fn run(
         }
     }
 
-    until_stopped(&fe, &stats, config_path.as_deref(), &overrides, &shutdown).await?;
+    let stop = until_stopped(
+        &fe,
+        &stats,
+        config_path.as_deref(),
+        &overrides,
+        &shutdown,
+        handed_over,
+    )
+    .await?;
     let grace = config.limits.shutdown_grace;
-    shut_down(grace, trigger, accept_tasks, drain, sampler, &stats).await;
+    let mut drain: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
+        Box::pin(drain.wait());
+    if stop == Stop::HandedOver {
+        listener::keep_socket_files();
+        // The successor accepts from here on; the sessions here go on until they end,
+        // within the bound, rather than be cut mid-login or between two statements.
+        for t in &accept_tasks {
+            t.abort();
+        }
+        let bound = config.handover.drain_timeout;
+        tracing::info!(bound = ?bound, "handed over: no new clients here; sessions go on until they end");
+        if tokio::time::timeout(bound, &mut drain).await.is_ok() {
+            shut_down(grace, trigger, accept_tasks, None, sampler, &stats).await;
+            return Ok(());
+        }
+        tracing::info!("hand-over drain bound reached: stopping the sessions left as at SIGTERM");
+    }
+    shut_down(grace, trigger, accept_tasks, Some(drain), sampler, &stats).await;
     Ok(())
-}
-
-/// Takes no more clients, lets running statements finish within `grace`, lets the
-/// history sampler write its file, and logs the final counts.
-async fn shut_down(
-    grace: Duration,
-    trigger: shutdown::ShutdownTrigger,
-    accept_tasks: Vec<tokio::task::JoinHandle<()>>,
-    drain: Drain,
-    sampler: Option<tokio::task::JoinHandle<()>>,
-    stats: &Stats,
-) {
-    tracing::info!(grace = ?grace, "shutting down: no new clients, running statements may finish");
-    trigger.trigger();
-    for t in accept_tasks {
-        let _ = t.await;
-    }
-    if tokio::time::timeout(grace, drain.wait()).await.is_err() {
-        tracing::warn!("shutdown grace period over; closing remaining sessions");
-    }
-    if let Some(sampler) = sampler {
-        // It writes the history file as it stops.
-        let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
-    }
-    for (name, _, value) in stats.snapshot() {
-        tracing::info!(metric = name, value, "final count");
-    }
 }
 
 /// The frontend over the configured servers (each shard's with `[[shards]]`), with
@@ -480,16 +492,24 @@ fn admin_state(
 /// Binds every listener, then accepts clients on each (a task each). Every listener is
 /// bound before any accepts: if one fails, the others (and their socket files) go with
 /// the error.
+/// Returns the accept tasks, and a copy of each listening socket for the next hand-over.
 async fn start_listeners(
     fe: &Arc<Frontend>,
     config: &Config,
     limit: &Arc<Semaphore>,
     shutdown: &Shutdown,
     drain: &Drain,
-) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    inherited: &mut Inherited,
+) -> anyhow::Result<(Vec<tokio::task::JoinHandle<()>>, Vec<(Named, OwnedFd)>)> {
     let mut bound = Vec::new();
+    let mut sockets = Vec::new();
     for l in &config.listeners {
-        let listener = Listener::bind(l).await?;
+        let name = Listener::handover_name(l);
+        let listener = match inherited.claim(&name) {
+            Some(socket) => Listener::inherited(l, socket)?,
+            None => Listener::bind(l).await?,
+        };
+        sockets.push((name, listener.socket_copy()?));
         let tls = match (&l.tls_cert, &l.tls_key) {
             (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
                 c, k,
@@ -511,27 +531,7 @@ async fn start_listeners(
             drain.guard(),
         )));
     }
-    Ok(accept_tasks)
-}
-
-/// Waits for SIGTERM or SIGINT, reloading the configuration on each SIGHUP meanwhile.
-async fn until_stopped(
-    fe: &Arc<Frontend>,
-    stats: &Arc<Stats>,
-    config_path: Option<&std::path::Path>,
-    overrides: &Overrides,
-    shutdown: &Shutdown,
-) -> anyhow::Result<()> {
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    loop {
-        tokio::select! {
-            _ = term.recv() => return Ok(()),
-            _ = int.recv() => return Ok(()),
-            _ = hup.recv() => reload_logged(fe, stats, config_path, overrides, shutdown),
-        }
-    }
+    Ok((accept_tasks, sockets))
 }
 
 /// SIGHUP (and `POST /v1/config/reload`): reads the configuration again and swaps

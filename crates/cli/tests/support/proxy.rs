@@ -56,6 +56,8 @@ pub struct Config {
     pub sharding: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub fleet: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub handover: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -211,6 +213,7 @@ impl Config {
             // instances one fleet: each others' runtime changes, and the fleet's own
             // statements in the servers' counters. The fleet's tests turn it on.
             fleet: toml::Table::from_iter([("enabled".to_owned(), false.into())]),
+            handover: toml::Table::new(),
         }
     }
 
@@ -243,6 +246,12 @@ impl Config {
     /// Set `[fleet] key = value`.
     pub fn fleet(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
         self.fleet.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Set `[handover] key = value`.
+    pub fn handover(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.handover.insert(key.to_owned(), value.into());
         self
     }
 

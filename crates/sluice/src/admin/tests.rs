@@ -73,14 +73,15 @@ fn start_serves_only_with_a_token() {
         ..AdminConfig::default()
     };
     if std::env::var_os(config::ADMIN_TOKEN_ENV).is_none() {
-        let off = runtime.block_on(start(&cfg, state(), shutdown.clone()));
+        let off = runtime.block_on(start(&cfg, state(), shutdown.clone(), None));
         assert!(off.unwrap().is_none());
     }
     cfg.token = Some(Secret("t".into()));
-    let (address, task) = runtime
-        .block_on(start(&cfg, state(), shutdown))
+    let started = runtime
+        .block_on(start(&cfg, state(), shutdown, None))
         .unwrap()
         .expect("a token turns the API on");
+    let (address, task) = (started.address, started.task);
     let answer = {
         use std::io::{Read, Write};
         let mut stream = std::net::TcpStream::connect(address).unwrap();

@@ -5,8 +5,10 @@
 use crate::frontend::config::ListenerConfig;
 use crate::stream::{Peer, Socket};
 use std::io;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::net::{TcpListener, UnixListener};
 
 #[derive(Debug, thiserror::Error)]
@@ -60,6 +62,43 @@ impl Listener {
                     .map_err(unix)?;
                 Ok(Listener::Unix { listener, file })
             }
+        }
+    }
+
+    /// The listener `cfg` names, on a socket the previous process listened on and handed
+    /// over (`handover.rs`): already bound, with its file's mode as that process set it.
+    pub fn inherited(cfg: &ListenerConfig, socket: OwnedFd) -> io::Result<Listener> {
+        match &cfg.socket {
+            None => {
+                let std = std::net::TcpListener::from(socket);
+                std.set_nonblocking(true)?;
+                Ok(Listener::Tcp(TcpListener::from_std(std)?))
+            }
+            Some(path) => {
+                let std = std::os::unix::net::UnixListener::from(socket);
+                std.set_nonblocking(true)?;
+                let listener = UnixListener::from_std(std)?;
+                Ok(Listener::Unix {
+                    listener,
+                    file: SocketFile::new(path)?,
+                })
+            }
+        }
+    }
+
+    /// How the hand-over names this listener.
+    pub fn handover_name(cfg: &ListenerConfig) -> super::handover::Named {
+        match &cfg.socket {
+            None => super::handover::Named::Tcp(cfg.address.clone()),
+            Some(path) => super::handover::Named::Unix(path.clone()),
+        }
+    }
+
+    /// A copy of the listening socket, for handing over.
+    pub fn socket_copy(&self) -> io::Result<OwnedFd> {
+        match self {
+            Listener::Tcp(l) => l.as_fd().try_clone_to_owned(),
+            Listener::Unix { listener, .. } => listener.as_fd().try_clone_to_owned(),
         }
     }
 
@@ -172,8 +211,20 @@ impl SocketFile {
     }
 }
 
+/// This process handed its listeners to a successor: their socket files are the
+/// successor's now, and stay when this process's listeners go.
+static HANDED_OVER: AtomicBool = AtomicBool::new(false);
+
+/// Keeps every socket file from here on (see [`HANDED_OVER`]).
+pub fn keep_socket_files() {
+    HANDED_OVER.store(true, Ordering::SeqCst);
+}
+
 impl Drop for SocketFile {
     fn drop(&mut self) {
+        if HANDED_OVER.load(Ordering::SeqCst) {
+            return;
+        }
         let ours =
             std::fs::symlink_metadata(&self.path).is_ok_and(|m| (m.dev(), m.ino()) == self.id);
         if ours {

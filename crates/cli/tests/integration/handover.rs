@@ -1,0 +1,259 @@
+//! A restart with `--take-over`: the new process takes the running one's listening
+//! sockets (client listener and admin API) over a Unix socket, and no connection is
+//! refused meanwhile; a new process that fails leaves the old one serving.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use crate::support::wire::RawConn;
+use crate::support::{shared_server, wait_until, Config, Sluice, NATIVE_PASSWORD, NATIVE_USER};
+
+/// Clients logging in and running a statement, one after another, until stopped:
+/// (successes, failures with what each got).
+struct Connecting {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    task: thread::JoinHandle<Vec<String>>,
+}
+
+impl Connecting {
+    fn start(addr: std::net::SocketAddr) -> Connecting {
+        let stop = Arc::new(AtomicBool::new(false));
+        let ok = Arc::new(AtomicUsize::new(0));
+        let task = {
+            let (stop, ok) = (stop.clone(), ok.clone());
+            thread::spawn(move || {
+                let mut failures = Vec::new();
+                while !stop.load(Ordering::SeqCst) {
+                    let outcome = RawConn::login(addr, NATIVE_USER, NATIVE_PASSWORD, None)
+                        .map_err(|e| format!("login: {e:?}"))
+                        .and_then(|mut c| c.query("SELECT 1").map_err(|e| format!("query: {e}")));
+                    match outcome {
+                        Ok(reply) if reply.text_rows() == vec![vec![Some("1".to_owned())]] => {
+                            ok.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Ok(_) => failures.push("SELECT 1 did not answer 1".to_owned()),
+                        Err(e) => failures.push(e),
+                    }
+                }
+                failures
+            })
+        };
+        Connecting { stop, ok, task }
+    }
+
+    /// Waits until `more` more clients got through.
+    fn wait_for(&self, more: usize) {
+        let target = self.ok.load(Ordering::SeqCst) + more;
+        assert!(
+            wait_until(Duration::from_secs(20), || self.ok.load(Ordering::SeqCst)
+                >= target),
+            "clients stopped getting through"
+        );
+    }
+
+    fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let failures = self.task.join().unwrap();
+        (self.ok.load(Ordering::SeqCst), failures)
+    }
+}
+
+fn config_with_handover() -> (Config, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("handover.sock");
+    let config = Config::for_server(shared_server())
+        .handover("socket", socket.to_str().unwrap())
+        .admin("handover-test-token-0123456789");
+    (config, dir)
+}
+
+#[test]
+fn a_restart_with_take_over_refuses_no_connection() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let port = old.port();
+    let clients = Connecting::start(old.addr());
+    clients.wait_for(20);
+
+    let config_path = old.config_path();
+    let mut new = Sluice::start_with_args(
+        &[
+            "serve",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--take-over",
+        ],
+        port,
+    );
+    let status = old.wait_exit(Duration::from_secs(20)).unwrap_or_else(|| {
+        panic!(
+            "the old process still runs after the hand-over:\n{}",
+            old.log()
+        )
+    });
+    assert!(status.success(), "old exited with {status}:\n{}", old.log());
+    // Clients go on getting through, to the new process alone now.
+    clients.wait_for(20);
+    let (ok, failures) = clients.finish();
+    assert!(
+        failures.is_empty(),
+        "{} of {} clients failed during the hand-over: {failures:?}\nold:\n{}\nnew:\n{}",
+        failures.len(),
+        ok + failures.len(),
+        old.log(),
+        new.log()
+    );
+    new.assert_running();
+    assert!(
+        new.log().contains("took the listeners over"),
+        "{}",
+        new.log()
+    );
+    assert!(
+        old.log().contains("the new process accepts clients"),
+        "{}",
+        old.log()
+    );
+    // The admin API came across too: answered by the new process.
+    let admin = config.admin_address().expect("admin configured");
+    let token = sluice::config::Secret("handover-test-token-0123456789".to_owned());
+    let body = crate::support::http::Client::new(admin, Some(token))
+        .get("/v1/stats")
+        .expect("the admin API answers after the hand-over");
+    assert_eq!(body.status, 200, "{body:?}");
+
+    // And the new process offers its listeners to the next one in turn.
+    let mut third = Sluice::start_with_args(
+        &[
+            "serve",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--take-over",
+        ],
+        port,
+    );
+    assert!(
+        new.wait_exit(Duration::from_secs(20)).is_some(),
+        "the second hand-over did not happen:\n{}",
+        new.log()
+    );
+    let mut conn = RawConn::login_ok(third.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    assert_eq!(
+        conn.query_rows("SELECT 1"),
+        vec![vec![Some("1".to_owned())]]
+    );
+    third.assert_running();
+}
+
+#[test]
+fn a_new_process_that_fails_leaves_the_old_one_serving() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    // The new process takes the sockets, then fails: a second listener it is to bind
+    // is taken by someone else.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut failing = config.clone();
+    failing.listeners.push(failing.listeners[0].clone());
+    failing.listeners[1].address = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("failing.toml");
+    failing.write(&path);
+    let out = crate::support::proxy::run_sluice_within(
+        &["serve", "--config", path.to_str().unwrap(), "--take-over"],
+        Duration::from_secs(30),
+    );
+    assert!(!out.success(), "the failing process started: {out:?}");
+    assert!(
+        wait_until(Duration::from_secs(10), || old
+            .log()
+            .contains("hand-over failed")),
+        "the old process did not notice:\n{}",
+        old.log()
+    );
+    old.assert_running();
+    let mut conn = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    assert_eq!(
+        conn.query_rows("SELECT 1"),
+        vec![vec![Some("1".to_owned())]]
+    );
+    // The old process drains (up to `drain_timeout`) once it hands over: this session
+    // quits first.
+    drop(conn);
+    // And it still offers its listeners to the next process, which succeeds.
+    let config_path = old.config_path();
+    let mut next = Sluice::start_with_args(
+        &[
+            "serve",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--take-over",
+        ],
+        old.port(),
+    );
+    assert!(
+        old.wait_exit(Duration::from_secs(20)).is_some(),
+        "{}",
+        old.log()
+    );
+    next.assert_running();
+}
+
+#[test]
+fn take_over_without_a_running_sluice_does_not_start() {
+    let (config, dir) = config_with_handover();
+    let path = dir.path().join("sluice.toml");
+    config.write(&path);
+    let out = crate::support::proxy::run_sluice_within(
+        &["serve", "--config", path.to_str().unwrap(), "--take-over"],
+        Duration::from_secs(30),
+    );
+    assert!(!out.success(), "{out:?}");
+    assert!(
+        out.stderr.contains("no running Sluice to take over from"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn a_session_left_in_the_old_process_goes_on_until_it_quits() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    held.query("SET @kept = 'in the old process'")
+        .unwrap()
+        .expect_ok();
+    let config_path = old.config_path();
+    let mut new = Sluice::start_with_args(
+        &[
+            "serve",
+            "--config",
+            config_path.to_str().unwrap(),
+            "--take-over",
+        ],
+        old.port(),
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || old
+            .log()
+            .contains("sessions go on until they end")),
+        "{}",
+        old.log()
+    );
+    // Its state is where it was: the session did not move, and was not cut.
+    assert_eq!(
+        held.query_rows("SELECT @kept"),
+        vec![vec![Some("in the old process".to_owned())]]
+    );
+    old.assert_running();
+    drop(held);
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "the old process did not end with its last session:\n{}",
+        old.log()
+    );
+    new.assert_running();
+}

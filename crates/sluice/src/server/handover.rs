@@ -1,0 +1,347 @@
+//! Hand-over of the listening sockets to a new Sluice process, so that a restart refuses
+//! no connection: the running process offers them on a Unix socket (`[handover]
+//! socket`); a new one started with `--take-over` receives them with `SCM_RIGHTS`,
+//! accepts on them, and says it is ready; the old one then stops accepting and drains
+//! as at SIGTERM. Until the new one says ready, the old one serves everything: a new
+//! process that fails (its configuration, a port, a crash) leaves it as it was.
+//!
+//! The exchange, one connection at a time: the new process sends `{"take_over": 1}`;
+//! the old answers with one message holding the list of its listeners and their file
+//! descriptors, in the same order; the new answers `{"ready": true}` once it accepts on
+//! them, or closes the connection.
+
+use anyhow::Context;
+use rustix::net::{
+    recvmsg, sendmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Most listening sockets handed over (client listeners and the admin API's).
+const MAX_SOCKETS: usize = 64;
+/// The list of listeners, as JSON, is at most this long.
+const MAX_MESSAGE: usize = 64 << 10;
+
+/// `[handover]`: where a running Sluice offers its listeners to the next one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandoverConfig {
+    /// The Unix socket the running process listens on for its successor; none: no
+    /// hand-over (a restart closes the listeners and refuses connections meanwhile).
+    pub socket: Option<PathBuf>,
+    /// How long the old process waits for the new one to say it is ready before it
+    /// gives up and goes on serving.
+    #[serde(default = "default_ready_timeout", with = "humantime_serde")]
+    pub ready_timeout: Duration,
+    /// After a hand-over, how long the sessions left in the old process may go on
+    /// before they are ended between statements, as at SIGTERM.
+    #[serde(default = "default_drain_timeout", with = "humantime_serde")]
+    pub drain_timeout: Duration,
+}
+
+impl Default for HandoverConfig {
+    fn default() -> Self {
+        HandoverConfig {
+            socket: None,
+            ready_timeout: default_ready_timeout(),
+            drain_timeout: default_drain_timeout(),
+        }
+    }
+}
+
+fn default_ready_timeout() -> Duration {
+    Duration::from_secs(60)
+}
+
+fn default_drain_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// A listening socket as the message names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Named {
+    /// A `[[listeners]]` TCP address, as configured.
+    Tcp(String),
+    /// A `[[listeners]]` socket file.
+    Unix(PathBuf),
+    /// The admin API's address, as configured.
+    Admin(String),
+}
+
+#[derive(Serialize, Deserialize)]
+struct Offer {
+    listeners: Vec<Named>,
+}
+
+/// The listening sockets a new process received, by name: each taken by the listener
+/// configured with that name, the rest closed when this goes.
+#[derive(Default)]
+pub struct Inherited {
+    sockets: HashMap<Named, OwnedFd>,
+    /// The old process, waiting for `ready`.
+    to_old: Option<UnixStream>,
+}
+
+impl Inherited {
+    /// Takes the listening sockets from the Sluice listening on `socket`.
+    pub fn take(socket: &Path) -> anyhow::Result<Inherited> {
+        let mut stream = UnixStream::connect(socket).with_context(|| {
+            format!(
+                "no running Sluice to take over from at {}",
+                socket.display()
+            )
+        })?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        stream.write_all(b"{\"take_over\":1}\n")?;
+        let (offer, fds) = receive(&stream).context("receiving the listeners")?;
+        if offer.listeners.len() != fds.len() {
+            anyhow::bail!(
+                "the running Sluice named {} listeners and sent {} sockets",
+                offer.listeners.len(),
+                fds.len()
+            );
+        }
+        stream.set_read_timeout(None)?;
+        Ok(Inherited {
+            sockets: offer.listeners.into_iter().zip(fds).collect(),
+            to_old: Some(stream),
+        })
+    }
+
+    /// The socket the old process listened on as `name`, if it handed one over.
+    pub fn claim(&mut self, name: &Named) -> Option<OwnedFd> {
+        self.sockets.remove(name)
+    }
+
+    /// Tells the old process this one accepts on every listener: it stops accepting
+    /// and drains. Sockets no listener claimed are closed.
+    pub fn ready(&mut self) -> anyhow::Result<()> {
+        self.sockets.clear();
+        if let Some(mut old) = self.to_old.take() {
+            old.write_all(b"{\"ready\":true}\n")
+                .context("telling the old process this one is ready")?;
+        }
+        Ok(())
+    }
+}
+
+/// The old side: offers `listeners` (name, a copy of the listening socket) to each
+/// process that connects to `path`, one at a time, and returns once one of them said it
+/// is ready. Run on a thread of its own: it blocks.
+/// `replace`: this process took over from the one that listened on `path` before.
+pub fn offer(
+    path: &Path,
+    listeners: &[(Named, OwnedFd)],
+    ready_timeout: Duration,
+    replace: bool,
+) -> anyhow::Result<()> {
+    let server = bind(path, replace)?;
+    for stream in server.incoming() {
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "hand-over: accepting a successor failed");
+                continue;
+            }
+        };
+        match hand_over(&stream, listeners, ready_timeout) {
+            // The socket file stays: the successor listens on it for the next one.
+            Ok(()) => return Ok(()),
+            Err(e) => tracing::warn!(
+                error = %format!("{e:#}"),
+                "hand-over failed: this process goes on serving everything"
+            ),
+        }
+    }
+    unreachable!("a listener's incoming() never ends")
+}
+
+/// Listens on `path`, replacing a stale socket file (no process behind it), or the
+/// previous process's (`replace`: it handed over and is stopping).
+fn bind(path: &Path, replace: bool) -> anyhow::Result<UnixListener> {
+    if !replace && UnixStream::connect(path).is_ok() {
+        anyhow::bail!(
+            "another process listens on the hand-over socket {}",
+            path.display()
+        );
+    }
+    let _ = std::fs::remove_file(path);
+    UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on the hand-over socket {}", path.display()))
+}
+
+fn hand_over(
+    stream: &UnixStream,
+    listeners: &[(Named, OwnedFd)],
+    ready_timeout: Duration,
+) -> anyhow::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    let mut reader = BufReader::new(stream);
+    let hello = read_line(&mut reader)?;
+    if hello.get("take_over").is_none() {
+        anyhow::bail!("a process asked something else than a take-over: {hello}");
+    }
+    tracing::info!(
+        listeners = listeners.len(),
+        "hand-over: a new process asks for the listeners"
+    );
+    let offer = Offer {
+        listeners: listeners.iter().map(|(n, _)| n.clone()).collect(),
+    };
+    let fds: Vec<BorrowedFd<'_>> = listeners.iter().map(|(_, fd)| fd.as_fd()).collect();
+    send(stream, &offer, &fds)?;
+    stream.set_read_timeout(Some(ready_timeout))?;
+    let answer = read_line(&mut reader).context("waiting for the new process to be ready")?;
+    if answer.get("ready") != Some(&serde_json::Value::Bool(true)) {
+        anyhow::bail!("the new process answered {answer}");
+    }
+    tracing::info!("hand-over: the new process accepts clients; this one stops and drains");
+    Ok(())
+}
+
+/// One line of JSON; the peer closing first is an error.
+fn read_line(reader: &mut BufReader<&UnixStream>) -> anyhow::Result<serde_json::Value> {
+    let mut line = String::new();
+    let n = reader
+        .by_ref()
+        .take(MAX_MESSAGE as u64)
+        .read_line(&mut line)?;
+    if n == 0 {
+        anyhow::bail!("the other process closed the connection");
+    }
+    serde_json::from_str(&line).context("a message that is not JSON")
+}
+
+fn send(stream: &UnixStream, offer: &Offer, fds: &[BorrowedFd<'_>]) -> anyhow::Result<()> {
+    let mut body = serde_json::to_vec(offer)?;
+    body.push(b'\n');
+    if fds.len() > MAX_SOCKETS || body.len() > MAX_MESSAGE {
+        anyhow::bail!("too many listeners to hand over ({})", fds.len());
+    }
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_SOCKETS))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        anyhow::bail!("too many listeners to hand over ({})", fds.len());
+    }
+    let sent = sendmsg(
+        stream,
+        &[IoSlice::new(&body)],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    if sent != body.len() {
+        // The sockets went with the first part: the rest goes as plain bytes.
+        (&*stream).write_all(&body[sent..])?;
+    }
+    Ok(())
+}
+
+/// The offer and its sockets: one `recvmsg` for the sockets and the first bytes, plain
+/// reads for the rest of the line.
+fn receive(stream: &UnixStream) -> anyhow::Result<(Offer, Vec<OwnedFd>)> {
+    let mut buf = vec![0u8; MAX_MESSAGE];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_SOCKETS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut fds = Vec::new();
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(sockets) = message {
+            fds.extend(sockets);
+        }
+    }
+    let mut line = buf[..received.bytes].to_vec();
+    if !line.ends_with(b"\n") {
+        let mut reader = BufReader::new(stream);
+        let mut rest = Vec::new();
+        reader
+            .by_ref()
+            .take((MAX_MESSAGE - line.len()) as u64)
+            .read_until(b'\n', &mut rest)?;
+        line.extend_from_slice(&rest);
+    }
+    let offer = serde_json::from_slice(&line).context("the listeners' list is not JSON")?;
+    Ok((offer, fds))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_listening_socket_goes_across_and_accepts_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handover.sock");
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = tcp.local_addr().unwrap();
+        let copy = tcp.as_fd().try_clone_to_owned().unwrap();
+        let listeners = vec![(Named::Tcp(address.to_string()), copy)];
+        let old = {
+            let path = path.clone();
+            std::thread::spawn(move || offer(&path, &listeners, Duration::from_secs(10), false))
+        };
+        let mut inherited = (0..200)
+            .find_map(|_| {
+                Inherited::take(&path).ok().or_else(|| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    None
+                })
+            })
+            .expect("the old side never offered");
+        let fd = inherited
+            .claim(&Named::Tcp(address.to_string()))
+            .expect("the TCP listener came across");
+        assert!(inherited.claim(&Named::Admin("x".into())).is_none());
+        let taken = TcpListener::from(fd);
+        // The same socket: a connect to its address is accepted on the copy.
+        let _client = TcpStream::connect(address).unwrap();
+        let (_, peer) = taken.accept().unwrap();
+        assert_eq!(peer.ip(), address.ip());
+        inherited.ready().unwrap();
+        old.join().unwrap().unwrap();
+        drop(tcp);
+        // The old process's copy closed: the new one still listens.
+        let _again = TcpStream::connect(address).unwrap();
+        taken.accept().unwrap();
+    }
+
+    #[test]
+    fn a_successor_that_never_says_ready_leaves_the_old_side_offering() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handover.sock");
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let copy = tcp.as_fd().try_clone_to_owned().unwrap();
+        let listeners = vec![(Named::Tcp("a".into()), copy)];
+        let old = {
+            let path = path.clone();
+            std::thread::spawn(move || offer(&path, &listeners, Duration::from_secs(10), false))
+        };
+        let first = (0..200)
+            .find_map(|_| {
+                Inherited::take(&path).ok().or_else(|| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    None
+                })
+            })
+            .expect("the old side never offered");
+        // Gone before ready, as a new process that crashes.
+        drop(first);
+        let mut second = Inherited::take(&path).expect("offered again");
+        assert!(second.claim(&Named::Tcp("a".into())).is_some());
+        second.ready().unwrap();
+        old.join().unwrap().unwrap();
+    }
+}

@@ -1,0 +1,122 @@
+//! How the process stops: a signal, or a successor that took the listeners over (then
+//! the sessions here drain first, within `[handover] drain_timeout`).
+
+use super::handover::{self, Inherited, Named};
+use super::reload_logged;
+use crate::config::{Config, Overrides};
+use crate::frontend::Frontend;
+use crate::shutdown::{self, Shutdown};
+use crate::stats::Stats;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// With `--take-over`: the listening sockets of the process running on `[handover]
+/// socket`. Without: none.
+pub(super) async fn take_over(config: &Config, overrides: &Overrides) -> anyhow::Result<Inherited> {
+    if !overrides.take_over {
+        return Ok(Inherited::default());
+    }
+    let Some(socket) = config.handover.socket.clone() else {
+        anyhow::bail!(
+            "--take-over needs [handover] socket: where the running Sluice offers its listeners"
+        );
+    };
+    let inherited = tokio::task::spawn_blocking(move || Inherited::take(&socket)).await??;
+    tracing::info!("took the listeners over from the running Sluice");
+    Ok(inherited)
+}
+
+/// With `[handover] socket`: offers `sockets` to the next process there, on a thread of
+/// its own; resolves once one took them and accepts on them.
+pub(super) fn offer_listeners(
+    config: &Config,
+    sockets: Vec<(Named, OwnedFd)>,
+    took_over: bool,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (done, handed_over) = tokio::sync::oneshot::channel();
+    let Some(path) = config.handover.socket.clone() else {
+        return handed_over;
+    };
+    let ready_timeout = config.handover.ready_timeout;
+    std::thread::spawn(
+        move || match handover::offer(&path, &sockets, ready_timeout, took_over) {
+            Ok(()) => {
+                let _ = done.send(());
+            }
+            Err(e) => tracing::warn!(
+                error = %format!("{e:#}"),
+                "no hand-over: a restart will refuse connections while no process listens"
+            ),
+        },
+    );
+    handed_over
+}
+
+/// Why the process stops.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Stop {
+    Signal,
+    /// A new process took the listeners over and accepts on them.
+    HandedOver,
+}
+
+/// Waits for SIGTERM, SIGINT or a completed hand-over, reloading the configuration on
+/// each SIGHUP meanwhile.
+pub(super) async fn until_stopped(
+    fe: &Arc<Frontend>,
+    stats: &Arc<Stats>,
+    config_path: Option<&std::path::Path>,
+    overrides: &Overrides,
+    shutdown: &Shutdown,
+    mut handed_over: tokio::sync::oneshot::Receiver<()>,
+) -> anyhow::Result<Stop> {
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = term.recv() => return Ok(Stop::Signal),
+            _ = int.recv() => return Ok(Stop::Signal),
+            Ok(()) = &mut handed_over => return Ok(Stop::HandedOver),
+            _ = hup.recv() => reload_logged(fe, stats, config_path, overrides, shutdown),
+        }
+    }
+}
+
+/// Takes no more clients, lets running statements finish within `grace`, lets the
+/// history sampler write its file, and logs the final counts.
+pub(super) async fn shut_down(
+    grace: Duration,
+    trigger: shutdown::ShutdownTrigger,
+    accept_tasks: Vec<tokio::task::JoinHandle<()>>,
+    // None: every session has ended already.
+    drain: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    sampler: Option<tokio::task::JoinHandle<()>>,
+    stats: &Stats,
+) {
+    tracing::info!(grace = ?grace, "shutting down: no new clients, running statements may finish");
+    trigger.trigger();
+    for t in accept_tasks {
+        let _ = t.await;
+    }
+    let Some(drain) = drain else {
+        return final_counts(sampler, stats).await;
+    };
+    if tokio::time::timeout(grace, drain).await.is_err() {
+        tracing::warn!("shutdown grace period over; closing remaining sessions");
+    }
+    final_counts(sampler, stats).await;
+}
+
+/// Lets the history sampler write its file, and logs the final counts.
+async fn final_counts(sampler: Option<tokio::task::JoinHandle<()>>, stats: &Stats) {
+    if let Some(sampler) = sampler {
+        // It writes the history file as it stops.
+        let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
+    }
+    for (name, _, value) in stats.snapshot() {
+        tracing::info!(metric = name, value, "final count");
+    }
+}
