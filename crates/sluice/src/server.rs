@@ -298,7 +298,7 @@ pub async fn run(
         config_path.as_deref(),
         &overrides,
         &shutdown,
-        handed_over,
+        (handed_over, config.handover.socket.is_some()),
     )
     .await?;
     let grace = config.limits.shutdown_grace;

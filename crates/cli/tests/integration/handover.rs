@@ -257,3 +257,49 @@ fn a_session_left_in_the_old_process_goes_on_until_it_quits() {
     );
     new.assert_running();
 }
+
+/// Kills a process the test did not start itself (a successor Sluice started by
+/// another), however the test ends.
+struct Reaped(u32);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &self.0.to_string()])
+            .status();
+    }
+}
+
+#[test]
+fn sigusr2_starts_a_successor_that_takes_over() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let clients = Connecting::start(old.addr());
+    clients.wait_for(10);
+    old.signal("USR2");
+    let mut successor = None;
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            successor = old
+                .log()
+                .lines()
+                .find(|l| l.contains("started a successor"))
+                .and_then(|l| l.split("pid=").nth(1))
+                .and_then(|p| p.split_whitespace().next()?.parse::<u32>().ok());
+            successor.is_some()
+        }),
+        "no successor started:\n{}",
+        old.log()
+    );
+    let successor = Reaped(successor.unwrap());
+    let status = old.wait_exit(Duration::from_secs(20));
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the old process did not hand over and exit: {status:?}\n{}",
+        old.log()
+    );
+    clients.wait_for(10);
+    let (ok, failures) = clients.finish();
+    assert!(failures.is_empty(), "{failures:?} of {ok}\n{}", old.log());
+    assert!(crate::support::sandbox::process_alive(successor.0));
+}

@@ -63,24 +63,61 @@ pub(super) enum Stop {
 }
 
 /// Waits for SIGTERM, SIGINT or a completed hand-over, reloading the configuration on
-/// each SIGHUP meanwhile.
+/// each SIGHUP, and starting a successor on each SIGUSR2 (`can_hand_over`: `[handover]
+/// socket` is set) meanwhile.
 pub(super) async fn until_stopped(
     fe: &Arc<Frontend>,
     stats: &Arc<Stats>,
     config_path: Option<&std::path::Path>,
     overrides: &Overrides,
     shutdown: &Shutdown,
-    mut handed_over: tokio::sync::oneshot::Receiver<()>,
+    (mut handed_over, can_hand_over): (tokio::sync::oneshot::Receiver<()>, bool),
 ) -> anyhow::Result<Stop> {
+    // Now, while the binary is the one that runs: an upgrade replaces the file, and the
+    // successor is the new one at the same path.
+    let exe = std::env::current_exe();
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut hup = signal(SignalKind::hangup())?;
+    let mut usr2 = signal(SignalKind::user_defined2())?;
     loop {
         tokio::select! {
             _ = term.recv() => return Ok(Stop::Signal),
             _ = int.recv() => return Ok(Stop::Signal),
             Ok(()) = &mut handed_over => return Ok(Stop::HandedOver),
             _ = hup.recv() => reload_logged(fe, stats, config_path, overrides, shutdown),
+            _ = usr2.recv() => match (&exe, can_hand_over) {
+                (Ok(exe), true) => start_successor(exe),
+                (Err(e), true) => tracing::warn!(error = %e, "SIGUSR2: this process's binary is unknown: no successor started"),
+                (_, false) => tracing::warn!("SIGUSR2: no [handover] socket configured: no successor started"),
+            },
+        }
+    }
+}
+
+/// SIGUSR2: the binary at this process's path, with this process's arguments and
+/// `--take-over`, takes the listeners over. Its output goes where this process's does;
+/// if it fails, the hand-over's own log says why and this process goes on.
+fn start_successor(exe: &std::path::Path) {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if !args.iter().any(|a| a == "--take-over") {
+        args.push("--take-over".into());
+    }
+    match std::process::Command::new(exe)
+        .args(&args)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+    {
+        Ok(mut child) => {
+            tracing::info!(
+                pid = child.id(),
+                "SIGUSR2: started a successor to take the listeners over"
+            );
+            // Reaped if it exits while this process runs (a failed start).
+            std::thread::spawn(move || child.wait());
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, exe = %exe.display(), "SIGUSR2: could not start a successor")
         }
     }
 }
