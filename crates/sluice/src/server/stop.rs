@@ -71,8 +71,17 @@ pub(super) async fn until_stopped(
     config_path: Option<&std::path::Path>,
     overrides: &Overrides,
     shutdown: &Shutdown,
-    (mut handed_over, can_hand_over): (tokio::sync::oneshot::Receiver<()>, bool),
+    (handed_over, can_hand_over): (tokio::sync::oneshot::Receiver<()>, bool),
 ) -> anyhow::Result<Stop> {
+    // Without a hand-over (no `[handover] socket`, or the offer failed) the channel
+    // closes at once. A oneshot polled again after it completed panics, and the loop
+    // below polls it once per turn: closed, it waits forever instead.
+    let handed_over = async move {
+        if handed_over.await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(handed_over);
     // Now, while the binary is the one that runs: an upgrade replaces the file, and the
     // successor is the new one at the same path.
     let exe = std::env::current_exe();
@@ -84,7 +93,7 @@ pub(super) async fn until_stopped(
         tokio::select! {
             _ = term.recv() => return Ok(Stop::Signal),
             _ = int.recv() => return Ok(Stop::Signal),
-            Ok(()) = &mut handed_over => return Ok(Stop::HandedOver),
+            () = &mut handed_over => return Ok(Stop::HandedOver),
             _ = hup.recv() => reload_logged(fe, stats, config_path, overrides, shutdown),
             _ = usr2.recv() => match (&exe, can_hand_over) {
                 (Ok(exe), true) => start_successor(exe),
