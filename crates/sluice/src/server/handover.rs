@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -174,8 +175,12 @@ fn bind(path: &Path, replace: bool) -> anyhow::Result<UnixListener> {
         );
     }
     let _ = std::fs::remove_file(path);
-    UnixListener::bind(path)
-        .with_context(|| format!("cannot listen on the hand-over socket {}", path.display()))
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("cannot listen on the hand-over socket {}", path.display()))?;
+    // Whoever connects gets the listening sockets: this process's user only.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("cannot restrict the hand-over socket {}", path.display()))?;
+    Ok(listener)
 }
 
 fn hand_over(
@@ -301,6 +306,12 @@ mod tests {
                 })
             })
             .expect("the old side never offered");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(
+            mode & 0o777,
+            0o600,
+            "only this process's user may take the sockets"
+        );
         let fd = inherited
             .claim(&Named::Tcp(address.to_string()))
             .expect("the TCP listener came across");
