@@ -19,12 +19,13 @@ use crate::stream::Stream;
 use anyhow::Context;
 use handover::{Inherited, Named};
 use listener::Listener;
+use sd_notify::NotifyState;
 use sluice_wire::response::ErrPacket;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use stop::{offer_listeners, shut_down, take_over, until_stopped, Stop};
+use stop::{notify_systemd, offer_listeners, shut_down, take_over, until_stopped, Stop};
 use tokio::sync::Semaphore;
 
 /// Builds the router for `config`, reusing the pool (and what the monitor knew) of any
@@ -279,8 +280,10 @@ pub async fn run(
     if let Some(a) = &admin {
         sockets.push((admin_name, a.socket.try_clone()?));
     }
-    // Accepting on every listener: the previous process, if any, may stop now.
+    // Accepting on every listener: the previous process, if any, may stop now, and the
+    // service is up.
     inherited.ready()?;
+    notify_systemd(&[NotifyState::Ready]);
     let handed_over = offer_listeners(&config, sockets, overrides.take_over);
     if let Some(cache) = &fe.cache {
         if !config.cache.log_interval.is_zero() {
@@ -301,6 +304,11 @@ pub async fn run(
         (handed_over, config.handover.socket.is_some()),
     )
     .await?;
+    // After a hand-over the service goes on in the successor: how systemd learns its
+    // process is for the change that makes reload a hand-over.
+    if stop == Stop::Signal {
+        notify_systemd(&[NotifyState::Stopping]);
+    }
     let grace = config.limits.shutdown_grace;
     let mut drain: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
         Box::pin(drain.wait());

@@ -1,5 +1,6 @@
 //! How the process stops: a signal, or a successor that took the listeners over (then
-//! the sessions here drain first, within `[handover] drain_timeout`).
+//! the sessions here drain first, within `[handover] drain_timeout`); and what systemd
+//! is told of it (`Type=notify`).
 
 use super::handover::{self, Inherited, Named};
 use super::reload_logged;
@@ -7,6 +8,7 @@ use crate::config::{Config, Overrides};
 use crate::frontend::Frontend;
 use crate::shutdown::{self, Shutdown};
 use crate::stats::Stats;
+use sd_notify::NotifyState;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +56,14 @@ pub(super) fn offer_listeners(
     handed_over
 }
 
+/// Tells systemd how the service is doing (`Type=notify` in sluice.service); does nothing
+/// when systemd did not start Sluice (no `NOTIFY_SOCKET`).
+pub(super) fn notify_systemd(state: &[NotifyState]) {
+    if let Err(e) = sd_notify::notify(state) {
+        tracing::warn!(error = %e, "could not notify systemd");
+    }
+}
+
 /// Why the process stops.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Stop {
@@ -94,7 +104,14 @@ pub(super) async fn until_stopped(
             _ = term.recv() => return Ok(Stop::Signal),
             _ = int.recv() => return Ok(Stop::Signal),
             () = &mut handed_over => return Ok(Stop::HandedOver),
-            _ = hup.recv() => reload_logged(fe, stats, config_path, overrides, shutdown),
+            _ = hup.recv() => {
+                // A reload (`systemctl reload` sends the SIGHUP) lasts until READY=1.
+                let mut reloading = vec![NotifyState::Reloading];
+                reloading.extend(NotifyState::monotonic_usec_now().ok());
+                notify_systemd(&reloading);
+                reload_logged(fe, stats, config_path, overrides, shutdown);
+                notify_systemd(&[NotifyState::Ready]);
+            }
             _ = usr2.recv() => match (&exe, can_hand_over) {
                 (Ok(exe), true) => start_successor(exe),
                 (Err(e), true) => tracing::warn!(error = %e, "SIGUSR2: this process's binary is unknown: no successor started"),
