@@ -10,20 +10,31 @@ TEST_ARGS ?= --test-threads=4
 # Integration tests and benchmarks open many sockets (clients, proxy, several servers).
 RAISE_NOFILE = ulimit -n 65536 2>/dev/null || ulimit -n "$$(ulimit -Hn)" 2>/dev/null || true
 
-.PHONY: all deps build test lint fmt fmt-check clippy demo fuzz fuzz-seeds fuzz-deps clean distclean
+.PHONY: all deps deb-deps build deb test lint fmt fmt-check clippy demo fuzz fuzz-seeds fuzz-deps clean distclean
 
 all: build
 
-## deps: install MariaDB, sysbench, the Python venv and the Node modules (idempotent)
-deps:
+## deps: install MariaDB, sysbench, the Python venv, the Node modules and cargo-deb (idempotent)
+deps: deb-deps
 	@bash scripts/deps.sh
+
+# cargo-deb, which builds the Debian package; installed only when missing.
+deb-deps:
+	@command -v cargo-deb >/dev/null 2>&1 || $(CARGO) install cargo-deb --version '^3.8' --locked
 
 ## build: release build of the sluice binary
 build:
 	$(CARGO) build --release -p sluice-cli
 
+## deb: the Debian package with the systemd service, in target/debian/ (packaging/debian/)
+# sluice_VERSION_ARCH.deb, and sluice-dbgsym_VERSION_ARCH.ddeb with the debug information.
+deb: deb-deps build
+	$(CARGO) deb -p sluice-cli --no-build
+
 ## test: everything CI runs
-test: deps fmt-check clippy
+# The release build comes first: the package tests (crates/cli/tests/integration/service.rs)
+# make the Debian package from it.
+test: deps fmt-check clippy build
 	$(RAISE_NOFILE); $(CARGO) test --workspace $(CARGO_TEST_ARGS) -- $(TEST_ARGS)
 
 ## lint: formatting and clippy, no changes made

@@ -26,6 +26,10 @@ have protoc || pkgs+=(protobuf-compiler)
 [ -e /usr/include/google/protobuf/descriptor.proto ] || pkgs+=(libprotobuf-dev)
 # HAProxy, the TCP proxy `sluice bench cache --scenarios haproxy` sets beside Sluice.
 have haproxy || pkgs+=(haproxy)
+# The Debian package's tests: systemd-analyze verifies its unit, systemd-sysusers and
+# deb-systemd-helper (init-system-helpers) run in its maintainer scripts. Installing
+# systemd does not make it the init of a machine or container that runs another.
+{ have systemd-analyze && have systemd-sysusers && have deb-systemd-helper; } || pkgs+=(systemd init-system-helpers)
 have python3 || pkgs+=(python3)
 # venv needs ensurepip, which Debian ships in python3-venv.
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || pkgs+=(python3-venv)
