@@ -97,6 +97,8 @@ mod replication_sandbox;
 mod routing;
 #[path = "integration/server_state.rs"]
 mod server_state;
+#[path = "integration/service.rs"]
+mod service;
 #[path = "integration/session_track.rs"]
 mod session_track;
 #[path = "integration/sharding.rs"]
