@@ -61,6 +61,15 @@ impl Connecting {
     }
 }
 
+/// `sluice serve --config CONFIG --take-over`: it takes the listeners of the Sluice
+/// serving on 127.0.0.1:`port`.
+fn successor(config: &std::path::Path, port: u16) -> Sluice {
+    Sluice::start_with_args(
+        &["serve", "--config", config.to_str().unwrap(), "--take-over"],
+        port,
+    )
+}
+
 fn config_with_handover() -> (Config, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("handover.sock");
@@ -79,15 +88,7 @@ fn a_restart_with_take_over_refuses_no_connection() {
     clients.wait_for(20);
 
     let config_path = old.config_path();
-    let mut new = Sluice::start_with_args(
-        &[
-            "serve",
-            "--config",
-            config_path.to_str().unwrap(),
-            "--take-over",
-        ],
-        port,
-    );
+    let mut new = successor(&config_path, port);
     let status = old.wait_exit(Duration::from_secs(20)).unwrap_or_else(|| {
         panic!(
             "the old process still runs after the hand-over:\n{}",
@@ -126,15 +127,7 @@ fn a_restart_with_take_over_refuses_no_connection() {
     assert_eq!(body.status, 200, "{body:?}");
 
     // And the new process offers its listeners to the next one in turn.
-    let mut third = Sluice::start_with_args(
-        &[
-            "serve",
-            "--config",
-            config_path.to_str().unwrap(),
-            "--take-over",
-        ],
-        port,
-    );
+    let mut third = successor(&config_path, port);
     assert!(
         new.wait_exit(Duration::from_secs(20)).is_some(),
         "the second hand-over did not happen:\n{}",
@@ -184,15 +177,7 @@ fn a_new_process_that_fails_leaves_the_old_one_serving() {
     drop(conn);
     // And it still offers its listeners to the next process, which succeeds.
     let config_path = old.config_path();
-    let mut next = Sluice::start_with_args(
-        &[
-            "serve",
-            "--config",
-            config_path.to_str().unwrap(),
-            "--take-over",
-        ],
-        old.port(),
-    );
+    let mut next = successor(&config_path, old.port());
     assert!(
         old.wait_exit(Duration::from_secs(20)).is_some(),
         "{}",
@@ -226,15 +211,7 @@ fn a_session_left_in_the_old_process_goes_on_until_it_quits() {
         .unwrap()
         .expect_ok();
     let config_path = old.config_path();
-    let mut new = Sluice::start_with_args(
-        &[
-            "serve",
-            "--config",
-            config_path.to_str().unwrap(),
-            "--take-over",
-        ],
-        old.port(),
-    );
+    let mut new = successor(&config_path, old.port());
     assert!(
         wait_until(Duration::from_secs(10), || old
             .log()
