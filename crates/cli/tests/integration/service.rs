@@ -455,19 +455,7 @@ impl Notified {
             .process_group(0)
             .spawn()
             .expect("starting sluice");
-        let mut watchdog = Command::new("bash")
-            .args([
-                "-c",
-                r#"read -r line || true; [ "$line" = forget ] || kill -KILL "$1" 2>/dev/null"#,
-                "sluice-notify-watchdog",
-                &child.id().to_string(),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("starting the watchdog");
+        let mut watchdog = crate::support::proxy::watchdog(child.id(), dir);
         let watchdog_stdin = watchdog.stdin.take();
         Notified {
             child,

@@ -478,25 +478,7 @@ impl Sluice {
             .process_group(0)
             .spawn()
             .expect("starting sluice");
-        let watchdog = Command::new("bash")
-            .args([
-                "-c",
-                r#"read -r line || true
-                   [ "$line" = forget ] && exit 0
-                   kill -TERM "$1" 2>/dev/null
-                   for ((i = 0; i < 50; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-                   kill -KILL "$1" 2>/dev/null
-                   rm -rf -- "$2""#,
-                "sluice-test-watchdog",
-                &child.id().to_string(),
-            ])
-            .arg(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .expect("starting the watchdog");
+        let watchdog = watchdog(child.id(), dir.path());
         let mut sluice = Sluice {
             child,
             watchdog_stdin: None,
@@ -645,6 +627,31 @@ impl Drop for Sluice {
             }
         }
     }
+}
+
+/// A watchdog for the `sluice` process `pid`: a "forget" line on its stdin means the
+/// process has exited and been waited for; its stdin closing otherwise (the test process
+/// died) means "stop it": SIGTERM, SIGKILL after 5 s, then `dir` removed.
+pub fn watchdog(pid: u32, dir: &Path) -> Child {
+    Command::new("bash")
+        .args([
+            "-c",
+            r#"read -r line || true
+               [ "$line" = forget ] && exit 0
+               kill -TERM "$1" 2>/dev/null
+               for ((i = 0; i < 50; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+               kill -KILL "$1" 2>/dev/null
+               rm -rf -- "$2""#,
+            "sluice-test-watchdog",
+            &pid.to_string(),
+        ])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("starting the watchdog")
 }
 
 /// `sluice ARGS...` run to completion (at most 30 s): exit code, stdout, stderr.
