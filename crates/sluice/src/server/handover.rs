@@ -355,4 +355,39 @@ mod tests {
         second.ready().unwrap();
         old.join().unwrap().unwrap();
     }
+
+    #[test]
+    fn a_peer_that_asks_something_else_gets_nothing_and_the_offer_stands() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handover.sock");
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let copy = tcp.as_fd().try_clone_to_owned().unwrap();
+        let listeners = vec![(Named::Tcp("a".into()), copy)];
+        let old = {
+            let path = path.clone();
+            std::thread::spawn(move || offer(&path, &listeners, Duration::from_secs(10), false))
+        };
+        let connect = || {
+            (0..200)
+                .find_map(|_| {
+                    UnixStream::connect(&path).ok().or_else(|| {
+                        std::thread::sleep(Duration::from_millis(10));
+                        None
+                    })
+                })
+                .expect("the old side never listened")
+        };
+        for garbage in [&b"not json\n"[..], b"{\"take\":1}\n", b"\xff\xfe\n"] {
+            let mut peer = connect();
+            peer.write_all(garbage).unwrap();
+            // Answered with nothing: the connection is closed without a socket sent.
+            let mut got = Vec::new();
+            std::io::Read::read_to_end(&mut peer, &mut got).unwrap();
+            assert!(got.is_empty(), "{garbage:?} got {got:?}");
+        }
+        let mut taker = Inherited::take(&path).expect("still offered");
+        assert!(taker.claim(&Named::Tcp("a".into())).is_some());
+        taker.ready().unwrap();
+        old.join().unwrap().unwrap();
+    }
 }
