@@ -309,25 +309,19 @@ pub async fn run(
     if stop == Stop::Signal {
         notify_systemd(&[NotifyState::Stopping]);
     }
+    // After a hand-over, the sessions here drain first, within their bound.
+    let handover_drain = (stop == Stop::HandedOver).then_some(config.handover.drain_timeout);
     let grace = config.limits.shutdown_grace;
-    let mut drain: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> =
-        Box::pin(drain.wait());
-    if stop == Stop::HandedOver {
-        listener::keep_socket_files();
-        // The successor accepts from here on; the sessions here go on until they end,
-        // within the bound, rather than be cut mid-login or between two statements.
-        for t in &accept_tasks {
-            t.abort();
-        }
-        let bound = config.handover.drain_timeout;
-        tracing::info!(bound = ?bound, "handed over: no new clients here; sessions go on until they end");
-        if tokio::time::timeout(bound, &mut drain).await.is_ok() {
-            shut_down(grace, trigger, accept_tasks, None, sampler, &stats).await;
-            return Ok(());
-        }
-        tracing::info!("hand-over drain bound reached: stopping the sessions left as at SIGTERM");
-    }
-    shut_down(grace, trigger, accept_tasks, Some(drain), sampler, &stats).await;
+    shut_down(
+        grace,
+        trigger,
+        accept_tasks,
+        drain,
+        handover_drain,
+        sampler,
+        &stats,
+    )
+    .await;
     Ok(())
 }
 

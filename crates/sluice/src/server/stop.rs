@@ -6,7 +6,7 @@ use super::handover::{self, Inherited, Named};
 use super::reload_logged;
 use crate::config::{Config, Overrides};
 use crate::frontend::Frontend;
-use crate::shutdown::{self, Shutdown};
+use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use sd_notify::NotifyState;
 use std::os::fd::OwnedFd;
@@ -149,32 +149,43 @@ fn start_successor(exe: &std::path::Path) {
 }
 
 /// Takes no more clients, lets running statements finish within `grace`, lets the
-/// history sampler write its file, and logs the final counts.
+/// history sampler write its file, and logs the final counts. `handover_drain`: a
+/// successor took the listeners over; the sessions here go on until they end, within
+/// this bound, before the rest.
 pub(super) async fn shut_down(
     grace: Duration,
     trigger: shutdown::ShutdownTrigger,
     accept_tasks: Vec<tokio::task::JoinHandle<()>>,
-    // None: every session has ended already.
-    drain: Option<std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>>,
+    drain: Drain,
+    handover_drain: Option<Duration>,
     sampler: Option<tokio::task::JoinHandle<()>>,
     stats: &Stats,
 ) {
+    let mut drain = std::pin::pin!(drain.wait());
+    let mut drained = false;
+    if let Some(bound) = handover_drain {
+        super::listener::keep_socket_files();
+        // The successor accepts from here on; the sessions here go on until they end,
+        // within the bound, rather than be cut mid-login or between two statements.
+        for t in &accept_tasks {
+            t.abort();
+        }
+        tracing::info!(bound = ?bound, "handed over: no new clients here; sessions go on until they end");
+        drained = tokio::time::timeout(bound, &mut drain).await.is_ok();
+        if !drained {
+            tracing::info!(
+                "hand-over drain bound reached: stopping the sessions left as at SIGTERM"
+            );
+        }
+    }
     tracing::info!(grace = ?grace, "shutting down: no new clients, running statements may finish");
     trigger.trigger();
     for t in accept_tasks {
         let _ = t.await;
     }
-    let Some(drain) = drain else {
-        return final_counts(sampler, stats).await;
-    };
-    if tokio::time::timeout(grace, drain).await.is_err() {
+    if !drained && tokio::time::timeout(grace, &mut drain).await.is_err() {
         tracing::warn!("shutdown grace period over; closing remaining sessions");
     }
-    final_counts(sampler, stats).await;
-}
-
-/// Lets the history sampler write its file, and logs the final counts.
-async fn final_counts(sampler: Option<tokio::task::JoinHandle<()>>, stats: &Stats) {
     if let Some(sampler) = sampler {
         // It writes the history file as it stops.
         let _ = tokio::time::timeout(Duration::from_secs(5), sampler).await;
