@@ -25,7 +25,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use stop::{notify_systemd, offer_listeners, shut_down, take_over, until_stopped, Stop};
+use stop::{notify_systemd, offer_listeners, shut_down, take_over, until_stopped, Signals, Stop};
 use tokio::sync::Semaphore;
 
 /// Builds the router for `config`, reusing the pool (and what the monitor knew) of any
@@ -280,6 +280,7 @@ pub async fn run(
     if let Some(a) = &admin {
         sockets.push((admin_name, a.socket.try_clone()?));
     }
+    let signals = Signals::listen()?;
     // Accepting on every listener: the previous process, if any, may stop now, and the
     // service is up.
     inherited.ready()?;
@@ -296,6 +297,7 @@ pub async fn run(
     }
 
     let stop = until_stopped(
+        signals,
         &fe,
         &stats,
         config_path.as_deref(),

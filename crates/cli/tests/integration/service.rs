@@ -488,13 +488,14 @@ impl Drop for Notified {
 }
 
 /// The next message on `socket`, waiting at most `timeout`.
-fn next_message(socket: &UnixDatagram, timeout: Duration, sluice: &Notified) -> String {
+fn next_message(socket: &UnixDatagram, timeout: Duration, sluice: &mut Notified) -> String {
     socket.set_read_timeout(Some(timeout)).unwrap();
     let mut buf = [0u8; 4096];
     match socket.recv(&mut buf) {
         Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
         Err(e) => panic!(
-            "no message from sluice within {timeout:?} ({e}); log:\n{}",
+            "no message from sluice within {timeout:?} ({e}); its exit status: {:?}; log:\n{}",
+            sluice.child.try_wait(),
             sluice.log()
         ),
     }
@@ -513,7 +514,7 @@ fn serve_tells_systemd_it_is_ready_reloading_and_stopping() {
     let listener = SocketAddr::from(([127, 0, 0, 1], config.port()));
 
     let mut sluice = Notified::start(dir.path(), &config_path, &socket_path);
-    let ready = next_message(&socket, Duration::from_secs(30), &sluice);
+    let ready = next_message(&socket, Duration::from_secs(30), &mut sluice);
     assert_eq!(ready, "READY=1\n");
     // READY=1 means clients are served: the first connect gets the greeting.
     let conn = RawConn::connect(listener).unwrap_or_else(|e| {
@@ -527,7 +528,7 @@ fn serve_tells_systemd_it_is_ready_reloading_and_stopping() {
     // A reload is RELOADING=1 (with the time systemd's notify-reload wants), then
     // READY=1 once the file is read again.
     sluice.signal("HUP");
-    let reloading = next_message(&socket, Duration::from_secs(10), &sluice);
+    let reloading = next_message(&socket, Duration::from_secs(10), &mut sluice);
     let mut lines = reloading.lines();
     assert_eq!(lines.next(), Some("RELOADING=1"), "{reloading:?}");
     assert!(
@@ -536,7 +537,7 @@ fn serve_tells_systemd_it_is_ready_reloading_and_stopping() {
             .is_some_and(|l| l.starts_with("MONOTONIC_USEC=")),
         "{reloading:?}"
     );
-    let ready = next_message(&socket, Duration::from_secs(10), &sluice);
+    let ready = next_message(&socket, Duration::from_secs(10), &mut sluice);
     assert_eq!(ready, "READY=1\n");
     assert!(
         sluice.log().contains("configuration reloaded"),
@@ -545,7 +546,7 @@ fn serve_tells_systemd_it_is_ready_reloading_and_stopping() {
     );
 
     sluice.signal("TERM");
-    let stopping = next_message(&socket, Duration::from_secs(10), &sluice);
+    let stopping = next_message(&socket, Duration::from_secs(10), &mut sluice);
     assert_eq!(stopping, "STOPPING=1\n");
     let status = sandbox::wait_child(&mut sluice.child, Duration::from_secs(30))
         .unwrap()

@@ -72,10 +72,32 @@ pub(super) enum Stop {
     HandedOver,
 }
 
+/// The signals a running Sluice answers. Listened to before READY=1 goes to systemd
+/// (or a client is accepted): systemd may send the reload's SIGHUP the moment it reads
+/// READY=1, and a signal with no handler yet would kill the process.
+pub(super) struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+    usr2: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    pub(super) fn listen() -> std::io::Result<Self> {
+        Ok(Self {
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+            hup: signal(SignalKind::hangup())?,
+            usr2: signal(SignalKind::user_defined2())?,
+        })
+    }
+}
+
 /// Waits for SIGTERM, SIGINT or a completed hand-over, reloading the configuration on
 /// each SIGHUP, and starting a successor on each SIGUSR2 (`can_hand_over`: `[handover]
 /// socket` is set) meanwhile.
 pub(super) async fn until_stopped(
+    signals: Signals,
     fe: &Arc<Frontend>,
     stats: &Arc<Stats>,
     config_path: Option<&std::path::Path>,
@@ -95,10 +117,12 @@ pub(super) async fn until_stopped(
     // Now, while the binary is the one that runs: an upgrade replaces the file, and the
     // successor is the new one at the same path.
     let exe = std::env::current_exe();
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut hup = signal(SignalKind::hangup())?;
-    let mut usr2 = signal(SignalKind::user_defined2())?;
+    let Signals {
+        mut term,
+        mut int,
+        mut hup,
+        mut usr2,
+    } = signals;
     loop {
         tokio::select! {
             _ = term.recv() => return Ok(Stop::Signal),
