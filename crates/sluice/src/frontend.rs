@@ -20,7 +20,7 @@ pub use cache_admin::CacheHandle;
 pub use client::ClientConn;
 pub use servers_admin::ServersHandle;
 pub use session::mux::{MuxStats, PinReason};
-pub use session::run;
+pub use session::{arrive, run};
 pub use sessions_admin::SessionsHandle;
 
 use crate::auth::config::UserConfig;
@@ -215,6 +215,15 @@ pub struct Frontend {
     client_params: Mutex<HashMap<String, ConnParams>>,
     /// Warm-up groups waiting for their user's first client.
     warm_pending: Mutex<Vec<warm::WarmGroup>>,
+    /// After a hand-over: where sessions leave for the successor process.
+    pub departures: Mutex<Option<std::sync::mpsc::Sender<Departure>>>,
+}
+
+/// A session leaving for the successor process at a hand-over: its state, as the
+/// successor's `session::arrive` reads it, and its client's socket.
+pub struct Departure {
+    pub parcel: Vec<u8>,
+    pub socket: std::os::fd::OwnedFd,
 }
 
 impl Frontend {
@@ -266,6 +275,7 @@ impl Frontend {
             analytics: Arc::new(crate::analytics::Analytics::new(config.analytics)),
             client_params: Mutex::new(HashMap::new()),
             warm_pending: Mutex::new(Vec::new()),
+            departures: Mutex::new(None),
         }
     }
 
@@ -357,6 +367,17 @@ impl Frontend {
 
     /// A session id unique across the fleet: the instance's slot in the top byte, its
     /// own count below (a lone instance's ids are 1, 2, 3...), never one in use here.
+    /// The id counter as it stands: a successor goes on from here, so that the ids of
+    /// the sessions it takes over are not given again.
+    pub fn id_counter(&self) -> u32 {
+        self.next_id.load(Ordering::Relaxed)
+    }
+
+    /// Goes on from the process before's id counter (a hand-over).
+    pub fn continue_ids(&self, from: u32) {
+        self.next_id.fetch_max(from, Ordering::Relaxed);
+    }
+
     pub fn next_connection_id(&self) -> u32 {
         let prefix = self.fleet.get().map_or(0, |f| f.id_prefix());
         loop {

@@ -3,6 +3,7 @@
 
 pub mod handover;
 mod listener;
+mod moved;
 mod stop;
 
 use crate::auth::BackendCredentials;
@@ -261,6 +262,7 @@ pub async fn run(
         &shutdown,
     );
     let mut inherited = take_over(&config, &overrides).await?;
+    fe.continue_ids(inherited.first_id());
     let admin_name = Named::Admin(config.admin.address.clone());
     let admin_socket = inherited.claim(&admin_name);
     let admin = crate::admin::start(&config.admin, admin, shutdown.clone(), admin_socket).await?;
@@ -283,9 +285,11 @@ pub async fn run(
     let signals = Signals::listen()?;
     // Accepting on every listener: the previous process, if any, may stop now, and the
     // service is up.
-    inherited.ready()?;
+    if let Some(from_old) = inherited.ready()? {
+        moved::receive(&fe, from_old, &limit, &shutdown, &drain);
+    }
     notify_systemd(&[NotifyState::Ready]);
-    let handed_over = offer_listeners(&config, sockets, overrides.take_over);
+    let handed_over = offer_listeners(&config, &fe, sockets, overrides.take_over);
     if let Some(cache) = &fe.cache {
         if !config.cache.log_interval.is_zero() {
             tokio::spawn(log_cache(
@@ -308,18 +312,20 @@ pub async fn run(
     .await?;
     // After a hand-over the service goes on in the successor: how systemd learns its
     // process is for the change that makes reload a hand-over.
-    if stop == Stop::Signal {
-        notify_systemd(&[NotifyState::Stopping]);
-    }
-    // After a hand-over, the sessions here drain first, within their bound.
-    let handover_drain = (stop == Stop::HandedOver).then_some(config.handover.drain_timeout);
+    // After a hand-over, the sessions here move or drain first, within their bound.
+    let handed_over = match stop {
+        Stop::Signal => {
+            notify_systemd(&[NotifyState::Stopping]);
+            None
+        }
+        Stop::HandedOver(successor) => Some((config.handover.drain_timeout, successor, &fe)),
+    };
     let grace = config.limits.shutdown_grace;
     shut_down(
-        grace,
-        trigger,
+        (grace, trigger),
         accept_tasks,
         drain,
-        handover_drain,
+        handed_over,
         sampler,
         &stats,
     )

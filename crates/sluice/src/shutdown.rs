@@ -15,6 +15,9 @@ pub struct Shutdown {
 
 struct Signal {
     stopping: AtomicBool,
+    /// A successor took the listeners over: sessions go to it once they can
+    /// (`frontend/session/moving.rs`), before the drain's end stops the rest.
+    moving: AtomicBool,
     notify: Notify,
 }
 
@@ -25,6 +28,7 @@ pub struct ShutdownTrigger {
 pub fn channel() -> (ShutdownTrigger, Shutdown) {
     let signal = Arc::new(Signal {
         stopping: AtomicBool::new(false),
+        moving: AtomicBool::new(false),
         notify: Notify::new(),
     });
     (
@@ -40,6 +44,12 @@ impl ShutdownTrigger {
         self.signal.stopping.store(true, Ordering::SeqCst);
         self.signal.notify.notify_waiters();
     }
+
+    /// Tells sessions to move to the successor: wakes those waiting for their client.
+    pub fn start_moving(&self) {
+        self.signal.moving.store(true, Ordering::SeqCst);
+        self.signal.notify.notify_waiters();
+    }
 }
 
 impl Shutdown {
@@ -47,11 +57,25 @@ impl Shutdown {
         self.signal.stopping.load(Ordering::SeqCst)
     }
 
+    pub fn is_moving(&self) -> bool {
+        self.signal.moving.load(Ordering::SeqCst)
+    }
+
     /// Resolves when shutdown has been triggered (immediately if it already was).
     pub async fn stopping(&mut self) {
         // Made before the flag is read: a trigger in between still wakes it.
         let notified = self.signal.notify.notified();
         if self.is_stopping() {
+            return;
+        }
+        notified.await;
+    }
+
+    /// Resolves when shutdown has been triggered, or sessions were told to move and
+    /// the caller had not seen it (`seen_moving`): at once if either already holds.
+    pub async fn stopping_or_moving(&mut self, seen_moving: bool) {
+        let notified = self.signal.notify.notified();
+        if self.is_stopping() || (self.is_moving() && !seen_moving) {
             return;
         }
         notified.await;

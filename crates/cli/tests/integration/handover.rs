@@ -1,6 +1,7 @@
 //! A restart with `--take-over`: the new process takes the running one's listening
 //! sockets (client listener and admin API) over a Unix socket, and no connection is
-//! refused meanwhile; a new process that fails leaves the old one serving.
+//! refused meanwhile; a new process that fails leaves the old one serving. Sessions go
+//! across with their state and id once nothing holds them in the old process.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -202,12 +203,78 @@ fn take_over_without_a_running_sluice_does_not_start() {
     );
 }
 
+/// The first row's cells of `sql`'s answer.
+fn row(conn: &mut RawConn, sql: &str) -> Vec<Option<String>> {
+    conn.query_rows(sql).into_iter().next().unwrap_or_default()
+}
+
 #[test]
-fn a_session_left_in_the_old_process_goes_on_until_it_quits() {
+fn an_idle_session_moves_to_the_new_process_with_its_state_and_id() {
     let (config, _dir) = config_with_handover();
     let mut old = Sluice::start(&config);
     let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
-    held.query("SET @kept = 'in the old process'")
+    held.query("CREATE DATABASE IF NOT EXISTS handover_moves")
+        .unwrap()
+        .expect_ok();
+    held.query("USE handover_moves").unwrap().expect_ok();
+    held.query("SET @kept = 'moved', sql_mode = 'ANSI_QUOTES', time_zone = '+03:00'")
+        .unwrap()
+        .expect_ok();
+    let stmt = held.prepare("SELECT CONCAT(?, '-', @kept)").unwrap();
+    let before = row(
+        &mut held,
+        "SELECT CONNECTION_ID(), DATABASE(), @@sql_mode, @@time_zone",
+    );
+    let config_path = old.config_path();
+    let mut new = successor(&config_path, old.port());
+    // Nothing holds it here: it goes, and the old process, holding nothing, ends.
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "the old process kept a session that could move:\n{}",
+        old.log()
+    );
+    assert!(old.log().contains("moved=1"), "{}", old.log());
+    // The same connection, with the same id and the state it had.
+    let after = row(
+        &mut held,
+        "SELECT CONNECTION_ID(), DATABASE(), @@sql_mode, @@time_zone",
+    );
+    assert_eq!(before, after, "{}", new.log());
+    assert_eq!(
+        row(&mut held, "SELECT @kept"),
+        vec![Some("moved".to_owned())]
+    );
+    // The prepared statement, under the id the client knows, prepared again where it
+    // runs now.
+    let rows = held.execute_binary_rows(stmt, &["x"]).unwrap();
+    assert_eq!(rows.len(), 1, "{}", new.log());
+    assert!(rows[0].windows(7).any(|w| w == b"x-moved"), "{:?}", rows[0]);
+    // KILL finds it under its id in the new process.
+    let mut other = RawConn::login_ok(new.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let id = before[0].clone().unwrap();
+    other.query(&format!("KILL {id}")).unwrap().expect_ok();
+    assert!(
+        held.query("SELECT 1").is_err(),
+        "the moved session was not killed"
+    );
+    new.assert_running();
+}
+
+#[test]
+fn a_session_in_a_transaction_moves_once_it_ends() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    held.query("CREATE DATABASE IF NOT EXISTS handover_moves")
+        .unwrap()
+        .expect_ok();
+    held.query("CREATE TABLE IF NOT EXISTS handover_moves.t (id INT PRIMARY KEY)")
+        .unwrap()
+        .expect_ok();
+    let id = row(&mut held, "SELECT CONNECTION_ID()");
+    held.query("BEGIN").unwrap().expect_ok();
+    held.query("REPLACE INTO handover_moves.t VALUES (1)")
         .unwrap()
         .expect_ok();
     let config_path = old.config_path();
@@ -215,13 +282,61 @@ fn a_session_left_in_the_old_process_goes_on_until_it_quits() {
     assert!(
         wait_until(Duration::from_secs(10), || old
             .log()
-            .contains("sessions go on until they end")),
+            .contains("sessions move once they can")),
         "{}",
         old.log()
     );
-    // Its state is where it was: the session did not move, and was not cut.
+    // In its transaction it stays: the old process waits for it.
     assert_eq!(
-        held.query_rows("SELECT @kept"),
+        row(&mut held, "SELECT @@in_transaction"),
+        vec![Some("1".to_owned())]
+    );
+    old.assert_running();
+    held.query("COMMIT").unwrap().expect_ok();
+    // Its next statement finds it in the new process.
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "the session did not move at the end of its transaction:\n{}",
+        old.log()
+    );
+    assert_eq!(row(&mut held, "SELECT CONNECTION_ID()"), id);
+    assert_eq!(
+        row(
+            &mut held,
+            "SELECT COUNT(*) FROM handover_moves.t WHERE id = 1"
+        ),
+        vec![Some("1".to_owned())]
+    );
+    new.assert_running();
+}
+
+#[test]
+fn a_session_that_cannot_move_goes_on_in_the_old_process_until_it_quits() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    held.query("CREATE DATABASE IF NOT EXISTS handover_moves")
+        .unwrap()
+        .expect_ok();
+    // A temporary table lives on the server connection: the session stays with it.
+    held.query("CREATE TEMPORARY TABLE handover_moves.kept (v TEXT)")
+        .unwrap()
+        .expect_ok();
+    held.query("INSERT INTO handover_moves.kept VALUES ('in the old process')")
+        .unwrap()
+        .expect_ok();
+    let config_path = old.config_path();
+    let mut new = successor(&config_path, old.port());
+    assert!(
+        wait_until(Duration::from_secs(10), || old
+            .log()
+            .contains("sessions move once they can")),
+        "{}",
+        old.log()
+    );
+    assert_eq!(
+        held.query_rows("SELECT v FROM handover_moves.kept"),
         vec![vec![Some("in the old process".to_owned())]]
     );
     old.assert_running();

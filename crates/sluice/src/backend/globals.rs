@@ -65,6 +65,19 @@ pub struct Globals {
 
 static NEXT_GENERATION: AtomicU64 = AtomicU64::new(1);
 
+impl Globals {
+    /// Values a session brought from the process before a hand-over: a generation of
+    /// this process's, which no connection here has, so the first one it uses is
+    /// compared with them value by value.
+    pub fn carried(values: Vars) -> Globals {
+        Globals {
+            generation: NEXT_GENERATION.fetch_add(1, Ordering::Relaxed),
+            values,
+            digest: None,
+        }
+    }
+}
+
 /// What Sluice knows of one server's globals: which variables are inherited (learnt
 /// from the first connection that starts tracking) and the latest values seen.
 #[derive(Default)]

@@ -283,7 +283,7 @@ pub async fn authenticate(
 
 /// The account `name` logs in as from `ip`: `[[users]]` first, then the servers'
 /// accounts, read again (rate-limited) before an unknown name is refused.
-async fn find_user(fe: &Arc<Frontend>, name: &str, client: &Peer) -> Option<Arc<User>> {
+pub(super) async fn find_user(fe: &Arc<Frontend>, name: &str, client: &Peer) -> Option<Arc<User>> {
     if let Some(u) = fe.users.load().get(name) {
         return Some(u);
     }

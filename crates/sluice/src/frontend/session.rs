@@ -29,6 +29,8 @@ mod grants;
 mod identity;
 mod kill;
 pub(crate) use kill::{host_matches, stop_session};
+mod moving;
+pub use moving::arrive;
 pub mod mux;
 mod origin;
 mod prepared;
@@ -405,6 +407,11 @@ impl Session {
             if shutdown.is_stopping() {
                 return Ok(());
             }
+            // After a hand-over: to the successor, as soon as nothing holds it here.
+            let moving = shutdown.is_moving();
+            if moving && Box::pin(self.move_out()).await? {
+                return Ok(());
+            }
             if std::mem::take(&mut served) {
                 idle_since = Instant::now();
             }
@@ -437,7 +444,12 @@ impl Session {
             self.client.release_idle();
             let header = tokio::select! {
                 h = self.client.peek_header(CLASSIFY_HEAD) => h?,
-                _ = shutdown.stopping() => return Ok(()),
+                _ = shutdown.stopping_or_moving(moving) => {
+                    if shutdown.is_stopping() {
+                        return Ok(());
+                    }
+                    continue;
+                }
                 _ = &mut killed => {
                     // The killer stops its thread on the server next: the connection
                     // must not go back to the pool for another session to find dead.

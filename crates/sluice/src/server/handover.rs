@@ -9,6 +9,12 @@
 //! the old answers with one message holding the list of its listeners and their file
 //! descriptors, in the same order; the new answers `{"ready": true}` once it accepts on
 //! them, or closes the connection.
+//!
+//! Then the sessions: the old process sends each one that can move as a frame, a
+//! four-byte length with the client's socket attached, then that many bytes of its
+//! state; a frame of length zero says it sends no more. The sockets ride on the length
+//! alone, which the new side reads with a buffer of exactly that size, so that one
+//! read never takes two sockets' bytes.
 
 use anyhow::Context;
 use rustix::net::{
@@ -80,15 +86,29 @@ pub enum Named {
 #[derive(Serialize, Deserialize)]
 struct Offer {
     listeners: Vec<Named>,
+    /// Where the new process's connection ids start: past the old one's, so that the
+    /// sessions it takes over keep theirs.
+    #[serde(default)]
+    next_id: u32,
 }
+
+/// The connection ids the old process may still give while both accept (until the new
+/// one says ready): the new one starts past them.
+const IDS_IN_BETWEEN: u32 = 1 << 16;
+
+/// A session's state is at most this long (its prepared statements' texts make most
+/// of it).
+const MAX_SESSION: usize = 64 << 20;
 
 /// The listening sockets a new process received, by name: each taken by the listener
 /// configured with that name, the rest closed when this goes.
 #[derive(Default)]
 pub struct Inherited {
     sockets: HashMap<Named, OwnedFd>,
-    /// The old process, waiting for `ready`.
+    /// The old process, waiting for `ready`; then sending sessions.
     to_old: Option<UnixStream>,
+    /// The old process's next connection id.
+    next_id: u32,
 }
 
 impl Inherited {
@@ -114,7 +134,16 @@ impl Inherited {
         Ok(Inherited {
             sockets: offer.listeners.into_iter().zip(fds).collect(),
             to_old: Some(stream),
+            next_id: offer.next_id,
         })
+    }
+
+    /// Where this process's connection ids start (1 when it took nothing over).
+    pub fn first_id(&self) -> u32 {
+        match self.to_old {
+            Some(_) => self.next_id.saturating_add(IDS_IN_BETWEEN).max(1),
+            None => 1,
+        }
     }
 
     /// The socket the old process listened on as `name`, if it handed one over.
@@ -122,28 +151,104 @@ impl Inherited {
         self.sockets.remove(name)
     }
 
-    /// Tells the old process this one accepts on every listener: it stops accepting
-    /// and drains. Sockets no listener claimed are closed.
-    pub fn ready(&mut self) -> anyhow::Result<()> {
+    /// Tells the old process this one accepts on every listener: it stops accepting,
+    /// sends its sessions and drains. Sockets no listener claimed are closed. Returns
+    /// the connection the sessions come on (none without a take-over).
+    pub fn ready(&mut self) -> anyhow::Result<Option<UnixStream>> {
         self.sockets.clear();
-        if let Some(mut old) = self.to_old.take() {
-            old.write_all(b"{\"ready\":true}\n")
-                .context("telling the old process this one is ready")?;
-        }
-        Ok(())
+        let Some(mut old) = self.to_old.take() else {
+            return Ok(None);
+        };
+        old.write_all(b"{\"ready\":true}\n")
+            .context("telling the old process this one is ready")?;
+        Ok(Some(old))
     }
+}
+
+/// Old side: sends one session, its state and its client's socket.
+pub fn send_session(
+    stream: &UnixStream,
+    state: &[u8],
+    socket: BorrowedFd<'_>,
+) -> anyhow::Result<()> {
+    if state.is_empty() || state.len() > MAX_SESSION {
+        anyhow::bail!("a session's state of {} bytes", state.len());
+    }
+    let len = (state.len() as u32).to_be_bytes();
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    let fds = [socket];
+    if !control.push(SendAncillaryMessage::ScmRights(&fds)) {
+        anyhow::bail!("no room for the socket");
+    }
+    let sent = sendmsg(
+        stream,
+        &[IoSlice::new(&len)],
+        &mut control,
+        SendFlags::empty(),
+    )?;
+    (&*stream).write_all(&len[sent..])?;
+    (&*stream).write_all(state)?;
+    Ok(())
+}
+
+/// Old side: no more sessions come.
+pub fn end_sessions(stream: &UnixStream) -> std::io::Result<()> {
+    (&*stream).write_all(&0u32.to_be_bytes())
+}
+
+/// New side: the next session (its state and its client's socket); `None` once the
+/// old side sent its last one, or went away.
+pub fn receive_session(stream: &UnixStream) -> anyhow::Result<Option<(Vec<u8>, OwnedFd)>> {
+    let mut len = [0u8; 4];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let received = recvmsg(
+        stream,
+        &mut [IoSliceMut::new(&mut len)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    let mut socket = None;
+    for message in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(fds) = message {
+            for fd in fds {
+                // One per frame; any other is closed as it goes.
+                socket.get_or_insert(fd);
+            }
+        }
+    }
+    if received.bytes == 0 {
+        return Ok(None);
+    }
+    (&*stream).read_exact(&mut len[received.bytes..])?;
+    let n = u32::from_be_bytes(len) as usize;
+    if n == 0 {
+        return Ok(None);
+    }
+    if n > MAX_SESSION {
+        anyhow::bail!("a session's state of {n} bytes");
+    }
+    let Some(socket) = socket else {
+        anyhow::bail!("a session came without its socket");
+    };
+    let mut state = vec![0u8; n];
+    (&*stream).read_exact(&mut state)?;
+    Ok(Some((state, socket)))
 }
 
 /// The old side: offers `listeners` (name, a copy of the listening socket) to each
 /// process that connects to `path`, one at a time, and returns once one of them said it
-/// is ready. Run on a thread of its own: it blocks.
-/// `replace`: this process took over from the one that listened on `path` before.
+/// is ready, with the connection to it (where the sessions go). Run on a thread of its
+/// own: it blocks. `replace`: this process took over from the one that listened on
+/// `path` before. `next_id`: this process's connection id counter, when asked.
 pub fn offer(
     path: &Path,
     listeners: &[(Named, OwnedFd)],
     ready_timeout: Duration,
     replace: bool,
-) -> anyhow::Result<()> {
+    next_id: &dyn Fn() -> u32,
+) -> anyhow::Result<UnixStream> {
     let server = bind(path, replace)?;
     for stream in server.incoming() {
         let stream = match stream {
@@ -153,9 +258,12 @@ pub fn offer(
                 continue;
             }
         };
-        match hand_over(&stream, listeners, ready_timeout) {
+        match hand_over(&stream, listeners, ready_timeout, next_id()) {
             // The socket file stays: the successor listens on it for the next one.
-            Ok(()) => return Ok(()),
+            Ok(()) => {
+                stream.set_read_timeout(None)?;
+                return Ok(stream);
+            }
             Err(e) => tracing::warn!(
                 error = %format!("{e:#}"),
                 "hand-over failed: this process goes on serving everything"
@@ -187,6 +295,7 @@ fn hand_over(
     stream: &UnixStream,
     listeners: &[(Named, OwnedFd)],
     ready_timeout: Duration,
+    next_id: u32,
 ) -> anyhow::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream);
@@ -200,6 +309,7 @@ fn hand_over(
     );
     let offer = Offer {
         listeners: listeners.iter().map(|(n, _)| n.clone()).collect(),
+        next_id,
     };
     let fds: Vec<BorrowedFd<'_>> = listeners.iter().map(|(_, fd)| fd.as_fd()).collect();
     send(stream, &offer, &fds)?;
@@ -208,7 +318,9 @@ fn hand_over(
     if answer.get("ready") != Some(&serde_json::Value::Bool(true)) {
         anyhow::bail!("the new process answered {answer}");
     }
-    tracing::info!("hand-over: the new process accepts clients; this one stops and drains");
+    tracing::info!(
+        "hand-over: the new process accepts clients; this one stops accepting, sends its sessions there and drains"
+    );
     Ok(())
 }
 
@@ -296,7 +408,9 @@ mod tests {
         let listeners = vec![(Named::Tcp(address.to_string()), copy)];
         let old = {
             let path = path.clone();
-            std::thread::spawn(move || offer(&path, &listeners, Duration::from_secs(10), false))
+            std::thread::spawn(move || {
+                offer(&path, &listeners, Duration::from_secs(10), false, &|| 7).map(drop)
+            })
         };
         let mut inherited = (0..200)
             .find_map(|_| {
@@ -338,7 +452,9 @@ mod tests {
         let listeners = vec![(Named::Tcp("a".into()), copy)];
         let old = {
             let path = path.clone();
-            std::thread::spawn(move || offer(&path, &listeners, Duration::from_secs(10), false))
+            std::thread::spawn(move || {
+                offer(&path, &listeners, Duration::from_secs(10), false, &|| 7).map(drop)
+            })
         };
         let first = (0..200)
             .find_map(|_| {
@@ -365,7 +481,9 @@ mod tests {
         let listeners = vec![(Named::Tcp("a".into()), copy)];
         let old = {
             let path = path.clone();
-            std::thread::spawn(move || offer(&path, &listeners, Duration::from_secs(10), false))
+            std::thread::spawn(move || {
+                offer(&path, &listeners, Duration::from_secs(10), false, &|| 7).map(drop)
+            })
         };
         let connect = || {
             (0..200)

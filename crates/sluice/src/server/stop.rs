@@ -10,6 +10,7 @@ use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use sd_notify::NotifyState;
 use std::os::fd::OwnedFd;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
@@ -31,28 +32,32 @@ pub(super) async fn take_over(config: &Config, overrides: &Overrides) -> anyhow:
 }
 
 /// With `[handover] socket`: offers `sockets` to the next process there, on a thread of
-/// its own; resolves once one took them and accepts on them.
+/// its own; resolves once one took them and accepts on them, with the connection the
+/// sessions go to it on.
 pub(super) fn offer_listeners(
     config: &Config,
+    fe: &Arc<Frontend>,
     sockets: Vec<(Named, OwnedFd)>,
     took_over: bool,
-) -> tokio::sync::oneshot::Receiver<()> {
+) -> tokio::sync::oneshot::Receiver<UnixStream> {
     let (done, handed_over) = tokio::sync::oneshot::channel();
     let Some(path) = config.handover.socket.clone() else {
         return handed_over;
     };
     let ready_timeout = config.handover.ready_timeout;
-    std::thread::spawn(
-        move || match handover::offer(&path, &sockets, ready_timeout, took_over) {
-            Ok(()) => {
-                let _ = done.send(());
+    let fe = fe.clone();
+    std::thread::spawn(move || {
+        let next_id = || fe.id_counter();
+        match handover::offer(&path, &sockets, ready_timeout, took_over, &next_id) {
+            Ok(successor) => {
+                let _ = done.send(successor);
             }
             Err(e) => tracing::warn!(
                 error = %format!("{e:#}"),
                 "no hand-over: a restart will refuse connections while no process listens"
             ),
-        },
-    );
+        }
+    });
     handed_over
 }
 
@@ -65,11 +70,12 @@ pub(super) fn notify_systemd(state: &[NotifyState]) {
 }
 
 /// Why the process stops.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(super) enum Stop {
     Signal,
-    /// A new process took the listeners over and accepts on them.
-    HandedOver,
+    /// A new process took the listeners over and accepts on them; the sessions go to
+    /// it on this connection.
+    HandedOver(UnixStream),
 }
 
 /// The signals a running Sluice answers. Listened to before READY=1 goes to systemd
@@ -103,14 +109,15 @@ pub(super) async fn until_stopped(
     config_path: Option<&std::path::Path>,
     overrides: &Overrides,
     shutdown: &Shutdown,
-    (handed_over, can_hand_over): (tokio::sync::oneshot::Receiver<()>, bool),
+    (handed_over, can_hand_over): (tokio::sync::oneshot::Receiver<UnixStream>, bool),
 ) -> anyhow::Result<Stop> {
     // Without a hand-over (no `[handover] socket`, or the offer failed) the channel
     // closes at once. A oneshot polled again after it completed panics, and the loop
     // below polls it once per turn: closed, it waits forever instead.
     let handed_over = async move {
-        if handed_over.await.is_err() {
-            std::future::pending::<()>().await;
+        match handed_over.await {
+            Ok(successor) => successor,
+            Err(_) => std::future::pending().await,
         }
     };
     tokio::pin!(handed_over);
@@ -127,7 +134,7 @@ pub(super) async fn until_stopped(
         tokio::select! {
             _ = term.recv() => return Ok(Stop::Signal),
             _ = int.recv() => return Ok(Stop::Signal),
-            () = &mut handed_over => return Ok(Stop::HandedOver),
+            successor = &mut handed_over => return Ok(Stop::HandedOver(successor)),
             _ = hup.recv() => {
                 // A reload (`systemctl reload` sends the SIGHUP) lasts until READY=1.
                 let mut reloading = vec![NotifyState::Reloading];
@@ -173,31 +180,37 @@ fn start_successor(exe: &std::path::Path) {
 }
 
 /// Takes no more clients, lets running statements finish within `grace`, lets the
-/// history sampler write its file, and logs the final counts. `handover_drain`: a
-/// successor took the listeners over; the sessions here go on until they end, within
-/// this bound, before the rest.
+/// history sampler write its file, and logs the final counts. `handed_over`: a
+/// successor took the listeners over; the sessions here go to it as soon as they can
+/// (on this connection), or go on until they end, within the drain bound, before the
+/// rest.
 pub(super) async fn shut_down(
-    grace: Duration,
-    trigger: shutdown::ShutdownTrigger,
+    (grace, trigger): (Duration, shutdown::ShutdownTrigger),
     accept_tasks: Vec<tokio::task::JoinHandle<()>>,
     drain: Drain,
-    handover_drain: Option<Duration>,
+    handed_over: Option<(Duration, UnixStream, &Arc<Frontend>)>,
     sampler: Option<tokio::task::JoinHandle<()>>,
     stats: &Stats,
 ) {
     let mut drain = std::pin::pin!(drain.wait());
     let mut drained = false;
-    if let Some(bound) = handover_drain {
+    let mut sending = None;
+    if let Some((bound, successor, fe)) = handed_over {
         super::listener::keep_socket_files();
         // The successor accepts from here on; the sessions here go on until they end,
         // within the bound, rather than be cut mid-login or between two statements.
         for t in &accept_tasks {
             t.abort();
         }
-        tracing::info!(bound = ?bound, "handed over: no new clients here; sessions go on until they end");
+        sending = Some(super::moved::open(fe, successor));
+        trigger.start_moving();
+        tracing::info!(bound = ?bound, "handed over: no new clients here; sessions move once they can, or go on until they end");
         drained = tokio::time::timeout(bound, &mut drain).await.is_ok();
+        super::moved::close(fe);
         if !drained {
+            let left = fe.sessions.lock().len();
             tracing::info!(
+                sessions = left,
                 "hand-over drain bound reached: stopping the sessions left as at SIGTERM"
             );
         }
@@ -209,6 +222,11 @@ pub(super) async fn shut_down(
     }
     if !drained && tokio::time::timeout(grace, &mut drain).await.is_err() {
         tracing::warn!("shutdown grace period over; closing remaining sessions");
+    }
+    if let Some(sending) = sending {
+        // The sessions sent last are on their way: the socket of one still queued would
+        // close with this process.
+        let _ = tokio::task::spawn_blocking(move || sending.join()).await;
     }
     if let Some(sampler) = sampler {
         // It writes the history file as it stops.

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 mod fill;
 mod hit;
+pub(super) mod parcel;
 mod query;
 mod step;
 mod stmt;

@@ -11,6 +11,7 @@
 
 mod finish;
 mod lease;
+pub(super) mod parcel;
 mod pins;
 pub(super) mod replay;
 mod row_count;
