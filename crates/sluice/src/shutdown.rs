@@ -63,12 +63,15 @@ impl Shutdown {
 
     /// Resolves when shutdown has been triggered (immediately if it already was).
     pub async fn stopping(&mut self) {
-        // Made before the flag is read: a trigger in between still wakes it.
-        let notified = self.signal.notify.notified();
-        if self.is_stopping() {
-            return;
+        // The notice also tells sessions to move: that is not the end.
+        loop {
+            // Made before the flag is read: a trigger in between still wakes it.
+            let notified = self.signal.notify.notified();
+            if self.is_stopping() {
+                return;
+            }
+            notified.await;
         }
-        notified.await;
     }
 
     /// Resolves when shutdown has been triggered, or sessions were told to move and
@@ -151,5 +154,40 @@ mod tests {
         tokio::time::timeout(std::time::Duration::from_secs(5), late.stopping())
             .await
             .expect("already stopping: resolves at once");
+    }
+
+    #[tokio::test]
+    async fn moving_wakes_the_waits_for_it_and_not_the_waits_for_the_end() {
+        let (trigger, shutdown) = channel();
+        let mut stopper = shutdown.clone();
+        let stopping = tokio::spawn(async move { stopper.stopping().await });
+        let mut mover = shutdown.clone();
+        let moving = tokio::spawn(async move { mover.stopping_or_moving(false).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        trigger.start_moving();
+        tokio::time::timeout(std::time::Duration::from_secs(5), moving)
+            .await
+            .expect("moving did not wake its waiter")
+            .unwrap();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!stopping.is_finished(), "moving ended a wait for the end");
+        // One that saw the move waits for the end only.
+        let mut seen = shutdown.clone();
+        let after = tokio::spawn(async move { seen.stopping_or_moving(true).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(!after.is_finished());
+        trigger.trigger();
+        for w in [stopping, after] {
+            tokio::time::timeout(std::time::Duration::from_secs(5), w)
+                .await
+                .expect("the end did not wake a waiter")
+                .unwrap();
+        }
     }
 }

@@ -395,3 +395,103 @@ fn sigusr2_starts_a_successor_that_takes_over() {
     assert!(failures.is_empty(), "{failures:?} of {ok}\n{}", old.log());
     assert!(crate::support::sandbox::process_alive(successor.0));
 }
+
+/// The pid of the last successor any process in `log` started.
+fn last_successor(log: &str) -> Option<u32> {
+    log.lines()
+        .filter(|l| l.contains("started a successor"))
+        .filter_map(|l| l.split("pid=").nth(1))
+        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
+        .last()
+}
+
+#[test]
+fn busy_sessions_cross_three_hand_overs_without_an_error() {
+    let (config, _dir) = config_with_handover();
+    let first = Sluice::start(&config);
+    let addr = first.addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicUsize::new(0));
+    // Each client keeps one connection and checks, statement after statement, that it
+    // is the same session: its id, a user variable it counts with, a prepared statement.
+    let clients: Vec<_> = (0..8)
+        .map(|_| {
+            let (stop, done) = (stop.clone(), done.clone());
+            thread::spawn(move || -> Result<usize, String> {
+                let mut c = RawConn::login_ok(addr, NATIVE_USER, NATIVE_PASSWORD);
+                let id = row(&mut c, "SELECT CONNECTION_ID()");
+                let stmt = c.prepare("SELECT ? + 1").map_err(|e| e.to_string())?;
+                let mut n = 0usize;
+                while !stop.load(Ordering::SeqCst) {
+                    c.query(&format!("SET @n = {n}"))
+                        .map_err(|e| format!("statement {n}: {e}"))?
+                        .expect_ok();
+                    let got = c
+                        .query("SELECT CONNECTION_ID(), @n")
+                        .map_err(|e| format!("statement {n}: {e}"))?
+                        .text_rows();
+                    let want = vec![vec![id[0].clone(), Some(n.to_string())]];
+                    if got != want {
+                        return Err(format!("statement {n}: {got:?}, not {want:?}"));
+                    }
+                    c.execute_rows(stmt, &["1"])
+                        .map_err(|e| format!("execute {n}: {e}"))?;
+                    n += 1;
+                    done.fetch_add(1, Ordering::SeqCst);
+                }
+                Ok(n)
+            })
+        })
+        .collect();
+    let progress = |more: usize| {
+        let target = done.load(Ordering::SeqCst) + more;
+        wait_until(Duration::from_secs(20), || {
+            done.load(Ordering::SeqCst) >= target
+        })
+    };
+    assert!(progress(50), "the clients did not start");
+    let mut serving = first.pid();
+    let mut reaped = Vec::new();
+    for round in 0..3 {
+        crate::support::sandbox::send_signal(serving, "USR2").unwrap();
+        let mut next = None;
+        assert!(
+            wait_until(Duration::from_secs(10), || {
+                next = last_successor(&first.log()).filter(|&p| p != serving);
+                next.is_some()
+            }),
+            "hand-over {round}: no successor:\n{}",
+            first.log()
+        );
+        let next = next.unwrap();
+        reaped.push(Reaped(next));
+        // Every session moved: the old process holds nothing and ends.
+        assert!(
+            wait_until(Duration::from_secs(20), || {
+                !crate::support::sandbox::process_alive(serving)
+            }),
+            "hand-over {round}: the old process kept sessions:\n{}",
+            first.log()
+        );
+        serving = next;
+        assert!(
+            progress(50),
+            "hand-over {round}: the clients stalled:\n{}",
+            first.log()
+        );
+    }
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        let outcome = c.join().unwrap();
+        assert!(outcome.is_ok(), "{outcome:?}\n{}", first.log());
+    }
+    assert_eq!(
+        first
+            .log()
+            .matches("sessions sent to the successor moved=8")
+            .count(),
+        3,
+        "{}",
+        first.log()
+    );
+}
