@@ -495,3 +495,83 @@ fn busy_sessions_cross_three_hand_overs_without_an_error() {
         first.log()
     );
 }
+
+#[test]
+fn pymysql_connections_keep_their_sessions_across_a_hand_over() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let root = crate::support::repo_root();
+    let python = super::drivers::require(
+        root.join(".venv/bin/python"),
+        "the Python virtual environment",
+    );
+    let script = super::drivers::require(
+        root.join("tests/clients/python/handover.py"),
+        "the PyMySQL hand-over scenario",
+    );
+    crate::support::fresh_database(shared_server(), "sluice_py_handover");
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let mut child = std::process::Command::new(python)
+        .arg(&script)
+        .args(["--host", "127.0.0.1", "--port", &old.port().to_string()])
+        .args(["--user", NATIVE_USER, "--password", NATIVE_PASSWORD])
+        .args(["--database", "sluice_py_handover"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    if line.trim() != "ready" {
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        panic!("the script did not get ready: {line:?}\n{err}");
+    }
+    let config_path = old.config_path();
+    let mut new = successor(&config_path, old.port());
+    // The idle connection goes at once; the one in a transaction waits for its end.
+    // Either process may answer on the admin API's socket while both hold it.
+    let address = config.admin_address().unwrap();
+    let moved = || {
+        let stats =
+            crate::support::admin_json(&address, "handover-test-token-0123456789", "/v1/stats");
+        stats["sluice_sessions_moved_in_total"]
+            .as_u64()
+            .unwrap_or(0)
+            + stats["sluice_sessions_moved_out_total"]
+                .as_u64()
+                .unwrap_or(0)
+            > 0
+    };
+    assert!(wait_until(Duration::from_secs(10), moved), "{}", old.log());
+    old.assert_running();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{err}\n{}", old.log());
+    let doc: serde_json::Value = serde_json::from_str(rest.trim()).unwrap();
+    assert_eq!(doc["before"], doc["after"], "{doc}\n{}", old.log());
+    assert_eq!(doc["rows"], serde_json::json!(["2"]), "{doc}");
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "the old process kept a session:\n{}",
+        old.log()
+    );
+    new.assert_running();
+}
