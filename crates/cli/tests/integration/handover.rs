@@ -399,10 +399,10 @@ fn sigusr2_starts_a_successor_that_takes_over() {
 /// The pid of the last successor any process in `log` started.
 fn last_successor(log: &str) -> Option<u32> {
     log.lines()
+        .rev()
         .filter(|l| l.contains("started a successor"))
         .filter_map(|l| l.split("pid=").nth(1))
-        .filter_map(|p| p.split_whitespace().next()?.parse().ok())
-        .last()
+        .find_map(|p| p.split_whitespace().next()?.parse().ok())
 }
 
 #[test]
