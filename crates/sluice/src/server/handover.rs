@@ -508,4 +508,40 @@ mod tests {
         taker.ready().unwrap();
         old.join().unwrap().unwrap();
     }
+
+    #[test]
+    fn sessions_go_across_one_frame_each_with_their_socket() {
+        let (old, new) = UnixStream::pair().unwrap();
+        let clients: Vec<TcpListener> = (0..3)
+            .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for (i, c) in clients.iter().enumerate() {
+            let state = format!("{{\"session\":{i}}}");
+            send_session(&old, state.as_bytes(), c.as_fd()).unwrap();
+        }
+        end_sessions(&old).unwrap();
+        for (i, c) in clients.iter().enumerate() {
+            let (state, socket) = receive_session(&new).unwrap().expect("a session");
+            assert_eq!(state, format!("{{\"session\":{i}}}").into_bytes());
+            // Its own socket, not a neighbour's.
+            let got = TcpListener::from(socket).local_addr().unwrap();
+            assert_eq!(got, c.local_addr().unwrap());
+        }
+        assert!(receive_session(&new).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_frame_without_a_socket_or_too_long_is_refused() {
+        let (old, new) = UnixStream::pair().unwrap();
+        (&old).write_all(&5u32.to_be_bytes()).unwrap();
+        (&old).write_all(b"hello").unwrap();
+        assert!(receive_session(&new).is_err());
+        let (old, new) = UnixStream::pair().unwrap();
+        (&old).write_all(&u32::MAX.to_be_bytes()).unwrap();
+        assert!(receive_session(&new).is_err());
+        // The old side going away ends the sessions.
+        let (old, new) = UnixStream::pair().unwrap();
+        drop(old);
+        assert!(receive_session(&new).unwrap().is_none());
+    }
 }
