@@ -203,6 +203,25 @@ fn take_over_without_a_running_sluice_does_not_start() {
     );
 }
 
+/// A successor that took `old`'s listeners over, once `old` began moving its sessions.
+fn handed_over(old: &Sluice) -> Sluice {
+    let new = successor(&old.config_path(), old.port());
+    assert!(
+        wait_until(Duration::from_secs(10), || old
+            .log()
+            .contains("sessions move once they can")),
+        "{}",
+        old.log()
+    );
+    new
+}
+
+/// Runs `sql`, which must answer OK.
+#[track_caller]
+fn exec(conn: &mut RawConn, sql: &str) {
+    conn.query(sql).unwrap().expect_ok();
+}
+
 /// The first row's cells of `sql`'s answer.
 fn row(conn: &mut RawConn, sql: &str) -> Vec<Option<String>> {
     conn.query_rows(sql).into_iter().next().unwrap_or_default()
@@ -213,13 +232,12 @@ fn an_idle_session_moves_to_the_new_process_with_its_state_and_id() {
     let (config, _dir) = config_with_handover();
     let mut old = Sluice::start(&config);
     let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
-    held.query("CREATE DATABASE IF NOT EXISTS handover_moves")
-        .unwrap()
-        .expect_ok();
-    held.query("USE handover_moves").unwrap().expect_ok();
-    held.query("SET @kept = 'moved', sql_mode = 'ANSI_QUOTES', time_zone = '+03:00'")
-        .unwrap()
-        .expect_ok();
+    exec(&mut held, "CREATE DATABASE IF NOT EXISTS handover_moves");
+    exec(&mut held, "USE handover_moves");
+    exec(
+        &mut held,
+        "SET @kept = 'moved', sql_mode = 'ANSI_QUOTES', time_zone = '+03:00'",
+    );
     let stmt = held.prepare("SELECT CONCAT(?, '-', @kept)").unwrap();
     let before = row(
         &mut held,
@@ -266,33 +284,22 @@ fn a_session_in_a_transaction_moves_once_it_ends() {
     let (config, _dir) = config_with_handover();
     let mut old = Sluice::start(&config);
     let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
-    held.query("CREATE DATABASE IF NOT EXISTS handover_moves")
-        .unwrap()
-        .expect_ok();
-    held.query("CREATE TABLE IF NOT EXISTS handover_moves.t (id INT PRIMARY KEY)")
-        .unwrap()
-        .expect_ok();
-    let id = row(&mut held, "SELECT CONNECTION_ID()");
-    held.query("BEGIN").unwrap().expect_ok();
-    held.query("REPLACE INTO handover_moves.t VALUES (1)")
-        .unwrap()
-        .expect_ok();
-    let config_path = old.config_path();
-    let mut new = successor(&config_path, old.port());
-    assert!(
-        wait_until(Duration::from_secs(10), || old
-            .log()
-            .contains("sessions move once they can")),
-        "{}",
-        old.log()
+    exec(&mut held, "CREATE DATABASE IF NOT EXISTS handover_moves");
+    exec(
+        &mut held,
+        "CREATE TABLE IF NOT EXISTS handover_moves.t (id INT PRIMARY KEY)",
     );
+    let id = row(&mut held, "SELECT CONNECTION_ID()");
+    exec(&mut held, "BEGIN");
+    exec(&mut held, "REPLACE INTO handover_moves.t VALUES (1)");
+    let mut new = handed_over(&old);
     // In its transaction it stays: the old process waits for it.
     assert_eq!(
         row(&mut held, "SELECT @@in_transaction"),
         vec![Some("1".to_owned())]
     );
     old.assert_running();
-    held.query("COMMIT").unwrap().expect_ok();
+    exec(&mut held, "COMMIT");
     // Its next statement finds it in the new process.
     assert!(
         old.wait_exit(Duration::from_secs(20))
@@ -316,25 +323,17 @@ fn a_session_that_cannot_move_goes_on_in_the_old_process_until_it_quits() {
     let (config, _dir) = config_with_handover();
     let mut old = Sluice::start(&config);
     let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
-    held.query("CREATE DATABASE IF NOT EXISTS handover_moves")
-        .unwrap()
-        .expect_ok();
+    exec(&mut held, "CREATE DATABASE IF NOT EXISTS handover_moves");
     // A temporary table lives on the server connection: the session stays with it.
-    held.query("CREATE TEMPORARY TABLE handover_moves.kept (v TEXT)")
-        .unwrap()
-        .expect_ok();
-    held.query("INSERT INTO handover_moves.kept VALUES ('in the old process')")
-        .unwrap()
-        .expect_ok();
-    let config_path = old.config_path();
-    let mut new = successor(&config_path, old.port());
-    assert!(
-        wait_until(Duration::from_secs(10), || old
-            .log()
-            .contains("sessions move once they can")),
-        "{}",
-        old.log()
+    exec(
+        &mut held,
+        "CREATE TEMPORARY TABLE handover_moves.kept (v TEXT)",
     );
+    exec(
+        &mut held,
+        "INSERT INTO handover_moves.kept VALUES ('in the old process')",
+    );
+    let mut new = handed_over(&old);
     assert_eq!(
         held.query_rows("SELECT v FROM handover_moves.kept"),
         vec![vec![Some("in the old process".to_owned())]]
