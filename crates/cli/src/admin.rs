@@ -85,6 +85,9 @@ enum AdminCommand {
     Drain { server: String },
     /// Read the configuration file again (users, servers, cache rules), as SIGHUP does.
     Reload,
+    /// Start a new Sluice process that takes the listeners and the sessions over, and
+    /// wait until it did (or say why not: this one then goes on serving).
+    Upgrade,
     /// Statement digests: count, latency percentiles, rows, errors, cache hits.
     Digests {
         /// Order: total_time, count, errors, p99, rows or last_seen.
@@ -293,6 +296,7 @@ fn execute(args: AdminArgs) -> Result<String, Failure> {
             Ok(pretty(&call(&client, "POST", &path, None)?))
         }
         AdminCommand::Reload => Ok(pretty(&call(&client, "POST", "/v1/config/reload", None)?)),
+        AdminCommand::Upgrade => Ok(pretty(&call(&client, "POST", "/v1/upgrade", None)?)),
         AdminCommand::Digests { sort, limit, json } => {
             let path = format!("/v1/digests?sort={}&limit={limit}", path_segment(&sort));
             let digests = call(&client, "GET", &path, None)?;

@@ -1,4 +1,4 @@
-//! The `sluice` command: `serve`, `check-config`, `admin` and `bench` (`cache`, `mux`,
+//! The `sluice` command: `serve`, `upgrade`, `check-config`, `admin` and `bench` (`cache`, `mux`,
 //! `routing`, `galera`, `shard`, `all`), on the proxy library and the benchmark crate.
 
 mod admin;
@@ -32,6 +32,18 @@ enum Command {
     /// SIGTERM/SIGINT stop accepting clients and let running statements finish (up to
     /// limits.shutdown_grace); SIGHUP reloads users and servers from the file.
     Serve(ServeArgs),
+    /// Restart the Sluice running with this configuration without a client noticing: it
+    /// starts a new process (its binary as it is on disk now, with its arguments), which
+    /// takes the listening sockets and the sessions over; this waits until it did.
+    ///
+    /// Needs `[handover] socket`; talks to the running process there (no admin token).
+    /// What `systemctl reload sluice` runs. Exit status 1 when the new process did not
+    /// take over (the running one goes on serving everything), 2 when no Sluice runs there.
+    Upgrade {
+        /// The running Sluice's TOML configuration file.
+        #[arg(short, long, env = "SLUICE_CONFIG")]
+        config: PathBuf,
+    },
     /// Validate a configuration file and report every problem at once.
     CheckConfig {
         /// The TOML configuration file.
@@ -90,6 +102,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::CheckConfig { file } => check_config(&file),
+        Command::Upgrade { config } => upgrade(&config),
         Command::Serve(args) => match serve(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -117,6 +130,39 @@ fn report(command: &str, outcome: anyhow::Result<()>) -> ExitCode {
         Err(e) => {
             eprintln!("{command}: {e:#}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn upgrade(file: &std::path::Path) -> ExitCode {
+    let config = match Config::load(file) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice upgrade: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(socket) = &config.handover.socket else {
+        eprintln!(
+            "sluice upgrade: {} sets no [handover] socket: the running Sluice cannot hand over",
+            file.display()
+        );
+        return ExitCode::from(2);
+    };
+    // The new process starts (servers, pools) before the hand-over's own bound runs.
+    let timeout = config.handover.ready_timeout + std::time::Duration::from_secs(60);
+    match sluice::server::handover::ask_upgrade(socket, timeout) {
+        Ok(answer) if answer["upgraded"] == true => {
+            println!("{answer}");
+            ExitCode::SUCCESS
+        }
+        Ok(answer) => {
+            eprintln!("sluice upgrade: {answer}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("sluice upgrade: {e:#}");
+            ExitCode::from(2)
         }
     }
 }

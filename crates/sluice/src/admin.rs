@@ -140,6 +140,8 @@ pub struct AdminState {
     /// account to reach the servers): `/v1/fleet` answers 404.
     pub fleet: Option<Arc<dyn FleetAdmin>>,
     pub reload: Option<Reload>,
+    /// Starts a successor and waits for its take-over: what it answered, or why not.
+    pub upgrade: Option<Reload>,
     pub stats: Arc<Stats>,
 }
 
@@ -244,6 +246,7 @@ pub fn router(token: &Secret, state: AdminState) -> Router {
         .route("/v1/advisor", get(advisor))
         .route("/v1/advisor/enable", post(enable_advice))
         .route("/v1/config/reload", post(reload))
+        .route("/v1/upgrade", post(upgrade))
         .route("/v1/openapi.json", get(openapi))
         .route("/metrics", get(metrics))
         .route("/v1/servers/{name}/drain", post(drain_server))
@@ -740,6 +743,29 @@ async fn reload(State(state): State<Shared>) -> ApiResult {
         Err(e) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("reload failed: {e}"),
+        )),
+    }
+}
+
+async fn upgrade(State(state): State<Shared>) -> ApiResult {
+    let Some(upgrade) = state.upgrade.clone() else {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "no [handover] socket configured: no successor can take over",
+        ));
+    };
+    match tokio::task::spawn_blocking(move || upgrade()).await {
+        Ok(Ok(report)) => Ok(Json(report)),
+        Ok(Err(errors)) => Err(ApiError(
+            StatusCode::CONFLICT,
+            json!({
+                "error": "the new process did not take over; this one goes on serving everything",
+                "errors": errors,
+            }),
+        )),
+        Err(e) => Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("upgrade failed: {e}"),
         )),
     }
 }

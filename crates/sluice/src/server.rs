@@ -4,6 +4,8 @@
 pub mod handover;
 mod listener;
 mod moved;
+pub mod upgrade;
+use upgrade::Upgrades;
 mod stop;
 
 use crate::auth::BackendCredentials;
@@ -253,6 +255,11 @@ pub async fn run(
             follow_binlogs(&fe, cache, binlog, &shutdown)?;
         }
     }
+    let upgrades = Arc::new(Upgrades::new(
+        &fe,
+        config.handover.socket.is_some(),
+        config.handover.ready_timeout,
+    ));
     let admin = admin_state(
         &fe,
         &config,
@@ -260,6 +267,7 @@ pub async fn run(
         &stats,
         &overrides,
         &shutdown,
+        &upgrades,
     );
     let mut inherited = take_over(&config, &overrides).await?;
     fe.continue_ids(inherited.first_id());
@@ -285,11 +293,13 @@ pub async fn run(
     let signals = Signals::listen()?;
     // Accepting on every listener: the previous process, if any, may stop now, and the
     // service is up.
-    if let Some(from_old) = inherited.ready()? {
-        moved::receive(&fe, from_old, &limit, &shutdown, &drain);
+    match inherited.ready()? {
+        // The old process tells systemd this one is its main process now: a READY=1
+        // from here, not the main process yet, would be refused.
+        Some(from_old) => moved::receive(&fe, from_old, &limit, &shutdown, &drain),
+        None => notify_systemd(&[NotifyState::Ready]),
     }
-    notify_systemd(&[NotifyState::Ready]);
-    let handed_over = offer_listeners(&config, &fe, sockets, overrides.take_over);
+    let handed_over = offer_listeners(&config, &upgrades, sockets, overrides.take_over);
     if let Some(cache) = &fe.cache {
         if !config.cache.log_interval.is_zero() {
             tokio::spawn(log_cache(
@@ -307,7 +317,7 @@ pub async fn run(
         config_path.as_deref(),
         &overrides,
         &shutdown,
-        (handed_over, config.handover.socket.is_some()),
+        (handed_over, &upgrades),
     )
     .await?;
     // After a hand-over the service goes on in the successor: how systemd learns its
@@ -318,7 +328,14 @@ pub async fn run(
             notify_systemd(&[NotifyState::Stopping]);
             None
         }
-        Stop::HandedOver(successor) => Some((config.handover.drain_timeout, successor, &fe)),
+        Stop::HandedOver(successor) => {
+            // `systemctl reload` ran `sluice upgrade`: the service goes on in the
+            // successor.
+            if let Some(pid) = successor.pid {
+                notify_systemd(&[NotifyState::MainPid(pid), NotifyState::Ready]);
+            }
+            Some((config.handover.drain_timeout, successor, &fe))
+        }
     };
     let grace = config.limits.shutdown_grace;
     shut_down(
@@ -467,6 +484,7 @@ fn admin_state(
     stats: &Arc<Stats>,
     overrides: &Overrides,
     shutdown: &Shutdown,
+    upgrades: &Arc<Upgrades>,
 ) -> crate::admin::AdminState {
     crate::admin::AdminState {
         cache: fe.cache.as_ref().map(|_| {
@@ -494,6 +512,13 @@ fn admin_state(
             );
             Arc::new(move || reload(&fe, &stats, Some(&path), &overrides, &shutdown))
                 as crate::admin::Reload
+        }),
+        upgrade: config.handover.socket.is_some().then(|| {
+            let upgrades = upgrades.clone();
+            Arc::new(move || match upgrades.run() {
+                o @ upgrade::Outcome::HandedOver { .. } => Ok(o.to_json()),
+                upgrade::Outcome::Failed(e) => Err(vec![e]),
+            }) as crate::admin::Reload
         }),
         stats: stats.clone(),
     }

@@ -138,6 +138,7 @@ impl AdminServer {
             servers: None,
             analytics: None,
             reload: None,
+            upgrade: None,
             stats,
         };
         let config = AdminConfig {

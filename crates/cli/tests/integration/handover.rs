@@ -574,3 +574,87 @@ fn pymysql_connections_keep_their_sessions_across_a_hand_over() {
     );
     new.assert_running();
 }
+
+#[test]
+fn sluice_upgrade_waits_for_the_take_over_and_says_why_one_failed() {
+    let (config, _dir) = config_with_handover();
+    let mut old = Sluice::start(&config);
+    let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    exec(&mut held, "SET @kept = 'upgraded'");
+    let id = row(&mut held, "SELECT CONNECTION_ID()");
+    let config_path = old.config_path();
+    let path = config_path.to_str().unwrap();
+
+    // The running process starts its successor with its own arguments, which read the
+    // file again: one that now names a listener someone else holds fails.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut failing = config.clone();
+    failing.listeners.push(failing.listeners[0].clone());
+    failing.listeners[1].address = taken.local_addr().unwrap().to_string();
+    failing.write(&config_path);
+    let out = crate::support::proxy::run_sluice_within(
+        &["upgrade", "--config", path],
+        Duration::from_secs(120),
+    );
+    assert_eq!(out.code, Some(1), "{out:?}\n{}", old.log());
+    assert!(out.stderr.contains("\"upgraded\":false"), "{out:?}");
+    old.assert_running();
+    assert_eq!(
+        row(&mut held, "SELECT @kept"),
+        vec![Some("upgraded".into())]
+    );
+
+    // Through the admin API, with the file as it was: the successor takes over, and
+    // the answer names it.
+    config.write(&config_path);
+    let answer = crate::support::admin_call(
+        &config.admin_address().unwrap(),
+        "handover-test-token-0123456789",
+        "POST",
+        "/v1/upgrade",
+        None,
+    );
+    assert_eq!(answer["upgraded"], true, "{answer}");
+    let pid = answer["pid"].as_u64().unwrap() as u32;
+    let _successor = Reaped(pid);
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "{}",
+        old.log()
+    );
+    assert_eq!(row(&mut held, "SELECT CONNECTION_ID(), @kept")[0], id[0]);
+
+    // And `sluice upgrade` against the successor: it hands over in turn.
+    let out = crate::support::proxy::run_sluice_within(
+        &["upgrade", "--config", path],
+        Duration::from_secs(120),
+    );
+    assert!(out.success(), "{out:?}\n{}", old.log());
+    let answer: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let _next = Reaped(answer["pid"].as_u64().unwrap() as u32);
+    assert!(
+        wait_until(Duration::from_secs(20), || {
+            !crate::support::sandbox::process_alive(pid)
+        }),
+        "{}",
+        old.log()
+    );
+    assert_eq!(
+        row(&mut held, "SELECT CONNECTION_ID(), @kept"),
+        vec![id[0].clone(), Some("upgraded".into())]
+    );
+}
+
+#[test]
+fn sluice_upgrade_without_a_running_sluice_says_so() {
+    let (config, dir) = config_with_handover();
+    let path = dir.path().join("sluice.toml");
+    config.write(&path);
+    let out = crate::support::proxy::run_sluice_within(
+        &["upgrade", "--config", path.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("no running Sluice"), "{out:?}");
+}

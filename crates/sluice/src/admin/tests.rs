@@ -65,6 +65,7 @@ fn start_serves_only_with_a_token() {
         servers: None,
         analytics: None,
         reload: None,
+        upgrade: None,
         stats: Arc::new(Stats::default()),
     };
     let (trigger, shutdown) = crate::shutdown::channel();

@@ -237,18 +237,36 @@ pub fn receive_session(stream: &UnixStream) -> anyhow::Result<Option<(Vec<u8>, O
     Ok(Some((state, socket)))
 }
 
+/// What the old side's offer tells the rest of the process, and asks of it.
+pub trait OfferEvents: Send + Sync {
+    /// This process's connection id counter.
+    fn next_id(&self) -> u32;
+    /// A process (`pid`, when known) that asked for the listeners did not take over.
+    fn failed(&self, pid: Option<u32>, reason: &str);
+    /// A client asked for an upgrade (`sluice upgrade`): it waits for its answer, one
+    /// line of JSON, on `stream`.
+    fn upgrade_asked(&self, stream: UnixStream);
+}
+
+/// The process that took the listeners over, and the connection its sessions go on.
+#[derive(Debug)]
+pub struct Successor {
+    pub stream: UnixStream,
+    /// Its process id, as the kernel gives it for the socket's peer.
+    pub pid: Option<u32>,
+}
+
 /// The old side: offers `listeners` (name, a copy of the listening socket) to each
 /// process that connects to `path`, one at a time, and returns once one of them said it
-/// is ready, with the connection to it (where the sessions go). Run on a thread of its
-/// own: it blocks. `replace`: this process took over from the one that listened on
-/// `path` before. `next_id`: this process's connection id counter, when asked.
+/// is ready. Run on a thread of its own: it blocks. `replace`: this process took over
+/// from the one that listened on `path` before.
 pub fn offer(
     path: &Path,
     listeners: &[(Named, OwnedFd)],
     ready_timeout: Duration,
     replace: bool,
-    next_id: &dyn Fn() -> u32,
-) -> anyhow::Result<UnixStream> {
+    events: &dyn OfferEvents,
+) -> anyhow::Result<Successor> {
     let server = bind(path, replace)?;
     for stream in server.incoming() {
         let stream = match stream {
@@ -258,19 +276,51 @@ pub fn offer(
                 continue;
             }
         };
-        match hand_over(&stream, listeners, ready_timeout, next_id()) {
+        let pid = rustix::net::sockopt::socket_peercred(&stream)
+            .ok()
+            .map(|c| c.pid.as_raw_nonzero().get() as u32);
+        let asked = stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(anyhow::Error::from)
+            .and_then(|()| read_line(&mut BufReader::new(&stream)));
+        let outcome = match asked {
+            Ok(hello) if hello.get("upgrade").is_some() => {
+                events.upgrade_asked(stream);
+                continue;
+            }
+            Ok(hello) if hello.get("take_over").is_some() => {
+                hand_over(&stream, listeners, ready_timeout, events.next_id())
+            }
+            Ok(hello) => Err(anyhow::anyhow!(
+                "a process asked something else than a take-over: {hello}"
+            )),
+            Err(e) => Err(e),
+        };
+        match outcome {
             // The socket file stays: the successor listens on it for the next one.
             Ok(()) => {
                 stream.set_read_timeout(None)?;
-                return Ok(stream);
+                return Ok(Successor { stream, pid });
             }
-            Err(e) => tracing::warn!(
-                error = %format!("{e:#}"),
-                "hand-over failed: this process goes on serving everything"
-            ),
+            Err(e) => {
+                let reason = format!("{e:#}");
+                tracing::warn!(error = %reason, "hand-over failed: this process goes on serving everything");
+                events.failed(pid, &reason);
+            }
         }
     }
     unreachable!("a listener's incoming() never ends")
+}
+
+/// `sluice upgrade`: asks the Sluice offering on `path` to start a successor, and waits
+/// (at most `timeout`) for how its take-over ended: `{"upgraded": true, "pid": N}`, or
+/// `{"upgraded": false, "error": "..."}`.
+pub fn ask_upgrade(path: &Path, timeout: Duration) -> anyhow::Result<serde_json::Value> {
+    let mut stream = UnixStream::connect(path)
+        .with_context(|| format!("no running Sluice offers a hand-over at {}", path.display()))?;
+    stream.write_all(b"{\"upgrade\":1}\n")?;
+    stream.set_read_timeout(Some(timeout))?;
+    read_line(&mut BufReader::new(&stream)).context("waiting for the upgrade's outcome")
 }
 
 /// Listens on `path`, replacing a stale socket file (no process behind it), or the
@@ -297,12 +347,7 @@ fn hand_over(
     ready_timeout: Duration,
     next_id: u32,
 ) -> anyhow::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream);
-    let hello = read_line(&mut reader)?;
-    if hello.get("take_over").is_none() {
-        anyhow::bail!("a process asked something else than a take-over: {hello}");
-    }
     tracing::info!(
         listeners = listeners.len(),
         "hand-over: a new process asks for the listeners"
@@ -398,6 +443,16 @@ mod tests {
     use super::*;
     use std::net::{TcpListener, TcpStream};
 
+    struct Quiet;
+
+    impl OfferEvents for Quiet {
+        fn next_id(&self) -> u32 {
+            7
+        }
+        fn failed(&self, _: Option<u32>, _: &str) {}
+        fn upgrade_asked(&self, _: UnixStream) {}
+    }
+
     #[test]
     fn a_listening_socket_goes_across_and_accepts_there() {
         let dir = tempfile::tempdir().unwrap();
@@ -409,7 +464,7 @@ mod tests {
         let old = {
             let path = path.clone();
             std::thread::spawn(move || {
-                offer(&path, &listeners, Duration::from_secs(10), false, &|| 7).map(drop)
+                offer(&path, &listeners, Duration::from_secs(10), false, &Quiet).map(drop)
             })
         };
         let mut inherited = (0..200)
@@ -453,7 +508,7 @@ mod tests {
         let old = {
             let path = path.clone();
             std::thread::spawn(move || {
-                offer(&path, &listeners, Duration::from_secs(10), false, &|| 7).map(drop)
+                offer(&path, &listeners, Duration::from_secs(10), false, &Quiet).map(drop)
             })
         };
         let first = (0..200)
@@ -482,7 +537,7 @@ mod tests {
         let old = {
             let path = path.clone();
             std::thread::spawn(move || {
-                offer(&path, &listeners, Duration::from_secs(10), false, &|| 7).map(drop)
+                offer(&path, &listeners, Duration::from_secs(10), false, &Quiet).map(drop)
             })
         };
         let connect = || {

@@ -2,15 +2,15 @@
 //! the sessions here drain first, within `[handover] drain_timeout`); and what systemd
 //! is told of it (`Type=notify`).
 
-use super::handover::{self, Inherited, Named};
+use super::handover::{self, Inherited, Named, Successor};
 use super::reload_logged;
+use super::upgrade::Upgrades;
 use crate::config::{Config, Overrides};
 use crate::frontend::Frontend;
 use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
 use sd_notify::NotifyState;
 use std::os::fd::OwnedFd;
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::signal::unix::{signal, SignalKind};
@@ -33,23 +33,23 @@ pub(super) async fn take_over(config: &Config, overrides: &Overrides) -> anyhow:
 
 /// With `[handover] socket`: offers `sockets` to the next process there, on a thread of
 /// its own; resolves once one took them and accepts on them, with the connection the
-/// sessions go to it on.
+/// sessions go to it on. `upgrades` hears how each attempt ends.
 pub(super) fn offer_listeners(
     config: &Config,
-    fe: &Arc<Frontend>,
+    upgrades: &Arc<Upgrades>,
     sockets: Vec<(Named, OwnedFd)>,
     took_over: bool,
-) -> tokio::sync::oneshot::Receiver<UnixStream> {
+) -> tokio::sync::oneshot::Receiver<Successor> {
     let (done, handed_over) = tokio::sync::oneshot::channel();
     let Some(path) = config.handover.socket.clone() else {
         return handed_over;
     };
     let ready_timeout = config.handover.ready_timeout;
-    let fe = fe.clone();
+    let upgrades = upgrades.clone();
     std::thread::spawn(move || {
-        let next_id = || fe.id_counter();
-        match handover::offer(&path, &sockets, ready_timeout, took_over, &next_id) {
+        match handover::offer(&path, &sockets, ready_timeout, took_over, &upgrades) {
             Ok(successor) => {
+                upgrades.handed_over(&successor);
                 let _ = done.send(successor);
             }
             Err(e) => tracing::warn!(
@@ -74,8 +74,8 @@ pub(super) fn notify_systemd(state: &[NotifyState]) {
 pub(super) enum Stop {
     Signal,
     /// A new process took the listeners over and accepts on them; the sessions go to
-    /// it on this connection.
-    HandedOver(UnixStream),
+    /// it on its connection.
+    HandedOver(Successor),
 }
 
 /// The signals a running Sluice answers. Listened to before READY=1 goes to systemd
@@ -100,8 +100,7 @@ impl Signals {
 }
 
 /// Waits for SIGTERM, SIGINT or a completed hand-over, reloading the configuration on
-/// each SIGHUP, and starting a successor on each SIGUSR2 (`can_hand_over`: `[handover]
-/// socket` is set) meanwhile.
+/// each SIGHUP, and starting a successor on each SIGUSR2 meanwhile.
 pub(super) async fn until_stopped(
     signals: Signals,
     fe: &Arc<Frontend>,
@@ -109,7 +108,7 @@ pub(super) async fn until_stopped(
     config_path: Option<&std::path::Path>,
     overrides: &Overrides,
     shutdown: &Shutdown,
-    (handed_over, can_hand_over): (tokio::sync::oneshot::Receiver<UnixStream>, bool),
+    (handed_over, upgrades): (tokio::sync::oneshot::Receiver<Successor>, &Arc<Upgrades>),
 ) -> anyhow::Result<Stop> {
     // Without a hand-over (no `[handover] socket`, or the offer failed) the channel
     // closes at once. A oneshot polled again after it completed panics, and the loop
@@ -121,9 +120,6 @@ pub(super) async fn until_stopped(
         }
     };
     tokio::pin!(handed_over);
-    // Now, while the binary is the one that runs: an upgrade replaces the file, and the
-    // successor is the new one at the same path.
-    let exe = std::env::current_exe();
     let Signals {
         mut term,
         mut int,
@@ -143,38 +139,11 @@ pub(super) async fn until_stopped(
                 reload_logged(fe, stats, config_path, overrides, shutdown);
                 notify_systemd(&[NotifyState::Ready]);
             }
-            _ = usr2.recv() => match (&exe, can_hand_over) {
-                (Ok(exe), true) => start_successor(exe),
-                (Err(e), true) => tracing::warn!(error = %e, "SIGUSR2: this process's binary is unknown: no successor started"),
-                (_, false) => tracing::warn!("SIGUSR2: no [handover] socket configured: no successor started"),
-            },
-        }
-    }
-}
-
-/// SIGUSR2: the binary at this process's path, with this process's arguments and
-/// `--take-over`, takes the listeners over. Its output goes where this process's does;
-/// if it fails, the hand-over's own log says why and this process goes on.
-fn start_successor(exe: &std::path::Path) {
-    let mut args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if !args.iter().any(|a| a == "--take-over") {
-        args.push("--take-over".into());
-    }
-    match std::process::Command::new(exe)
-        .args(&args)
-        .stdin(std::process::Stdio::null())
-        .spawn()
-    {
-        Ok(mut child) => {
-            tracing::info!(
-                pid = child.id(),
-                "SIGUSR2: started a successor to take the listeners over"
-            );
-            // Reaped if it exits while this process runs (a failed start).
-            std::thread::spawn(move || child.wait());
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, exe = %exe.display(), "SIGUSR2: could not start a successor")
+            _ = usr2.recv() => {
+                if let Err(e) = upgrades.begin() {
+                    tracing::warn!(error = %e, "SIGUSR2: no successor started");
+                }
+            }
         }
     }
 }
@@ -188,7 +157,7 @@ pub(super) async fn shut_down(
     (grace, trigger): (Duration, shutdown::ShutdownTrigger),
     accept_tasks: Vec<tokio::task::JoinHandle<()>>,
     drain: Drain,
-    handed_over: Option<(Duration, UnixStream, &Arc<Frontend>)>,
+    handed_over: Option<(Duration, Successor, &Arc<Frontend>)>,
     sampler: Option<tokio::task::JoinHandle<()>>,
     stats: &Stats,
 ) {
@@ -202,7 +171,7 @@ pub(super) async fn shut_down(
         for t in &accept_tasks {
             t.abort();
         }
-        sending = Some(super::moved::open(fe, successor));
+        sending = Some(super::moved::open(fe, successor.stream));
         trigger.start_moving();
         tracing::info!(bound = ?bound, "handed over: no new clients here; sessions move once they can, or go on until they end");
         drained = tokio::time::timeout(bound, &mut drain).await.is_ok();
