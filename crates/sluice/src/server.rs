@@ -293,13 +293,13 @@ pub async fn run(
     let signals = Signals::listen()?;
     // Accepting on every listener: the previous process, if any, may stop now, and the
     // service is up.
+    let handed_over = offer_listeners(&config, &upgrades, sockets, overrides.take_over);
     match inherited.ready()? {
         // The old process tells systemd this one is its main process now: a READY=1
         // from here, not the main process yet, would be refused.
         Some(from_old) => moved::receive(&fe, from_old, &limit, &shutdown, &drain),
         None => notify_systemd(&[NotifyState::Ready]),
     }
-    let handed_over = offer_listeners(&config, &upgrades, sockets, overrides.take_over);
     if let Some(cache) = &fe.cache {
         if !config.cache.log_interval.is_zero() {
             tokio::spawn(log_cache(

@@ -26,7 +26,7 @@ use crate::support::{free_port, repo_root, sandbox, Config};
 const UNIT_LINES: &[&str] = &[
     "Type=notify",
     "ExecStart=/usr/bin/sluice serve --config /etc/sluice/sluice.toml",
-    "ExecReload=/bin/kill -HUP $MAINPID",
+    "ExecReload=/usr/bin/sluice upgrade --config /etc/sluice/sluice.toml",
     "Restart=on-failure",
     "User=sluice",
     "LimitNOFILE=65536",
@@ -398,15 +398,20 @@ fn unit_passes_systemd_analyze_verify() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     checked(Command::new("dpkg-deb").arg("-x").arg(deb).arg(&root));
-    // verify checks that ExecStart's program exists: the copy points at the package's
-    // binary, where the installed unit has /usr/bin/sluice. Nothing else changes.
+    // verify checks that the programs of ExecStart and ExecReload exist: the copy points
+    // at the package's binary, where the installed unit has /usr/bin/sluice. Nothing
+    // else changes.
     let unit = fs::read_to_string(root.join("usr/lib/systemd/system/sluice.service")).unwrap();
     let binary = root.join("usr/bin/sluice");
-    let copy = unit.replace(
-        "\nExecStart=/usr/bin/sluice ",
-        &format!("\nExecStart={} ", binary.display()),
-    );
-    assert_ne!(copy, unit, "no ExecStart=/usr/bin/sluice in the unit");
+    let mut copy = unit.clone();
+    for setting in ["ExecStart", "ExecReload"] {
+        let before = copy.clone();
+        copy = copy.replace(
+            &format!("\n{setting}=/usr/bin/sluice "),
+            &format!("\n{setting}={} ", binary.display()),
+        );
+        assert_ne!(copy, before, "no {setting}=/usr/bin/sluice in the unit");
+    }
     let units = dir.path().join("units");
     fs::create_dir(&units).unwrap();
     let path = units.join("sluice.service");
@@ -579,4 +584,51 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+#[test]
+fn a_reload_hands_over_and_tells_systemd_the_new_main_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    let nowhere = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let handover = dir.path().join("handover.sock");
+    let config = Config::new(nowhere).handover("socket", handover.to_str().unwrap());
+    let config_path = dir.path().join("sluice.toml");
+    config.write(&config_path);
+
+    let mut sluice = Notified::start(dir.path(), &config_path, &socket_path);
+    let ready = next_message(&socket, Duration::from_secs(30), &mut sluice);
+    assert_eq!(ready, "READY=1\n");
+    // What ExecReload runs.
+    let out = crate::support::proxy::run_sluice_within(
+        &["upgrade", "--config", config_path.to_str().unwrap()],
+        Duration::from_secs(120),
+    );
+    assert!(out.success(), "{out:?}\n{}", sluice.log());
+    let answer: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let pid = answer["pid"].as_u64().unwrap() as u32;
+    let successor = Successor(pid);
+    // The old process, still the main one, names the new one: a READY=1 of the new
+    // process's own would come before it is the main one, and be refused.
+    let handed = next_message(&socket, Duration::from_secs(10), &mut sluice);
+    assert_eq!(handed, format!("MAINPID={pid}\nREADY=1\n"));
+    let status = sandbox::wait_child(&mut sluice.child, Duration::from_secs(30))
+        .unwrap()
+        .unwrap_or_else(|| panic!("the old process runs on:\n{}", sluice.log()));
+    assert!(status.success(), "{status}:\n{}", sluice.log());
+    // The next word is the new main process's, at its own stop: it said nothing before.
+    sandbox::send_signal(successor.0, "TERM").unwrap();
+    let stopping = next_message(&socket, Duration::from_secs(10), &mut sluice);
+    assert_eq!(stopping, "STOPPING=1\n", "{}", sluice.log());
+}
+
+/// A process the service's main process started (its successor), killed however the
+/// test ends.
+struct Successor(u32);
+
+impl Drop for Successor {
+    fn drop(&mut self) {
+        let _ = sandbox::send_signal(self.0, "KILL");
+    }
 }

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -257,20 +257,19 @@ pub struct Successor {
 }
 
 /// The old side: offers `listeners` (name, a copy of the listening socket) to each
-/// process that connects to `path`, one at a time, and returns once one of them said it
-/// is ready. Run on a thread of its own: it blocks. `replace`: this process took over
-/// from the one that listened on `path` before.
+/// process that connects to `server` (made by [`bind`] on `path`), one at a time, and
+/// returns once one of them said it is ready. Run on a thread of its own: it blocks.
 pub fn offer(
-    path: &Path,
+    (mut server, path): (UnixListener, &Path),
     listeners: &[(Named, OwnedFd)],
     ready_timeout: Duration,
-    replace: bool,
     events: &dyn OfferEvents,
 ) -> anyhow::Result<Successor> {
-    let server = bind(path, replace)?;
-    for stream in server.incoming() {
-        let stream = match stream {
-            Ok(s) => s,
+    let file_of = |path: &Path| std::fs::symlink_metadata(path).ok().map(|m| m.ino());
+    let mut ours = file_of(path);
+    loop {
+        let stream = match server.accept() {
+            Ok((s, _)) => s,
             Err(e) => {
                 tracing::warn!(error = %e, "hand-over: accepting a successor failed");
                 continue;
@@ -306,10 +305,23 @@ pub fn offer(
                 let reason = format!("{e:#}");
                 tracing::warn!(error = %reason, "hand-over failed: this process goes on serving everything");
                 events.failed(pid, &reason);
+                // A successor binds the path before it says ready (so that the next
+                // upgrade finds it at once): one that failed may have taken it. Only
+                // then is it bound again: clients already queued on this socket stay.
+                if file_of(path) != ours {
+                    match bind(path, true) {
+                        Ok(s) => {
+                            server = s;
+                            ours = file_of(path);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), "hand-over: the socket could not be taken back")
+                        }
+                    }
+                }
             }
         }
     }
-    unreachable!("a listener's incoming() never ends")
 }
 
 /// `sluice upgrade`: asks the Sluice offering on `path` to start a successor, and waits
@@ -324,8 +336,9 @@ pub fn ask_upgrade(path: &Path, timeout: Duration) -> anyhow::Result<serde_json:
 }
 
 /// Listens on `path`, replacing a stale socket file (no process behind it), or the
-/// previous process's (`replace`: it handed over and is stopping).
-fn bind(path: &Path, replace: bool) -> anyhow::Result<UnixListener> {
+/// previous process's (`replace`: this process took over from the one that listened
+/// there, which is stopping).
+pub fn bind(path: &Path, replace: bool) -> anyhow::Result<UnixListener> {
     if !replace && UnixStream::connect(path).is_ok() {
         anyhow::bail!(
             "another process listens on the hand-over socket {}",
@@ -464,7 +477,13 @@ mod tests {
         let old = {
             let path = path.clone();
             std::thread::spawn(move || {
-                offer(&path, &listeners, Duration::from_secs(10), false, &Quiet).map(drop)
+                offer(
+                    (bind(&path, false)?, &path),
+                    &listeners,
+                    Duration::from_secs(10),
+                    &Quiet,
+                )
+                .map(drop)
             })
         };
         let mut inherited = (0..200)
@@ -508,7 +527,13 @@ mod tests {
         let old = {
             let path = path.clone();
             std::thread::spawn(move || {
-                offer(&path, &listeners, Duration::from_secs(10), false, &Quiet).map(drop)
+                offer(
+                    (bind(&path, false)?, &path),
+                    &listeners,
+                    Duration::from_secs(10),
+                    &Quiet,
+                )
+                .map(drop)
             })
         };
         let first = (0..200)
@@ -537,7 +562,13 @@ mod tests {
         let old = {
             let path = path.clone();
             std::thread::spawn(move || {
-                offer(&path, &listeners, Duration::from_secs(10), false, &Quiet).map(drop)
+                offer(
+                    (bind(&path, false)?, &path),
+                    &listeners,
+                    Duration::from_secs(10),
+                    &Quiet,
+                )
+                .map(drop)
             })
         };
         let connect = || {
@@ -598,5 +629,44 @@ mod tests {
         let (old, new) = UnixStream::pair().unwrap();
         drop(old);
         assert!(receive_session(&new).unwrap().is_none());
+    }
+
+    #[test]
+    fn the_socket_a_failed_successor_took_is_taken_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("handover.sock");
+        let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
+        let copy = tcp.as_fd().try_clone_to_owned().unwrap();
+        let listeners = vec![(Named::Tcp("a".into()), copy)];
+        let old = {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                offer(
+                    (bind(&path, false)?, &path),
+                    &listeners,
+                    Duration::from_secs(10),
+                    &Quiet,
+                )
+                .map(drop)
+            })
+        };
+        let take = || {
+            (0..500)
+                .find_map(|_| {
+                    Inherited::take(&path).ok().or_else(|| {
+                        std::thread::sleep(Duration::from_millis(10));
+                        None
+                    })
+                })
+                .expect("the old side never offered")
+        };
+        let first = take();
+        // As a successor does before it says ready, then fails: the path is its.
+        drop(bind(&path, true).unwrap());
+        drop(first);
+        let mut second = take();
+        assert!(second.claim(&Named::Tcp("a".into())).is_some());
+        second.ready().unwrap();
+        old.join().unwrap().unwrap();
     }
 }

@@ -44,10 +44,22 @@ pub(super) fn offer_listeners(
     let Some(path) = config.handover.socket.clone() else {
         return handed_over;
     };
+    // Bound before READY=1 goes to systemd, and before a successor says ready to the
+    // process before: `systemctl reload` may come at once.
+    let server = match handover::bind(&path, took_over) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(
+                error = %format!("{e:#}"),
+                "no hand-over: a restart will refuse connections while no process listens"
+            );
+            return handed_over;
+        }
+    };
     let ready_timeout = config.handover.ready_timeout;
     let upgrades = upgrades.clone();
     std::thread::spawn(move || {
-        match handover::offer(&path, &sockets, ready_timeout, took_over, &upgrades) {
+        match handover::offer((server, &path), &sockets, ready_timeout, &upgrades) {
             Ok(successor) => {
                 upgrades.handed_over(&successor);
                 let _ = done.send(successor);
