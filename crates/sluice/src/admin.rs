@@ -157,8 +157,8 @@ pub async fn bind(cfg: &AdminConfig) -> anyhow::Result<TcpListener> {
         .with_context(|| format!("cannot listen on {address} for the admin API"))
 }
 
-/// Serves the admin API on `listener` until `shutdown`; then requests already running
-/// get a few seconds to finish.
+/// Serves the admin API on `listener` until `shutdown` (or a hand-over); then requests
+/// already running get a few seconds to finish.
 pub async fn serve(
     listener: TcpListener,
     token: Secret,
@@ -169,8 +169,10 @@ pub async fn serve(
         tracing::info!(%address, "admin API listening");
     }
     let mut graceful = shutdown.clone();
+    // After a hand-over the successor answers on the same socket: this one stops
+    // accepting then, and finishes what it was asked (an upgrade's own answer).
     let server = axum::serve(listener, router(&token, state))
-        .with_graceful_shutdown(async move { graceful.stopping().await });
+        .with_graceful_shutdown(async move { graceful.stopping_or_moving(false).await });
     let mut deadline = shutdown;
     tokio::select! {
         result = server => result.context("admin API server"),

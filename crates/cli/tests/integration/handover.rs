@@ -339,6 +339,18 @@ fn a_session_that_cannot_move_goes_on_in_the_old_process_until_it_quits() {
         vec![vec![Some("in the old process".to_owned())]]
     );
     old.assert_running();
+    // The admin API is the new process's alone: none of its answers lists the session
+    // the old one still serves.
+    let id = row(&mut held, "SELECT CONNECTION_ID()")[0].clone().unwrap();
+    let address = config.admin_address().unwrap();
+    for _ in 0..20 {
+        let sessions =
+            crate::support::admin_json(&address, "handover-test-token-0123456789", "/v1/sessions");
+        assert!(
+            !sessions.to_string().contains(&format!("\"id\":{id},")),
+            "the old process answered: {sessions}"
+        );
+    }
     drop(held);
     assert!(
         old.wait_exit(Duration::from_secs(20))

@@ -190,6 +190,9 @@ pub(super) async fn shut_down(
         super::moved::close(fe);
         if !drained {
             let left = fe.sessions.lock().len();
+            fe.stats
+                .sessions_not_moved
+                .fetch_add(left as u64, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(
                 sessions = left,
                 "hand-over drain bound reached: stopping the sessions left as at SIGTERM"
