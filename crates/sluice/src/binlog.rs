@@ -126,6 +126,15 @@ pub struct BinlogStatus {
     position: AtomicU64,
     last_event_time: AtomicU32,
     detail: Mutex<Detail>,
+    /// Where it started reading, while it has read every event since without a break:
+    /// what the entries a hand-over carries must have been kept right up to.
+    unbroken_from: Mutex<Unbroken>,
+}
+
+enum Unbroken {
+    NotYet,
+    From(String, u64),
+    Broken,
 }
 
 struct Detail {
@@ -187,11 +196,34 @@ impl BinlogStatus {
                 file: None,
                 gtid: None,
             }),
+            unbroken_from: Mutex::new(Unbroken::NotYet),
         }
     }
 
     pub fn is_connected(&self) -> bool {
         self.connected.load(Ordering::Acquire)
+    }
+
+    /// Where it started reading, if it has read every event since.
+    pub fn unbroken_from(&self) -> Option<(String, u64)> {
+        match &*self.unbroken_from.lock() {
+            Unbroken::From(file, pos) => Some((file.clone(), *pos)),
+            _ => None,
+        }
+    }
+
+    /// The server and where it has read up to, while it follows.
+    pub fn read_up_to(&self) -> Option<(String, String, u64)> {
+        if !self.connected.load(Ordering::Acquire) {
+            return None;
+        }
+        let d = self.detail.lock();
+        let file = d.file.clone()?;
+        Some((
+            d.server.clone(),
+            file,
+            self.position.load(Ordering::Relaxed),
+        ))
     }
 
     pub fn snapshot(&self) -> BinlogSnapshot {
@@ -421,6 +453,13 @@ impl ReaderTask {
             .parse()
             .map_err(|_| self.unexpected(format!("binlog position {pos:?}")))?;
         let file = file.clone();
+        {
+            let mut unbroken = self.status.unbroken_from.lock();
+            *unbroken = match *unbroken {
+                Unbroken::NotYet => Unbroken::From(file.clone(), u64::from(pos)),
+                _ => Unbroken::Broken,
+            };
+        }
 
         let mut register = vec![COM_REGISTER_SLAVE];
         register.extend_from_slice(&self.cfg.server_id.to_le_bytes());

@@ -3,6 +3,7 @@
 //! before a write is never served after it. Sessions call it between classify and the
 //! backend; it does no I/O itself.
 
+mod carry;
 pub mod config;
 mod fill;
 mod generations;

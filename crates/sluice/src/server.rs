@@ -239,6 +239,11 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let stats = Arc::new(Stats::default());
     let fe = build_frontend(&config, &stats)?;
+    if let (true, Some(cache)) = (overrides.take_over, &fe.cache) {
+        // From before any client is served: the entries of the process before are
+        // taken only if nothing they read was written here meanwhile.
+        cache.record_writes();
+    }
     let router = fe.router.load_full();
     learn_identity_soon(&fe, &config).await;
 

@@ -670,3 +670,71 @@ fn sluice_upgrade_without_a_running_sluice_says_so() {
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("no running Sluice"), "{out:?}");
 }
+
+/// The new process's count of cache hits (only it answers on the admin API once the
+/// hand-over is done).
+fn cache_hits(config: &Config) -> u64 {
+    let stats = crate::support::admin_json(
+        &config.admin_address().unwrap(),
+        "handover-test-token-0123456789",
+        "/v1/stats",
+    );
+    stats["sluice_cache_hits_total"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn cache_entries_go_across_except_those_a_write_there_made_stale() {
+    let (config, _dir) = config_with_handover();
+    let config = config.cache_rule("selects", "(?i)^\\s*SELECT", "1h");
+    let mut old = Sluice::start(&config);
+    let mut reader = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    exec(&mut reader, "CREATE DATABASE IF NOT EXISTS handover_cache");
+    for t in ["a", "b"] {
+        exec(
+            &mut reader,
+            &format!("CREATE OR REPLACE TABLE handover_cache.{t} (v TEXT)"),
+        );
+        exec(
+            &mut reader,
+            &format!("INSERT INTO handover_cache.{t} VALUES ('one')"),
+        );
+    }
+    let a = "SELECT v FROM handover_cache.a";
+    let b = "SELECT v FROM handover_cache.b";
+    for sql in [a, b, a, b] {
+        assert_eq!(row(&mut reader, sql), vec![Some("one".into())]);
+    }
+    // Kept in the old process by a temporary table: the cache goes once it quits.
+    let mut pinned = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    exec(
+        &mut pinned,
+        "CREATE TEMPORARY TABLE handover_cache.pin (v INT)",
+    );
+    let mut new = handed_over(&old);
+    // The reader moved; a write it makes now is the new process's, before any entry
+    // of the old one came.
+    exec(&mut reader, "UPDATE handover_cache.b SET v = 'two'");
+    drop(pinned);
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "{}",
+        old.log()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || new
+            .log()
+            .contains("cache entries taken from the process before")),
+        "{}",
+        new.log()
+    );
+    let log = new.log();
+    assert!(log.contains("taken=1 refused=1"), "{log}\n{}", old.log());
+    // b's entry from before the write was refused: the row as it is now.
+    assert_eq!(row(&mut reader, b), vec![Some("two".into())]);
+    // a's came across: its first read in the new process is a hit.
+    let hits = cache_hits(&config);
+    assert_eq!(row(&mut reader, a), vec![Some("one".into())]);
+    assert_eq!(cache_hits(&config), hits + 1, "{log}");
+    new.assert_running();
+}

@@ -8,7 +8,7 @@ use crate::classify::keys::canon::Canon;
 use crate::classify::sql::TableRef;
 use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Per-key counters of a table, by a hash of the key: two keys sharing one only cost a
@@ -105,7 +105,17 @@ pub struct Generations {
     global: AtomicU64,
     global_cause: AtomicU8,
     any: Arc<TableGen>,
+    /// After a hand-over, until the entries of the process before have come: every
+    /// table written here since this process started, counters or not (a write to a
+    /// table no entry read leaves none), so that none of those entries that read one
+    /// is taken.
+    recording: AtomicBool,
+    written: parking_lot::Mutex<std::collections::HashSet<TableRef>>,
 }
+
+/// What an entry depends on, by name, as it goes to another process: a table (`None`:
+/// every write, for reads through views) and which of its counters.
+pub type Deps = Vec<(Option<TableRef>, u32)>;
 
 impl Default for Generations {
     fn default() -> Self {
@@ -114,6 +124,8 @@ impl Default for Generations {
             global: AtomicU64::new(0),
             global_cause: AtomicU8::new(0),
             any: Arc::new(TableGen::new()),
+            recording: AtomicBool::new(false),
+            written: Default::default(),
         }
     }
 }
@@ -185,12 +197,91 @@ impl Generations {
         Snapshot { global, deps }
     }
 
+    /// From now on, note every table written (see `written`).
+    pub fn record_writes(&self) {
+        self.recording.store(true, Ordering::SeqCst);
+    }
+
+    /// The entries from before have all come: stop noting.
+    pub fn stop_recording(&self) {
+        self.recording.store(false, Ordering::SeqCst);
+        self.written.lock().clear();
+    }
+
+    fn note<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>) {
+        if self.recording.load(Ordering::Acquire) {
+            self.written.lock().extend(tables.into_iter().cloned());
+        }
+    }
+
+    /// The dependencies of `s` by name (`names`: [`Generations::names`]); `None` when
+    /// one cannot be named.
+    pub fn deps(&self, s: &Snapshot, names: &HashMap<usize, TableRef>) -> Option<Deps> {
+        s.deps
+            .iter()
+            .map(|(gen, which, _)| {
+                if Arc::ptr_eq(gen, &self.any) {
+                    return Some((None, *which));
+                }
+                let name = names.get(&(Arc::as_ptr(gen) as usize))?;
+                Some((Some(name.clone()), *which))
+            })
+            .collect()
+    }
+
+    /// Each table's counters' address, with its name.
+    pub fn names(&self) -> HashMap<usize, TableRef> {
+        (self.tables.read().iter())
+            .map(|(t, g)| (Arc::as_ptr(g) as usize, t.clone()))
+            .collect()
+    }
+
+    /// A snapshot for an entry of the process before that depends on `deps`, as if
+    /// filled now: `None` if any of them was written since this process started (while
+    /// recording), or anything was invalidated whole.
+    pub fn adopt(&self, deps: &Deps) -> Option<Snapshot> {
+        if !self.recording.load(Ordering::Acquire) || self.global.load(Ordering::Acquire) != 0 {
+            return None;
+        }
+        let global = self.global.load(Ordering::Acquire);
+        let mut out = Vec::with_capacity(deps.len());
+        {
+            // Held while the counters are read: a write notes its tables before it
+            // bumps them.
+            let written = self.written.lock();
+            for (table, which) in deps {
+                let gen = match table {
+                    None if self.any.gen.load(Ordering::Acquire) == 0 => self.any.clone(),
+                    None => return None,
+                    Some(t) if written.contains(t) => return None,
+                    Some(t) => self.table(t),
+                };
+                if *which != WHOLE && *which != WIDE && *which as usize >= SLOTS {
+                    return None;
+                }
+                let value = gen.counter(*which).load(Ordering::Acquire);
+                out.push((gen, *which, value));
+            }
+        }
+        // A write not noted yet when the counters were read bumps them after: it makes
+        // this snapshot stale, as any write after a capture does.
+        Some(Snapshot {
+            global,
+            deps: out.into_boxed_slice(),
+        })
+    }
+
     fn bumped(gen: &TableGen, cause: Cause) {
         gen.last_cause.store(cause as u8, Ordering::Relaxed);
     }
 
     /// Bumps each whole table; returns how many had entries depending on them.
-    pub fn bump<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>, cause: Cause) -> u64 {
+    pub fn bump<'a>(
+        &self,
+        tables: impl IntoIterator<Item = &'a TableRef> + Clone,
+        cause: Cause,
+    ) -> u64 {
+        self.note(tables.clone());
         let map = self.tables.read();
         let mut n = 0;
         Self::bumped(&self.any, cause);
@@ -209,6 +300,7 @@ impl Generations {
     /// Bumps the keys of `rows` only (and what depends on the whole table). Returns
     /// whether entries depended on the table.
     pub fn bump_rows(&self, rows: &RowSet, cause: Cause) -> bool {
+        self.note([&rows.table]);
         Self::bumped(&self.any, cause);
         self.any.gen.fetch_add(1, Ordering::AcqRel);
         let Some(g) = self.tables.read().get(&rows.table).cloned() else {

@@ -281,6 +281,20 @@ impl Store {
         self.shard(key).lock().remove(key)
     }
 
+    /// Every entry with its key and hits, most hit first: what a hand-over carries.
+    pub fn entries(&self) -> Vec<(Vec<u8>, Arc<Entry>, u64)> {
+        let mut all = Vec::new();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            all.extend(
+                (shard.map.iter())
+                    .map(|(k, slot)| (k.bytes.to_vec(), slot.entry.clone(), slot.hits)),
+            );
+        }
+        all.sort_by_key(|e| std::cmp::Reverse(e.2));
+        all
+    }
+
     /// Removes every entry for which `drop` is true and returns them.
     pub fn remove_where(&self, mut drop: impl FnMut(&Entry) -> bool) -> Vec<Arc<Entry>> {
         let mut removed = Vec::new();

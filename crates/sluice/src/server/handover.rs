@@ -192,9 +192,41 @@ pub fn send_session(
     Ok(())
 }
 
-/// Old side: no more sessions come.
+/// Old side: no more sessions come (and, after the cache's entries, no more of them).
 pub fn end_sessions(stream: &UnixStream) -> std::io::Result<()> {
     (&*stream).write_all(&0u32.to_be_bytes())
+}
+
+/// Old side: one frame of the cache's section (after the sessions): no socket rides on
+/// it.
+pub fn send_data(stream: &UnixStream, data: &[u8]) -> anyhow::Result<()> {
+    if data.is_empty() || data.len() > MAX_SESSION {
+        anyhow::bail!("a frame of {} bytes", data.len());
+    }
+    (&*stream).write_all(&(data.len() as u32).to_be_bytes())?;
+    (&*stream).write_all(data)?;
+    Ok(())
+}
+
+/// New side: the next frame of the cache's section; `None` at its end, or when the old
+/// side went away.
+pub fn receive_data(stream: &UnixStream) -> anyhow::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match (&*stream).read_exact(&mut len) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let n = u32::from_be_bytes(len) as usize;
+    if n == 0 {
+        return Ok(None);
+    }
+    if n > MAX_SESSION {
+        anyhow::bail!("a frame of {n} bytes");
+    }
+    let mut data = vec![0u8; n];
+    (&*stream).read_exact(&mut data)?;
+    Ok(Some(data))
 }
 
 /// New side: the next session (its state and its client's socket); `None` once the

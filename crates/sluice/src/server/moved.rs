@@ -1,6 +1,7 @@
 //! The sessions a hand-over moves: the old process sends each one that leaves
 //! (`frontend::Departure`) to the successor on the hand-over's connection; the successor
-//! serves each one it receives as if it had logged in there (`frontend::arrive`).
+//! serves each one it receives as if it had logged in there (`frontend::arrive`). Then,
+//! once the old process holds no session, its cache's entries (`cache/carry.rs`).
 
 use super::handover;
 use crate::frontend::{self, Departure, Frontend};
@@ -12,8 +13,12 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// Old side: opens the way out for the sessions; returns the thread that sends them,
-/// which ends once the way is closed ([`close`]) and the last one went.
-pub(super) fn open(fe: &Arc<Frontend>, successor: UnixStream) -> std::thread::JoinHandle<()> {
+/// which ends once the way is closed ([`close`]) and the last one went, with the
+/// connection for the cache's entries (none if the successor stopped taking).
+pub(super) fn open(
+    fe: &Arc<Frontend>,
+    successor: UnixStream,
+) -> std::thread::JoinHandle<Option<UnixStream>> {
     let (tx, rx) = std::sync::mpsc::channel::<Departure>();
     *fe.departures.lock() = Some(tx);
     let fe = fe.clone();
@@ -36,11 +41,33 @@ pub(super) fn open(fe: &Arc<Frontend>, successor: UnixStream) -> std::thread::Jo
                 }
             }
         }
-        if !failed {
-            let _ = handover::end_sessions(&successor);
-        }
         tracing::info!(moved, "hand-over: sessions sent to the successor");
+        (!failed && handover::end_sessions(&successor).is_ok()).then_some(successor)
     })
+}
+
+/// Old side, once no session is left here (none can write any more): the cache's
+/// entries, after where its binlog readers have read up to, then the end.
+pub(super) fn send_cache(fe: &Frontend, successor: UnixStream) {
+    if let Some(cache) = &fe.cache {
+        let header = serde_json::json!({ "binlog": cache.read_up_to() }).to_string();
+        let frames = cache.carry_out();
+        let sent = handover::send_data(&successor, header.as_bytes()).and_then(|()| {
+            frames
+                .iter()
+                .try_for_each(|f| handover::send_data(&successor, f))
+        });
+        match sent {
+            Ok(()) => tracing::info!(
+                entries = frames.len(),
+                "hand-over: cache entries sent to the successor"
+            ),
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "hand-over: the cache's entries did not all go")
+            }
+        }
+    }
+    let _ = handover::end_sessions(&successor);
 }
 
 /// Old side: no session leaves from now on (the drain bound passed, or all went).
@@ -59,18 +86,27 @@ pub(super) fn receive(
     drain: &Drain,
 ) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    std::thread::spawn(move || loop {
-        match handover::receive_session(&from_old) {
-            Ok(Some(session)) => {
-                if tx.send(session).is_err() {
-                    return;
+    let cache = fe.cache.clone();
+    std::thread::spawn(move || {
+        loop {
+            match handover::receive_session(&from_old) {
+                Ok(Some(session)) => {
+                    if tx.send(session).is_err() {
+                        break;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "hand-over: receiving sessions failed; the old process keeps the rest");
+                    break;
                 }
             }
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), "hand-over: receiving sessions failed; the old process keeps the rest");
-                return;
-            }
+        }
+        // The sessions' tasks run from here on, whatever comes next.
+        drop(tx);
+        if let Some(cache) = cache {
+            receive_cache(&cache, &from_old);
+            cache.carried_all();
         }
     });
     let (fe, limit, shutdown, guard) = (fe.clone(), limit.clone(), shutdown.clone(), drain.guard());
@@ -96,4 +132,44 @@ pub(super) fn receive(
             "hand-over: sessions taken from the process before"
         );
     });
+}
+
+/// New side: the old process's cache entries, each taken unless something it read was
+/// written here since this process started (or the binlog readers here may have missed
+/// a write the old ones had not read).
+fn receive_cache(cache: &crate::cache::QueryCache, from_old: &UnixStream) {
+    let header = match handover::receive_data(from_old) {
+        Ok(Some(h)) => h,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(error = %format!("{e:#}"), "hand-over: no cache entries from the process before");
+            return;
+        }
+    };
+    let read_up_to: Vec<Option<(String, String, u64)>> =
+        serde_json::from_slice::<serde_json::Value>(&header)
+            .ok()
+            .and_then(|h| serde_json::from_value(h["binlog"].clone()).ok())
+            .unwrap_or_default();
+    let covered = cache.binlog_covers(&read_up_to);
+    if !covered {
+        tracing::info!("hand-over: the binlog readers here did not start where the old ones had read to: its cache entries are not taken");
+    }
+    let (mut taken, mut refused) = (0u64, 0u64);
+    loop {
+        match handover::receive_data(from_old) {
+            Ok(Some(frame)) if covered && cache.carry_in(&frame) => taken += 1,
+            Ok(Some(_)) => refused += 1,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(error = %format!("{e:#}"), "hand-over: receiving cache entries failed");
+                break;
+            }
+        }
+    }
+    tracing::info!(
+        taken,
+        refused,
+        "hand-over: cache entries taken from the process before"
+    );
 }

@@ -177,17 +177,18 @@ pub(super) async fn shut_down(
     let mut drained = false;
     let mut sending = None;
     if let Some((bound, successor, fe)) = handed_over {
+        let fe = Arc::clone(fe);
         super::listener::keep_socket_files();
         // The successor accepts from here on; the sessions here go on until they end,
         // within the bound, rather than be cut mid-login or between two statements.
         for t in &accept_tasks {
             t.abort();
         }
-        sending = Some(super::moved::open(fe, successor.stream));
+        sending = Some((super::moved::open(&fe, successor.stream), fe.clone()));
         trigger.start_moving();
         tracing::info!(bound = ?bound, "handed over: no new clients here; sessions move once they can, or go on until they end");
         drained = tokio::time::timeout(bound, &mut drain).await.is_ok();
-        super::moved::close(fe);
+        super::moved::close(&fe);
         if !drained {
             let left = fe.sessions.lock().len();
             fe.stats
@@ -207,10 +208,15 @@ pub(super) async fn shut_down(
     if !drained && tokio::time::timeout(grace, &mut drain).await.is_err() {
         tracing::warn!("shutdown grace period over; closing remaining sessions");
     }
-    if let Some(sending) = sending {
-        // The sessions sent last are on their way: the socket of one still queued would
-        // close with this process.
-        let _ = tokio::task::spawn_blocking(move || sending.join()).await;
+    if let Some((sending, fe)) = sending {
+        // The sessions sent last are on their way (the socket of one still queued would
+        // close with this process); then, with no session left to write, the cache.
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Ok(Some(successor)) = sending.join() {
+                super::moved::send_cache(&fe, successor);
+            }
+        })
+        .await;
     }
     if let Some(sampler) = sampler {
         // It writes the history file as it stops.

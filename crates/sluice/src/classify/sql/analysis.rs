@@ -9,7 +9,9 @@ use super::lexer::Toks;
 use super::statements::statement;
 
 /// A table as `schema.table`, both lowercased ASCII; schema is the session default when unqualified.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct TableRef {
     pub schema: String,
     pub table: String,
