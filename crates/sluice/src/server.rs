@@ -3,6 +3,7 @@
 
 pub mod handover;
 mod listener;
+use listener::start_listeners;
 mod moved;
 pub mod upgrade;
 use upgrade::Upgrades;
@@ -12,19 +13,14 @@ use crate::auth::BackendCredentials;
 use crate::auth::Users;
 use crate::backend::{probe, Server, ServerPool};
 use crate::cache::QueryCache;
-use crate::config::{Config, ListenerConfig, Overrides};
-use crate::error::code;
-use crate::frontend::{self, ClientConn, Frontend, Identity};
+use crate::config::{Config, Overrides};
+use crate::frontend::{self, Frontend, Identity};
 use crate::router::Router;
 use crate::shutdown::{self, Drain, Shutdown};
 use crate::stats::Stats;
-use crate::stream::Stream;
 use anyhow::Context;
-use handover::{Inherited, Named};
-use listener::Listener;
+use handover::Named;
 use sd_notify::NotifyState;
-use sluice_wire::response::ErrPacket;
-use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -529,51 +525,6 @@ fn admin_state(
     }
 }
 
-/// Binds every listener, then accepts clients on each (a task each). Every listener is
-/// bound before any accepts: if one fails, the others (and their socket files) go with
-/// the error.
-/// Returns the accept tasks, and a copy of each listening socket for the next hand-over.
-async fn start_listeners(
-    fe: &Arc<Frontend>,
-    config: &Config,
-    limit: &Arc<Semaphore>,
-    shutdown: &Shutdown,
-    drain: &Drain,
-    inherited: &mut Inherited,
-) -> anyhow::Result<(Vec<tokio::task::JoinHandle<()>>, Vec<(Named, OwnedFd)>)> {
-    let mut bound = Vec::new();
-    let mut sockets = Vec::new();
-    for l in &config.listeners {
-        let name = Listener::handover_name(l);
-        let listener = match inherited.claim(&name) {
-            Some(socket) => Listener::inherited(l, socket)?,
-            None => Listener::bind(l).await?,
-        };
-        sockets.push((name, listener.socket_copy()?));
-        let tls = match (&l.tls_cert, &l.tls_key) {
-            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
-                c, k,
-            )?)),
-            _ => None,
-        };
-        tracing::info!(address = %listener.describe(), tls = tls.is_some(), "listening");
-        bound.push((listener, l, tls));
-    }
-    let mut accept_tasks = Vec::new();
-    for (listener, l, tls) in bound {
-        accept_tasks.push(tokio::spawn(accept_loop(
-            listener,
-            Arc::new(l.clone()),
-            tls,
-            fe.clone(),
-            limit.clone(),
-            shutdown.clone(),
-            drain.guard(),
-        )));
-    }
-    Ok((accept_tasks, sockets))
-}
-
 /// SIGHUP (and `POST /v1/config/reload`): reads the configuration again and swaps
 /// users, servers and cache rules. Listener, limit and logging changes need a restart.
 /// Err: every problem found; nothing changed then.
@@ -771,56 +722,4 @@ async fn log_cache(cache: Arc<QueryCache>, every: Duration, mut shutdown: Shutdo
             _ = shutdown.stopping() => return,
         }
     }
-}
-
-async fn accept_loop(
-    listener: Listener,
-    config: Arc<ListenerConfig>,
-    tls: Option<tokio_rustls::TlsAcceptor>,
-    fe: Arc<Frontend>,
-    limit: Arc<Semaphore>,
-    mut shutdown: Shutdown,
-    drain: shutdown::DrainGuard,
-) {
-    loop {
-        let (socket, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(c) => c,
-                Err(e) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.stopping() => return,
-        };
-        Stats::incr(&fe.stats.client_connections);
-        let client = Box::new(ClientConn::new(Stream::Plain(socket), peer));
-        let Ok(permit) = limit.clone().try_acquire_owned() else {
-            Stats::incr(&fe.stats.client_connections_refused);
-            tokio::spawn(refuse(*client));
-            continue;
-        };
-        let (fe, config, tls, shutdown, guard) = (
-            fe.clone(),
-            config.clone(),
-            tls.clone(),
-            shutdown.clone(),
-            drain.clone(),
-        );
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _guard = guard;
-            Stats::incr(&fe.stats.client_connections_active);
-            frontend::run(fe.clone(), client, config, tls, shutdown).await;
-            Stats::decr(&fe.stats.client_connections_active);
-        });
-    }
-}
-
-/// Over the client limit: answer as MySQL does, with error 1040 instead of a handshake.
-async fn refuse(mut client: ClientConn) {
-    let err = ErrPacket::new(code::ER_CON_COUNT_ERROR, "08004", "Too many connections");
-    let _ = client.write_err(0, &err).await;
 }

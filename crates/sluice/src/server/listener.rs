@@ -2,14 +2,24 @@
 //! A socket file is Sluice's while it runs: a stale one is replaced at start, a live one
 //! (another process listening) stops the start, and it is removed at shutdown.
 
+use super::handover::{Inherited, Named};
+use crate::config::Config;
+use crate::error::code;
 use crate::frontend::config::ListenerConfig;
-use crate::stream::{Peer, Socket};
+use crate::frontend::{self, ClientConn, Frontend};
+use crate::shutdown::{self, Drain, Shutdown};
+use crate::stats::Stats;
+use crate::stream::{Peer, Socket, Stream};
+use sluice_wire::response::ErrPacket;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::Semaphore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ListenError {
@@ -233,6 +243,103 @@ impl Drop for SocketFile {
             }
         }
     }
+}
+
+/// Binds every listener, then accepts clients on each (a task each). Every listener is
+/// bound before any accepts: if one fails, the others (and their socket files) go with
+/// the error.
+/// Returns the accept tasks, and a copy of each listening socket for the next hand-over.
+pub(super) async fn start_listeners(
+    fe: &Arc<Frontend>,
+    config: &Config,
+    limit: &Arc<Semaphore>,
+    shutdown: &Shutdown,
+    drain: &Drain,
+    inherited: &mut Inherited,
+) -> anyhow::Result<(Vec<tokio::task::JoinHandle<()>>, Vec<(Named, OwnedFd)>)> {
+    let mut bound = Vec::new();
+    let mut sockets = Vec::new();
+    for l in &config.listeners {
+        let name = Listener::handover_name(l);
+        let listener = match inherited.claim(&name) {
+            Some(socket) => Listener::inherited(l, socket)?,
+            None => Listener::bind(l).await?,
+        };
+        sockets.push((name, listener.socket_copy()?));
+        let tls = match (&l.tls_cert, &l.tls_key) {
+            (Some(c), Some(k)) => Some(tokio_rustls::TlsAcceptor::from(crate::tls::server_config(
+                c, k,
+            )?)),
+            _ => None,
+        };
+        tracing::info!(address = %listener.describe(), tls = tls.is_some(), "listening");
+        bound.push((listener, l, tls));
+    }
+    let mut accept_tasks = Vec::new();
+    for (listener, l, tls) in bound {
+        accept_tasks.push(tokio::spawn(accept_loop(
+            listener,
+            Arc::new(l.clone()),
+            tls,
+            fe.clone(),
+            limit.clone(),
+            shutdown.clone(),
+            drain.guard(),
+        )));
+    }
+    Ok((accept_tasks, sockets))
+}
+
+async fn accept_loop(
+    listener: Listener,
+    config: Arc<ListenerConfig>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    fe: Arc<Frontend>,
+    limit: Arc<Semaphore>,
+    mut shutdown: Shutdown,
+    drain: shutdown::DrainGuard,
+) {
+    loop {
+        let (socket, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.stopping() => return,
+        };
+        Stats::incr(&fe.stats.client_connections);
+        let client = Box::new(ClientConn::new(Stream::Plain(socket), peer));
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            Stats::incr(&fe.stats.client_connections_refused);
+            tokio::spawn(refuse(*client));
+            continue;
+        };
+        let (fe, config, tls, shutdown, guard) = (
+            fe.clone(),
+            config.clone(),
+            tls.clone(),
+            shutdown.clone(),
+            drain.clone(),
+        );
+        tokio::spawn(async move {
+            let _permit = permit;
+            let _guard = guard;
+            Stats::incr(&fe.stats.client_connections_active);
+            frontend::run(fe.clone(), client, config, tls, shutdown).await;
+            Stats::decr(&fe.stats.client_connections_active);
+        });
+    }
+}
+
+/// Over the client limit: answer as MySQL does, with error 1040 instead of a handshake.
+async fn refuse(mut client: ClientConn) {
+    let err = ErrPacket::new(code::ER_CON_COUNT_ERROR, "08004", "Too many connections");
+    let _ = client.write_err(0, &err).await;
 }
 
 #[cfg(test)]
