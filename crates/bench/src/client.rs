@@ -1,7 +1,8 @@
 //! A minimal MySQL client for the benchmarks' own connections: log in with
-//! `mysql_native_password`, ping, send a text query and read its reply to the end. The
-//! mux scenario holds thousands of these idle; the failover scenario's probes write
-//! through them. Not on the request path.
+//! `mysql_native_password`, ping, send a text query and read its reply to the end (with
+//! its values when asked), prepare and execute a statement. The mux scenario holds
+//! thousands of these idle; the failover and upgrade scenarios' probes run through them.
+//! Not on the request path.
 
 use std::time::Duration;
 
@@ -14,6 +15,8 @@ use sluice_wire::packet::{take_packet, write_packet};
 use sluice_wire::response::{
     ErrPacket, OkPacket, EOF_HEADER, ERR_HEADER, LOCAL_INFILE_HEADER, OK_HEADER,
 };
+use sluice_wire::resultset::text_values;
+use sluice_wire::statement::PrepareOk;
 use sluice_wire::CapabilityFlags;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -21,8 +24,16 @@ use tokio::net::TcpStream;
 /// The largest reply packet read: the benchmarks' own statements answer in a few bytes.
 const MAX_PACKET: usize = 1 << 20;
 
+const COM_QUIT: u8 = 0x01;
 const COM_QUERY: u8 = 0x03;
 const COM_PING: u8 = 0x0e;
+const COM_STMT_PREPARE: u8 = 0x16;
+const COM_STMT_EXECUTE: u8 = 0x17;
+/// `MYSQL_TYPE_LONGLONG`: every parameter the benchmarks bind is an integer.
+const TYPE_LONGLONG: u8 = 0x08;
+
+/// The values of a result's rows, as text (`None` for SQL NULL).
+pub(crate) type Rows = Vec<Vec<Option<String>>>;
 
 /// What a statement got back.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,11 +114,85 @@ impl Client {
         payload.push(COM_QUERY);
         payload.extend_from_slice(sql.as_bytes());
         self.write(0, &payload).await?;
-        let mut reader = ReplyReader::default();
+        self.reply(ReplyReader::default())
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    /// [`Client::query`], with the values of the rows when the reply is a result set.
+    pub(crate) async fn query_values(&mut self, sql: &str) -> anyhow::Result<(Reply, Rows)> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(COM_QUERY);
+        payload.extend_from_slice(sql.as_bytes());
+        self.write(0, &payload).await?;
+        let reader = ReplyReader {
+            keep_rows: true,
+            ..ReplyReader::default()
+        };
+        let (reply, kept) = self.reply(reader).await?;
+        let rows = kept
+            .iter()
+            .map(|row| {
+                let values = text_values(row).map_err(|e| anyhow::anyhow!("a text row: {e}"))?;
+                Ok(values
+                    .into_iter()
+                    .map(|v| v.map(|v| String::from_utf8_lossy(v).into_owned()))
+                    .collect())
+            })
+            .collect::<anyhow::Result<Rows>>()?;
+        Ok((reply, rows))
+    }
+
+    /// Prepares `sql` (COM_STMT_PREPARE); the server's refusal as `Err` inside.
+    pub(crate) async fn prepare(
+        &mut self,
+        sql: &str,
+    ) -> anyhow::Result<Result<PrepareOk, ErrPacket>> {
+        let mut payload = Vec::with_capacity(sql.len() + 1);
+        payload.push(COM_STMT_PREPARE);
+        payload.extend_from_slice(sql.as_bytes());
+        self.write(0, &payload).await?;
+        let (_, first) = self.read().await?;
+        if first.first() == Some(&ERR_HEADER) {
+            return Ok(Err(ErrPacket::parse(&first).context("an ERR packet")?));
+        }
+        let ok = PrepareOk::parse(&first).context("not a prepare-OK")?;
+        // Without DEPRECATE_EOF each list of definitions ends with an EOF packet.
+        for count in [ok.params, ok.columns] {
+            if count > 0 {
+                for _ in 0..=count {
+                    self.read().await?;
+                }
+            }
+        }
+        Ok(Ok(ok))
+    }
+
+    /// Executes a prepared statement (COM_STMT_EXECUTE) with `params` bound as BIGINT,
+    /// reading the whole reply; binary rows are counted, not decoded.
+    pub(crate) async fn execute(
+        &mut self,
+        stmt: &PrepareOk,
+        params: &[i64],
+    ) -> anyhow::Result<Reply> {
+        self.write(0, &execute_payload(stmt.stmt_id, params))
+            .await?;
+        self.reply(ReplyReader::default())
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    /// Says goodbye (COM_QUIT) and closes the connection, as a polite client does.
+    pub(crate) async fn quit(mut self) {
+        let _ = self.write(0, &[COM_QUIT]).await;
+        let _ = self.stream.shutdown().await;
+    }
+
+    async fn reply(&mut self, mut reader: ReplyReader) -> anyhow::Result<(Reply, Vec<Vec<u8>>)> {
         loop {
             let (_, packet) = self.read().await?;
             if let Some(reply) = reader.push(&packet)? {
-                return Ok(reply);
+                return Ok((reply, reader.kept));
             }
         }
     }
@@ -131,6 +216,26 @@ impl Client {
     }
 }
 
+/// `COM_STMT_EXECUTE` of statement `id`, no cursor, one iteration, every parameter a
+/// non-NULL BIGINT with its type sent.
+fn execute_payload(id: u32, params: &[i64]) -> Vec<u8> {
+    let mut p = vec![COM_STMT_EXECUTE];
+    p.extend_from_slice(&id.to_le_bytes());
+    p.push(0);
+    p.extend_from_slice(&1u32.to_le_bytes());
+    if !params.is_empty() {
+        p.resize(p.len() + params.len().div_ceil(8), 0);
+        p.push(1);
+        for _ in params {
+            p.extend_from_slice(&[TYPE_LONGLONG, 0]);
+        }
+        for v in params {
+            p.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    p
+}
+
 /// Where a reply to COM_QUERY is, packet by packet (without DEPRECATE_EOF): an OK, an
 /// ERR, or a column count, that many column definitions and an EOF, then rows up to an
 /// EOF (or an ERR, when the statement fails midway).
@@ -138,6 +243,9 @@ impl Client {
 struct ReplyReader {
     state: ReplyState,
     rows: u64,
+    /// Keep the rows' payloads in `kept` (small results only).
+    keep_rows: bool,
+    kept: Vec<Vec<u8>>,
 }
 
 #[derive(Debug, Default)]
@@ -194,7 +302,12 @@ impl ReplyReader {
                 };
             }
             ReplyState::Rows if is_eof(payload) => return Ok(Some(Reply::Rows(self.rows))),
-            ReplyState::Rows => self.rows += 1,
+            ReplyState::Rows => {
+                self.rows += 1;
+                if self.keep_rows {
+                    self.kept.push(payload.to_vec());
+                }
+            }
         }
         Ok(None)
     }
@@ -234,6 +347,29 @@ mod tests {
         // A statement failing midway ends its result with an ERR.
         let replies = read_all(&[&[0x02], b"a", b"b", eof, b"\x011\x012", err]);
         assert!(matches!(replies[5], Some(Reply::Err(_))), "{replies:?}");
+    }
+
+    #[test]
+    fn rows_are_kept_when_asked() {
+        let mut reader = ReplyReader {
+            keep_rows: true,
+            ..ReplyReader::default()
+        };
+        let eof: &[u8] = &[0xfe, 0x00, 0x00, 0x02, 0x00];
+        for p in [&[0x02][..], b"a", b"b", eof, b"\x0242\xfb"] {
+            assert_eq!(reader.push(p).unwrap(), None);
+        }
+        assert_eq!(reader.push(eof).unwrap(), Some(Reply::Rows(1)));
+        let values = text_values(&reader.kept[0]).unwrap();
+        assert_eq!(values, [Some(&b"42"[..]), None]);
+    }
+
+    #[test]
+    fn an_execute_binds_bigints() {
+        assert_eq!(execute_payload(7, &[]), [0x17, 7, 0, 0, 0, 0, 1, 0, 0, 0]);
+        let p = execute_payload(7, &[-2]);
+        assert_eq!(p[10..14], [0, 1, TYPE_LONGLONG, 0]);
+        assert_eq!(p[14..], (-2i64).to_le_bytes());
     }
 
     #[test]
