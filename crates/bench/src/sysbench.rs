@@ -6,6 +6,7 @@ use std::fmt;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
@@ -255,13 +256,18 @@ impl SysbenchCommand {
         deadline: Duration,
         mut on_tick: impl FnMut(Duration, Option<&Interval>),
     ) -> anyhow::Result<Finished> {
+        run_logged(self.command(), &self.program, log, deadline, |elapsed| {
+            on_tick(elapsed, last_interval(log).as_ref())
+        })
+    }
+
+    /// The command, not started: for a run the caller stops itself.
+    pub fn command(&self) -> Command {
         let mut command = with_raised_nofile(&self.program, &self.args);
         if let Some(dir) = &self.dir {
             command.current_dir(dir);
         }
-        run_logged(command, &self.program, log, deadline, |elapsed| {
-            on_tick(elapsed, last_interval(log).as_ref())
-        })
+        command
     }
 
     /// Runs the command to completion and fails, with sysbench's own words, unless it
@@ -442,6 +448,8 @@ pub struct Interval {
     pub qps: f64,
     pub latency_percentile_ms: f64,
     pub errors_per_sec: f64,
+    /// Connections sysbench had to open again (0 where the line has no figure).
+    pub reconnects_per_sec: f64,
 }
 
 /// Parses `[ 3s ] thds: 2 tps: 2250.02 qps: 31496.24 (r/w/o: ...) lat (ms,95%): 1.23
@@ -466,6 +474,9 @@ pub fn parse_interval(line: &str) -> Option<Interval> {
             .parse()
             .ok()?,
         errors_per_sec: after("err/s:")?.parse().ok()?,
+        reconnects_per_sec: after("reconn/s:")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0),
     })
 }
 
@@ -655,6 +666,7 @@ mod tests {
                 qps: 31496.24,
                 latency_percentile_ms: 1.23,
                 errors_per_sec: 0.0,
+                reconnects_per_sec: 0.0,
             }
         );
         let errs: Vec<f64> = IGNORED_ERRORS
