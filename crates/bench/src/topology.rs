@@ -13,7 +13,7 @@ use anyhow::{bail, Context};
 pub mod haproxy;
 mod process;
 
-pub(crate) use process::SluiceProcess;
+pub(crate) use process::{SluiceProcess, Successor};
 use sluice_sandbox::link::{relay_cost, DelayLink, LinkSpec, LinkStats};
 use sluice_sandbox::{self as sandbox, MariaDb, MariaDbOptions};
 

@@ -1,7 +1,11 @@
-//! The Sluice processes a benchmark starts.
+//! The Sluice processes a benchmark starts, and the successors they start themselves at
+//! a hand-over.
 
+use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -76,7 +80,7 @@ impl SluiceProcess {
         }
     }
 
-    pub(super) fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.process.pid()
     }
 
@@ -118,5 +122,79 @@ impl SluiceProcess {
     /// SIGTERM for a graceful shutdown; the watchdog escalates to SIGKILL.
     pub(crate) fn stop(mut self) {
         self.process.stop();
+    }
+}
+
+/// The watchdog of a successor: waits for its stdin to close (the benchmark dropping the
+/// handle, or dying however it dies), then stops the process with SIGTERM, and SIGKILL
+/// after 10 s, if it is still a Sluice started with `--take-over` (not a pid reused
+/// since).
+const SUCCESSOR_WATCHDOG: &str = r#"
+pid=$1
+read -r _ || true
+alive() { [ -r "/proc/$pid/status" ] && ! grep -q '^State:[[:space:]]*[ZX]' "/proc/$pid/status"; }
+alive || exit 0
+tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- --take-over || exit 0
+kill -TERM "$pid" 2>/dev/null
+for ((i = 0; i < 100; i++)); do alive || exit 0; sleep 0.1; done
+kill -KILL "$pid" 2>/dev/null
+"#;
+
+/// A Sluice that another Sluice started at a hand-over (SIGUSR2): not our child, so the
+/// sandbox's watchdog does not know it. This one stops it when the handle drops or the
+/// benchmark dies, as [`SluiceProcess`] is stopped.
+pub(crate) struct Successor {
+    pid: u32,
+    watchdog: Option<Child>,
+}
+
+impl Successor {
+    /// Watches `pid` from now on.
+    pub(crate) fn adopt(pid: u32) -> anyhow::Result<Successor> {
+        let watchdog = Command::new("bash")
+            .arg("-c")
+            .arg(SUCCESSOR_WATCHDOG)
+            .arg("sluice-bench-successor-watchdog")
+            .arg(pid.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            // Its own process group: a Ctrl-C aimed at the benchmark must not end the
+            // watchdog before it has stopped the successor; the closing pipe does.
+            .process_group(0)
+            .spawn()
+            .context("starting the watchdog of a successor Sluice")?;
+        Ok(Successor {
+            pid,
+            watchdog: Some(watchdog),
+        })
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// SIGTERM, SIGKILL after 10 s, and wait (bounded) until it is done.
+    pub(crate) fn stop(&mut self) {
+        let Some(mut watchdog) = self.watchdog.take() else {
+            return;
+        };
+        if let Some(mut stdin) = watchdog.stdin.take() {
+            let _ = stdin.write_all(b"stop\n");
+        }
+        if !matches!(
+            sandbox::wait_child(&mut watchdog, Duration::from_secs(15)),
+            Ok(Some(_))
+        ) {
+            let _ = sandbox::send_signal(self.pid, "KILL");
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+impl Drop for Successor {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
