@@ -6,8 +6,9 @@
 //! `sluice bench` alone runs), [`mux`] (multiplexing), [`routing`] (read scale-out),
 //! [`galera`] (multi-master inserts and flow control), [`shard`] (one database over
 //! several instances), [`zones`] (the nearest replica across availability zones),
-//! [`failover`] (the primary killed under load), and [`all`] (every other scenario,
-//! one page). They share the flags of
+//! [`failover`] (the primary killed under load), [`fleet`] (several instances),
+//! [`upgrade`] (restarts that hand the sockets over, under load), and [`all`] (every
+//! other scenario, one page). They share the flags of
 //! [`CommonArgs`] (and [`ServerArgs`] where existing servers can be targeted) and one
 //! report format, [`document`]. Underneath: [`topology`] starts or finds the servers,
 //! [`sysbench`] and [`mysqlslap`] run and parse the load generators, [`report`] and
@@ -35,6 +36,7 @@ pub mod shard;
 mod sysbench;
 mod tool;
 mod topology;
+pub mod upgrade;
 pub mod zones;
 
 use std::path::PathBuf;
@@ -163,6 +165,24 @@ pub enum Scenario {
     /// Defaults: instances 1,2,10; 30 s; 20 samples. --demo: instances 1,2; 5 s; 5
     /// samples.
     Fleet(Box<fleet::FleetArgs>),
+    /// Upgrade: what clients see across restarts that hand the sockets over (SIGUSR2).
+    ///
+    /// One MariaDB and one Sluice with a `[handover] socket`, the query cache on and the
+    /// admin API; sysbench oltp_read_write (prepared statements, errors ignored and
+    /// counted) and probe clients (idle connections checking their id and a user
+    /// variable, transactions spanning the hand-overs, a prepared statement,
+    /// connect-query-disconnect) through it; --handovers times SIGUSR2 to the serving
+    /// process, each --duration after the last successor was ready. Reported per
+    /// hand-over: client errors, lost connections, changed ids and lost session state by
+    /// kind of client, the longest stall, p99 before and during, the cache hit rate
+    /// before and after, the old process's memory and whether it exited within
+    /// --drain-timeout. Starts its own servers; --threads takes one count; --repeat does
+    /// not apply.
+    ///
+    /// Defaults: 10 hand-overs 30 s apart; 16 threads; 4 tables x 10,000 rows; 10 s
+    /// windows; drain_timeout 5 s. --demo (under 5 minutes on 2 cores): 10 s apart, 5 s
+    /// windows, 2 tables x 1,000 rows.
+    Upgrade(Box<upgrade::UpgradeArgs>),
     /// Every other scenario in turn, and one HTML page with all of them.
     ///
     /// The common flags go to every scenario (with --demo, each runs in its demo
@@ -183,6 +203,7 @@ impl Scenario {
             Scenario::Zones(_) => "zones",
             Scenario::Failover(_) => "failover",
             Scenario::Fleet(_) => "fleet",
+            Scenario::Upgrade(_) => "upgrade",
             Scenario::All(_) => "all",
         }
     }
@@ -197,6 +218,7 @@ impl Scenario {
             Scenario::Zones(a) => &mut a.common,
             Scenario::Failover(a) => &mut a.common,
             Scenario::Fleet(a) => &mut a.common,
+            Scenario::Upgrade(a) => &mut a.common,
             Scenario::All(a) => &mut a.common,
         }
     }
@@ -212,6 +234,7 @@ impl Scenario {
             Scenario::Zones(a) => zones::run(&a),
             Scenario::Failover(a) => failover::run(&a),
             Scenario::Fleet(a) => fleet::run(&a),
+            Scenario::Upgrade(a) => upgrade::run(&a),
             Scenario::All(a) => all::run(&a),
         }
     }
@@ -487,7 +510,7 @@ mod tests {
     #[test]
     fn common_flags_mean_the_same_in_every_scenario() {
         for name in [
-            "cache", "mux", "routing", "galera", "shard", "zones", "failover", "all",
+            "cache", "mux", "routing", "galera", "shard", "zones", "failover", "upgrade", "all",
         ] {
             let mut args = parse(&[
                 name,
@@ -523,7 +546,10 @@ mod tests {
         let names: Vec<&str> = each.iter().map(Scenario::name).collect();
         assert_eq!(
             names,
-            ["cache", "mux", "routing", "galera", "shard", "zones", "failover", "fleet"]
+            [
+                "cache", "mux", "routing", "galera", "shard", "zones", "failover", "fleet",
+                "upgrade"
+            ]
         );
         for mut scenario in each {
             let name = scenario.name();

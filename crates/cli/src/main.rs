@@ -55,8 +55,9 @@ enum Command {
     /// SLUICE_ADMIN_TOKEN environment variable. Exit status 1 when the server refuses the
     /// request, 2 when it cannot be reached.
     Admin(Box<admin::AdminArgs>),
-    /// Benchmarks: `sluice bench cache|mux|routing|galera|shard|zones|failover|fleet|all` (no
-    /// scenario: `cache`).
+    /// Benchmarks: `sluice bench
+    /// cache|mux|routing|galera|shard|zones|failover|fleet|upgrade|all` (no scenario:
+    /// `cache`).
     ///
     /// Each scenario runs sysbench (and mysqlslap) straight at MariaDB and through Sluice
     /// in the same run, and writes the results as Markdown, CSV, JSON and HTML with
