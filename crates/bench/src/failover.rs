@@ -22,7 +22,7 @@ mod clients;
 mod fleet;
 mod probe;
 mod report;
-mod tally;
+pub(crate) mod tally;
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;

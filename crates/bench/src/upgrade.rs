@@ -164,6 +164,8 @@ struct Handover {
     /// The longest wait of a probe in flight from the SIGUSR2 to [`SETTLE`] after ready.
     longest_stall_ms: Option<f64>,
     longest_stall_kind: Option<Kind>,
+    /// The same over the window before the SIGUSR2, to set it against.
+    longest_stall_before_ms: Option<f64>,
     /// The probes' p99 latency over the window before and during the hand-over.
     probe_p99_before_ms: Option<f64>,
     probe_p99_during_ms: Option<f64>,
@@ -436,7 +438,9 @@ impl<'a> Bench<'a> {
         let measured = self.hand_overs(&mut serving, loaded, results, &mut times, &mut watchers);
         let ended = Instant::now();
         let ops = probes.finish(&self.runtime);
-        let (intervals, sysbench_failure) = sysbench.stop();
+        let (output, sysbench_failure) = sysbench.stop();
+        let intervals: Vec<Interval> = output.lines().filter_map(parse_interval).collect();
+        let errors = tally::sysbench_errors(&output);
         results.sysbench_failure = sysbench_failure;
         for (index, watcher) in watchers {
             let exited: Option<Duration> = watcher.join().unwrap_or(None);
@@ -448,6 +452,7 @@ impl<'a> Bench<'a> {
         let reports = Reports {
             start: loaded,
             intervals: &intervals,
+            errors: &errors,
         };
         self.tally(results, &ops, &reports, &times, (loaded, ended));
         measured
@@ -549,6 +554,9 @@ impl<'a> Bench<'a> {
             "--percentile=99".to_string(),
             "--mysql-ignore-errors=all".to_string(),
             "--db-ps-mode=auto".to_string(),
+            // The level at which sysbench names each error it ignores, by which its own
+            // conflicts are told from what the hand-overs cause.
+            "--verbosity=5".to_string(),
         ];
         let endpoint = Endpoint {
             host: "127.0.0.1".into(),
@@ -594,6 +602,8 @@ impl<'a> Bench<'a> {
             let stall = tally::longest_stall(ops, t.signalled, settled);
             h.longest_stall_ms = stall.map(|(d, _)| d.as_secs_f64() * 1000.0);
             h.longest_stall_kind = stall.map(|(_, k)| k);
+            h.longest_stall_before_ms = tally::longest_stall(ops, before, t.signalled)
+                .map(|(d, _)| d.as_secs_f64() * 1000.0);
         }
         results.total = Some(tally::seen(ops, reports, loaded, ended));
         results.longest_stall_ms = results
@@ -707,8 +717,8 @@ impl RunningSysbench {
         }
     }
 
-    /// Stops it; its reports each second, and how it ended if it ended by itself.
-    fn stop(mut self) -> (Vec<Interval>, Option<String>) {
+    /// Stops it; its output, and how it ended if it ended by itself.
+    fn stop(mut self) -> (String, Option<String>) {
         let mut ended = None;
         if let Some(mut child) = self.child.take() {
             if let Ok(Some(status)) = child.try_wait() {
@@ -724,7 +734,7 @@ impl RunningSysbench {
                 e.push_str(&format!(": {}", fatal.join("; ")));
             }
         }
-        (text.lines().filter_map(parse_interval).collect(), ended)
+        (text, ended)
     }
 }
 

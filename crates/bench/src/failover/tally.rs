@@ -197,7 +197,7 @@ pub(super) fn sysbench_errors(output: &str) -> Vec<String> {
 /// Whether an error sysbench names is the server's own conflict between its threads
 /// (a deadlock, a duplicate key, a lock wait timeout), as MariaDB words it: Sluice's
 /// own errors say "Sluice:", and a lost connection is none of these.
-pub(super) fn workload_conflict(text: &str) -> bool {
+pub(crate) fn workload_conflict(text: &str) -> bool {
     [
         "error 1213: Deadlock found",
         "error 1062: Duplicate entry",

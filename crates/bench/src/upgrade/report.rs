@@ -56,12 +56,14 @@ const LEGEND: &str = "Each hand-over: SIGUSR2 to the serving Sluice, which start
     connections lost, ids changed, state lost: counted from this SIGUSR2 to the next \
     (the last: to the end of the load), so that each event counts once, by kind of \
     client; client errors are every failed operation (error replies, failed logins, lost \
-    connections; sysbench: its ignored errors), connections lost those that closed under \
-    their client (sysbench: its reconnects); an id changed when `CONNECTION_ID()` \
+    connections; sysbench: its ignored errors but its conflicts), connections lost those \
+    that closed under their client (sysbench: its reconnects); sysbench conflicts: the \
+    server's own deadlock, lock-wait and duplicate-key errors between sysbench's threads, \
+    told by their text, which a run straight at MariaDB gets too; an id changed when `CONNECTION_ID()` \
     answered differently on the same connection; state lost when a session answered \
     without what its client left there (a user variable, an open transaction's own rows, \
     a prepared statement). Stall: the longest wait of a probe operation in flight between \
-    the SIGUSR2 and 2 s after ready. p99: the probes' waits begun in the window before \
+    the SIGUSR2 and 2 s after ready (around), and in the window before (before). p99: the probes' waits begun in the window before \
     the SIGUSR2 (as long as the hit rate's) and in the hand-over (the SIGUSR2 to 2 s after \
     ready); sysbench's: its worst one-second p99 in the same windows. Hit rate: cache hits \
     over lookups of the old process over the window before the SIGUSR2, and of the \
@@ -135,14 +137,15 @@ fn seconds(ms: u64) -> String {
     }
 }
 
-const HEADER: [&str; 12] = [
+const HEADER: [&str; 13] = [
     "hand-over",
     "ready (ms)",
     "client errors",
     "connections lost",
     "ids changed",
     "state lost",
-    "longest stall (ms)",
+    "sysbench conflicts",
+    "longest stall before / around (ms)",
     "probe p99 before / during (ms)",
     "sysbench p99 before / during (ms)",
     "hit rate before / after",
@@ -169,7 +172,7 @@ fn handovers_table(r: &Results) -> Table {
     if let Some(total) = &r.total {
         let mut row = vec!["total".to_string(), "-".into()];
         row.extend(seen_cells(total));
-        row.push(ms(r.longest_stall_ms, 0));
+        row.push(format!("- / {}", ms(r.longest_stall_ms, 0)));
         row.extend(std::iter::repeat_n("-".to_string(), 4));
         let released = r.runs.iter().filter(|h| h.released == Some(true)).count();
         row.push(format!("{released} of {} in bound", r.runs.len()));
@@ -180,12 +183,13 @@ fn handovers_table(r: &Results) -> Table {
     t
 }
 
-fn seen_cells(s: &super::Seen) -> [String; 4] {
+fn seen_cells(s: &super::Seen) -> [String; 5] {
     [
         s.errors.cell(),
         s.lost.cell(),
         s.ids_changed.cell(),
         s.state_lost.cell(),
+        s.sysbench_conflicts.to_string(),
     ]
 }
 
@@ -198,10 +202,13 @@ fn handover_row(h: &Handover) -> Vec<String> {
     }
     row.push(h.ready_ms.map_or("-".into(), |v| v.to_string()));
     row.extend(seen_cells(&h.seen));
-    row.push(match (h.longest_stall_ms, h.longest_stall_kind) {
-        (Some(v), Some(k)) => format!("{v:.0} ({})", k.name()),
-        _ => "-".into(),
-    });
+    row.push(pair(
+        ms(h.longest_stall_before_ms, 0),
+        match (h.longest_stall_ms, h.longest_stall_kind) {
+            (Some(v), Some(k)) => format!("{v:.0} ({})", k.name()),
+            _ => "-".into(),
+        },
+    ));
     row.push(pair(
         ms(h.probe_p99_before_ms, 1),
         ms(h.probe_p99_during_ms, 1),
@@ -244,6 +251,7 @@ fn kinds_table(r: &Results) -> Table {
             "connections lost",
             "ids changed",
             "state lost",
+            "conflicts (not errors)",
         ],
     );
     let Some(total) = &r.total else {
@@ -252,6 +260,10 @@ fn kinds_table(r: &Results) -> Table {
     for kind in Kind::ALL {
         let mut row = vec![kind.name().to_string()];
         row.extend(of_kind(total, kind).map(thousands));
+        row.push(match kind {
+            Kind::Sysbench => thousands(total.sysbench_conflicts),
+            _ => "-".into(),
+        });
         t.rows.push(row);
     }
     t

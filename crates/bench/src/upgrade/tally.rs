@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::probe::{Kind, Op, Outcome};
-use crate::sysbench::Interval;
+use crate::failover::tally::workload_conflict;
+use crate::sysbench::{parse_interval, Interval};
 
 /// Counts by kind of client, kinds without any left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -52,8 +53,13 @@ impl ByKind {
 pub(super) struct Seen {
     /// Operations of the probes, and sysbench's transactions.
     pub operations: ByKind,
-    /// Every failed operation: error replies, failed logins, lost connections.
+    /// Every failed operation: error replies, failed logins, lost connections; of
+    /// sysbench's, all but its conflicts.
     pub errors: ByKind,
+    /// sysbench's errors that are the server's own conflicts between its threads
+    /// (deadlocks, lock waits, duplicate keys), which a run straight at MariaDB gets
+    /// too: not counted among the errors.
+    pub sysbench_conflicts: u64,
     /// Connections that closed under their client (sysbench: its reconnects).
     pub lost: ByKind,
     pub ids_changed: ByKind,
@@ -65,6 +71,63 @@ pub(super) struct Seen {
 pub(super) struct Reports<'a> {
     pub start: Instant,
     pub intervals: &'a [Interval],
+    /// The errors it named, each with the second of the report that followed it.
+    pub errors: &'a [(u64, String)],
+}
+
+/// The errors sysbench names at `--verbosity=5` (`DEBUG: Ignoring error 1213 <message>`,
+/// and errors it does not ignore on lines of their own), each with the second of the
+/// next report. It folds repeats of a message into `(last message repeated N times)`,
+/// printed only when another message comes: those count in the second they are printed
+/// in, and the repeats still folded when sysbench was stopped (its reports' total past
+/// the errors named) are its last message's, in the last second.
+pub(super) fn sysbench_errors(output: &str) -> Vec<(u64, String)> {
+    let mut errors: Vec<(u64, String)> = Vec::new();
+    let mut second = 1;
+    let mut last: Option<String> = None;
+    for line in output.lines().map(str::trim) {
+        if let Some(i) = parse_interval(line) {
+            second = i.at_secs + 1;
+            continue;
+        }
+        let repeats = line
+            .strip_prefix("(last message repeated ")
+            .and_then(|r| r.strip_suffix(" times)")?.parse::<usize>().ok());
+        if let Some(n) = repeats {
+            if let Some(text) = &last {
+                errors.extend(std::iter::repeat_n((second, text.clone()), n));
+            }
+            continue;
+        }
+        let lower = line.to_ascii_lowercase();
+        let text = if let Some(rest) = line.strip_prefix("DEBUG: Ignoring error ") {
+            let rest = rest.trim_end_matches(',');
+            match rest.split_once(' ') {
+                Some((code, message)) => format!("error {code}: {message}"),
+                None => format!("error {rest}"),
+            }
+        } else if lower.contains("error")
+            && !line.starts_with("DEBUG:")
+            && !lower.starts_with("ignored errors:")
+        {
+            line.to_string()
+        } else {
+            last = None;
+            continue;
+        };
+        errors.push((second, text.clone()));
+        last = Some(text);
+    }
+    let reported: f64 = output
+        .lines()
+        .filter_map(parse_interval)
+        .map(|i| i.errors_per_sec)
+        .sum();
+    let folded = (reported.round() as usize).saturating_sub(errors.len());
+    if let Some(text) = last {
+        errors.extend(std::iter::repeat_n((second, text), folded));
+    }
+    errors
 }
 
 impl Reports<'_> {
@@ -109,13 +172,26 @@ pub(super) fn seen(ops: &[Op], reports: &Reports<'_>, from: Instant, to: Instant
             Outcome::StateLost(_) => seen.state_lost.add(op.kind, 1),
         }
     }
+    let mut seconds = Vec::new();
+    let mut errors = 0;
     for i in reports.within(from, to) {
+        seconds.push(i.at_secs);
         seen.operations.add(Kind::Sysbench, i.tps.round() as u64);
-        seen.errors
-            .add(Kind::Sysbench, i.errors_per_sec.round() as u64);
+        errors += i.errors_per_sec.round() as u64;
         seen.lost
             .add(Kind::Sysbench, i.reconnects_per_sec.round() as u64);
     }
+    // The reports' rates say how many errors there were; every one named as something
+    // else than a conflict is counted as an error, the rest as conflicts (the repeats
+    // sysbench folds are placed late in time, so per second only the texts that are
+    // not conflicts can be trusted to be where they are).
+    let others = reports
+        .errors
+        .iter()
+        .filter(|(s, text)| seconds.contains(s) && !workload_conflict(text))
+        .count() as u64;
+    seen.sysbench_conflicts = errors.saturating_sub(others);
+    seen.errors.add(Kind::Sysbench, others);
     seen
 }
 
@@ -243,14 +319,26 @@ mod tests {
             ),
             op(base, 2_500, 1, Kind::Connect, Outcome::Ok),
         ];
-        let intervals = [interval(1, 3.0, 0.0, 0.0), interval(2, 40.0, 2.0, 1.0)];
+        let intervals = [interval(1, 3.0, 0.0, 0.0), interval(2, 40.0, 3.0, 1.0)];
+        let errors = [
+            (
+                2,
+                "error 1213: Deadlock found when trying to get lock".to_string(),
+            ),
+            (
+                2,
+                "error 2013: Lost connection to server during query".to_string(),
+            ),
+        ];
         let reports = Reports {
             start: base,
             intervals: &intervals,
+            errors: &errors,
         };
         let ms = |n| base + Duration::from_millis(n);
         let s = seen(&ops, &reports, ms(1_000), ms(2_000));
-        assert_eq!(s.errors.cell(), "4 (sysbench 2, idle 1, transaction 1)");
+        assert_eq!(s.errors.cell(), "3 (sysbench 1, idle 1, transaction 1)");
+        assert_eq!(s.sysbench_conflicts, 2);
         assert_eq!(s.lost.cell(), "2 (sysbench 1, idle 1)");
         assert_eq!(s.ids_changed.get(Kind::Idle), 1);
         assert_eq!(s.state_lost.cell(), "1 (prepared 1)");
@@ -273,6 +361,30 @@ mod tests {
         assert!(texts
             .iter()
             .any(|(t, n)| t == "idle: connection lost: closed" && *n == 1));
+    }
+
+    #[test]
+    fn sysbench_errors_fall_in_the_second_of_the_next_report() {
+        let output = "Threads started!\n\
+            DEBUG: Ignoring error 1213 Deadlock found when trying to get lock, \n\
+            (last message repeated 2 times)\n\
+            [ 1s ] thds: 16 tps: 10.00 qps: 200.00 (r/w/o: 1/1/1) lat (ms,99%): 5.00 err/s: 3.00 reconn/s: 0.00\n\
+            FATAL: mysql_drv_query() returned error 2013 (Lost connection to server during query)\n\
+            [ 2s ] thds: 16 tps: 10.00 qps: 200.00 (r/w/o: 1/1/1) lat (ms,99%): 5.00 err/s: 1.00 reconn/s: 1.00\n";
+        let errors = sysbench_errors(output);
+        assert_eq!(errors.len(), 4);
+        // Repeats still folded at the end: the reports count 3 more than named.
+        let folded = output.replace("err/s: 1.00", "err/s: 4.00");
+        let errors = sysbench_errors(&folded);
+        assert_eq!(errors.len(), 7);
+        assert!(errors[4..]
+            .iter()
+            .all(|(s, t)| *s == 3 && t.contains("2013")));
+        assert!(errors[..3]
+            .iter()
+            .all(|(s, t)| *s == 1 && workload_conflict(t)));
+        assert_eq!(errors[3].0, 2);
+        assert!(!workload_conflict(&errors[3].1));
     }
 
     #[test]

@@ -153,9 +153,9 @@ fn the_table_has_a_row_per_hand_over_and_a_total() {
     );
     assert_eq!(table.rows[0][0], "before the first");
     assert_eq!(table.rows[1][2], "2 (idle 2)");
-    assert_eq!(table.rows[1][6], "42 (transaction)");
-    assert_eq!(table.rows[1][9], "50.0% / 25.0%");
-    assert_eq!(table.rows[1][11], "5.3, in bound");
+    assert_eq!(table.rows[1][7], "- / 42 (transaction)");
+    assert_eq!(table.rows[1][10], "50.0% / 25.0%");
+    assert_eq!(table.rows[1][12], "5.3, in bound");
     assert!(table.rows[2][1].starts_with("FAILED"));
     assert_eq!(table.rows[3][0], "total");
     let md = std::fs::read_to_string(dir.path().join("results.md")).unwrap();
