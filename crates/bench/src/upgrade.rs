@@ -449,6 +449,8 @@ impl<'a> Bench<'a> {
             h.released = Some(exited.is_some_and(|d| d <= self.plan.drain_timeout + RELEASE_SLACK));
         }
         serving.stop();
+        // The last process leaves its hand-over socket for a successor that never comes.
+        let _ = std::fs::remove_file(&self.socket);
         let reports = Reports {
             start: loaded,
             intervals: &intervals,

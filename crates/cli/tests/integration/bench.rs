@@ -643,8 +643,8 @@ fn the_old_benchmark_names_still_work_with_a_note() {
 }
 
 /// `sluice bench all` in its smallest form: every scenario runs (cache, mux, routing,
-/// galera, shard, zones, failover, fleet), each writes its own report in its own directory,
-/// and one HTML page holds them all.
+/// galera, shard, zones, failover, fleet, upgrade), each writes its own report in its own
+/// directory, and one HTML page holds them all.
 #[test]
 fn every_scenario_runs_and_lands_on_one_page() {
     let dir = tempfile::tempdir().unwrap();
@@ -687,6 +687,7 @@ fn every_scenario_runs_and_lands_on_one_page() {
         ("zones", "Sluice benchmark: zones"),
         ("failover", "Sluice benchmark: failover"),
         ("fleet", "Sluice benchmark: fleet"),
+        ("upgrade", "Sluice benchmark: upgrade"),
     ] {
         assert!(
             page.contains(&format!("<h2>{title}")),
@@ -696,10 +697,10 @@ fn every_scenario_runs_and_lands_on_one_page() {
             assert!(out.join(name).join(file).is_file(), "{name}/{file}");
         }
     }
-    assert_eq!(page.matches("<article>").count(), 8);
+    assert_eq!(page.matches("<article>").count(), 9);
     assert!(page.matches("<svg").count() >= 6, "charts inline");
     for name in [
-        "cache", "mux", "routing", "galera", "shard", "zones", "failover", "fleet",
+        "cache", "mux", "routing", "galera", "shard", "zones", "failover", "fleet", "upgrade",
     ] {
         assert!(page.contains(&format!("<li>{name}: finished;")), "{page}");
     }
