@@ -176,8 +176,8 @@ pub enum Scenario {
     /// hand-over: client errors, lost connections, changed ids and lost session state by
     /// kind of client, the longest stall, p99 before and during, the cache hit rate
     /// before and after, the old process's memory and whether it exited within
-    /// --drain-timeout. Starts its own servers; --threads takes one count; --repeat does
-    /// not apply.
+    /// --drain-timeout. With --dedicated, multiplexing is off and no session can move.
+    /// Starts its own servers; --threads takes one count; --repeat does not apply.
     ///
     /// Defaults: 10 hand-overs 30 s apart; 16 threads; 4 tables x 10,000 rows; 10 s
     /// windows; drain_timeout 5 s. --demo (under 5 minutes on 2 cores): 10 s apart, 5 s

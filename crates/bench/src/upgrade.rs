@@ -64,6 +64,11 @@ pub struct UpgradeArgs {
     /// on in the old process.
     #[arg(long, value_parser = humantime::parse_duration, default_value = "5s")]
     pub drain_timeout: Duration,
+    /// Sluice without multiplexing (`multiplex = false`): each session keeps a backend
+    /// connection of its own and cannot move at a hand-over; it goes on in the old
+    /// process, and what is left at the drain bound is ended.
+    #[arg(long)]
+    pub dedicated: bool,
 }
 
 /// The account the load and the probes use, created on the embedded server.
@@ -95,6 +100,7 @@ struct Plan {
     spacing: Duration,
     window: Duration,
     drain_timeout: Duration,
+    dedicated: bool,
     data: DataSet,
 }
 
@@ -131,6 +137,7 @@ impl Plan {
             spacing: duration,
             window,
             drain_timeout: args.drain_timeout,
+            dedicated: args.dedicated,
             data,
         })
     }
@@ -191,6 +198,8 @@ struct Results {
     window_ms: u64,
     settle_ms: u64,
     drain_timeout_ms: u64,
+    /// Multiplexing off: no session can move.
+    dedicated: bool,
     sluice_command: Option<String>,
     sysbench_command: Option<String>,
     prepare_command: Option<String>,
@@ -236,6 +245,7 @@ fn run_into(args: &UpgradeArgs, document: &mut Option<Document>) -> anyhow::Resu
         window_ms: plan.window.as_millis() as u64,
         settle_ms: SETTLE.as_millis() as u64,
         drain_timeout_ms: plan.drain_timeout.as_millis() as u64,
+        dedicated: plan.dedicated,
         sluice_command: None,
         sysbench_command: None,
         prepare_command: None,
@@ -407,8 +417,12 @@ impl<'a> Bench<'a> {
     fn config_text(&self, admin_port: u16) -> String {
         let backend = self.backend.parse().expect("an address we formatted");
         let pool = self.plan.threads + 32;
+        let mut base = topology::sluice_config(self.port, backend, &self.creds, pool, Role::Cached);
+        if self.plan.dedicated {
+            base = base.replacen("[pool]\n", "[pool]\nmultiplex = false\n", 1);
+        }
         sluice_config(
-            topology::sluice_config(self.port, backend, &self.creds, pool, Role::Cached),
+            base,
             &self.socket,
             self.plan.drain_timeout,
             admin_port,

@@ -83,13 +83,18 @@ fn facts(r: &Results) -> Vec<String> {
             r.mariadb_version.as_deref().unwrap_or("(version unknown)")
         ),
         format!(
-            "One MariaDB and one Sluice on this machine (multiplexing, the query cache on \
-             every SELECT, `[handover] drain_timeout = \"{}\"`); sysbench oltp_read_write \
+            "One MariaDB and one Sluice on this machine ({}, the query cache on every \
+             SELECT, `[handover] drain_timeout = \"{}s\"`); sysbench oltp_read_write \
              with {} threads (prepared statements, --mysql-ignore-errors=all) on {} tables \
              x {} rows, and the probe clients (4 idle connections, one transaction client, \
              one prepared-statement client, one connect-query-disconnect client), all \
              through Sluice over plain TCP; {} hand-overs, each {} s after the last one was \
              ready; windows of {} s.",
+            if r.dedicated {
+                "multiplexing off (`multiplex = false`): no session can move"
+            } else {
+                "multiplexing"
+            },
             seconds(r.drain_timeout_ms),
             r.threads,
             r.data.tables,
@@ -275,8 +280,13 @@ fn notes(r: &Results) -> Vec<String> {
             "drain_timeout was {} s: sessions that cannot move (TLS, dedicated, pinned past \
              the bound) go on in the old process that long, then are ended between \
              statements; an idle one's client sees its connection lost at its next \
-             statement. Every client here is plain TCP and multiplexed.",
-            seconds(r.drain_timeout_ms)
+             statement. Every client here is plain TCP and {}.",
+            seconds(r.drain_timeout_ms),
+            if r.dedicated {
+                "dedicated (multiplexing off): none can move"
+            } else {
+                "multiplexed"
+            }
         ),
         "Which process serves is read from the log the chain shares: the serving process \
          logs the pid of the successor it starts, then that the successor accepts; only it \

@@ -37,6 +37,7 @@ fn defaults_demo_sizes_and_bad_values() {
     assert!(plan(&["--handovers", "0"]).is_err());
     assert!(plan(&["--window", "31s"]).is_err());
     assert!(plan(&["--drain-timeout", "0s"]).is_err());
+    assert!(plan(&["--dedicated"]).unwrap().dedicated);
 }
 
 #[test]
@@ -108,6 +109,7 @@ fn the_table_has_a_row_per_hand_over_and_a_total() {
         window_ms: 5_000,
         settle_ms: 2_000,
         drain_timeout_ms: 5_000,
+        dedicated: false,
         sluice_command: None,
         sysbench_command: None,
         prepare_command: None,
