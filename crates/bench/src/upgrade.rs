@@ -19,13 +19,13 @@
 //! Everything runs embedded and is stopped at the end, successors included, on error
 //! too; the report ([`report`]) is written at the start and the end.
 
+mod load;
 mod probe;
 mod report;
 mod serving;
 mod tally;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -41,6 +41,7 @@ use crate::routing::{admin_token, AdminApi};
 use crate::sysbench::{self, parse_interval, DataSet, Endpoint, Interval, SysbenchCommand};
 use crate::topology::{self, Credentials, EmbeddedOptions, Role, Topology};
 use crate::{CommonArgs, Ran, Resolved, Sizes};
+use load::RunningSysbench;
 use probe::{Kind, Op, ProbeTarget, Probes, TRX_TABLE};
 use serving::{Ready, Serving};
 use tally::{Reports, Seen};
@@ -86,8 +87,6 @@ const RELEASE_SLACK: Duration = Duration::from_secs(1);
 /// shutdown_grace`.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-/// How long sysbench gets to connect its threads.
-const SYSBENCH_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Distinct failure texts kept for the report.
 const FAILURE_TEXTS: usize = 10;
 
@@ -168,6 +167,9 @@ struct Handover {
     hit_rate_after: Option<f64>,
     /// What clients saw from this SIGUSR2 to the next (or the end of the load).
     seen: Seen,
+    /// sysbench ended by itself in that stretch: its clients' figures stop there.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    sysbench_ended: bool,
     /// The longest wait of a probe in flight from the SIGUSR2 to [`SETTLE`] after ready.
     longest_stall_ms: Option<f64>,
     longest_stall_kind: Option<Kind>,
@@ -211,8 +213,10 @@ struct Results {
     longest_stall_ms: Option<f64>,
     /// The probes' failures by text, most frequent first.
     failures: Vec<(String, u64)>,
-    /// How sysbench ended, if it ended before the benchmark stopped it.
+    /// How sysbench ended, if it ended before the benchmark stopped it, and its last
+    /// report's second then.
     sysbench_failure: Option<String>,
+    sysbench_ended_after_s: Option<u64>,
 }
 
 /// Runs the benchmark, printing the table and where the report is.
@@ -255,6 +259,7 @@ fn run_into(args: &UpgradeArgs, document: &mut Option<Document>) -> anyhow::Resu
         longest_stall_ms: None,
         failures: Vec::new(),
         sysbench_failure: None,
+        sysbench_ended_after_s: None,
     };
     *document = Some(report::write(&out, &mut results)?);
     let measured = measure(args, &plan, &out, &mut results);
@@ -455,6 +460,9 @@ impl<'a> Bench<'a> {
         let (output, sysbench_failure) = sysbench.stop();
         let intervals: Vec<Interval> = output.lines().filter_map(parse_interval).collect();
         let errors = tally::sysbench_errors(&output);
+        if sysbench_failure.is_some() {
+            results.sysbench_ended_after_s = Some(intervals.last().map_or(0, |i| i.at_secs));
+        }
         results.sysbench_failure = sysbench_failure;
         for (index, watcher) in watchers {
             let exited: Option<Duration> = watcher.join().unwrap_or(None);
@@ -621,6 +629,13 @@ impl<'a> Bench<'a> {
             h.longest_stall_before_ms = tally::longest_stall(ops, before, t.signalled)
                 .map(|(d, _)| d.as_secs_f64() * 1000.0);
         }
+        if let Some(after) = results.sysbench_ended_after_s {
+            let at = loaded + Duration::from_secs(after);
+            let during = times.iter().rposition(|t| t.signalled <= at);
+            if let Some(h) = during.and_then(|i| results.runs.get_mut(i)) {
+                h.sysbench_ended = true;
+            }
+        }
         results.total = Some(tally::seen(ops, reports, loaded, ended));
         results.longest_stall_ms = results
             .runs
@@ -688,81 +703,6 @@ fn sleep_until(at: Instant) {
     }
 }
 
-/// sysbench running in the background, killed when stopped or dropped.
-struct RunningSysbench {
-    child: Option<Child>,
-    log: PathBuf,
-    /// When its threads started: its reports' seconds count from here.
-    started: Instant,
-}
-
-impl RunningSysbench {
-    fn start(command: SysbenchCommand, log: &Path) -> anyhow::Result<RunningSysbench> {
-        let file =
-            std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let child = command
-            .command()
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .spawn()
-            .context("starting sysbench")?;
-        let mut running = RunningSysbench {
-            child: Some(child),
-            log: log.to_path_buf(),
-            started: Instant::now(),
-        };
-        let deadline = Instant::now() + SYSBENCH_START_TIMEOUT;
-        loop {
-            let text = std::fs::read_to_string(log).unwrap_or_default();
-            if text.contains("Threads started!") {
-                running.started = Instant::now();
-                return Ok(running);
-            }
-            let exited = running.child.as_mut().map(|c| c.try_wait());
-            if let Some(Ok(Some(status))) = exited {
-                bail!(
-                    "sysbench ended before its threads started ({status}): {}",
-                    sysbench::fatal_lines(&text).join("; ")
-                );
-            }
-            if Instant::now() > deadline {
-                bail!("sysbench's threads did not start within {SYSBENCH_START_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Stops it; its output, and how it ended if it ended by itself.
-    fn stop(mut self) -> (String, Option<String>) {
-        let mut ended = None;
-        if let Some(mut child) = self.child.take() {
-            if let Ok(Some(status)) = child.try_wait() {
-                ended = Some(format!("sysbench ended by itself ({status})"));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        if let Some(e) = &mut ended {
-            let fatal = sysbench::fatal_lines(&text);
-            if !fatal.is_empty() {
-                e.push_str(&format!(": {}", fatal.join("; ")));
-            }
-        }
-        (text, ended)
-    }
-}
-
-impl Drop for RunningSysbench {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// Counts of one kind of client, for the report's columns.
 fn of_kind(seen: &Seen, kind: Kind) -> [u64; 5] {
     [
@@ -774,10 +714,10 @@ fn of_kind(seen: &Seen, kind: Kind) -> [u64; 5] {
     ]
 }
 
-/// Whether `seen` holds no client error and no lost connection of any plain-TCP
-/// client: every client of this benchmark.
-fn clean(seen: &Seen) -> bool {
-    seen.errors.total() == 0 && seen.lost.total() == 0
+/// Whether no plain-TCP client (every client of this benchmark) saw an error or lost
+/// its connection in a hand-over's stretch, and sysbench ran through it.
+fn clean(h: &Handover) -> bool {
+    h.seen.errors.total() == 0 && h.seen.lost.total() == 0 && !h.sysbench_ended
 }
 
 crate::report::ending_by_runs!(Results);

@@ -116,7 +116,7 @@ fn facts(r: &Results) -> Vec<String> {
 
 fn summary_line(r: &Results) -> String {
     let done: Vec<&Handover> = r.runs.iter().filter(|h| h.failure.is_none()).collect();
-    let clean_ones = done.iter().filter(|h| clean(&h.seen)).count();
+    let clean_ones = done.iter().filter(|h| clean(h)).count();
     let released = done.iter().filter(|h| h.released == Some(true)).count();
     let hit_kept = done
         .iter()
@@ -207,6 +207,9 @@ fn handover_row(h: &Handover) -> Vec<String> {
     }
     row.push(h.ready_ms.map_or("-".into(), |v| v.to_string()));
     row.extend(seen_cells(&h.seen));
+    if h.sysbench_ended {
+        row[2].push_str("; **sysbench ended**");
+    }
     row.push(pair(
         ms(h.longest_stall_before_ms, 0),
         match (h.longest_stall_ms, h.longest_stall_kind) {
@@ -263,7 +266,10 @@ fn kinds_table(r: &Results) -> Table {
         return t;
     };
     for kind in Kind::ALL {
-        let mut row = vec![kind.name().to_string()];
+        let mut row = vec![match (kind, r.sysbench_ended_after_s) {
+            (Kind::Sysbench, Some(s)) => format!("sysbench (ended by itself after {s} s)"),
+            _ => kind.name().to_string(),
+        }];
         row.extend(of_kind(total, kind).map(thousands));
         row.push(match kind {
             Kind::Sysbench => thousands(total.sysbench_conflicts),

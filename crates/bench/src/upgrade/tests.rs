@@ -142,6 +142,7 @@ fn the_table_has_a_row_per_hand_over_and_a_total() {
         longest_stall_ms: Some(42.0),
         failures: vec![("idle: connection lost: closed".into(), 2)],
         sysbench_failure: None,
+        sysbench_ended_after_s: None,
     };
     let dir = tempfile::tempdir().unwrap();
     let doc = report::write(dir.path(), &mut results).unwrap();
