@@ -621,7 +621,13 @@ impl<'a> Bench<'a> {
             let settled = t.ready.unwrap_or(t.signalled) + SETTLE;
             h.probe_p99_before_ms = tally::p99_ms(ops, before, t.signalled);
             h.probe_p99_during_ms = tally::p99_ms(ops, t.signalled, settled);
-            h.sysbench_p99_before_ms = reports.worst_percentile_ms(before, t.signalled);
+            // Only the seconds that ended before the signal: the one it fell in is the
+            // hand-over's.
+            let last_whole = t
+                .signalled
+                .checked_sub(Duration::from_secs(1))
+                .unwrap_or(loaded);
+            h.sysbench_p99_before_ms = reports.worst_percentile_ms(before, last_whole);
             h.sysbench_p99_during_ms = reports.worst_percentile_ms(t.signalled, settled);
             let stall = tally::longest_stall(ops, t.signalled, settled);
             h.longest_stall_ms = stall.map(|(d, _)| d.as_secs_f64() * 1000.0);

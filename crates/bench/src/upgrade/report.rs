@@ -65,7 +65,8 @@ const LEGEND: &str = "Each hand-over: SIGUSR2 to the serving Sluice, which start
     a prepared statement). Stall: the longest wait of a probe operation in flight between \
     the SIGUSR2 and 2 s after ready (around), and in the window before (before). p99: the probes' waits begun in the window before \
     the SIGUSR2 (as long as the hit rate's) and in the hand-over (the SIGUSR2 to 2 s after \
-    ready); sysbench's: its worst one-second p99 in the same windows. Hit rate: cache hits \
+    ready); sysbench's: its worst one-second p99 in the same windows (before: the seconds \
+    that ended before the SIGUSR2). Hit rate: cache hits \
     over lookups of the old process over the window before the SIGUSR2, and of the \
     successor over the window after it was ready. Old RSS: the old process's resident \
     memory just before the SIGUSR2. Released: the old process's exit, in seconds after \
