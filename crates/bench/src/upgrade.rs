@@ -500,11 +500,12 @@ impl<'a> Bench<'a> {
                 number,
                 ..Handover::default()
             };
-            let before = self.window_before(admin_port, signal_at);
+            h.hit_rate_before = self.window_before(admin_port, signal_at);
             h.old_pid = serving.pid();
             h.old_rss_mib = serving::rss_mib(h.old_pid);
             let next_port = sandbox::free_port();
             std::fs::write(&self.config, self.config_text(next_port))?;
+            let signalled = Instant::now();
             match serving.hand_over(READY_TIMEOUT + Duration::from_secs(10)) {
                 Ok(ready) => {
                     admin_port = next_port;
@@ -518,11 +519,11 @@ impl<'a> Bench<'a> {
                         results.runs.len(),
                         serving::watch_exit(h.old_pid, ready.ready, bound),
                     ));
-                    self.after(&mut h, &ready, admin_port, before);
+                    self.after(&mut h, &ready, admin_port);
                 }
                 Err(e) => {
                     times.push(Times {
-                        signalled: Instant::now(),
+                        signalled,
                         ready: None,
                     });
                     since = Instant::now();
@@ -551,10 +552,9 @@ impl<'a> Bench<'a> {
     }
 
     /// The successor's figures over the window after it was ready.
-    fn after(&self, h: &mut Handover, ready: &Ready, admin_port: u16, before: Option<f64>) {
+    fn after(&self, h: &mut Handover, ready: &Ready, admin_port: u16) {
         h.new_pid = Some(ready.successor);
         h.ready_ms = Some((ready.ready - ready.signalled).as_millis() as u64);
-        h.hit_rate_before = before;
         let admin = self.admin(admin_port);
         let start = cache_counts_when_up(&admin);
         sleep_until(ready.ready + self.plan.window);

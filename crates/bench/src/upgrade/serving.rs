@@ -101,8 +101,22 @@ impl Serving {
     }
 
     /// SIGUSR2 to the serving process, then waits until its successor is ready, for at
-    /// most `timeout` (the configuration's `ready_timeout`, and a margin).
+    /// most `timeout` (the configuration's `ready_timeout`, and a margin). When it fails,
+    /// a successor that was started is stopped and the old process still serves.
     pub(super) fn hand_over(&mut self, timeout: Duration) -> anyhow::Result<Ready> {
+        let successors = self.successors.len();
+        let ready = self.signal_and_wait(timeout);
+        if ready.is_err() {
+            while self.successors.len() > successors {
+                if let Some(mut s) = self.successors.pop() {
+                    s.stop();
+                }
+            }
+        }
+        ready
+    }
+
+    fn signal_and_wait(&mut self, timeout: Duration) -> anyhow::Result<Ready> {
         let old = self.pid();
         let offset = std::fs::metadata(&self.log).map_or(0, |m| m.len());
         let signalled = Instant::now();
