@@ -751,9 +751,10 @@ async fn reload(State(state): State<Shared>) -> ApiResult {
 
 async fn upgrade(State(state): State<Shared>) -> ApiResult {
     let Some(upgrade) = state.upgrade.clone() else {
-        return Err(ApiError::new(
+        let why = "no [handover] socket configured: no successor can take over";
+        return Err(ApiError(
             StatusCode::CONFLICT,
-            "no [handover] socket configured: no successor can take over",
+            json!({ "error": why, "errors": [why] }),
         ));
     };
     match tokio::task::spawn_blocking(move || upgrade()).await {

@@ -747,6 +747,9 @@ fn every_endpoint_refuses_strangers_and_answers_as_documented() {
             "/v1/digests/reset".into(),
             json!({}),
         ),
+        // Without [handover] socket: refused, with the reason (handover.rs tests the
+        // upgrade itself).
+        ("/v1/upgrade", "post", "/v1/upgrade".into(), json!({})),
     ];
     for (path, method, concrete, body) in actions {
         let r = authed
