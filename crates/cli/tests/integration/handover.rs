@@ -738,3 +738,65 @@ fn cache_entries_go_across_except_those_a_write_there_made_stale() {
     assert_eq!(cache_hits(&config), hits + 1, "{log}");
     new.assert_running();
 }
+
+/// PyMySQL over Sluice's Unix socket: `SET @kept`, print the id and the variable, wait
+/// for a line, print them again.
+const UNIX_CLIENT: &str = r#"
+import sys, pymysql
+c = pymysql.connect(unix_socket=sys.argv[1], user=sys.argv[2], password=sys.argv[3], autocommit=True)
+cur = c.cursor()
+cur.execute("SET @kept = 'over the socket'")
+def show():
+    cur.execute("SELECT CONNECTION_ID(), @kept")
+    print("|".join(str(v) for v in cur.fetchone()), flush=True)
+show()
+sys.stdin.readline()
+show()
+"#;
+
+#[test]
+fn a_unix_socket_session_moves_too() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let python = super::drivers::require(
+        crate::support::repo_root().join(".venv/bin/python"),
+        "the Python virtual environment",
+    );
+    let (config, dir) = config_with_handover();
+    // Short: a Unix socket's path has a small limit.
+    let socket = dir.path().join("s.sock");
+    let config = config.socket_listener(&socket);
+    let mut old = Sluice::start(&config);
+    let mut child = std::process::Command::new(python)
+        .args(["-c", UNIX_CLIENT, socket.to_str().unwrap()])
+        .args([NATIVE_USER, NATIVE_PASSWORD])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut before = String::new();
+    stdout.read_line(&mut before).unwrap();
+    assert!(before.ends_with("|over the socket\n"), "{before:?}");
+    let mut new = handed_over(&old);
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "the socket's session did not move:\n{}",
+        old.log()
+    );
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    let mut after = String::new();
+    stdout.read_to_string(&mut after).unwrap();
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{err}\n{}", new.log());
+    assert_eq!(after, before, "{}", new.log());
+    new.assert_running();
+}
