@@ -800,3 +800,35 @@ fn a_unix_socket_session_moves_too() {
     assert_eq!(after, before, "{}", new.log());
     new.assert_running();
 }
+
+#[test]
+fn in_a_fleet_sessions_stay_with_the_slot_their_id_names() {
+    let (config, _dir) = config_with_handover();
+    let config = config.fleet("enabled", true);
+    let mut old = Sluice::start(&config);
+    let address = config.admin_address().unwrap();
+    let slot = || {
+        crate::support::admin_json(&address, "handover-test-token-0123456789", "/v1/fleet")["slot"]
+            .as_u64()
+    };
+    assert!(
+        wait_until(Duration::from_secs(20), || slot().is_some()),
+        "{}",
+        old.log()
+    );
+    let mut held = RawConn::login_ok(old.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    exec(&mut held, "SET @kept = 'here'");
+    let mut new = handed_over(&old);
+    // Its id names the old process's slot: it drains there rather than move.
+    assert_eq!(row(&mut held, "SELECT @kept"), vec![Some("here".into())]);
+    old.assert_running();
+    drop(held);
+    assert!(
+        old.wait_exit(Duration::from_secs(20))
+            .is_some_and(|s| s.success()),
+        "{}",
+        old.log()
+    );
+    assert!(old.log().contains("moved=0"), "{}", old.log());
+    new.assert_running();
+}

@@ -7,8 +7,9 @@
 //! leases in line with the state, as for any statement.
 //!
 //! What stays: TLS on the client hop (the keys live in this process's rustls state),
-//! dedicated sessions (their state is on their server connection), and sessions pinned
-//! (a transaction, temporary tables, locks) until they are not, within the drain bound.
+//! dedicated sessions (their state is on their server connection), sessions of an
+//! instance in a fleet (their ids name its slot), and sessions pinned (a transaction,
+//! temporary tables, locks) until they are not, within the drain bound.
 
 use super::cached::parcel::CacheParcel;
 use super::mux::parcel::MuxParcel;
@@ -50,7 +51,12 @@ impl Session {
         let Some(departures) = self.fe.departures.lock().clone() else {
             return Ok(false);
         };
-        if !matches!(self.client.stream, Stream::Plain(_))
+        // In a fleet, a session's id names the instance that holds it (its slot, in the
+        // top byte): the successor holds another slot, so KILL through a peer would
+        // look for a moved session in the wrong place, and the old slot, once free,
+        // could give its id to another session.
+        if self.fe.fleet.get().is_some()
+            || !matches!(self.client.stream, Stream::Plain(_))
             || !self.kill_statements.is_empty()
             || !self.backing.is_multiplexed()
             || self.cache.as_ref().is_some_and(|c| !c.movable())
