@@ -491,6 +491,32 @@ fn last_interval(log: &Path) -> Option<Interval> {
     text.lines().rev().find_map(parse_interval)
 }
 
+/// sysbench's fold of repeated messages: `(last message repeated N times)`, N.
+pub fn repeated(line: &str) -> Option<usize> {
+    line.strip_prefix("(last message repeated ")?
+        .strip_suffix(" times)")?
+        .parse()
+        .ok()
+}
+
+/// The error a line of sysbench's output names (`--verbosity=5` names each error it
+/// ignores), worded the same whichever way sysbench printed it; `None` for any other
+/// line.
+pub fn error_text(line: &str) -> Option<String> {
+    let lower = line.to_ascii_lowercase();
+    if let Some(rest) = line.strip_prefix("DEBUG: Ignoring error ") {
+        let rest = rest.trim_end_matches(',');
+        return Some(match rest.split_once(' ') {
+            Some((code, message)) => format!("error {code}: {message}"),
+            None => format!("error {rest}"),
+        });
+    }
+    (lower.contains("error")
+        && !line.starts_with("DEBUG:")
+        && !lower.starts_with("ignored errors:"))
+    .then(|| line.to_string())
+}
+
 /// sysbench's `FATAL:` lines, each once, in order.
 pub fn fatal_lines(output: &str) -> Vec<String> {
     let mut seen: Vec<String> = Vec::new();

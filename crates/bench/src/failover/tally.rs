@@ -166,25 +166,13 @@ pub(super) fn sysbench_errors(output: &str) -> Vec<String> {
         if line.is_empty() || parse_interval(line).is_some() {
             continue;
         }
-        if let Some(n) = repeated(line) {
+        if let Some(n) = crate::sysbench::repeated(line) {
             if let Some(last) = errors.last().filter(|_| last_was_error).cloned() {
                 errors.extend(std::iter::repeat_n(last, n));
             }
             continue;
         }
-        let lower = line.to_ascii_lowercase();
-        let text = if let Some(rest) = line.strip_prefix("DEBUG: Ignoring error ") {
-            let rest = rest.trim_end_matches(',');
-            match rest.split_once(' ') {
-                Some((code, message)) => format!("error {code}: {message}"),
-                None => format!("error {rest}"),
-            }
-        } else if lower.contains("error")
-            && !line.starts_with("DEBUG:")
-            && !lower.starts_with("ignored errors:")
-        {
-            line.to_string()
-        } else {
+        let Some(text) = crate::sysbench::error_text(line) else {
             last_was_error = false;
             continue;
         };
@@ -208,13 +196,6 @@ pub(crate) fn workload_conflict(text: &str) -> bool {
 }
 
 /// N of sysbench's `(last message repeated N times)`.
-fn repeated(line: &str) -> Option<usize> {
-    line.strip_prefix("(last message repeated ")?
-        .strip_suffix(" times)")?
-        .parse()
-        .ok()
-}
-
 /// The errors of sysbench's intermediate reports (`--report-interval=1`) that end at
 /// least a second before `killed_after` from sysbench's start: none of them met the
 /// failover. sysbench starts its clock once its threads have connected, well within

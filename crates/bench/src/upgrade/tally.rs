@@ -90,28 +90,13 @@ pub(super) fn sysbench_errors(output: &str) -> Vec<(u64, String)> {
             second = i.at_secs + 1;
             continue;
         }
-        let repeats = line
-            .strip_prefix("(last message repeated ")
-            .and_then(|r| r.strip_suffix(" times)")?.parse::<usize>().ok());
-        if let Some(n) = repeats {
+        if let Some(n) = crate::sysbench::repeated(line) {
             if let Some(text) = &last {
                 errors.extend(std::iter::repeat_n((second, text.clone()), n));
             }
             continue;
         }
-        let lower = line.to_ascii_lowercase();
-        let text = if let Some(rest) = line.strip_prefix("DEBUG: Ignoring error ") {
-            let rest = rest.trim_end_matches(',');
-            match rest.split_once(' ') {
-                Some((code, message)) => format!("error {code}: {message}"),
-                None => format!("error {rest}"),
-            }
-        } else if lower.contains("error")
-            && !line.starts_with("DEBUG:")
-            && !lower.starts_with("ignored errors:")
-        {
-            line.to_string()
-        } else {
+        let Some(text) = crate::sysbench::error_text(line) else {
             last = None;
             continue;
         };

@@ -498,6 +498,35 @@ mod tests {
         fn upgrade_asked(&self, _: UnixStream) {}
     }
 
+    /// The old side offering `listeners` on `path`, on a thread of its own.
+    fn offering(
+        path: &Path,
+        listeners: Vec<(Named, OwnedFd)>,
+    ) -> std::thread::JoinHandle<anyhow::Result<()>> {
+        let path = path.to_owned();
+        std::thread::spawn(move || {
+            offer(
+                (bind(&path, false)?, &path),
+                &listeners,
+                Duration::from_secs(10),
+                &Quiet,
+            )
+            .map(drop)
+        })
+    }
+
+    /// The listeners taken from the side offering on `path`, once it does (5 s at most).
+    fn taken(path: &Path) -> Inherited {
+        (0..500)
+            .find_map(|_| {
+                Inherited::take(path).ok().or_else(|| {
+                    std::thread::sleep(Duration::from_millis(10));
+                    None
+                })
+            })
+            .expect("the old side never offered")
+    }
+
     #[test]
     fn a_listening_socket_goes_across_and_accepts_there() {
         let dir = tempfile::tempdir().unwrap();
@@ -506,26 +535,8 @@ mod tests {
         let address = tcp.local_addr().unwrap();
         let copy = tcp.as_fd().try_clone_to_owned().unwrap();
         let listeners = vec![(Named::Tcp(address.to_string()), copy)];
-        let old = {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                offer(
-                    (bind(&path, false)?, &path),
-                    &listeners,
-                    Duration::from_secs(10),
-                    &Quiet,
-                )
-                .map(drop)
-            })
-        };
-        let mut inherited = (0..200)
-            .find_map(|_| {
-                Inherited::take(&path).ok().or_else(|| {
-                    std::thread::sleep(Duration::from_millis(10));
-                    None
-                })
-            })
-            .expect("the old side never offered");
+        let old = offering(&path, listeners);
+        let mut inherited = taken(&path);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(
             mode & 0o777,
@@ -556,26 +567,8 @@ mod tests {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let copy = tcp.as_fd().try_clone_to_owned().unwrap();
         let listeners = vec![(Named::Tcp("a".into()), copy)];
-        let old = {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                offer(
-                    (bind(&path, false)?, &path),
-                    &listeners,
-                    Duration::from_secs(10),
-                    &Quiet,
-                )
-                .map(drop)
-            })
-        };
-        let first = (0..200)
-            .find_map(|_| {
-                Inherited::take(&path).ok().or_else(|| {
-                    std::thread::sleep(Duration::from_millis(10));
-                    None
-                })
-            })
-            .expect("the old side never offered");
+        let old = offering(&path, listeners);
+        let first = taken(&path);
         // Gone before ready, as a new process that crashes.
         drop(first);
         let mut second = Inherited::take(&path).expect("offered again");
@@ -591,18 +584,7 @@ mod tests {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let copy = tcp.as_fd().try_clone_to_owned().unwrap();
         let listeners = vec![(Named::Tcp("a".into()), copy)];
-        let old = {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                offer(
-                    (bind(&path, false)?, &path),
-                    &listeners,
-                    Duration::from_secs(10),
-                    &Quiet,
-                )
-                .map(drop)
-            })
-        };
+        let old = offering(&path, listeners);
         let connect = || {
             (0..200)
                 .find_map(|_| {
@@ -670,33 +652,12 @@ mod tests {
         let tcp = TcpListener::bind("127.0.0.1:0").unwrap();
         let copy = tcp.as_fd().try_clone_to_owned().unwrap();
         let listeners = vec![(Named::Tcp("a".into()), copy)];
-        let old = {
-            let path = path.clone();
-            std::thread::spawn(move || {
-                offer(
-                    (bind(&path, false)?, &path),
-                    &listeners,
-                    Duration::from_secs(10),
-                    &Quiet,
-                )
-                .map(drop)
-            })
-        };
-        let take = || {
-            (0..500)
-                .find_map(|_| {
-                    Inherited::take(&path).ok().or_else(|| {
-                        std::thread::sleep(Duration::from_millis(10));
-                        None
-                    })
-                })
-                .expect("the old side never offered")
-        };
-        let first = take();
+        let old = offering(&path, listeners);
+        let first = taken(&path);
         // As a successor does before it says ready, then fails: the path is its.
         drop(bind(&path, true).unwrap());
         drop(first);
-        let mut second = take();
+        let mut second = taken(&path);
         assert!(second.claim(&Named::Tcp("a".into())).is_some());
         second.ready().unwrap();
         old.join().unwrap().unwrap();

@@ -12,6 +12,13 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
+/// What comes before the cache's entries: where each binlog reader of the old process
+/// had read to (server, file, position), `None` for one not following.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CacheHeader {
+    binlog: Vec<Option<(String, String, u64)>>,
+}
+
 /// Old side: opens the way out for the sessions; returns the thread that sends them,
 /// which ends once the way is closed ([`close`]) and the last one went, with the
 /// connection for the cache's entries (none if the successor stopped taking).
@@ -50,7 +57,10 @@ pub(super) fn open(
 /// entries, after where its binlog readers have read up to, then the end.
 pub(super) fn send_cache(fe: &Frontend, successor: UnixStream) {
     if let Some(cache) = &fe.cache {
-        let header = serde_json::json!({ "binlog": cache.read_up_to() }).to_string();
+        let header = CacheHeader {
+            binlog: cache.read_up_to(),
+        };
+        let header = serde_json::to_string(&header).unwrap_or_default();
         let frames = cache.carry_out();
         let sent = handover::send_data(&successor, header.as_bytes()).and_then(|()| {
             frames
@@ -146,12 +156,8 @@ fn receive_cache(cache: &crate::cache::QueryCache, from_old: &UnixStream) {
             return;
         }
     };
-    let read_up_to: Vec<Option<(String, String, u64)>> =
-        serde_json::from_slice::<serde_json::Value>(&header)
-            .ok()
-            .and_then(|h| serde_json::from_value(h["binlog"].clone()).ok())
-            .unwrap_or_default();
-    let covered = cache.binlog_covers(&read_up_to);
+    let covered = serde_json::from_slice::<CacheHeader>(&header)
+        .is_ok_and(|h| cache.binlog_covers(&h.binlog));
     if !covered {
         tracing::info!("hand-over: the binlog readers here did not start where the old ones had read to: its cache entries are not taken");
     }
