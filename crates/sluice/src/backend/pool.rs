@@ -136,8 +136,8 @@ pub struct QueueStats {
 pub struct ServerPool {
     pub server: Arc<Server>,
     slots: Mutex<Slots>,
-    /// Keys (and schemas) clients have used: `min_idle` is kept for these. Looked up at
-    /// every lease, by the hash each key carries.
+    /// Keys (and schemas) clients have used: `min_idle` is kept for these. Recorded as
+    /// a lease opens a connection, by the hash each key carries.
     warm: Mutex<IdMap<PoolKey, Option<Vec<u8>>>>,
     cfg: PoolConfig,
     stats: Arc<Stats>,
@@ -324,13 +324,7 @@ impl ServerPool {
             Taken::Conn(conn) => Ok(Some(self.wrap(key, conn))),
             Taken::Full | Taken::Queued(..) => Ok(None),
             Taken::QueueFull => Err(self.queue_full()),
-            Taken::Slot => match self.open(key, schema).await {
-                Ok(conn) => Ok(Some(self.wrap(key, conn))),
-                Err(e) => {
-                    self.closed();
-                    Err(e)
-                }
-            },
+            Taken::Slot => self.open_leased(key, schema).await.map(Some),
         }
     }
 
@@ -344,14 +338,6 @@ impl ServerPool {
         score: impl Fn(&BackendConn) -> u32,
         perfect: u32,
     ) -> Result<PooledConn, BackendError> {
-        {
-            let mut warm = self.warm.lock();
-            // Not for a client's attributes: one key per client process (`_pid`), and
-            // kept warm after it is gone.
-            if key.attributes.is_none() && !warm.contains_key(key) {
-                warm.insert(key.clone(), schema.map(<[u8]>::to_vec));
-            }
-        }
         let grant = match self.try_take(key, schema, &score, perfect, true) {
             Taken::Conn(conn) => return Ok(self.wrap(key, conn)),
             Taken::Slot => Grant::Slot,
@@ -370,7 +356,29 @@ impl ServerPool {
             Grant::Conn(conn) => drop(conn),
             Grant::Slot => {}
         }
-        match self.open(key, schema).await {
+        self.open_leased(key, schema).await
+    }
+
+    /// A new connection in a slot the caller holds, for a lease. Boxed: a lease is
+    /// awaited inside every multiplexed statement, and opening a connection (rare once
+    /// the pool is warm) is its largest state, which the statement's future would
+    /// otherwise carry and copy each time.
+    async fn open_leased(
+        self: &Arc<Self>,
+        key: &PoolKey,
+        schema: Option<&[u8]>,
+    ) -> Result<PooledConn, BackendError> {
+        // Each key that ever needed a connection; every idle one was opened here (or by
+        // `maintain_once`, for a key already known), so a lease finding one has nothing
+        // to record. Not for a client's attributes: one key per client process
+        // (`_pid`), and kept warm after it is gone.
+        if key.attributes.is_none() {
+            let mut warm = self.warm.lock();
+            if !warm.contains_key(key) {
+                warm.insert(key.clone(), schema.map(<[u8]>::to_vec));
+            }
+        }
+        match Box::pin(self.open(key, schema)).await {
             Ok(conn) => Ok(self.wrap(key, conn)),
             Err(e) => {
                 self.closed();

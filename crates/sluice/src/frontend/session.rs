@@ -489,7 +489,7 @@ impl Session {
             // Boxed: a command's future is the largest state of the session's task,
             // and an idle session would otherwise keep room for it (ten kilobytes a
             // client) between statements.
-            let going_on = Box::pin(self.command(header)).await?;
+            let going_on = boxed_in_place(|| self.command(header)).await?;
             self.stmt.release();
             if !going_on {
                 return Ok(());
@@ -740,6 +740,14 @@ async fn backend_closed(backend: Option<&mut PooledConn>) {
         }
         None => std::future::pending().await,
     }
+}
+
+/// The future `make` builds, built in its box: `Box::pin(make())` builds it on the stack
+/// first and then copies all of its room to the heap, which for a command is kilobytes
+/// per statement.
+#[inline(always)]
+fn boxed_in_place<F: std::future::Future>(make: impl FnOnce() -> F) -> std::pin::Pin<Box<F>> {
+    Box::into_pin(Box::write(Box::new_uninit(), make()))
 }
 
 /// Points the session's one timer at the deadline `idle` when it would fire later

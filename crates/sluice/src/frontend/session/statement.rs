@@ -319,15 +319,18 @@ impl Session {
     ) -> Result<bool, SessionError> {
         // Decided at start: one cluster has no place stage and no transaction of its
         // own to begin late.
+        // Placing and scattering are boxed: they are this future's largest states, which
+        // every statement's future would otherwise carry (and copy when the command is
+        // boxed), sharded or not.
         let sharded = self.fe.shards.clone();
         let router = match sharded.clone() {
             None => self.fe.router.load_full(),
-            Some(shards) => match self.place(&stmt, shards).await? {
+            Some(shards) => match Box::pin(self.place(&stmt, shards)).await? {
                 mux::Placed::On(router) => router,
                 mux::Placed::Done(going_on) => return Ok(going_on),
                 mux::Placed::Scatter(shards, targets, merge) => {
                     self.stmt.scattered = true;
-                    return self.scatter(&stmt, &shards, &targets, merge).await;
+                    return Box::pin(self.scatter(&stmt, &shards, &targets, merge)).await;
                 }
             },
         };
@@ -507,8 +510,10 @@ impl Session {
                 .backing
                 .conn()
                 .is_some_and(|b| !b.status.in_transaction());
+        // Boxed: through the cache is this future's largest state, which every
+        // statement's future would carry (and copy) with a cache or without.
         let relayed = if self.cache.is_some() {
-            self.forward_cached(&stmt.as_in(&self.client.rbuf)).await?
+            Box::pin(self.forward_cached(&stmt.as_in(&self.client.rbuf))).await?
         } else {
             self.relay(stmt.kind).await?
         };
