@@ -1,5 +1,7 @@
 use super::*;
+use crate::auth::BackendCredentials;
 use crate::backend::config::TlsMode;
+use crate::backend::ConnParams;
 use crate::backend::ServerSpec;
 use crate::secret::Secret;
 use crate::stream::Endpoint;
