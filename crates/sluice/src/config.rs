@@ -59,6 +59,9 @@ pub struct Config {
     /// Where this process offers its listeners to the next one (`server/handover.rs`).
     #[serde(default)]
     pub handover: crate::server::handover::HandoverConfig,
+    /// OpenTelemetry traces of statements (`trace.rs`); off unless an endpoint is set.
+    #[serde(default)]
+    pub tracing: crate::trace::TracingConfig,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -80,6 +83,10 @@ pub struct LogConfig {
     /// A tracing filter such as "info" or "sluice=debug". Default "info".
     #[serde(default = "default_log_level")]
     pub level: String,
+    /// Statements that take longer than this are logged (at warn), with what their
+    /// trace span would say of them, traced or not. None by default.
+    #[serde(default, with = "humantime_serde")]
+    pub slow_statement: Option<std::time::Duration>,
 }
 
 impl Default for LogConfig {
@@ -87,6 +94,7 @@ impl Default for LogConfig {
         LogConfig {
             format: LogFormat::Text,
             level: default_log_level(),
+            slow_statement: None,
         }
     }
 }
@@ -240,6 +248,7 @@ impl Config {
         p.extend(self.size_problems());
         p.extend(self.cache.validate());
         self.analytics.validate(&mut p);
+        self.tracing.validate(&mut p);
         if let Some(b) = &self.cache.binlog {
             let names: Vec<String> = self.servers.iter().map(|s| s.display_name()).collect();
             p.extend(b.validate(&names).into_iter().map(|e| format!("cache.{e}")));

@@ -217,6 +217,10 @@ pub struct Frontend {
     warm_pending: Mutex<Vec<warm::WarmGroup>>,
     /// After a hand-over: where sessions leave for the successor process.
     pub departures: Mutex<Option<std::sync::mpsc::Sender<Departure>>>,
+    /// With `[tracing]`: where statements' spans go.
+    pub tracer: Option<Arc<crate::trace::Tracer>>,
+    /// `[log] slow_statement`.
+    pub slow_statement: Option<std::time::Duration>,
 }
 
 /// A session leaving for the successor process at a hand-over: its state, as the
@@ -276,6 +280,8 @@ impl Frontend {
             client_params: Mutex::new(HashMap::new()),
             warm_pending: Mutex::new(Vec::new()),
             departures: Mutex::new(None),
+            tracer: None,
+            slow_statement: None,
         }
     }
 

@@ -39,3 +39,4 @@ pub mod shutdown;
 pub mod stats;
 pub mod stream;
 pub mod tls;
+pub mod trace;

@@ -373,6 +373,16 @@ fn build_frontend(config: &Config, stats: &Arc<Stats>) -> anyhow::Result<Arc<Fro
     };
     let mut fe = Frontend::new(frontend_sections(config), router, stats.clone(), cache);
     fe.shards = shards;
+    fe.tracer = crate::trace::Tracer::start(&config.tracing, stats.clone());
+    fe.slow_statement = config.log.slow_statement;
+    if let Some(t) = &fe.tracer {
+        let c = t.config();
+        tracing::info!(
+            endpoint = c.endpoint.as_deref().unwrap_or_default(),
+            sample_ratio = c.sample_ratio,
+            "tracing on"
+        );
+    }
     let fe = Arc::new(fe);
     if let Some(file) = &config.cache.warm_file {
         let groups =

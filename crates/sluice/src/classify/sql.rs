@@ -8,6 +8,7 @@
 //! whichever file `x` is in.
 
 mod analysis;
+mod commenter;
 mod digest;
 mod hints;
 mod keywords;
@@ -17,6 +18,7 @@ mod shape;
 mod statements;
 
 pub use analysis::{analyze, Analysis, TableRef};
+pub use commenter::{commenter, Commenter};
 pub use digest::{digest, digest_hash, fnv1a};
 pub use hints::{first_word, hints, strip_hints, Hints};
 pub(crate) use lexer::{code_token, ident_text, is_one_of, Kind, Lexer, Tok};

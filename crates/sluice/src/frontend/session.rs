@@ -37,6 +37,7 @@ mod prepared;
 mod relay;
 mod route;
 mod statement;
+mod traced;
 use statement::{InFlight, Statement};
 mod tracking;
 

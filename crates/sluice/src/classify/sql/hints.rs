@@ -12,6 +12,9 @@ use std::borrow::Cow;
 pub struct Hints {
     pub nocache: bool,
     pub wipe: bool,
+    /// A sqlcommenter comment ([`super::commenter`]): no hint, but left out of the
+    /// cache's key like one, since its `traceparent` differs for every request.
+    pub commented: bool,
 }
 
 /// Hints in block comments anywhere in the text: `/*nocache*/`, `/* wipe */` (case-insensitive).
@@ -21,11 +24,13 @@ pub fn hints(sql: &[u8]) -> Hints {
     if !has_block_comment(sql) {
         return found;
     }
+    let commenter = super::commenter(sql).map(|c| c.comment);
     let mut lex = Lexer::new(sql);
     while let Some(t) = lex.next_raw() {
-        match hint_in(sql, t) {
+        match hint_in(sql, t, commenter.as_ref()) {
             Some(Hint::NoCache) => found.nocache = true,
             Some(Hint::Wipe) => found.wipe = true,
+            Some(Hint::Commenter) => found.commented = true,
             None => {}
         }
     }
@@ -38,11 +43,12 @@ pub fn strip_hints(sql: &[u8]) -> Cow<'_, [u8]> {
     if !has_block_comment(sql) {
         return Cow::Borrowed(sql);
     }
+    let commenter = super::commenter(sql).map(|c| c.comment);
     let mut out: Option<Vec<u8>> = None;
     let mut copied = 0;
     let mut lex = Lexer::new(sql);
     while let Some(t) = lex.next_raw() {
-        if hint_in(sql, t).is_none() {
+        if hint_in(sql, t, commenter.as_ref()).is_none() {
             continue;
         }
         let out = out.get_or_insert_with(|| Vec::with_capacity(sql.len()));
@@ -97,6 +103,9 @@ pub fn first_word(statement: &[u8]) -> Vec<u8> {
 enum Hint {
     NoCache,
     Wipe,
+    /// The statement's sqlcommenter comment, as the lexer reads it (not a `/*` inside
+    /// a string).
+    Commenter,
 }
 
 /// Hints live in comments, so text without `/*` needs no lexing at all.
@@ -106,9 +115,12 @@ fn has_block_comment(sql: &[u8]) -> bool {
     memchr::memchr_iter(b'/', sql).any(|i| sql.get(i + 1) == Some(&b'*'))
 }
 
-fn hint_in(sql: &[u8], t: Tok) -> Option<Hint> {
+fn hint_in(sql: &[u8], t: Tok, commenter: Option<&std::ops::Range<usize>>) -> Option<Hint> {
     if t.kind != (Kind::Block { closed: true }) {
         return None;
+    }
+    if commenter.is_some_and(|c| (c.start, c.end) == (t.start, t.end)) {
+        return Some(Hint::Commenter);
     }
     let body = sql.get(t.start + 2..t.end.checked_sub(2)?)?.trim_ascii();
     if body.eq_ignore_ascii_case(b"nocache") {
@@ -129,11 +141,11 @@ mod tests {
         let h = |s: &str| hints(s.as_bytes());
         let nocache = Hints {
             nocache: true,
-            wipe: false,
+            ..Hints::default()
         };
         let wipe = Hints {
-            nocache: false,
             wipe: true,
+            ..Hints::default()
         };
         assert_eq!(h("SELECT /*nocache*/ 1"), nocache);
         assert_eq!(h("SELECT 1 /* NoCache */"), nocache);
@@ -142,7 +154,8 @@ mod tests {
             h("SELECT /*WIPE*/ 1 /*nocache*/"),
             Hints {
                 nocache: true,
-                wipe: true
+                wipe: true,
+                commented: false,
             }
         );
         for none in [
@@ -209,5 +222,41 @@ mod tests {
             crate::classify::sql::digest(text).0
         );
         assert!(matches!(strip_hints(&stripped), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_sqlcommenter_comment_leaves_the_key_like_a_hint() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        for (sql, plain) in [
+            (
+                format!("SELECT c FROM t WHERE id = 1 /*traceparent='{tp}'*/"),
+                "SELECT c FROM t WHERE id = 1",
+            ),
+            (
+                format!("/*route='%2Fa',traceparent='{tp}'*/ SELECT 1"),
+                "SELECT 1",
+            ),
+            (
+                format!("SELECT 1 /*nocache*/ /*traceparent='{tp}'*/"),
+                "SELECT 1",
+            ),
+        ] {
+            let h = hints(sql.as_bytes());
+            assert!(h.commented, "{sql}");
+            assert_eq!(&*strip_hints(sql.as_bytes()), plain.as_bytes(), "{sql}");
+        }
+        // Only a comment the server would read as one: not text in a string, not a
+        // comment of another kind.
+        for keep in [
+            "SELECT 'a /*traceparent=''x''*/'",
+            "SELECT \"/*k='v'*/\" /*+ BKA(t) */",
+            "SELECT 1 /* a note */",
+        ] {
+            assert!(!hints(keep.as_bytes()).commented, "{keep}");
+            assert!(
+                matches!(strip_hints(keep.as_bytes()), Cow::Borrowed(_)),
+                "{keep}"
+            );
+        }
     }
 }

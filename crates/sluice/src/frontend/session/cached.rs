@@ -356,6 +356,7 @@ impl Session {
         stmt: &super::Statement,
     ) -> Result<Relayed, SessionError> {
         let (kind, len, client_id) = (stmt.kind, stmt.len, stmt.client_id);
+        self.stmt.cache_at = super::traced::mark(&self.stmt);
         let step = std::mem::take(&mut self.stmt.cache_step);
         let state = self.cache_state();
         state.served = false;

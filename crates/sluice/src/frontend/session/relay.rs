@@ -36,6 +36,9 @@ impl Session {
             return Ok(Relayed::End);
         };
         let client = &mut self.client;
+        if let Some(t) = self.stmt.trace.as_deref_mut() {
+            t.server_sent = Some(std::time::Instant::now());
+        }
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);
         if let Err(failed) = forward_packet(client, backend, &mut span, &self.fe).await {
@@ -101,6 +104,9 @@ impl Session {
                 }
                 if std::mem::take(&mut first) {
                     first_reply(mux.as_deref_mut(), self.probe.as_mut(), kind, backend, n);
+                    if let Some(t) = stmt.trace.as_deref_mut() {
+                        t.server_first = Some(std::time::Instant::now());
+                    }
                 }
                 let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
                 let ok = read.translated.as_deref().unwrap_or(ok);
@@ -121,6 +127,9 @@ impl Session {
                 Some(Event::Done(status)) => {
                     let took = sent_at.elapsed();
                     stmt.relayed(scanner.outcome(), backend, received, took, fe);
+                    if let (Some(t), Some(server)) = (stmt.trace.as_deref_mut(), &stmt.served_by) {
+                        t.server_done(&server.endpoint.to_string());
+                    }
                     client.flush().await?;
                     return response_done(backend, mux, status);
                 }

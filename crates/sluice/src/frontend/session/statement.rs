@@ -118,6 +118,46 @@ pub(super) struct InFlight {
     /// A statement prepared on its connection for this execute alone (its
     /// `ROW_COUNT()` answered), closed once it ran.
     pub(super) one_off: Option<u32>,
+    /// Its trace span, when it is traced (`[tracing]`).
+    pub(super) trace: Option<Box<crate::trace::StatementSpan>>,
+    /// When it began, when `[log] slow_statement` is set.
+    pub(super) started: Option<std::time::Instant>,
+    /// When the cache's lookup after the lease began, when traced.
+    pub(super) cache_at: Option<std::time::Instant>,
+    /// The cache's lookups (before the lease, after it, or both), from the first's
+    /// start to the last's decision, when traced: a stage of the span at its end.
+    pub(super) cache_lookup: Option<(std::time::Instant, std::time::Instant)>,
+}
+
+impl InFlight {
+    /// A stage of the statement's span from `at` until now, when it is traced.
+    #[inline]
+    pub(super) fn stage(
+        &mut self,
+        name: &'static str,
+        at: Option<std::time::Instant>,
+        attributes: Vec<(&'static str, crate::trace::Value)>,
+    ) {
+        if let (Some(at), Some(span)) = (at, self.trace.as_deref_mut()) {
+            span.stage(name, at, attributes);
+        }
+    }
+
+    /// A lookup of the cache that began at `at` decided now, when it found an entry or
+    /// a rule matched: part of the span's `cache lookup` stage.
+    #[inline]
+    pub(super) fn cache_stage(&mut self, at: Option<std::time::Instant>) {
+        let Some(at) = at else { return };
+        let looked = self.cache_use != CacheUse::None
+            || matches!(
+                self.cache_step,
+                super::cached::CacheStep::Missed(_) | super::cached::CacheStep::Revalidate(..)
+            );
+        if looked {
+            let first = self.cache_lookup.map_or(at, |(first, _)| first);
+            self.cache_lookup = Some((first, std::time::Instant::now()));
+        }
+    }
 }
 
 /// Where the statement in flight is kept: on the heap while one is, and nowhere between
@@ -177,7 +217,10 @@ impl Session {
     ) -> Result<bool, SessionError> {
         self.begin_statement(&stmt).await?;
         let stmt = stmt.with_len(self.screen_identity(&stmt).await?);
-        let going_on = match self.answer_from_cache(&stmt).await? {
+        let at = super::traced::mark(&self.stmt);
+        let answered = self.answer_from_cache(&stmt).await?;
+        self.stmt.cache_stage(at);
+        let going_on = match answered {
             Some(answered) => answered.goes_on(),
             None => self.forward_multiplexed(stmt).await?,
         };
@@ -201,7 +244,10 @@ impl Session {
             return Ok(true);
         }
         let stmt = stmt.with_len(self.screen_identity(&stmt).await?);
-        let relayed = match self.answer_from_cache(&stmt).await? {
+        let at = super::traced::mark(&self.stmt);
+        let answered = self.answer_from_cache(&stmt).await?;
+        self.stmt.cache_stage(at);
+        let relayed = match answered {
             Some(answered) => answered,
             None if self.cache.is_some() => self.forward_cached(&stmt).await?,
             None => self.relay(stmt.kind).await?,
@@ -235,19 +281,27 @@ impl Session {
         self.client.answered_error = false;
         self.stmt.prior_rows =
             (self.backing.mux_mut()).and_then(|m| m.take_wrapped_rows(stmt.command));
-        if self.probe.is_none() {
+        if self.fe.slow_statement.is_some() {
+            self.stmt.started = Some(std::time::Instant::now());
+        }
+        let tracer = self.fe.tracer.as_deref();
+        if self.probe.is_none() && tracer.is_none() {
             return Ok(());
         }
         self.stmt.in_transaction = self.last_status().in_transaction();
-        if matches!(stmt.command, Command::Query | Command::StmtPrepare)
-            && len < MAX_PAYLOAD
-            && len <= DIGEST_TEXT_MAX
-        {
+        let texted = matches!(stmt.command, Command::Query | Command::StmtPrepare);
+        if texted && len < MAX_PAYLOAD && len <= DIGEST_TEXT_MAX {
             self.client.fill_to(HEADER_LEN + len).await?;
         }
         let end = (HEADER_LEN + len).min(self.client.rbuf.len());
         let body = &self.client.rbuf[HEADER_LEN + 1..end];
-        let probe = self.probe.as_mut().expect("checked above");
+        if let Some(tracer) = tracer {
+            let text = texted.then_some(body);
+            super::traced::begin(tracer, &mut self.stmt, stmt.command, text);
+        }
+        let Some(probe) = self.probe.as_mut() else {
+            return Ok(());
+        };
         // The id is only there when the packet holds it whole (`Request::parse`): a
         // truncated one is the server's to refuse.
         let id = stmt.client_id;
@@ -284,6 +338,9 @@ impl Session {
         }
         let bytes_out = self.client.sent - self.stmt.sent_before;
         Stats::add(&self.fe.stats.bytes_to_clients, bytes_out);
+        if self.stmt.trace.is_some() || self.stmt.started.is_some() {
+            self.end_traced();
+        }
         let Some(probe) = self.probe.as_mut() else {
             return;
         };
@@ -309,6 +366,28 @@ impl Session {
             self.stmt.scattered,
             bytes_out,
         );
+    }
+
+    /// The statement's span finished and its slow-statement line written, before
+    /// analytics takes its digest.
+    fn end_traced(&mut self) {
+        let schema = match &self.backing {
+            Backing::Multiplexed { mux, .. } => mux.schema.as_deref(),
+            Backing::Dedicated(b) => b.schema.as_deref(),
+            Backing::Detached => None,
+        };
+        let current = self.probe.as_ref().and_then(|p| p.current.as_ref());
+        let ended = super::traced::Ended {
+            session: self.id,
+            user: &self.user.name,
+            schema: schema.and_then(|s| std::str::from_utf8(s).ok()),
+            digest: current.map(|c| c.digest),
+            error: self.stmt.outcome.error || self.client.answered_error,
+            prepared_text: current
+                .and_then(|c| c.prepared.as_deref())
+                .map(|p| &p.text[..]),
+        };
+        super::traced::end(&self.fe, &mut self.stmt, ended);
     }
 
     /// A command of a multiplexed session: on a connection brought in line with the
@@ -341,7 +420,10 @@ impl Session {
         };
         let mut attempt = self.first_attempt(&router, copy);
         let fx = loop {
-            let fx = match self.mux_prepare(&stmt, &router).await? {
+            let at = super::traced::mark(&self.stmt);
+            let ready = self.mux_prepare(&stmt, &router).await?;
+            self.stmt.stage("lease", at, Vec::new());
+            let fx = match ready {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),
             };

@@ -51,6 +51,8 @@ impl Session {
         Stats::incr(&self.fe.stats.cache_hits);
         self.stmt.cache_use = crate::analytics::CacheUse::Hit;
         self.stmt.outcome.rows = entry.rows;
+        let at = self.stmt.cache_at.take();
+        self.stmt.cache_stage(at);
         Ok(())
     }
 
@@ -167,6 +169,8 @@ impl Session {
         };
         self.cache_state().reading = true;
         self.stmt.cache_use = crate::analytics::CacheUse::Miss;
+        let at = self.stmt.cache_at.take();
+        self.stmt.cache_stage(at);
         if cache.views_unknown() {
             if let Some(backend) = self.backing.conn_mut() {
                 match backend.query_scalar(QueryCache::VIEWS_QUERY).await {

@@ -1,0 +1,184 @@
+//! What a statement's trace span and slow-statement line say of it: begun with the
+//! statement (its parent read from the text's sqlcommenter comment, its summary from the
+//! digest), its stages added by the pipeline on the way, and finished with what the
+//! statement did. Nothing here runs for a statement that is neither traced nor timed.
+
+use super::statement::InFlight;
+use crate::analytics::CacheUse;
+use crate::trace::{self, Tracer, Value};
+use sluice_wire::command::Command;
+use std::time::Instant;
+
+/// Longest `db.query.summary` and span name: the digest's start.
+const SUMMARY_MAX: usize = 120;
+/// Longest `db.query.text`.
+const TEXT_MAX: usize = 4096;
+
+/// Starts the statement's span when it is traced. `text`: a query's or a prepare's
+/// text as it arrived, whole or its start.
+pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text: Option<&[u8]>) {
+    let parent = text.and_then(trace::parent_in);
+    let Some(mut span) = tracer.start_statement(parent) else {
+        return;
+    };
+    if let Some(text) = text {
+        span.set("db.query.summary", Value::Str(summary(text)));
+        if tracer.config().query_text {
+            let shown = &text[..text.len().min(TEXT_MAX)];
+            span.set(
+                "db.query.text",
+                Value::Str(String::from_utf8_lossy(shown).into_owned()),
+            );
+        }
+    }
+    span.set("sluice.command", Value::Str(format!("{command:?}")));
+    stmt.trace = Some(span);
+}
+
+/// The digest's start, as a statement's summary and its span's name.
+pub(super) fn summary(text: &[u8]) -> String {
+    let (digest, _) = crate::classify::sql::digest(&text[..text.len().min(4 * SUMMARY_MAX)]);
+    match digest.char_indices().nth(SUMMARY_MAX) {
+        Some((i, _)) => format!("{}...", &digest[..i]),
+        None => digest,
+    }
+}
+
+/// What the statement did, for its span and its slow-statement line.
+pub(super) struct Ended<'a> {
+    pub session: u32,
+    pub user: &'a str,
+    pub schema: Option<&'a str>,
+    pub digest: Option<u64>,
+    pub error: bool,
+    /// The prepared statement's text, for an execute's summary.
+    pub prepared_text: Option<&'a [u8]>,
+}
+
+/// Finishes the statement's span, and logs it when it took longer than `slow`.
+pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
+    let took = stmt.started.map(|s| s.elapsed());
+    let slow = match (fe.slow_statement, took) {
+        (Some(limit), Some(took)) => took >= limit,
+        _ => false,
+    };
+    let Some(mut span) = stmt.trace.take() else {
+        if slow {
+            log_slow(stmt, &e, None, took.unwrap_or_default());
+        }
+        return;
+    };
+    if let Some((start, end)) = stmt.cache_lookup {
+        let outcome = Value::Str(cache_outcome(stmt.cache_use).into());
+        span.stages.push(trace::Stage {
+            name: "cache lookup",
+            start,
+            end,
+            attributes: vec![("sluice.cache", outcome)],
+        });
+    }
+    let server = stmt.served_by.as_ref().map(|s| s.endpoint.to_string());
+    span.set("db.system.name", Value::Str("mariadb".into()));
+    if let Some(schema) = e.schema {
+        span.set("db.namespace", Value::Str(schema.into()));
+    }
+    if let Some(server) = &server {
+        span.set("server.address", Value::Str(server.clone()));
+    }
+    if let Some(d) = e.digest {
+        span.set("sluice.digest", Value::Str(format!("{d:016x}")));
+    }
+    span.set("sluice.session.id", Value::Int(i64::from(e.session)));
+    span.set("db.user", Value::Str(e.user.into()));
+    span.set(
+        "sluice.cache",
+        Value::Str(cache_outcome(stmt.cache_use).into()),
+    );
+    span.set(
+        "db.response.returned_rows",
+        Value::Int(stmt.outcome.rows as i64),
+    );
+    if stmt.outcome.affected > 0 {
+        span.set(
+            "sluice.affected_rows",
+            Value::Int(stmt.outcome.affected as i64),
+        );
+    }
+    let mut name = span.attributes.iter().find_map(|(k, v)| match (k, v) {
+        (&"db.query.summary", Value::Str(s)) => Some(s.clone()),
+        _ => None,
+    });
+    if name.is_none() {
+        if let Some(text) = e.prepared_text {
+            let s = summary(text);
+            span.set("db.query.summary", Value::Str(s.clone()));
+            name = Some(s);
+        }
+    }
+    let error = e
+        .error
+        .then(|| "the statement returned an error".to_owned());
+    if slow {
+        log_slow(stmt, &e, Some(&span), took.unwrap_or_default());
+    }
+    let Some(tracer) = fe.tracer.as_deref() else {
+        return;
+    };
+    tracer.finish(*span, name.unwrap_or_else(|| "statement".into()), error);
+}
+
+fn cache_outcome(c: CacheUse) -> &'static str {
+    match c {
+        CacheUse::Hit => "hit",
+        CacheUse::Miss => "miss",
+        CacheUse::None => "none",
+    }
+}
+
+/// One line, with the span's attributes (or the same facts for a statement not traced).
+fn log_slow(
+    stmt: &InFlight,
+    e: &Ended<'_>,
+    span: Option<&trace::StatementSpan>,
+    took: std::time::Duration,
+) {
+    let summary = span.and_then(|s| {
+        s.attributes.iter().find_map(|(k, v)| match (k, v) {
+            (&"db.query.summary", Value::Str(s)) => Some(s.clone()),
+            _ => None,
+        })
+    });
+    let summary = summary.or_else(|| e.prepared_text.map(summary_of));
+    let trace_id = span.map(|s| hex(&s.trace_id));
+    tracing::warn!(
+        took_ms = took.as_secs_f64() * 1e3,
+        user = e.user,
+        schema = e.schema.unwrap_or_default(),
+        summary = summary.as_deref().unwrap_or_default(),
+        digest = e.digest.map(|d| format!("{d:016x}")).unwrap_or_default(),
+        server = stmt
+            .served_by
+            .as_ref()
+            .map(|s| s.endpoint.to_string())
+            .unwrap_or_default(),
+        cache = cache_outcome(stmt.cache_use),
+        rows = stmt.outcome.rows,
+        error = e.error,
+        trace_id = trace_id.as_deref().unwrap_or_default(),
+        "slow statement"
+    );
+}
+
+fn summary_of(text: &[u8]) -> String {
+    summary(text)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Notes the start of a stage, when the statement is traced.
+#[inline]
+pub(super) fn mark(stmt: &InFlight) -> Option<Instant> {
+    stmt.trace.as_ref().map(|_| Instant::now())
+}

@@ -1,0 +1,385 @@
+//! OpenTelemetry traces of what Sluice does with each statement: one span per client
+//! statement, with children for the stages that take time (the cache's lookup, waiting
+//! for and syncing a connection, the server's round trip), exported over OTLP. Beside the
+//! request path rather than on it: a session records its statement's span as plain
+//! values (`StatementSpan`), and a task of its own ([`export`]) encodes and sends them,
+//! so that a slow or absent receiver costs a statement nothing but a dropped span.
+//!
+//! An application's own trace goes on through Sluice: the `traceparent` of a
+//! sqlcommenter comment in the statement ([`context`]) is the parent of its span.
+
+pub mod context;
+mod export;
+mod otlp;
+
+pub use context::{parent_in, TraceParent};
+
+use crate::stats::Stats;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+
+/// `[tracing]`: where spans go, and which statements have one. Off unless `endpoint`
+/// is set.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracingConfig {
+    /// The receiver, as OpenTelemetry's exporters take `OTEL_EXPORTER_OTLP_ENDPOINT`:
+    /// `http://host:4318` for OTLP/HTTP (spans go to `/v1/traces` under it), or
+    /// `http://host:4317` with `protocol = "grpc"`.
+    pub endpoint: Option<String>,
+    pub protocol: Protocol,
+    /// The share of statements traced that no caller's trace decides: a statement whose
+    /// `traceparent` says its caller recorded its span is always traced, one whose
+    /// caller did not is never (parent-based, as OpenTelemetry's default sampler).
+    pub sample_ratio: f64,
+    /// `service.name` of every span.
+    pub service_name: String,
+    /// Other resource attributes (`deployment.environment.name = "prod"`, ...).
+    pub resource: BTreeMap<String, String>,
+    /// Puts the statement's text in `db.query.text`: off by default, since it holds the
+    /// values the application sent.
+    pub query_text: bool,
+    /// Sends a statement's `traceparent` on to the server naming Sluice's span as the
+    /// parent (the statement otherwise goes as the client sent it).
+    pub propagate: bool,
+    /// Spans waiting for export at most: a full queue drops new spans (counted) rather
+    /// than slow a statement down.
+    pub queue: usize,
+    /// A batch's export is given up after this long (its spans counted as dropped).
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for TracingConfig {
+    fn default() -> Self {
+        TracingConfig {
+            endpoint: None,
+            protocol: Protocol::HttpProtobuf,
+            sample_ratio: 0.01,
+            service_name: "sluice".into(),
+            resource: BTreeMap::new(),
+            query_text: false,
+            propagate: false,
+            queue: 4096,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl TracingConfig {
+    pub fn validate(&self, problems: &mut Vec<String>) {
+        if !(0.0..=1.0).contains(&self.sample_ratio) {
+            problems.push("tracing.sample_ratio must be between 0 and 1".into());
+        }
+        if self.queue == 0 {
+            problems.push("tracing.queue must be at least 1".into());
+        }
+        if let Some(e) = &self.endpoint {
+            if let Err(why) = export::Endpoint::parse(e, self.protocol) {
+                problems.push(format!("tracing.endpoint {e:?}: {why}"));
+            }
+        }
+    }
+}
+
+/// OTLP's transports, named as `OTEL_EXPORTER_OTLP_PROTOCOL` names them.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub enum Protocol {
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+    #[serde(rename = "grpc")]
+    Grpc,
+}
+
+/// A value of a span's attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Str(String),
+    Int(i64),
+    Bool(bool),
+}
+
+/// One stage of a statement: a child of its span.
+#[derive(Debug, Clone)]
+pub struct Stage {
+    pub name: &'static str,
+    pub start: Instant,
+    pub end: Instant,
+    pub attributes: Vec<(&'static str, Value)>,
+}
+
+/// The span of a statement in flight, recorded by its session: ids, times and what the
+/// stages learnt. Made only for a statement that is traced.
+#[derive(Debug)]
+pub struct StatementSpan {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    /// The application's span, from the statement's `traceparent`.
+    pub parent: Option<[u8; 8]>,
+    pub start: Instant,
+    /// `start` on the wall clock, in ns since the epoch: the stages' times follow from
+    /// their `Instant`s, so that the clock is read once a span.
+    start_unix_nanos: u64,
+    pub stages: Vec<Stage>,
+    pub attributes: Vec<(&'static str, Value)>,
+    /// The server's round trip in progress: when the request went, and its first
+    /// reply's arrival.
+    pub server_sent: Option<Instant>,
+    pub server_first: Option<Instant>,
+}
+
+impl StatementSpan {
+    /// A stage from `start` until now.
+    pub fn stage(
+        &mut self,
+        name: &'static str,
+        start: Instant,
+        attributes: Vec<(&'static str, Value)>,
+    ) {
+        self.stages.push(Stage {
+            name,
+            start,
+            end: Instant::now(),
+            attributes,
+        });
+    }
+
+    pub fn set(&mut self, key: &'static str, value: Value) {
+        self.attributes.push((key, value));
+    }
+
+    /// The server's round trip ended (its last reply read): a `server` stage, with the
+    /// time to its first byte.
+    pub fn server_done(&mut self, server: &str) {
+        let Some(sent) = self.server_sent.take() else {
+            return;
+        };
+        let mut attributes = vec![("server.address", Value::Str(server.to_owned()))];
+        if let Some(first) = self.server_first.take() {
+            let us = first.saturating_duration_since(sent).as_micros();
+            attributes.push(("sluice.server.first_byte_us", Value::Int(us as i64)));
+        }
+        self.stage("server round trip", sent, attributes);
+    }
+
+    fn unix_nanos(&self, at: Instant) -> u64 {
+        let since = at.saturating_duration_since(self.start).as_nanos() as u64;
+        self.start_unix_nanos.saturating_add(since)
+    }
+}
+
+/// A finished span as it is exported.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub name: String,
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent: Option<[u8; 8]>,
+    pub kind: Kind,
+    pub start_unix_nanos: u64,
+    pub end_unix_nanos: u64,
+    pub attributes: Vec<(&'static str, Value)>,
+    /// The statement failed: the span's status is an error, with this message.
+    pub error: Option<String>,
+}
+
+/// OpenTelemetry's span kinds Sluice uses: a statement is served to a client and sent
+/// to a server; its stages are internal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Server,
+    Client,
+    Internal,
+}
+
+/// The tracing of a running Sluice: the sampler, and the queue to the exporter.
+pub struct Tracer {
+    config: TracingConfig,
+    /// `sample_ratio` scaled to the range of a trace id's last eight bytes.
+    threshold: u64,
+    queue: mpsc::Sender<Finished>,
+    stats: Arc<Stats>,
+}
+
+impl Tracer {
+    /// Starts the exporter when `[tracing]` names an endpoint; `None` when tracing is
+    /// off. Needs a tokio runtime.
+    pub fn start(config: &TracingConfig, stats: Arc<Stats>) -> Option<Arc<Tracer>> {
+        let endpoint = config.endpoint.as_deref()?;
+        let endpoint = match export::Endpoint::parse(endpoint, config.protocol) {
+            Ok(e) => e,
+            Err(why) => {
+                tracing::error!(%why, "tracing.endpoint is not usable: no spans are exported");
+                return None;
+            }
+        };
+        let (tx, rx) = mpsc::channel(config.queue.max(1));
+        let resource = otlp::resource(&config.service_name, &config.resource);
+        let exporter = export::Exporter::new(endpoint, resource, config.timeout, stats.clone());
+        tokio::spawn(exporter.run(rx));
+        Some(Arc::new(Tracer {
+            threshold: ratio_threshold(config.sample_ratio),
+            config: config.clone(),
+            queue: tx,
+            stats,
+        }))
+    }
+
+    pub fn config(&self) -> &TracingConfig {
+        &self.config
+    }
+
+    /// A span for a statement starting now, when it is traced: always under a caller
+    /// that recorded its own, never under one that did not, else at the sample ratio.
+    pub fn start_statement(&self, parent: Option<TraceParent>) -> Option<Box<StatementSpan>> {
+        let trace_id = match parent {
+            Some(p) if !p.sampled => return None,
+            Some(p) => p.trace_id,
+            None => {
+                let id: u128 = rand::random();
+                let id = id.max(1).to_be_bytes();
+                if !sampled(&id, self.threshold) {
+                    return None;
+                }
+                id
+            }
+        };
+        Some(Box::new(StatementSpan {
+            trace_id,
+            span_id: new_span_id(),
+            parent: parent.map(|p| p.span_id),
+            start: Instant::now(),
+            start_unix_nanos: unix_nanos_now(),
+            stages: Vec::new(),
+            attributes: Vec::new(),
+            server_sent: None,
+            server_first: None,
+        }))
+    }
+
+    /// The statement's span ended: it and its stages go to the exporter, or are counted
+    /// as dropped when its queue is full.
+    pub fn finish(&self, span: StatementSpan, name: String, error: Option<String>) {
+        let end = Instant::now();
+        for stage in &span.stages {
+            let child = Finished {
+                name: stage.name.to_owned(),
+                trace_id: span.trace_id,
+                span_id: new_span_id(),
+                parent: Some(span.span_id),
+                kind: if stage.name == "server round trip" {
+                    Kind::Client
+                } else {
+                    Kind::Internal
+                },
+                start_unix_nanos: span.unix_nanos(stage.start),
+                end_unix_nanos: span.unix_nanos(stage.end),
+                attributes: stage.attributes.clone(),
+                error: None,
+            };
+            self.send(child);
+        }
+        let whole = Finished {
+            name,
+            trace_id: span.trace_id,
+            span_id: span.span_id,
+            parent: span.parent,
+            kind: Kind::Server,
+            start_unix_nanos: span.start_unix_nanos,
+            end_unix_nanos: span.unix_nanos(end),
+            attributes: span.attributes,
+            error,
+        };
+        self.send(whole);
+    }
+
+    /// A span of its own (a session's login, its end), outside any statement.
+    pub fn record(&self, span: Finished) {
+        self.send(span);
+    }
+
+    fn send(&self, span: Finished) {
+        if self.queue.try_send(span).is_err() {
+            Stats::incr(&self.stats.spans_dropped);
+        }
+    }
+
+    /// Whether a trace with no caller would be sampled now (a session's own spans).
+    pub fn sample_new(&self) -> Option<[u8; 16]> {
+        let id: u128 = rand::random();
+        let id = id.max(1).to_be_bytes();
+        sampled(&id, self.threshold).then_some(id)
+    }
+}
+
+/// OpenTelemetry's `TraceIdRatioBased`: a trace is sampled when its id's last eight bytes
+/// fall under the ratio, so that every service applying the same ratio agrees.
+fn sampled(trace_id: &[u8; 16], threshold: u64) -> bool {
+    let low = u64::from_be_bytes(trace_id[8..].try_into().expect("eight bytes"));
+    (low >> 1) < threshold
+}
+
+fn ratio_threshold(ratio: f64) -> u64 {
+    if ratio >= 1.0 {
+        return u64::MAX;
+    }
+    (ratio.max(0.0) * (1u64 << 63) as f64) as u64
+}
+
+pub fn new_span_id() -> [u8; 8] {
+    rand::random::<u64>().max(1).to_be_bytes()
+}
+
+pub fn unix_nanos_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ratio_decides_by_the_trace_id() {
+        assert!(sampled(&[0xff; 16], ratio_threshold(1.0)));
+        assert!(!sampled(&[0; 16], ratio_threshold(0.0)));
+        let half = ratio_threshold(0.5);
+        let mut low = [0u8; 16];
+        low[8] = 0x7f;
+        let mut high = [0u8; 16];
+        high[8] = 0x80;
+        high[9] = 1;
+        assert!(sampled(&low, half));
+        assert!(!sampled(&high, half));
+        // Over many random ids, the share sampled is the ratio.
+        let t = ratio_threshold(0.1);
+        let n = (0..20_000)
+            .filter(|_| sampled(&rand::random::<u128>().to_be_bytes(), t))
+            .count();
+        assert!((1_500..2_500).contains(&n), "{n} of 20,000 sampled at 0.1");
+    }
+
+    #[test]
+    fn a_config_out_of_range_is_refused() {
+        let mut p = Vec::new();
+        let bad = TracingConfig {
+            sample_ratio: 1.5,
+            queue: 0,
+            endpoint: Some("ftp://x".into()),
+            ..TracingConfig::default()
+        };
+        bad.validate(&mut p);
+        assert_eq!(p.len(), 3, "{p:?}");
+        let mut p = Vec::new();
+        let good = TracingConfig {
+            endpoint: Some("http://127.0.0.1:4318".into()),
+            ..TracingConfig::default()
+        };
+        good.validate(&mut p);
+        assert!(p.is_empty(), "{p:?}");
+    }
+}
