@@ -76,6 +76,6 @@ fuzz-deps:
 clean:
 	$(CARGO) clean
 
-## distclean: also remove the Python venv and Node modules made by `deps`
+## distclean: also remove the Python venv, the Node modules and the .tools (Jaeger, Go) made by `deps`
 distclean: clean
-	rm -rf .venv tests/clients/node/node_modules
+	rm -rf .venv tests/clients/node/node_modules .tools

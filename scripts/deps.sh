@@ -75,3 +75,62 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   (cd "$node_dir" && npm ci --no-audit --no-fund --loglevel=error)
   echo "$want" > "$stamp"
 fi
+
+# 5. Jaeger, the OpenTelemetry trace receiver of the tracing tests (sluice_sandbox::Jaeger),
+# built from source with Go into .tools/bin, as Debian packages no Jaeger. v1.42.0's
+# all-in-one has the OTLP receivers, memory storage and the query API in one binary, and
+# it is the newest release `go install pkg@version` builds: every later go.mod, Jaeger
+# v2's included (same module), has a `replace` directive, which that form refuses.
+jaeger_version=v1.42.0
+jaeger_go_min=1.19        # the `go` line of its go.mod, Debian 12's golang-go
+jaeger_go_fetch=1.19.13   # the Go fetched when no Go that new can be installed
+jaeger=.tools/bin/jaeger-all-in-one
+stamp=.tools/bin/.jaeger-all-in-one.version
+# Whether the Go at $1 runs and is at least $jaeger_go_min.
+go_new_enough() {
+  local version
+  version="$("$1" version 2>/dev/null | awk '{print $3}')" || return 1
+  version="${version#go}"
+  [ -n "$version" ] && printf '%s\n%s\n' "$jaeger_go_min" "$version" | sort -V -C
+}
+# A Go distribution of $jaeger_go_fetch in .tools/go, fetched as a module through the
+# proxy the Go at $1 is configured with. The module cache holds it read-only and not
+# executable, so it is copied out and made so.
+fetch_go() {
+  local dir
+  dir="$("$1" mod download -json \
+    "golang.org/toolchain@v0.0.1-go$jaeger_go_fetch.$("$1" env GOOS)-$("$1" env GOARCH)" \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+  rm -rf .tools/go
+  cp -R "$dir" .tools/go
+  chmod -R u+w .tools/go
+  chmod +x .tools/go/bin/* .tools/go/pkg/tool/*/*
+}
+if [ ! -x "$jaeger" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$jaeger_version" ]; then
+  mkdir -p .tools/bin
+  if go_new_enough go; then
+    go=go
+  elif go_new_enough .tools/go/bin/go; then
+    go=.tools/go/bin/go
+  else
+    if ! command -v go >/dev/null 2>&1; then
+      say "installing golang-go"
+      $SUDO apt-get update -q
+      $SUDO apt-get install -y -q --no-install-recommends golang-go
+    fi
+    if go_new_enough go; then
+      go=go
+    else
+      say "$(go version) is older than Go $jaeger_go_min: fetching Go $jaeger_go_fetch into .tools/go"
+      fetch_go go
+      go=.tools/go/bin/go
+    fi
+  fi
+  say "building Jaeger $jaeger_version with $("$go" version) (a minute or two)"
+  # Into a directory of its own, so that an interrupted build leaves no binary behind.
+  rm -rf .tools/build
+  GOBIN="$PWD/.tools/build" "$go" install "github.com/jaegertracing/jaeger/cmd/all-in-one@$jaeger_version"
+  mv .tools/build/all-in-one "$jaeger"
+  rmdir .tools/build
+  echo "$jaeger_version" > "$stamp"
+fi
