@@ -11,11 +11,16 @@
 //! A server can be killed or stopped and started again on the same files and port
 //! ([`MariaDb::restart`]), and several make a topology (the `replication` module): a
 //! GTID primary with replicas ([`ReplicaSet`]) or a Galera cluster ([`GaleraCluster`]).
+//!
+//! Beside the servers, the same watchdog runs [`Jaeger`], the OpenTelemetry trace
+//! receiver the tracing tests read Sluice's spans back from (the `jaeger` module).
 
 pub mod cpus;
+pub mod jaeger;
 pub mod link;
 mod replication;
 
+pub use jaeger::Jaeger;
 pub use replication::{
     GaleraCluster, ReplicaSet, ReplicaSetOptions, REPL_PASSWORD, REPL_USER, SEMI_SYNC_TIMEOUT_MS,
 };
