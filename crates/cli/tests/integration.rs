@@ -115,6 +115,8 @@ mod sharding_xa;
 mod sysbench;
 #[path = "integration/tls.rs"]
 mod tls;
+#[path = "integration/tracing.rs"]
+mod tracing;
 #[path = "integration/transparency.rs"]
 mod transparency;
 #[path = "integration/unix_socket.rs"]

@@ -58,12 +58,16 @@ pub struct Config {
     pub fleet: toml::Table,
     #[serde(skip_serializing_if = "toml::Table::is_empty")]
     pub handover: toml::Table,
+    #[serde(skip_serializing_if = "toml::Table::is_empty")]
+    pub tracing: toml::Table,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Log {
     pub format: String,
     pub level: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_statement: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -183,6 +187,7 @@ impl Config {
             log: Log {
                 format: "text".to_owned(),
                 level: "info".to_owned(),
+                slow_statement: None,
             },
             listeners: vec![Listener {
                 address: format!("127.0.0.1:{}", free_port()),
@@ -214,7 +219,14 @@ impl Config {
             // statements in the servers' counters. The fleet's tests turn it on.
             fleet: toml::Table::from_iter([("enabled".to_owned(), false.into())]),
             handover: toml::Table::new(),
+            tracing: toml::Table::new(),
         }
+    }
+
+    /// Set `[tracing] key = value`.
+    pub fn tracing(mut self, key: &str, value: impl Into<toml::Value>) -> Config {
+        self.tracing.insert(key.to_owned(), value.into());
+        self
     }
 
     /// Set `[routing] key = value`.

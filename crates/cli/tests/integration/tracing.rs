@@ -1,0 +1,227 @@
+//! Traces against a real receiver: Sluice exports to a Jaeger on loopback (OTLP/HTTP and
+//! gRPC), and the spans Jaeger stores are read back through its query API. A statement's
+//! span continues the caller's trace named in its sqlcommenter comment, its stages are
+//! its children, and a receiver that goes away costs statements nothing.
+
+use crate::support::proxy::Config;
+use crate::support::wire::RawConn;
+use crate::support::{
+    fresh_database, shared_server, wait_until, Sluice, NATIVE_PASSWORD, NATIVE_USER,
+};
+use serde_json::Value;
+use sluice_sandbox::jaeger::{span_parent, span_tag, Jaeger};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A caller's `traceparent`: trace `n`, span `00f067aa0ba902b7`, sampled or not.
+fn traceparent(n: u8, sampled: bool) -> (String, String) {
+    let trace_id = format!("4bf92f3577b34da6a3ce929d0e0e47{n:02x}");
+    let flags = if sampled { "01" } else { "00" };
+    (format!("00-{trace_id}-00f067aa0ba902b7-{flags}"), trace_id)
+}
+
+fn commented(sql: &str, tp: &str) -> String {
+    format!("{sql} /*controller='orders',traceparent='{tp}'*/")
+}
+
+/// The spans of trace `trace_id`: the statement's (no parent in the trace), then its
+/// children, by start.
+fn trace_of<'a>(spans: &'a [Value], trace_id: &str) -> (&'a Value, Vec<&'a Value>) {
+    let mut of: Vec<&Value> = spans.iter().filter(|s| s["traceID"] == trace_id).collect();
+    of.sort_by_key(|s| s["startTime"].as_u64());
+    let root = of
+        .iter()
+        .find(|s| span_parent(s) == Some("00f067aa0ba902b7"))
+        .unwrap_or_else(|| panic!("no span of trace {trace_id} under the caller's: {of:#?}"));
+    let root_id = root["spanID"].as_str().unwrap().to_owned();
+    let children = of
+        .iter()
+        .copied()
+        .filter(|s| span_parent(s) == Some(root_id.as_str()))
+        .collect();
+    (root, children)
+}
+
+fn names(children: &[&Value]) -> Vec<String> {
+    let mut n: Vec<String> = children
+        .iter()
+        .map(|s| s["operationName"].as_str().unwrap().to_owned())
+        .collect();
+    n.sort();
+    n
+}
+
+fn tag<'a>(span: &'a Value, key: &str) -> &'a Value {
+    span_tag(span, key).unwrap_or_else(|| panic!("no {key} on {span:#}"))
+}
+
+/// Each child lies within its parent's time.
+fn within(root: &Value, children: &[&Value]) {
+    let start = root["startTime"].as_u64().unwrap();
+    let end = start + root["duration"].as_u64().unwrap();
+    for c in children {
+        let cs = c["startTime"].as_u64().unwrap();
+        let ce = cs + c["duration"].as_u64().unwrap();
+        assert!(start <= cs && ce <= end, "{c:#} outside {root:#}");
+    }
+}
+
+/// A miss, a hit, a write and a failed statement, each under its caller's span; a
+/// statement whose caller did not record its own is not traced.
+#[test]
+fn statements_continue_the_callers_trace_with_their_stages() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    fresh_database(server, "traced");
+    server
+        .execute("CREATE TABLE traced.t (id INT PRIMARY KEY, v INT); INSERT INTO traced.t VALUES (1, 10);")
+        .unwrap();
+    let service = "sluice-traced";
+    let config = Config::for_server(server)
+        .cache_rule("t-reads", "(?i)^SELECT v FROM t\\b", "1h")
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("sample_ratio", 1.0)
+        .tracing("service_name", service);
+    let sluice = Sluice::start(&config);
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    c.query("USE traced").unwrap().expect_ok();
+
+    let (miss, miss_id) = traceparent(1, true);
+    let (hit, hit_id) = traceparent(2, true);
+    let (write, write_id) = traceparent(3, true);
+    let (failed, failed_id) = traceparent(4, true);
+    let (unsampled, unsampled_id) = traceparent(5, false);
+    let read = "SELECT v FROM t WHERE id = 1";
+    assert_eq!(
+        c.query_rows(&commented(read, &miss))[0][0].as_deref(),
+        Some("10")
+    );
+    // Another traceparent, the same cache key: a hit.
+    assert_eq!(
+        c.query_rows(&commented(read, &hit))[0][0].as_deref(),
+        Some("10")
+    );
+    c.query(&commented("INSERT INTO t VALUES (2, 20)", &write))
+        .unwrap()
+        .expect_ok();
+    c.query_rows(&commented(read, &unsampled));
+    let err = c
+        .query(&commented("SELECT * FROM no_such_table", &failed))
+        .unwrap();
+    assert_eq!(err.expect_err().code, 1146);
+    // A span goes after its children, and the statements one after another: once the
+    // last statement's span is in, every span before it is.
+    let mut spans = Vec::new();
+    let last_in = wait_until(WAIT, || {
+        spans = jaeger.spans(service).unwrap_or_default();
+        spans.iter().any(|s| {
+            s["traceID"] == failed_id.as_str() && span_parent(s) == Some("00f067aa0ba902b7")
+        })
+    });
+    assert!(last_in, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+
+    let (root, children) = trace_of(&spans, &miss_id);
+    assert_eq!(root["operationName"], "SELECT v FROM t WHERE id = ?");
+    assert_eq!(tag(root, "db.system.name"), "mariadb");
+    assert_eq!(tag(root, "db.namespace"), "traced");
+    assert_eq!(tag(root, "sluice.cache"), "miss");
+    assert_eq!(tag(root, "db.response.returned_rows"), 1);
+    assert_eq!(tag(root, "span.kind"), "server");
+    assert!(
+        span_tag(root, "db.query.text").is_none(),
+        "text only when configured"
+    );
+    assert_eq!(
+        names(&children),
+        ["cache lookup", "lease", "server round trip"]
+    );
+    within(root, &children);
+    let round_trip = children
+        .iter()
+        .find(|s| s["operationName"] == "server round trip")
+        .unwrap();
+    assert_eq!(
+        tag(round_trip, "server.address"),
+        &Value::from(server.addr().to_string())
+    );
+    assert_eq!(tag(round_trip, "span.kind"), "client");
+
+    let (root, children) = trace_of(&spans, &hit_id);
+    assert_eq!(tag(root, "sluice.cache"), "hit");
+    assert!(
+        !names(&children).contains(&"server round trip".to_owned()),
+        "a hit does not reach the server: {children:#?}"
+    );
+    assert!(names(&children).contains(&"cache lookup".to_owned()));
+
+    let (root, children) = trace_of(&spans, &write_id);
+    assert_eq!(root["operationName"], "INSERT INTO t VALUES (?, ?)");
+    assert!(names(&children).contains(&"server round trip".to_owned()));
+
+    let (root, _) = trace_of(&spans, &failed_id);
+    assert_eq!(tag(root, "error"), true);
+    assert_eq!(tag(root, "otel.status_code"), "ERROR");
+
+    assert!(
+        spans.iter().all(|s| s["traceID"] != unsampled_id.as_str()),
+        "a caller that did not record its span gets none from Sluice"
+    );
+}
+
+/// Over gRPC: the receiver stopped mid-run costs no statement an error or a stall, and
+/// the spans it could not take are counted as dropped.
+#[test]
+fn a_receiver_that_goes_away_costs_statements_nothing() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    let service = "sluice-receiver-gone";
+    let config = Config::for_server(server)
+        .tracing("endpoint", jaeger.otlp_grpc_endpoint())
+        .tracing("protocol", "grpc")
+        .tracing("sample_ratio", 1.0)
+        .tracing("service_name", service)
+        .tracing("timeout", "1s")
+        .admin("tok");
+    let admin = config.admin_address().unwrap();
+    let sluice = Sluice::start(&config);
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    c.query_rows("SELECT 1");
+    jaeger
+        .wait_for_spans(service, 1, WAIT)
+        .unwrap_or_else(|e| panic!("over gRPC: {e:#}\nsluice log:\n{}", sluice.log()));
+    jaeger.stop();
+
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    for i in 0..300 {
+        let at = Instant::now();
+        assert_eq!(
+            c.query_rows(&format!("SELECT {i}"))[0][0],
+            Some(i.to_string())
+        );
+        slowest = slowest.max(at.elapsed());
+    }
+    // Generous for a loaded machine: an export waiting on the receiver would add its
+    // whole timeout (1 s) to a statement.
+    assert!(
+        slowest < Duration::from_millis(900),
+        "slowest statement {slowest:?}"
+    );
+    let metrics =
+        crate::support::http::Client::new(admin, Some(sluice::config::Secret("tok".into())));
+    let dropped = || {
+        let m = metrics.get("/metrics").expect("the admin API answers");
+        String::from_utf8_lossy(&m.body)
+            .lines()
+            .find_map(|l| l.strip_prefix("sluice_trace_spans_dropped_total "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(WAIT, || dropped() > 0),
+        "no span counted as dropped {:?} after the receiver stopped\n{}",
+        started.elapsed(),
+        sluice.log()
+    );
+}
