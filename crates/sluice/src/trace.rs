@@ -12,7 +12,7 @@ pub mod context;
 mod export;
 mod otlp;
 
-pub use context::{parent_in, TraceParent};
+pub use context::{parent_in, rewrite_parent, TraceParent};
 
 use crate::stats::Stats;
 use serde::Deserialize;
@@ -102,6 +102,9 @@ pub enum Value {
     Bool(bool),
 }
 
+/// The stage that sends the statement to its server and reads the reply.
+pub const SERVER_ROUND_TRIP: &str = "server round trip";
+
 /// One stage of a statement: a child of its span.
 #[derive(Debug, Clone)]
 pub struct Stage {
@@ -129,6 +132,12 @@ pub struct StatementSpan {
     /// reply's arrival.
     pub server_sent: Option<Instant>,
     pub server_first: Option<Instant>,
+    /// The server round trip's span id, made first so that it can be sent on to the
+    /// server as the statement's parent (`propagate`).
+    pub server_span_id: [u8; 8],
+    /// Where, in the statement's text, the caller's `traceparent` can be written over
+    /// (with `propagate`).
+    pub propagate_at: Option<usize>,
 }
 
 impl StatementSpan {
@@ -162,7 +171,7 @@ impl StatementSpan {
             let us = first.saturating_duration_since(sent).as_micros();
             attributes.push(("sluice.server.first_byte_us", Value::Int(us as i64)));
         }
-        self.stage("server round trip", sent, attributes);
+        self.stage(SERVER_ROUND_TRIP, sent, attributes);
     }
 
     fn unix_nanos(&self, at: Instant) -> u64 {
@@ -257,6 +266,8 @@ impl Tracer {
             attributes: Vec::new(),
             server_sent: None,
             server_first: None,
+            server_span_id: new_span_id(),
+            propagate_at: None,
         }))
     }
 
@@ -265,12 +276,16 @@ impl Tracer {
     pub fn finish(&self, span: StatementSpan, name: String, error: Option<String>) {
         let end = Instant::now();
         for stage in &span.stages {
+            let round_trip = stage.name == SERVER_ROUND_TRIP;
             let child = Finished {
                 name: stage.name.to_owned(),
                 trace_id: span.trace_id,
-                span_id: new_span_id(),
+                span_id: match round_trip {
+                    true => span.server_span_id,
+                    false => new_span_id(),
+                },
                 parent: Some(span.span_id),
-                kind: if stage.name == "server round trip" {
+                kind: if round_trip {
                     Kind::Client
                 } else {
                     Kind::Internal

@@ -225,3 +225,47 @@ fn a_receiver_that_goes_away_costs_statements_nothing() {
         sluice.log()
     );
 }
+
+/// With `propagate`, the server gets the statement naming Sluice's round trip as its
+/// parent: the text the server runs (its own process-list row) carries that span's id in
+/// place of the caller's, the same length, and the rest of the statement as sent.
+#[test]
+fn propagate_sends_sluices_span_on_to_the_server() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    let service = "sluice-propagate";
+    let config = Config::for_server(server)
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 0.0)
+        .tracing("propagate", true);
+    let sluice = Sluice::start(&config);
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let (tp, trace_id) = traceparent(6, true);
+    let sql = commented(
+        "SELECT INFO FROM information_schema.PROCESSLIST WHERE INFO LIKE '%propagate-marker-6%'",
+        &tp,
+    );
+    let seen = c.query_rows(&sql)[0][0]
+        .clone()
+        .expect("the statement's own row");
+    let mut spans = Vec::new();
+    let found = wait_until(WAIT, || {
+        spans = jaeger.spans(service).unwrap_or_default();
+        spans
+            .iter()
+            .any(|s| s["operationName"] == "server round trip")
+    });
+    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    let round_trip = spans
+        .iter()
+        .find(|s| s["operationName"] == "server round trip")
+        .unwrap();
+    assert_eq!(round_trip["traceID"], trace_id.as_str());
+    let id = round_trip["spanID"].as_str().unwrap();
+    let expected = sql.replace("00f067aa0ba902b7", id);
+    assert_eq!(
+        seen, expected,
+        "the server ran the statement naming Sluice's span"
+    );
+}

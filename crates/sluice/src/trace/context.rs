@@ -59,9 +59,26 @@ impl TraceParent {
 }
 
 /// The caller's span named by the `traceparent` of `sql`'s sqlcommenter comment.
-pub fn parent_in(sql: &[u8]) -> Option<TraceParent> {
+/// With it, where its value starts in `sql` when another span id can be written there.
+pub fn parent_in(sql: &[u8]) -> Option<(TraceParent, Option<usize>)> {
     let c = crate::classify::sql::commenter(sql)?;
-    TraceParent::parse(c.traceparent.as_deref()?)
+    let parent = TraceParent::parse(c.traceparent.as_deref()?)?;
+    Some((parent, c.traceparent_at))
+}
+
+/// Writes `span_id` over the parent id of the `traceparent` at `at` in `text`, when the
+/// value there is still that of trace `trace_id` (the text may have been rewritten since
+/// it was read). True when written.
+pub fn rewrite_parent(text: &mut [u8], at: usize, trace_id: &[u8; 16], span_id: &[u8; 8]) -> bool {
+    let Some(value) = text.get_mut(at..at + TRACEPARENT_LEN) else {
+        return false;
+    };
+    let mut id = [0u8; 16];
+    if hex::decode_to_slice(&value[3..35], &mut id).is_err() || &id != trace_id {
+        return false;
+    }
+    value[36..52].copy_from_slice(hex::encode(span_id).as_bytes());
+    true
 }
 
 /// Two hex digits (either case) as a byte.
@@ -109,7 +126,24 @@ mod tests {
     #[test]
     fn a_statements_parent_is_its_comments_traceparent() {
         let sql = format!("SELECT 1 /*traceparent='{TP}'*/");
-        assert_eq!(parent_in(sql.as_bytes()), TraceParent::parse(TP.as_bytes()));
+        let (parent, at) = parent_in(sql.as_bytes()).expect("a parent");
+        assert_eq!(Some(parent), TraceParent::parse(TP.as_bytes()));
+        let mut text = sql.clone().into_bytes();
+        let at = at.expect("written as it reads");
+        assert!(rewrite_parent(&mut text, at, &parent.trace_id, &[0xab; 8]));
+        let written = TP.replace("00f067aa0ba902b7", "abababababababab");
+        assert_eq!(
+            text,
+            format!("SELECT 1 /*traceparent='{written}'*/").into_bytes()
+        );
+        // Another trace's value, or none at all, is left alone.
+        assert!(!rewrite_parent(&mut text, at, &[1; 16], &[0xcd; 8]));
+        assert!(!rewrite_parent(
+            &mut text,
+            at + 1,
+            &parent.trace_id,
+            &[0xcd; 8]
+        ));
         assert_eq!(parent_in(b"SELECT 1 /*traceparent='00-bad'*/"), None);
         assert_eq!(parent_in(b"SELECT 1"), None);
     }

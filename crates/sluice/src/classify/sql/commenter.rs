@@ -9,6 +9,9 @@
 pub struct Commenter {
     /// Its `traceparent` value, decoded.
     pub traceparent: Option<Vec<u8>>,
+    /// Where that value starts in the text, when it is written as it reads (not
+    /// URL-encoded): where another span id can be written over the caller's.
+    pub traceparent_at: Option<usize>,
     /// The comment's bytes in the text, `/*` to `*/`.
     pub comment: std::ops::Range<usize>,
 }
@@ -38,12 +41,18 @@ pub fn commenter(sql: &[u8]) -> Option<Commenter> {
         .filter(|r| pairs(&sql[r.start + 2..r.end - 2]).is_some())
         .or_else(|| trailing().filter(|r| pairs(&sql[r.start + 2..r.end - 2]).is_some()))?;
     let body = &sql[comment.start + 2..comment.end - 2];
-    let traceparent = pairs(body)?
+    let raw = pairs(body)?
         .into_iter()
         .find(|(k, _)| k.eq_ignore_ascii_case(b"traceparent"))
-        .map(|(_, v)| url_decoded(v));
+        .map(|(_, v)| v);
+    let traceparent = raw.map(url_decoded);
+    // The value borrows from `sql`: its offset is the distance between the two.
+    let traceparent_at = raw
+        .filter(|v| traceparent.as_deref() == Some(*v))
+        .map(|v| v.as_ptr() as usize - sql.as_ptr() as usize);
     Some(Commenter {
         traceparent,
+        traceparent_at,
         comment,
     })
 }
@@ -129,6 +138,8 @@ mod tests {
         let trailing = format!("SELECT * FROM t WHERE id = 1 /*action='run',traceparent='{TP}'*/;");
         let c = commenter(trailing.as_bytes()).expect("a sqlcommenter comment");
         assert_eq!(c.traceparent.as_deref(), Some(TP.as_bytes()));
+        let at = c.traceparent_at.expect("written as it reads");
+        assert_eq!(&trailing[at..at + TP.len()], TP);
         assert_eq!(
             &trailing[c.comment.clone()],
             format!("/*action='run',traceparent='{TP}'*/")
@@ -138,6 +149,7 @@ mod tests {
         let leading = format!("  /*traceparent='{encoded}', route='%2Fusers'*/ SELECT 1");
         let c = commenter(leading.as_bytes()).expect("leading");
         assert_eq!(c.traceparent.as_deref(), Some(TP.as_bytes()));
+        assert_eq!(c.traceparent_at, None, "encoded: not written over");
         assert_eq!(
             &leading[c.comment.clone()],
             format!("/*traceparent='{encoded}', route='%2Fusers'*/")

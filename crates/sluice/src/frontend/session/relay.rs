@@ -38,6 +38,9 @@ impl Session {
         let client = &mut self.client;
         if let Some(t) = self.stmt.trace.as_deref_mut() {
             t.server_sent = Some(std::time::Instant::now());
+            if kind == ResponseKind::Query && client.rbuf.get(HEADER_LEN) == Some(&0x03) {
+                super::traced::propagate(t, &mut client.rbuf);
+            }
         }
         // The command itself: forwarded as it arrives, however large.
         let mut span = RequestSpan::new(0);

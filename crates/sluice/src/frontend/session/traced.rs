@@ -17,10 +17,13 @@ const TEXT_MAX: usize = 4096;
 /// Starts the statement's span when it is traced. `text`: a query's or a prepare's
 /// text as it arrived, whole or its start.
 pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text: Option<&[u8]>) {
-    let parent = text.and_then(trace::parent_in);
-    let Some(mut span) = tracer.start_statement(parent) else {
+    let found = text.and_then(trace::parent_in);
+    let Some(mut span) = tracer.start_statement(found.map(|(p, _)| p)) else {
         return;
     };
+    if tracer.config().propagate {
+        span.propagate_at = found.and_then(|(_, at)| at);
+    }
     if let Some(text) = text {
         span.set("db.query.summary", Value::Str(summary(text)));
         if tracer.config().query_text {
@@ -181,4 +184,16 @@ fn hex(bytes: &[u8]) -> String {
 #[inline]
 pub(super) fn mark(stmt: &InFlight) -> Option<Instant> {
     stmt.trace.as_ref().map(|_| Instant::now())
+}
+
+/// With `propagate`: the statement about to go to the server names Sluice's round trip
+/// as its parent in its `traceparent`, written over the caller's span id in `packet` (a
+/// COM_QUERY, header first). The length stays the same; a statement rewritten since its
+/// text was read is left as it is.
+pub(super) fn propagate(span: &trace::StatementSpan, packet: &mut [u8]) {
+    let Some(at) = span.propagate_at else { return };
+    let Some(text) = packet.get_mut(sluice_wire::packet::HEADER_LEN + 1..) else {
+        return;
+    };
+    trace::rewrite_parent(text, at, &span.trace_id, &span.server_span_id);
 }
