@@ -269,3 +269,49 @@ fn propagate_sends_sluices_span_on_to_the_server() {
         "the server ran the statement naming Sluice's span"
     );
 }
+
+/// `[log] slow_statement` without any tracing: a statement over the threshold is one
+/// JSON line with its digest's start (no values), and counted; one under it is neither.
+#[test]
+fn a_slow_statement_is_logged_with_its_facts_and_counted() {
+    let server = shared_server();
+    let mut config = Config::for_server(server).admin("tok");
+    config.log.slow_statement = Some("150ms".into());
+    config.log.format = "json".into();
+    let admin = config.admin_address().unwrap();
+    let sluice = Sluice::start(&config);
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    c.query_rows("SELECT 1");
+    c.query_rows("SELECT SLEEP(0.3), 'secret-value'");
+    let metrics =
+        crate::support::http::Client::new(admin, Some(sluice::config::Secret("tok".into())));
+    let body = String::from_utf8_lossy(&metrics.get("/metrics").unwrap().body).into_owned();
+    assert!(
+        body.lines().any(|l| l == "sluice_slow_statements_total 1"),
+        "{body}"
+    );
+    let mut line = None;
+    assert!(wait_until(WAIT, || {
+        line = sluice
+            .log()
+            .lines()
+            .find(|l| l.contains("slow statement"))
+            .map(str::to_owned);
+        line.is_some()
+    }));
+    let line: Value = serde_json::from_str(&line.unwrap()).expect("a JSON line");
+    let fields = &line["fields"];
+    assert_eq!(fields["summary"], "SELECT SLEEP(?), ?", "{line}");
+    assert_eq!(fields["user"], NATIVE_USER);
+    assert!(fields["took_ms"].as_f64().unwrap() >= 150.0, "{line}");
+    assert!(
+        !line.to_string().contains("secret-value"),
+        "no values logged: {line}"
+    );
+    assert_eq!(
+        sluice.log().matches("slow statement").count(),
+        1,
+        "only the slow one:\n{}",
+        sluice.log()
+    );
+}

@@ -67,6 +67,11 @@ pub struct DigestInfo {
 }
 
 impl DigestInfo {
+    /// The digest's normalized text.
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
     fn new(digest: u64, text: &[u8], schema: Option<&str>, tables: &Tables) -> DigestInfo {
         let (text, _) = sql::digest(text);
         let kind = Kind::of(&text);

@@ -137,6 +137,23 @@ impl SessionProbe {
         });
     }
 
+    /// The digest text of the statement in flight, from what this session or the store
+    /// knows of it, else worked out from its text.
+    pub fn digest_text(&self, analytics: &Analytics) -> Option<String> {
+        let c = self.current.as_ref()?;
+        if let Some(info) = self.seen.get(&c.digest) {
+            return Some(info.text().to_owned());
+        }
+        if let Some(info) = analytics.recorder.digests.info(c.digest) {
+            return Some(info.text().to_owned());
+        }
+        let text = c
+            .text
+            .as_deref()
+            .or(c.prepared.as_deref().map(|p| &p.text[..]))?;
+        Some(crate::classify::sql::digest(text).0)
+    }
+
     /// The statement in flight ended: reports it. `schema` is the session's.
     #[allow(clippy::too_many_arguments)]
     pub fn finish(

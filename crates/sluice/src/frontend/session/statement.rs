@@ -377,7 +377,16 @@ impl Session {
             Backing::Detached => None,
         };
         let current = self.probe.as_ref().and_then(|p| p.current.as_ref());
+        let slow = match (self.fe.slow_statement, self.stmt.started) {
+            (Some(limit), Some(at)) => at.elapsed() >= limit,
+            _ => false,
+        };
+        let digest_text = match (slow, &self.probe) {
+            (true, Some(p)) => p.digest_text(&self.fe.analytics),
+            _ => None,
+        };
         let ended = super::traced::Ended {
+            digest_text,
             session: self.id,
             user: &self.user.name,
             schema: schema.and_then(|s| std::str::from_utf8(s).ok()),

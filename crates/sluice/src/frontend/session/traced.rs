@@ -41,9 +41,14 @@ pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text
 /// The digest's start, as a statement's summary and its span's name.
 pub(super) fn summary(text: &[u8]) -> String {
     let (digest, _) = crate::classify::sql::digest(&text[..text.len().min(4 * SUMMARY_MAX)]);
+    cut(&digest)
+}
+
+/// A digest's start, at most `SUMMARY_MAX` characters.
+fn cut(digest: &str) -> String {
     match digest.char_indices().nth(SUMMARY_MAX) {
         Some((i, _)) => format!("{}...", &digest[..i]),
-        None => digest,
+        None => digest.to_owned(),
     }
 }
 
@@ -56,6 +61,8 @@ pub(super) struct Ended<'a> {
     pub error: bool,
     /// The prepared statement's text, for an execute's summary.
     pub prepared_text: Option<&'a [u8]>,
+    /// The digest's text, for a slow statement that is not traced.
+    pub digest_text: Option<String>,
 }
 
 /// Finishes the statement's span, and logs it when it took longer than `slow`.
@@ -65,6 +72,9 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
         (Some(limit), Some(took)) => took >= limit,
         _ => false,
     };
+    if slow {
+        crate::stats::Stats::incr(&fe.stats.slow_statements);
+    }
     let Some(mut span) = stmt.trace.take() else {
         if slow {
             log_slow(stmt, &e, None, took.unwrap_or_default());
@@ -151,7 +161,9 @@ fn log_slow(
             _ => None,
         })
     });
-    let summary = summary.or_else(|| e.prepared_text.map(summary_of));
+    let summary = summary
+        .or_else(|| e.digest_text.as_deref().map(cut))
+        .or_else(|| e.prepared_text.map(summary_of));
     let trace_id = span.map(|s| hex(&s.trace_id));
     tracing::warn!(
         took_ms = took.as_secs_f64() * 1e3,
