@@ -315,3 +315,125 @@ fn a_slow_statement_is_logged_with_its_facts_and_counted() {
         sluice.log()
     );
 }
+
+/// Runs `program script args...` from the script's directory; its stdout as JSON.
+fn run_client(program: std::path::PathBuf, script: std::path::PathBuf, args: &[String]) -> Value {
+    let mut command = std::process::Command::new(program);
+    command
+        .arg(&script)
+        .args(args)
+        .current_dir(script.parent().unwrap())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let child = command.spawn().expect("starting the client");
+    let what = script.display().to_string();
+    let out = crate::support::cli::finish(child, Vec::new(), Duration::from_secs(60), &what);
+    assert_eq!(out.code, Some(0), "{}{}", out.stdout, out.stderr);
+    serde_json::from_str(out.stdout.trim()).expect("JSON")
+}
+
+/// The traceparent comments PyMySQL and mysql2 send (text queries, and mysql2's
+/// prepared statement, whose executes continue the trace its prepare names) are
+/// continued: each statement's span is under the caller's span, in the caller's trace.
+#[test]
+fn pymysql_and_mysql2_traces_are_continued() {
+    let root = crate::support::repo_root();
+    let python = super::drivers::require(
+        root.join(".venv/bin/python"),
+        "the Python virtual environment",
+    );
+    let node = sluice_sandbox::find_program(&["node", "nodejs"])
+        .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    fresh_database(server, "traced_drivers");
+    server
+        .execute("CREATE TABLE traced_drivers.t (id INT PRIMARY KEY, v INT); INSERT INTO traced_drivers.t VALUES (1, 10), (2, 20);")
+        .unwrap();
+    let service = "sluice-drivers";
+    let config = Config::for_server(server)
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 0.0);
+    let sluice = Sluice::start(&config);
+    let common = |extra: &[&str]| -> Vec<String> {
+        let port = sluice.port().to_string();
+        let mut a: Vec<String> = [
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port,
+            "--user",
+            NATIVE_USER,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(
+            [
+                "--password",
+                NATIVE_PASSWORD,
+                "--database",
+                "traced_drivers",
+            ]
+            .map(String::from),
+        );
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    let span = "00f067aa0ba902b7";
+    let (_, py_a) = traceparent(0x21, true);
+    let (_, py_b) = traceparent(0x22, true);
+    let out = run_client(
+        python,
+        root.join("tests/clients/python/tracing.py"),
+        &common(&["--span", span, "--trace", &py_a, "--trace", &py_b]),
+    );
+    assert_eq!(out["rows"], serde_json::json!([["10"], ["20"]]), "{out}");
+    let (_, js_query) = traceparent(0x31, true);
+    let (_, js_execute) = traceparent(0x32, true);
+    let traces = format!("{js_query},{js_execute}");
+    let out = run_client(
+        node,
+        root.join("tests/clients/node/tracing.js"),
+        &common(&["--span", span, "--traces", &traces]),
+    );
+    assert_eq!(out["query"], serde_json::json!(["10"]), "{out}");
+    assert_eq!(out["execute"], serde_json::json!(["20"]), "{out}");
+
+    let wanted = [&py_a, &py_b, &js_query, &js_execute];
+    let mut spans = Vec::new();
+    let all_in = wait_until(WAIT, || {
+        spans = jaeger.spans(service).unwrap_or_default();
+        wanted.iter().all(|id| {
+            spans
+                .iter()
+                .any(|s| s["traceID"] == id.as_str() && span_parent(s) == Some(span))
+        })
+    });
+    assert!(all_in, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    for id in [&py_a, &py_b, &js_query] {
+        let (root, children) = trace_of(&spans, id);
+        assert_eq!(
+            root["operationName"], "SELECT v FROM t WHERE id = ?",
+            "{root:#}"
+        );
+        assert_eq!(tag(root, "sluice.command"), "Query");
+        assert!(names(&children).contains(&"server round trip".to_owned()));
+    }
+    // mysql2's execute: its prepare and its execute, both under the caller's span.
+    let commands: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["traceID"] == js_execute.as_str() && span_parent(s) == Some(span))
+        .map(|s| tag(s, "sluice.command"))
+        .collect();
+    assert!(
+        commands.contains(&&Value::from("StmtPrepare")),
+        "{commands:?}"
+    );
+    assert!(
+        commands.contains(&&Value::from("StmtExecute")),
+        "{commands:?}"
+    );
+}

@@ -113,6 +113,11 @@ impl SessionProbe {
         }
     }
 
+    /// The text statement `id` was prepared from, when this session prepared it.
+    pub fn prepared_text(&self, id: u32) -> Option<&[u8]> {
+        self.prepared.get(&id).map(|p| &p.text[..])
+    }
+
     pub fn closed(&mut self, id: u32) {
         self.prepared.remove(&id);
     }

@@ -296,7 +296,15 @@ impl Session {
         let end = (HEADER_LEN + len).min(self.client.rbuf.len());
         let body = &self.client.rbuf[HEADER_LEN + 1..end];
         if let Some(tracer) = tracer {
-            let text = texted.then_some(body);
+            // An execute continues the trace its prepared text names, as sqlcommenter
+            // puts it there.
+            let text = match (texted, stmt.client_id, &self.probe) {
+                (true, _, _) => Some(body),
+                (false, Some(id), Some(p)) if stmt.command == Command::StmtExecute => {
+                    p.prepared_text(id)
+                }
+                _ => None,
+            };
             super::traced::begin(tracer, &mut self.stmt, stmt.command, text);
         }
         let Some(probe) = self.probe.as_mut() else {

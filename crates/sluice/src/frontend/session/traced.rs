@@ -15,13 +15,14 @@ const SUMMARY_MAX: usize = 120;
 const TEXT_MAX: usize = 4096;
 
 /// Starts the statement's span when it is traced. `text`: a query's or a prepare's
-/// text as it arrived, whole or its start.
+/// text as it arrived (whole or its start), or an execute's prepared text.
 pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text: Option<&[u8]>) {
     let found = text.and_then(trace::parent_in);
     let Some(mut span) = tracer.start_statement(found.map(|(p, _)| p)) else {
         return;
     };
-    if tracer.config().propagate {
+    // Only a query's own text is in the packet to write over.
+    if tracer.config().propagate && command == Command::Query {
         span.propagate_at = found.and_then(|(_, at)| at);
     }
     if let Some(text) = text {
