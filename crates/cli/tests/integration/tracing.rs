@@ -437,3 +437,70 @@ fn pymysql_and_mysql2_traces_are_continued() {
         "{commands:?}"
     );
 }
+
+/// A read routed to a replica right after the session's write waits there for the
+/// write's GTID: a `gtid wait` stage on that replica, caught up, inside the read's span.
+#[test]
+fn a_routed_read_after_a_write_shows_its_gtid_wait() {
+    use super::routing::{config, login, replica_set};
+
+    let set = replica_set(false);
+    set.primary
+        .execute("CREATE DATABASE traced_ryw; CREATE TABLE traced_ryw.t (id INT PRIMARY KEY)")
+        .unwrap();
+    set.wait_caught_up(Duration::from_secs(20)).unwrap();
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let service = "sluice-gtid-wait";
+    // No write hold: the read after the write is routed, not kept on the writer's
+    // connection.
+    let config = config(&set)
+        .pool("write_hold", "0s")
+        .routing("max_lag", "60s")
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 0.0);
+    let sluice = Sluice::start(&config);
+    // Both replicas are readers before the first read.
+    super::routing::wait_role(&sluice, &config, "replica1", "reader", 20);
+    super::routing::wait_role(&sluice, &config, "replica2", "reader", 20);
+    let mut c = login(&sluice);
+    let (write, _) = traceparent(0x41, true);
+    let (read, read_id) = traceparent(0x42, true);
+    c.query(&commented("INSERT INTO traced_ryw.t VALUES (1)", &write))
+        .unwrap()
+        .expect_ok();
+    let rows = c.query_rows(&commented(
+        "SELECT COUNT(*) FROM traced_ryw.t WHERE id = 1",
+        &read,
+    ));
+    assert_eq!(
+        rows[0][0].as_deref(),
+        Some("1"),
+        "the read sees the session's write"
+    );
+    let mut spans = Vec::new();
+    let found = wait_until(WAIT, || {
+        spans = jaeger.spans(service).unwrap_or_default();
+        spans
+            .iter()
+            .any(|s| s["traceID"] == read_id.as_str() && span_parent(s) == Some("00f067aa0ba902b7"))
+    });
+    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    let (root, children) = trace_of(&spans, &read_id);
+    let wait = children
+        .iter()
+        .find(|s| s["operationName"] == "gtid wait")
+        .unwrap_or_else(|| panic!("no gtid wait under {root:#}: {children:#?}"));
+    assert_eq!(tag(wait, "sluice.gtid.caught_up"), true);
+    let replicas: Vec<String> = set.replicas.iter().map(|r| r.addr().to_string()).collect();
+    let waited_on = tag(wait, "server.address").as_str().unwrap().to_owned();
+    assert!(
+        replicas.contains(&waited_on),
+        "{waited_on} is not a replica: {replicas:?}"
+    );
+    assert_eq!(
+        tag(root, "server.address").as_str(),
+        Some(waited_on.as_str())
+    );
+    within(root, &children);
+}

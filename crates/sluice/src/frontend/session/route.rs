@@ -82,13 +82,14 @@ impl Session {
         member: &Member,
         need: &GtidPos,
     ) -> bool {
+        let at = super::traced::mark(&self.stmt);
         let Some(backend) = self.backing.conn_mut() else {
             return false;
         };
         Stats::incr(&router.stats.gtid_waits);
         let secs = router.routing.consistency_wait.as_secs_f64();
         let sql = format!("SELECT MASTER_GTID_WAIT('{need}', {secs:.3})");
-        match backend.query_scalar(&sql).await {
+        let caught_up = match backend.query_scalar(&sql).await {
             Ok(Some(v)) if v == b"0" => {
                 member.note_applied(need);
                 true
@@ -102,7 +103,20 @@ impl Session {
                 backend.mark_broken();
                 false
             }
+        };
+        if at.is_some() {
+            use crate::trace::Value;
+            let attributes = vec![
+                (
+                    "server.address",
+                    Value::Str(backend.server.endpoint.to_string()),
+                ),
+                ("sluice.gtid", Value::Str(need.to_string())),
+                ("sluice.gtid.caught_up", Value::Bool(caught_up)),
+            ];
+            self.stmt.stage("gtid wait", at, attributes);
         }
+        caught_up
     }
 
     /// The statement's OK said which GTID its transaction got: reads after it must
