@@ -98,6 +98,8 @@ pub enum Protocol {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Str(String),
+    /// A constant: no allocation on the statement's path.
+    Static(&'static str),
     Int(i64),
     Bool(bool),
 }
@@ -172,11 +174,6 @@ impl StatementSpan {
             attributes.push(("sluice.server.first_byte_us", Value::Int(us as i64)));
         }
         self.stage(SERVER_ROUND_TRIP, sent, attributes);
-    }
-
-    fn unix_nanos(&self, at: Instant) -> u64 {
-        let since = at.saturating_duration_since(self.start).as_nanos() as u64;
-        self.start_unix_nanos.saturating_add(since)
     }
 }
 
@@ -275,40 +272,54 @@ impl Tracer {
     /// as dropped when its queue is full.
     pub fn finish(&self, span: StatementSpan, name: String, error: Option<String>) {
         let end = Instant::now();
-        for stage in &span.stages {
+        let StatementSpan {
+            trace_id,
+            span_id,
+            parent,
+            start,
+            start_unix_nanos,
+            stages,
+            attributes,
+            server_span_id,
+            ..
+        } = span;
+        let unix = |at: Instant| {
+            let since = at.saturating_duration_since(start).as_nanos() as u64;
+            start_unix_nanos.saturating_add(since)
+        };
+        for stage in stages {
             let round_trip = stage.name == SERVER_ROUND_TRIP;
-            let child = Finished {
+            self.send(Finished {
                 name: stage.name.to_owned(),
-                trace_id: span.trace_id,
-                span_id: match round_trip {
-                    true => span.server_span_id,
-                    false => new_span_id(),
+                trace_id,
+                span_id: if round_trip {
+                    server_span_id
+                } else {
+                    new_span_id()
                 },
-                parent: Some(span.span_id),
+                parent: Some(span_id),
                 kind: if round_trip {
                     Kind::Client
                 } else {
                     Kind::Internal
                 },
-                start_unix_nanos: span.unix_nanos(stage.start),
-                end_unix_nanos: span.unix_nanos(stage.end),
-                attributes: stage.attributes.clone(),
+                start_unix_nanos: unix(stage.start),
+                end_unix_nanos: unix(stage.end),
+                attributes: stage.attributes,
                 error: None,
-            };
-            self.send(child);
+            });
         }
-        let whole = Finished {
+        self.send(Finished {
             name,
-            trace_id: span.trace_id,
-            span_id: span.span_id,
-            parent: span.parent,
+            trace_id,
+            span_id,
+            parent,
             kind: Kind::Server,
-            start_unix_nanos: span.start_unix_nanos,
-            end_unix_nanos: span.unix_nanos(end),
-            attributes: span.attributes,
+            start_unix_nanos,
+            end_unix_nanos: unix(end),
+            attributes,
             error,
-        };
-        self.send(whole);
+        });
     }
 
     /// A span of its own (a session's login, its end), outside any statement.

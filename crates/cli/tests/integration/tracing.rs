@@ -419,7 +419,7 @@ fn pymysql_and_mysql2_traces_are_continued() {
             root["operationName"], "SELECT v FROM t WHERE id = ?",
             "{root:#}"
         );
-        assert_eq!(tag(root, "sluice.command"), "Query");
+        assert_eq!(tag(root, "sluice.command"), "COM_QUERY");
         assert!(names(&children).contains(&"server round trip".to_owned()));
     }
     // mysql2's execute: its prepare and its execute, both under the caller's span.
@@ -429,11 +429,11 @@ fn pymysql_and_mysql2_traces_are_continued() {
         .map(|s| tag(s, "sluice.command"))
         .collect();
     assert!(
-        commands.contains(&&Value::from("StmtPrepare")),
+        commands.contains(&&Value::from("COM_STMT_PREPARE")),
         "{commands:?}"
     );
     assert!(
-        commands.contains(&&Value::from("StmtExecute")),
+        commands.contains(&&Value::from("COM_STMT_EXECUTE")),
         "{commands:?}"
     );
 }

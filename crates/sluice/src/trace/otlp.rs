@@ -89,6 +89,7 @@ fn any(value: Value) -> AnyValue {
     AnyValue {
         value: Some(match value {
             Value::Str(s) => any_value::Value::StringValue(s),
+            Value::Static(s) => any_value::Value::StringValue(s.to_owned()),
             Value::Int(i) => any_value::Value::IntValue(i),
             Value::Bool(b) => any_value::Value::BoolValue(b),
         }),

@@ -295,24 +295,26 @@ impl Session {
         }
         let end = (HEADER_LEN + len).min(self.client.rbuf.len());
         let body = &self.client.rbuf[HEADER_LEN + 1..end];
+        // The id is only there when the packet holds it whole (`Request::parse`): a
+        // truncated one is the server's to refuse.
+        let id = stmt.client_id;
         if let Some(tracer) = tracer {
             // An execute continues the trace its prepared text names, as sqlcommenter
             // puts it there.
-            let text = match (texted, stmt.client_id, &self.probe) {
+            let text = match (texted, id, &self.probe) {
                 (true, _, _) => Some(body),
                 (false, Some(id), Some(p)) if stmt.command == Command::StmtExecute => {
                     p.prepared_text(id)
                 }
                 _ => None,
             };
-            super::traced::begin(tracer, &mut self.stmt, stmt.command, text);
+            let digested = self.probe.is_some()
+                && matches!(stmt.command, Command::Query | Command::StmtExecute);
+            super::traced::begin(tracer, &mut self.stmt, stmt.command, text, digested);
         }
         let Some(probe) = self.probe.as_mut() else {
             return Ok(());
         };
-        // The id is only there when the packet holds it whole (`Request::parse`): a
-        // truncated one is the server's to refuse.
-        let id = stmt.client_id;
         match stmt.command {
             Command::Query => {
                 // Kept for the cache's statistics, which look the digest up by it too.
@@ -389,7 +391,8 @@ impl Session {
             (Some(limit), Some(at)) => at.elapsed() >= limit,
             _ => false,
         };
-        let digest_text = match (slow, &self.probe) {
+        let wanted = slow || self.stmt.trace.is_some();
+        let digest_text = match (wanted, &self.probe) {
             (true, Some(p)) => p.digest_text(&self.fe.analytics),
             _ => None,
         };

@@ -16,7 +16,15 @@ const TEXT_MAX: usize = 4096;
 
 /// Starts the statement's span when it is traced. `text`: a query's or a prepare's
 /// text as it arrived (whole or its start), or an execute's prepared text.
-pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text: Option<&[u8]>) {
+/// `digested`: analytics will know the statement's digest text at its end, which then
+/// names the span rather than the text lexed again here.
+pub(super) fn begin(
+    tracer: &Tracer,
+    stmt: &mut InFlight,
+    command: Command,
+    text: Option<&[u8]>,
+    digested: bool,
+) {
     let found = text.and_then(trace::parent_in);
     let Some(mut span) = tracer.start_statement(found.map(|(p, _)| p)) else {
         return;
@@ -26,7 +34,9 @@ pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text
         span.propagate_at = found.and_then(|(_, at)| at);
     }
     if let Some(text) = text {
-        span.set("db.query.summary", Value::Str(summary(text)));
+        if !digested {
+            span.set("db.query.summary", Value::Str(summary(text)));
+        }
         if tracer.config().query_text {
             let shown = &text[..text.len().min(TEXT_MAX)];
             span.set(
@@ -35,7 +45,7 @@ pub(super) fn begin(tracer: &Tracer, stmt: &mut InFlight, command: Command, text
             );
         }
     }
-    span.set("sluice.command", Value::Str(format!("{command:?}")));
+    span.set("sluice.command", Value::Static(command.name()));
     stmt.trace = Some(span);
 }
 
@@ -62,7 +72,8 @@ pub(super) struct Ended<'a> {
     pub error: bool,
     /// The prepared statement's text, for an execute's summary.
     pub prepared_text: Option<&'a [u8]>,
-    /// The digest's text, for a slow statement that is not traced.
+    /// The digest's text as analytics knows it: the summary of a traced statement whose
+    /// span does not have one yet, and of a slow one.
     pub digest_text: Option<String>,
 }
 
@@ -83,7 +94,7 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
         return;
     };
     if let Some((start, end)) = stmt.cache_lookup {
-        let outcome = Value::Str(cache_outcome(stmt.cache_use).into());
+        let outcome = Value::Static(cache_outcome(stmt.cache_use));
         span.stages.push(trace::Stage {
             name: "cache lookup",
             start,
@@ -92,7 +103,7 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
         });
     }
     let server = stmt.served_by.as_ref().map(|s| s.endpoint.to_string());
-    span.set("db.system.name", Value::Str("mariadb".into()));
+    span.set("db.system.name", Value::Static("mariadb"));
     if let Some(schema) = e.schema {
         span.set("db.namespace", Value::Str(schema.into()));
     }
@@ -123,8 +134,12 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
         _ => None,
     });
     if name.is_none() {
-        if let Some(text) = e.prepared_text {
-            let s = summary(text);
+        let s = match (&e.digest_text, e.prepared_text) {
+            (Some(d), _) => Some(cut(d)),
+            (None, Some(text)) => Some(summary(text)),
+            (None, None) => None,
+        };
+        if let Some(s) = s {
             span.set("db.query.summary", Value::Str(s.clone()));
             name = Some(s);
         }
