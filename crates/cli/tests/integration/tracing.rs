@@ -504,3 +504,49 @@ fn a_routed_read_after_a_write_shows_its_gtid_wait() {
     );
     within(root, &children);
 }
+
+/// A traced session: its span from connect to quit, under it its login's, both naming
+/// the session's id and user; a refused login's span says why.
+#[test]
+fn a_session_and_its_login_are_spans() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    let service = "sluice-sessions";
+    let config = Config::for_server(server)
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 1.0);
+    let sluice = Sluice::start(&config);
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    let id = c.query_rows("SELECT CONNECTION_ID()")[0][0]
+        .clone()
+        .unwrap();
+    c.send_command(crate::support::wire::COM_QUIT, &[]).unwrap();
+    drop(c);
+    assert!(RawConn::login(sluice.addr(), NATIVE_USER, "wrong", None).is_err());
+    let mut spans = Vec::new();
+    let found = wait_until(WAIT, || {
+        spans = jaeger.spans(service).unwrap_or_default();
+        let n = |name: &str| spans.iter().filter(|s| s["operationName"] == name).count();
+        n("session") >= 2 && n("login") >= 2
+    });
+    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    let session = spans
+        .iter()
+        .find(|s| s["operationName"] == "session" && span_tag(s, "error").is_none())
+        .expect("the session that logged in");
+    assert_eq!(tag(session, "sluice.session.id").to_string(), id);
+    assert_eq!(tag(session, "db.user"), NATIVE_USER);
+    let session_id = session["spanID"].as_str().unwrap();
+    let login = spans
+        .iter()
+        .find(|s| s["operationName"] == "login" && span_parent(s) == Some(session_id))
+        .expect("its login, under it");
+    assert!(span_tag(login, "error").is_none(), "{login:#}");
+    within(session, &[login]);
+    let refused = spans
+        .iter()
+        .find(|s| s["operationName"] == "login" && span_tag(s, "error").is_some())
+        .expect("the refused login");
+    assert_eq!(tag(refused, "otel.status_code"), "ERROR");
+}

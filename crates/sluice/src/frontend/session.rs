@@ -299,6 +299,13 @@ async fn serve(
     mut shutdown: Shutdown,
     registered: &mut Registered,
 ) {
+    let traced = (fe.tracer.as_deref()).and_then(|t| traced::SessionTrace::begin(t, &client.peer));
+    let refused = |traced: Option<Box<traced::SessionTrace>>, why: &str| {
+        if let (Some(t), Some(tracer)) = (traced, fe.tracer.as_deref()) {
+            t.login(tracer, id, None, Some(why.to_owned()));
+            t.end(tracer, id, None, Some(why.to_owned()));
+        }
+    };
     let login = tokio::time::timeout(
         fe.limits.handshake_timeout,
         // Boxed, as every step before the command loop: the task keeps room for its
@@ -308,41 +315,51 @@ async fn serve(
     let logged_in = tokio::select! {
         r = login => match r {
             Ok(Ok(Some(l))) => l,
-            Ok(Ok(None)) => return,
+            Ok(Ok(None)) => return refused(traced, "login refused"),
             Ok(Err(e)) => {
                 count_client_error(&fe, &e);
                 tracing::debug!(error = %e, "login failed");
                 answer_protocol_error(&mut client, &e, 2).await;
-                return;
+                return refused(traced, &e.to_string());
             }
             Err(_) => {
                 tracing::debug!("login timed out");
-                return;
+                return refused(traced, "login timed out");
             }
         },
         _ = shutdown.stopping() => return,
     };
     if !Box::pin(admitted(&fe, &mut client, &logged_in)).await {
-        return;
+        return refused(traced, "not admitted");
     }
     registered.user = Some(logged_in.user.name.clone());
     // Unboxed in a call of its own: a box moved out of in place is freed only when its
     // variable goes, at the session's end.
     let mut session = Session::open(&fe, id, unbox(client), &logged_in);
     if !Box::pin(session.finish_login(logged_in)).await {
-        return;
+        return refused(traced, "login not finished");
     }
     tracing::debug!(user = %session.user.name, "logged in");
+    if let (Some(t), Some(tracer)) = (&traced, fe.tracer.as_deref()) {
+        t.login(tracer, id, Some(&session.user.name), None);
+    }
     if fe.cache.is_some() {
         let params = session.key(&session.user).params;
         fe.client_logged_in(&session.user.name, &params);
     }
-    match session.command_loop(&mut shutdown).await {
-        Ok(()) => tracing::debug!("session ended"),
+    let error = match session.command_loop(&mut shutdown).await {
+        Ok(()) => {
+            tracing::debug!("session ended");
+            None
+        }
         Err(e) => {
             count_client_error(&fe, &e);
             tracing::debug!(error = %e, side = ?e.side(), "session ended with an error");
+            Some(e.to_string())
         }
+    };
+    if let (Some(t), Some(tracer)) = (traced, fe.tracer.as_deref()) {
+        t.end(tracer, id, Some(&session.user.name), error);
     }
 }
 

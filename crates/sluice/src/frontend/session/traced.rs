@@ -225,3 +225,79 @@ pub(super) fn propagate(span: &trace::StatementSpan, packet: &mut [u8]) {
     };
     trace::rewrite_parent(text, at, &span.trace_id, &span.server_span_id);
 }
+
+/// A traced session: its own span (sent at its end) and its login's (sent once logged
+/// in, or refused), sampled at the ratio as a statement without a caller is.
+pub(super) struct SessionTrace {
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    start: Instant,
+    start_unix_nanos: u64,
+    client: String,
+}
+
+impl SessionTrace {
+    /// Boxed: the session's task keeps it for as long as the client is connected.
+    pub(super) fn begin(
+        tracer: &Tracer,
+        client: &crate::stream::Peer,
+    ) -> Option<Box<SessionTrace>> {
+        Some(Box::new(SessionTrace {
+            trace_id: tracer.sample_new()?,
+            span_id: trace::new_span_id(),
+            start: Instant::now(),
+            start_unix_nanos: trace::unix_nanos_now(),
+            client: client.to_string(),
+        }))
+    }
+
+    fn span(&self, name: &str, span_id: [u8; 8], parent: Option<[u8; 8]>) -> trace::Finished {
+        let took = self.start.elapsed().as_nanos() as u64;
+        trace::Finished {
+            name: name.to_owned(),
+            trace_id: self.trace_id,
+            span_id,
+            parent,
+            kind: trace::Kind::Server,
+            start_unix_nanos: self.start_unix_nanos,
+            end_unix_nanos: self.start_unix_nanos.saturating_add(took),
+            attributes: Vec::new(),
+            error: None,
+        }
+    }
+
+    /// The login of session `id` ended: as `user`, or refused (`error`).
+    pub(super) fn login(
+        &self,
+        tracer: &Tracer,
+        id: u32,
+        user: Option<&str>,
+        error: Option<String>,
+    ) {
+        let mut span = self.span("login", trace::new_span_id(), Some(self.span_id));
+        span.kind = trace::Kind::Internal;
+        span.attributes = self.attributes(id, user);
+        span.error = error;
+        tracer.record(span);
+    }
+
+    /// Session `id` ended (`error`: how, when not by the client's choice).
+    pub(super) fn end(self, tracer: &Tracer, id: u32, user: Option<&str>, error: Option<String>) {
+        let mut span = self.span("session", self.span_id, None);
+        span.attributes = self.attributes(id, user);
+        span.error = error;
+        tracer.record(span);
+    }
+
+    fn attributes(&self, id: u32, user: Option<&str>) -> Vec<(&'static str, Value)> {
+        let mut a = vec![
+            ("db.system.name", Value::Static("mariadb")),
+            ("sluice.session.id", Value::Int(i64::from(id))),
+            ("client.address", Value::Str(self.client.clone())),
+        ];
+        if let Some(user) = user {
+            a.push(("db.user", Value::Str(user.to_owned())));
+        }
+        a
+    }
+}
