@@ -140,6 +140,11 @@ pub struct StatementSpan {
     /// Where, in the statement's text, the caller's `traceparent` can be written over
     /// (with `propagate`).
     pub propagate_at: Option<usize>,
+    /// When the cache's lookup after the lease began.
+    pub cache_at: Option<Instant>,
+    /// The cache's lookups (before the lease, after it, or both), from the first's
+    /// start to the last's decision: a stage at the span's end.
+    pub cache_lookup: Option<(Instant, Instant)>,
 }
 
 impl StatementSpan {
@@ -265,6 +270,8 @@ impl Tracer {
             server_first: None,
             server_span_id: new_span_id(),
             propagate_at: None,
+            cache_at: None,
+            cache_lookup: None,
         }))
     }
 

@@ -356,7 +356,9 @@ impl Session {
         stmt: &super::Statement,
     ) -> Result<Relayed, SessionError> {
         let (kind, len, client_id) = (stmt.kind, stmt.len, stmt.client_id);
-        self.stmt.cache_at = super::traced::mark(&self.stmt);
+        if let Some(t) = self.stmt.trace.as_deref_mut() {
+            t.cache_at = Some(std::time::Instant::now());
+        }
         let step = std::mem::take(&mut self.stmt.cache_step);
         let state = self.cache_state();
         state.served = false;

@@ -122,11 +122,6 @@ pub(super) struct InFlight {
     pub(super) trace: Option<Box<crate::trace::StatementSpan>>,
     /// When it began, when `[log] slow_statement` is set.
     pub(super) started: Option<std::time::Instant>,
-    /// When the cache's lookup after the lease began, when traced.
-    pub(super) cache_at: Option<std::time::Instant>,
-    /// The cache's lookups (before the lease, after it, or both), from the first's
-    /// start to the last's decision, when traced: a stage of the span at its end.
-    pub(super) cache_lookup: Option<(std::time::Instant, std::time::Instant)>,
 }
 
 impl InFlight {
@@ -153,9 +148,9 @@ impl InFlight {
                 self.cache_step,
                 super::cached::CacheStep::Missed(_) | super::cached::CacheStep::Revalidate(..)
             );
-        if looked {
-            let first = self.cache_lookup.map_or(at, |(first, _)| first);
-            self.cache_lookup = Some((first, std::time::Instant::now()));
+        if let (true, Some(span)) = (looked, self.trace.as_deref_mut()) {
+            let first = span.cache_lookup.map_or(at, |(first, _)| first);
+            span.cache_lookup = Some((first, std::time::Instant::now()));
         }
     }
 }

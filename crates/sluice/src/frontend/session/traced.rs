@@ -93,7 +93,7 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
         }
         return;
     };
-    if let Some((start, end)) = stmt.cache_lookup {
+    if let Some((start, end)) = span.cache_lookup {
         let outcome = Value::Static(cache_outcome(stmt.cache_use));
         span.stages.push(trace::Stage {
             name: "cache lookup",
