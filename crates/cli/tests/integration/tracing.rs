@@ -21,6 +21,16 @@ fn traceparent(n: u8, sampled: bool) -> (String, String) {
     (format!("00-{trace_id}-00f067aa0ba902b7-{flags}"), trace_id)
 }
 
+/// Database `db` with table `t (id, v)` holding (1, 10) and (2, 20).
+fn table_t(server: &sluice_sandbox::MariaDb, db: &str) {
+    fresh_database(server, db);
+    server
+        .execute(&format!(
+            "CREATE TABLE {db}.t (id INT PRIMARY KEY, v INT); INSERT INTO {db}.t VALUES (1, 10), (2, 20);"
+        ))
+        .unwrap();
+}
+
 fn commented(sql: &str, tp: &str) -> String {
     format!("{sql} /*controller='orders',traceparent='{tp}'*/")
 }
@@ -73,10 +83,7 @@ fn within(root: &Value, children: &[&Value]) {
 fn statements_continue_the_callers_trace_with_their_stages() {
     let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
     let server = shared_server();
-    fresh_database(server, "traced");
-    server
-        .execute("CREATE TABLE traced.t (id INT PRIMARY KEY, v INT); INSERT INTO traced.t VALUES (1, 10);")
-        .unwrap();
+    table_t(server, "traced");
     let service = "sluice-traced";
     let config = Config::for_server(server)
         .cache_rule("t-reads", "(?i)^SELECT v FROM t\\b", "1h")
@@ -102,7 +109,7 @@ fn statements_continue_the_callers_trace_with_their_stages() {
         c.query_rows(&commented(read, &hit))[0][0].as_deref(),
         Some("10")
     );
-    c.query(&commented("INSERT INTO t VALUES (2, 20)", &write))
+    c.query(&commented("INSERT INTO t VALUES (3, 30)", &write))
         .unwrap()
         .expect_ok();
     c.query_rows(&commented(read, &unsampled));
@@ -347,10 +354,7 @@ fn pymysql_and_mysql2_traces_are_continued() {
         .unwrap_or_else(|e| panic!("{e:#}; run `make test`, which installs Node.js"));
     let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
     let server = shared_server();
-    fresh_database(server, "traced_drivers");
-    server
-        .execute("CREATE TABLE traced_drivers.t (id INT PRIMARY KEY, v INT); INSERT INTO traced_drivers.t VALUES (1, 10), (2, 20);")
-        .unwrap();
+    table_t(server, "traced_drivers");
     let service = "sluice-drivers";
     let config = Config::for_server(server)
         .tracing("endpoint", jaeger.otlp_http_endpoint())

@@ -138,6 +138,13 @@ impl InFlight {
         }
     }
 
+    /// The cache's lookup after the lease decided (a hit served, a miss to fill).
+    #[inline]
+    pub(super) fn cache_decided(&mut self) {
+        let at = self.trace.as_deref_mut().and_then(|t| t.cache_at.take());
+        self.cache_stage(at);
+    }
+
     /// A lookup of the cache that began at `at` decided now, when it found an entry or
     /// a rule matched: part of the span's `cache lookup` stage.
     #[inline]

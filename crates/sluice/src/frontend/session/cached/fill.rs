@@ -51,12 +51,7 @@ impl Session {
         Stats::incr(&self.fe.stats.cache_hits);
         self.stmt.cache_use = crate::analytics::CacheUse::Hit;
         self.stmt.outcome.rows = entry.rows;
-        let at = self
-            .stmt
-            .trace
-            .as_deref_mut()
-            .and_then(|t| t.cache_at.take());
-        self.stmt.cache_stage(at);
+        self.stmt.cache_decided();
         Ok(())
     }
 
@@ -173,12 +168,7 @@ impl Session {
         };
         self.cache_state().reading = true;
         self.stmt.cache_use = crate::analytics::CacheUse::Miss;
-        let at = self
-            .stmt
-            .trace
-            .as_deref_mut()
-            .and_then(|t| t.cache_at.take());
-        self.stmt.cache_stage(at);
+        self.stmt.cache_decided();
         if cache.views_unknown() {
             if let Some(backend) = self.backing.conn_mut() {
                 match backend.query_scalar(QueryCache::VIEWS_QUERY).await {
