@@ -102,23 +102,19 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
             attributes: vec![("sluice.cache", outcome)],
         });
     }
-    let server = stmt.served_by.as_ref().map(|s| s.endpoint.to_string());
     span.set("db.system.name", Value::Static("mariadb"));
     if let Some(schema) = e.schema {
         span.set("db.namespace", Value::Str(schema.into()));
     }
-    if let Some(server) = &server {
-        span.set("server.address", Value::Str(server.clone()));
+    if let Some(server) = &stmt.served_by {
+        span.set("server.address", Value::Str(server.endpoint.to_string()));
     }
     if let Some(d) = e.digest {
         span.set("sluice.digest", Value::Str(format!("{d:016x}")));
     }
     span.set("sluice.session.id", Value::Int(i64::from(e.session)));
     span.set("db.user", Value::Str(e.user.into()));
-    span.set(
-        "sluice.cache",
-        Value::Str(cache_outcome(stmt.cache_use).into()),
-    );
+    span.set("sluice.cache", Value::Static(cache_outcome(stmt.cache_use)));
     span.set(
         "db.response.returned_rows",
         Value::Int(stmt.outcome.rows as i64),
@@ -171,21 +167,21 @@ fn log_slow(
     span: Option<&trace::StatementSpan>,
     took: std::time::Duration,
 ) {
-    let summary = span.and_then(|s| {
+    let named = span.and_then(|s| {
         s.attributes.iter().find_map(|(k, v)| match (k, v) {
             (&"db.query.summary", Value::Str(s)) => Some(s.clone()),
             _ => None,
         })
     });
-    let summary = summary
+    let named = named
         .or_else(|| e.digest_text.as_deref().map(cut))
-        .or_else(|| e.prepared_text.map(summary_of));
+        .or_else(|| e.prepared_text.map(summary));
     let trace_id = span.map(|s| hex(&s.trace_id));
     tracing::warn!(
         took_ms = took.as_secs_f64() * 1e3,
         user = e.user,
         schema = e.schema.unwrap_or_default(),
-        summary = summary.as_deref().unwrap_or_default(),
+        summary = named.as_deref().unwrap_or_default(),
         digest = e.digest.map(|d| format!("{d:016x}")).unwrap_or_default(),
         server = stmt
             .served_by
@@ -198,10 +194,6 @@ fn log_slow(
         trace_id = trace_id.as_deref().unwrap_or_default(),
         "slow statement"
     );
-}
-
-fn summary_of(text: &[u8]) -> String {
-    summary(text)
 }
 
 fn hex(bytes: &[u8]) -> String {
