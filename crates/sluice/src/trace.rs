@@ -249,14 +249,7 @@ impl Tracer {
         let trace_id = match parent {
             Some(p) if !p.sampled => return None,
             Some(p) => p.trace_id,
-            None => {
-                let id: u128 = rand::random();
-                let id = id.max(1).to_be_bytes();
-                if !sampled(&id, self.threshold) {
-                    return None;
-                }
-                id
-            }
+            None => self.sample_new()?,
         };
         Some(Box::new(StatementSpan {
             trace_id,
@@ -340,7 +333,7 @@ impl Tracer {
         }
     }
 
-    /// Whether a trace with no caller would be sampled now (a session's own spans).
+    /// A new trace's id, when a trace with no caller is sampled (at the ratio, by the id).
     pub fn sample_new(&self) -> Option<[u8; 16]> {
         let id: u128 = rand::random();
         let id = id.max(1).to_be_bytes();
