@@ -100,7 +100,7 @@ fetch_go() {
   local dir
   dir="$("$1" mod download -json \
     "golang.org/toolchain@v0.0.1-go$jaeger_go_fetch.$("$1" env GOOS)-$("$1" env GOARCH)" \
-    | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')"
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')"
   rm -rf .tools/go
   cp -R "$dir" .tools/go
   chmod -R u+w .tools/go
