@@ -53,6 +53,30 @@ fn trace_of<'a>(spans: &'a [Value], trace_id: &str) -> (&'a Value, Vec<&'a Value
     (root, children)
 }
 
+/// The spans of `service` once `ready` holds of them (bounded by `WAIT`).
+#[track_caller]
+fn spans_once(
+    jaeger: &Jaeger,
+    service: &str,
+    sluice: &Sluice,
+    ready: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let mut spans = Vec::new();
+    let found = wait_until(WAIT, || {
+        spans = jaeger.spans(service).unwrap_or_default();
+        ready(&spans)
+    });
+    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    spans
+}
+
+/// Whether `spans` hold trace `trace_id`'s statement, under the caller's span.
+fn has_root(spans: &[Value], trace_id: &str) -> bool {
+    spans
+        .iter()
+        .any(|s| s["traceID"] == trace_id && span_parent(s) == Some("00f067aa0ba902b7"))
+}
+
 fn names(children: &[&Value]) -> Vec<String> {
     let mut n: Vec<String> = children
         .iter()
@@ -119,14 +143,7 @@ fn statements_continue_the_callers_trace_with_their_stages() {
     assert_eq!(err.expect_err().code, 1146);
     // A span goes after its children, and the statements one after another: once the
     // last statement's span is in, every span before it is.
-    let mut spans = Vec::new();
-    let last_in = wait_until(WAIT, || {
-        spans = jaeger.spans(service).unwrap_or_default();
-        spans.iter().any(|s| {
-            s["traceID"] == failed_id.as_str() && span_parent(s) == Some("00f067aa0ba902b7")
-        })
-    });
-    assert!(last_in, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &failed_id));
 
     let (root, children) = trace_of(&spans, &miss_id);
     assert_eq!(root["operationName"], "SELECT v FROM t WHERE id = ?");
@@ -256,14 +273,11 @@ fn propagate_sends_sluices_span_on_to_the_server() {
     let seen = c.query_rows(&sql)[0][0]
         .clone()
         .expect("the statement's own row");
-    let mut spans = Vec::new();
-    let found = wait_until(WAIT, || {
-        spans = jaeger.spans(service).unwrap_or_default();
+    let spans = spans_once(&jaeger, service, &sluice, |spans| {
         spans
             .iter()
             .any(|s| s["operationName"] == "server round trip")
     });
-    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
     let round_trip = spans
         .iter()
         .find(|s| s["operationName"] == "server round trip")
@@ -407,16 +421,9 @@ fn pymysql_and_mysql2_traces_are_continued() {
     assert_eq!(out["execute"], serde_json::json!(["20"]), "{out}");
 
     let wanted = [&py_a, &py_b, &js_query, &js_execute];
-    let mut spans = Vec::new();
-    let all_in = wait_until(WAIT, || {
-        spans = jaeger.spans(service).unwrap_or_default();
-        wanted.iter().all(|id| {
-            spans
-                .iter()
-                .any(|s| s["traceID"] == id.as_str() && span_parent(s) == Some(span))
-        })
+    let spans = spans_once(&jaeger, service, &sluice, |spans| {
+        wanted.iter().all(|id| has_root(spans, id))
     });
-    assert!(all_in, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
     for id in [&py_a, &py_b, &js_query] {
         let (root, children) = trace_of(&spans, id);
         assert_eq!(
@@ -482,14 +489,7 @@ fn a_routed_read_after_a_write_shows_its_gtid_wait() {
         Some("1"),
         "the read sees the session's write"
     );
-    let mut spans = Vec::new();
-    let found = wait_until(WAIT, || {
-        spans = jaeger.spans(service).unwrap_or_default();
-        spans
-            .iter()
-            .any(|s| s["traceID"] == read_id.as_str() && span_parent(s) == Some("00f067aa0ba902b7"))
-    });
-    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
+    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &read_id));
     let (root, children) = trace_of(&spans, &read_id);
     let wait = children
         .iter()
@@ -528,13 +528,10 @@ fn a_session_and_its_login_are_spans() {
     c.send_command(crate::support::wire::COM_QUIT, &[]).unwrap();
     drop(c);
     assert!(RawConn::login(sluice.addr(), NATIVE_USER, "wrong", None).is_err());
-    let mut spans = Vec::new();
-    let found = wait_until(WAIT, || {
-        spans = jaeger.spans(service).unwrap_or_default();
+    let spans = spans_once(&jaeger, service, &sluice, |spans| {
         let n = |name: &str| spans.iter().filter(|s| s["operationName"] == name).count();
         n("session") >= 2 && n("login") >= 2
     });
-    assert!(found, "spans: {spans:#?}\nsluice log:\n{}", sluice.log());
     let session = spans
         .iter()
         .find(|s| s["operationName"] == "session" && span_tag(s, "error").is_none())
