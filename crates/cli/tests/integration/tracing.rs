@@ -551,3 +551,45 @@ fn a_session_and_its_login_are_spans() {
         .expect("the refused login");
     assert_eq!(tag(refused, "otel.status_code"), "ERROR");
 }
+
+/// Multiplexing off: a session with a connection of its own continues the caller's
+/// trace the same way (no lease to wait for). A malformed `traceparent` is no parent:
+/// the statement runs as it would directly and, sampled, starts a trace of its own.
+#[test]
+fn a_dedicated_session_is_traced_and_a_bad_traceparent_starts_its_own_trace() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    table_t(server, "traced_dedicated");
+    let service = "sluice-dedicated";
+    let config = Config::for_server(server)
+        .pool("multiplex", false)
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 1.0);
+    let sluice = Sluice::start(&config);
+    let mut c = RawConn::login_ok(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD);
+    c.query("USE traced_dedicated").unwrap().expect_ok();
+    let (tp, trace_id) = traceparent(0x51, true);
+    let read = "SELECT v FROM t WHERE id = 2";
+    assert_eq!(
+        c.query_rows(&commented(read, &tp))[0][0].as_deref(),
+        Some("20")
+    );
+    let bad = read.replace("id = 2", "id = 1") + " /*traceparent='00-not-a-trace-id-01'*/";
+    assert_eq!(c.query_rows(&bad)[0][0].as_deref(), Some("10"));
+    let spans = spans_once(&jaeger, service, &sluice, |spans| {
+        has_root(spans, &trace_id)
+            && spans.iter().any(|s| {
+                span_tag(s, "db.response.returned_rows").is_some() && span_parent(s).is_none()
+            })
+    });
+    let (root, children) = trace_of(&spans, &trace_id);
+    assert_eq!(names(&children), ["server round trip"], "{children:#?}");
+    within(root, &children);
+    // The bad one: a statement span with no parent, in a trace that is not the caller's.
+    assert!(spans.iter().any(|s| {
+        span_parent(s).is_none()
+            && s["operationName"] == "SELECT v FROM t WHERE id = ?"
+            && s["traceID"] != trace_id.as_str()
+    }));
+}
