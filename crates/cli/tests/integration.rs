@@ -35,6 +35,8 @@ mod binlog;
 mod binlog_rows;
 #[path = "integration/cache.rs"]
 mod cache;
+#[path = "integration/cache_freshness.rs"]
+mod cache_freshness;
 #[path = "integration/cache_rows.rs"]
 mod cache_rows;
 #[path = "integration/check_config.rs"]

@@ -6,6 +6,7 @@
 mod carry;
 pub mod config;
 mod fill;
+pub mod freshness;
 mod generations;
 pub mod invalidation;
 mod stats;
@@ -327,6 +328,7 @@ impl QueryCache {
         }
         entry.rule.stats.stale_hit(age);
         entry.digest.hits.fetch_add(1, Ordering::Relaxed);
+        entry.digest.hit_age.record(age);
         Stats::incr(&self.totals.hits);
         let refresh = !entry.refreshing.swap(true, Ordering::AcqRel);
         Lookup::Stale { entry, refresh }
@@ -367,6 +369,7 @@ impl QueryCache {
         }
         entry.rule.stats.hit(age);
         entry.digest.hits.fetch_add(1, Ordering::Relaxed);
+        entry.digest.hit_age.record(age);
         Stats::incr(&self.totals.hits);
         entry
     }
@@ -577,6 +580,18 @@ impl QueryCache {
             "rules": rules,
             "digests": self.digests.to_json(200),
         })
+    }
+
+    /// Each rule's name with the ages of its hits and how long after a change its
+    /// entries were filled ([`freshness`]).
+    pub fn freshness(&self) -> Vec<(String, freshness::Ages, freshness::Ages)> {
+        (self.rules.load().iter())
+            .map(|r| {
+                let stats = &r.stats;
+                let filled = stats.filled_after_change.snapshot();
+                (r.name().to_owned(), stats.hit_age.snapshot(), filled)
+            })
+            .collect()
     }
 
     /// Entries held and the bytes they take.

@@ -9,6 +9,8 @@
 //   servers    at least one server row; screenshot dashboard.png (full page)
 //   candidate  a cache-candidate row whose statement contains --expect-digest appears
 //   enable     click its "Enable cache" button, the row turns data-cached=true; advisor.png
+//   freshness  the cache freshness row of the rule just enabled shows its hits' ages;
+//              freshness.png
 // Along the way: no request may carry the token in its URL, every /v1 request carries the
 // bearer header, and the page must raise no uncaught exception.
 //
@@ -17,7 +19,8 @@
 //                     --expect-digest SUBSTRING [--timeout-ms 60000]
 //
 // Prints ONE JSON line: {"ok":true,"live_points":N,"servers":[...],"candidates":[...],
-// "enabled":{"digest":ID,"rule":NAME}} and exits 0; on failure {"ok":false,"error":...,
+// "enabled":{"digest":ID,"rule":NAME},"freshness":{"rule":NAME,"hits":..,"p50":..,
+// "p99":..,"max":..}} and exits 0; on failure {"ok":false,"error":...,
 // "step":...} (and failure.png in DIR when possible) and exits 1.
 'use strict';
 
@@ -187,9 +190,19 @@ async function main() {
     const live = await sample();
     await page.locator('#advisor').screenshot({ path: path.join(args.out, 'advisor.png'), timeout: left() });
 
+    // (d) cache freshness: the rule just enabled serves hits, and their ages show.
+    step = 'freshness';
+    const freshHandle = await until(`the cache freshness row of rule ${rule} to show hit ages`, page.waitForFunction((name) => {
+      const tr = [...document.querySelectorAll('#freshness-body tr')].find((r) => r.dataset.key === 'rule ' + name);
+      const cells = tr ? [...tr.cells].map((td) => td.textContent) : [];
+      return cells.length && cells[2] !== '–' && cells[4] !== '–' ? { hits: cells[1], p50: cells[2], p99: cells[3], max: cells[4] } : null;
+    }, rule, { timeout: left() }));
+    const freshness = { rule, ...(await freshHandle.jsonValue()) };
+    await page.locator('#freshness').screenshot({ path: path.join(args.out, 'freshness.png'), timeout: left() });
+
     step = 'checks';
     if (problems.length) throw new Error(problems.join('; '));
-    result = { ok: true, live_points: live.points, servers, candidates, enabled: { digest: cand.id, rule } };
+    result = { ok: true, live_points: live.points, servers, candidates, enabled: { digest: cand.id, rule }, freshness };
   } catch (e) {
     const error = String((e && e.message) || e).split('\n')[0];
     if (page) {

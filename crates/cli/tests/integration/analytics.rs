@@ -993,7 +993,17 @@ fn the_dashboard_works_in_headless_chromium_under_sysbench() {
         get(&cfg, &format!("/v1/digests/{id}"))["text"],
         point_select
     );
-    for shot in ["dashboard.png", "advisor.png"] {
+    // The freshness section shows the rule's hits with their ages (a duration each).
+    let fresh = &report["freshness"];
+    assert_eq!(fresh["rule"], format!("advisor-{id}"), "{report:#}");
+    for q in ["p50", "p99", "max"] {
+        let shown = fresh[q].as_str().unwrap();
+        assert!(
+            shown.ends_with(" ms") || shown.ends_with(" µs") || shown.ends_with(" s"),
+            "{q}: {shown:?} in {report:#}"
+        );
+    }
+    for shot in ["dashboard.png", "advisor.png", "freshness.png"] {
         assert!(artifacts.join(shot).is_file(), "{shot} was not saved");
     }
     // The rule the page enabled: sysbench's next point selects are answered from the cache.

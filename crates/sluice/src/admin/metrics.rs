@@ -1,6 +1,7 @@
 //! The Prometheus text exposition (format 0.0.4): a small writer that keeps each
 //! family's HELP and TYPE with its samples and escapes label values. Labels are only
-//! ever server names, user names and fixed words from the configuration: bounded.
+//! ever server, user and cache rule names and fixed words from the configuration:
+//! bounded.
 
 use crate::router::{GaleraState, Member};
 use crate::stats::Stats;

@@ -140,9 +140,11 @@ impl QueryCache {
             return false;
         }
         let len = response.len();
+        let filled_at = Instant::now();
+        let changed = snapshot.last_binlog_change();
         let entry = Arc::new(Entry {
             response: Bytes::from(response),
-            filled_at: Instant::now(),
+            filled_at,
             rule: rule.clone(),
             digest: ticket.digest.clone(),
             snapshot,
@@ -155,6 +157,11 @@ impl QueryCache {
             Ok(evicted) => {
                 rule.stats.filled(len);
                 ticket.digest.fills.fetch_add(1, Ordering::Relaxed);
+                if let Some(changed) = changed {
+                    let after = filled_at.saturating_duration_since(changed);
+                    rule.stats.filled_after_change.record(after);
+                    ticket.digest.filled_after_change.record(after);
+                }
                 for e in evicted.0 {
                     e.rule.stats.evicted(e.response.len());
                     Stats::incr(&self.totals.evictions);

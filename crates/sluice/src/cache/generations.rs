@@ -3,6 +3,7 @@
 //! and a lookup compares. Per table, and within a table per key value for entries and
 //! writes whose rows a key decides (docs/ARCHITECTURE.md, "Cache invalidation").
 
+use super::freshness::ChangedAt;
 use super::Cause;
 use crate::classify::keys::canon::Canon;
 use crate::classify::sql::TableRef;
@@ -27,6 +28,10 @@ pub struct TableGen {
     /// checks, with those keys' slots.
     wide: AtomicU64,
     last_cause: AtomicU8,
+    /// When the binlog last brought a change of the table (of any of its rows): what an
+    /// entry's fill is measured from ([`Snapshot::last_binlog_change`]).
+    /// Set by [`Generations::binlog_changed`].
+    binlog_changed: ChangedAt,
     /// Per-key generations, made when an entry first depends on a key.
     slots: OnceLock<Box<[AtomicU64]>>,
 }
@@ -37,6 +42,7 @@ impl TableGen {
             gen: AtomicU64::new(0),
             wide: AtomicU64::new(0),
             last_cause: AtomicU8::new(0),
+            binlog_changed: ChangedAt::default(),
             slots: OnceLock::new(),
         }
     }
@@ -88,6 +94,16 @@ impl Snapshot {
 
     pub fn len(&self) -> usize {
         self.deps.len()
+    }
+
+    /// When the binlog last brought a change of a table the entry read, if it brought
+    /// any since Sluice began counting the table's writes. Per table, not per key: an
+    /// entry of one key is measured from the table's last change, whichever rows.
+    pub fn last_binlog_change(&self) -> Option<std::time::Instant> {
+        self.deps
+            .iter()
+            .filter_map(|(gen, _, _)| gen.binlog_changed.get())
+            .max()
     }
 
     /// Whether some dependency is on key values rather than whole tables.
@@ -273,6 +289,17 @@ impl Generations {
 
     fn bumped(gen: &TableGen, cause: Cause) {
         gen.last_cause.store(cause as u8, Ordering::Relaxed);
+    }
+
+    /// The binlog brought a change of `tables`, now. Noted once a change, before its
+    /// first invalidation (not again at the second, which is no change): a fill stored
+    /// after that invalidation then finds the time.
+    pub fn binlog_changed<'a>(&self, tables: impl IntoIterator<Item = &'a TableRef>) {
+        self.any.binlog_changed.now();
+        let map = self.tables.read();
+        for g in tables.into_iter().filter_map(|t| map.get(t)) {
+            g.binlog_changed.now();
+        }
     }
 
     /// Bumps each whole table; returns how many had entries depending on them.

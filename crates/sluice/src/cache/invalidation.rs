@@ -129,6 +129,8 @@ impl BinlogSink for BinlogInvalidator {
         match changed(&batch, &cache.keys) {
             Some(c) if c.tables.is_empty() && c.rows.is_empty() => {}
             Some(c) => {
+                let rows = c.rows.iter().map(|r| &r.table);
+                cache.gens.binlog_changed(c.tables.iter().chain(rows));
                 cache.invalidate_changed(&c, Cause::Binlog);
                 tokio::spawn(async move {
                     tokio::time::sleep(SETTLE).await;

@@ -1,6 +1,7 @@
 //! Cache counters: per rule, per digest (bounded), and totals. Plain atomics, bumped on
 //! the hot path without locks; read by the admin API and the periodic log line.
 
+use super::freshness::AgeHistogram;
 use super::Cause;
 use parking_lot::Mutex;
 use serde_json::{json, Value};
@@ -33,15 +34,16 @@ pub struct RuleStats {
     invalidated: [AtomicU64; 3],
     /// Fills refused because a write committed while they ran.
     raced: [AtomicU64; 3],
-    served_age_ms_sum: AtomicU64,
-    served_age_ms_max: AtomicU64,
+    /// The age of every entry served, fresh or stale.
+    pub hit_age: AgeHistogram,
+    /// How long after the last change of a table followed through the binlog each
+    /// entry reading it was filled.
+    pub filled_after_change: AgeHistogram,
 }
 
 impl RuleStats {
     fn served(&self, age: Duration) {
-        let ms = age.as_millis() as u64;
-        self.served_age_ms_sum.fetch_add(ms, Relaxed);
-        self.served_age_ms_max.fetch_max(ms, Relaxed);
+        self.hit_age.record(age);
     }
     pub fn hit(&self, age: Duration) {
         inc(&self.hits);
@@ -91,7 +93,8 @@ impl RuleStats {
     }
 
     pub fn to_json(&self, name: &str) -> Value {
-        let served = get(&self.hits) + get(&self.stale_hits);
+        let ages = self.hit_age.snapshot();
+        let served = ages.count();
         json!({
             "rule": name,
             "hits": get(&self.hits),
@@ -105,8 +108,10 @@ impl RuleStats {
             "expired": get(&self.expired),
             "invalidated": by_cause(&self.invalidated),
             "fills_raced_by_writes": by_cause(&self.raced),
-            "served_age_ms_avg": get(&self.served_age_ms_sum).checked_div(served).unwrap_or(0),
-            "served_age_ms_max": get(&self.served_age_ms_max),
+            "served_age_ms_avg": (ages.sum().as_millis() as u64).checked_div(served).unwrap_or(0),
+            "served_age_ms_max": ages.max().as_millis() as u64,
+            "hit_age": ages.to_json(),
+            "filled_after_change": self.filled_after_change.snapshot().to_json(),
         })
     }
 }
@@ -127,6 +132,10 @@ pub struct DigestStats {
     pub misses: AtomicU64,
     pub fills: AtomicU64,
     pub admission: Admission,
+    /// As [`RuleStats::hit_age`] and [`RuleStats::filled_after_change`], for this
+    /// digest's entries whatever their rule.
+    pub hit_age: AgeHistogram,
+    pub filled_after_change: AgeHistogram,
 }
 
 impl DigestStats {
@@ -138,6 +147,8 @@ impl DigestStats {
             misses: AtomicU64::new(0),
             fills: AtomicU64::new(0),
             admission: Admission::default(),
+            hit_age: AgeHistogram::default(),
+            filled_after_change: AgeHistogram::default(),
         }
     }
 }
@@ -228,6 +239,8 @@ impl Digests {
                         "misses": get(&d.misses),
                         "fills": get(&d.fills),
                         "not_admitted": get(&d.admission.declined),
+                        "hit_age": d.hit_age.snapshot().to_json(),
+                        "filled_after_change": d.filled_after_change.snapshot().to_json(),
                     })
                 })
                 .collect(),

@@ -201,6 +201,7 @@ function start() {
   loop('fleet', 2000, fetchFleet, renderFleet);
   loop('digests', 2000, () => api('/v1/digests?limit=20'), applyDigests);
   loop('advisor', 2000, () => api('/v1/advisor'), applyAdvisor);
+  loop('freshness', 2000, fetchFreshness, applyFreshness);
   loop('day', 30000, fetchDay, applyDay);
 }
 
@@ -685,6 +686,31 @@ function applyDigests(d) {
     { cls: 'n', set: (td, x) => { setText(td, fmtCount(x.errors)); td.classList.toggle('bad', nz(x.errors) > 0); } },
     numCol((x) => fmtCount(x.cache_hits)),
   ], 'No statements seen yet');
+}
+
+// Cache freshness: each rule, then the digests served most, with their entries' ages.
+// Without a query cache the API answers 404 and the section stays hidden.
+async function fetchFreshness() {
+  try {
+    return await api('/v1/cache/stats');
+  } catch (e) {
+    if (e instanceof ApiError && /no cache/.test(e.message)) return null;
+    throw e;
+  }
+}
+function applyFreshness(d) {
+  $('#freshness').hidden = !d;
+  if (!d) return;
+  const rules = (Array.isArray(d.rules) ? d.rules : []).map((r) => ({ ...r, key: 'rule ' + r.rule, text: r.rule, sub: `rule · ${fmtCount(r.entries)} entries` }));
+  const digests = (Array.isArray(d.digests) ? d.digests : []).filter((x) => nz(x.hits) > 0).sort((a, b) => b.hits - a.hits).slice(0, 10)
+    .map((x) => ({ ...x, key: 'digest ' + x.digest, sub: 'digest ' + x.digest }));
+  setText($('#freshness-note'), d.binlog === 'not configured' ? 'binlog not followed: entries live until a write through Sluice or their TTL' : 'binlog ' + d.binlog);
+  const age = (k, q) => numCol((x) => fmtMs(x[k] ? x[k][q] : null));
+  syncRows($('#freshness-body'), rules.concat(digests), (x) => x.key, [
+    sqlCell((x) => x.sub), numCol((x) => fmtCount(nz(x.hits) + nz(x.stale_hits))),
+    age('hit_age', 'p50_ms'), age('hit_age', 'p99_ms'), age('hit_age', 'max_ms'),
+    age('filled_after_change', 'p50_ms'), age('filled_after_change', 'p99_ms'), age('filled_after_change', 'max_ms'),
+  ], 'No cache rules');
 }
 
 // Cache advisor

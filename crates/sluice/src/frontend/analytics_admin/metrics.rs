@@ -4,6 +4,7 @@
 use super::Connections;
 use crate::admin::metrics::{self, Exposition, Family, DURATION_BUCKETS};
 use crate::analytics::{Analytics, Kind, UserTotals};
+use crate::cache::freshness::Ages;
 use crate::frontend::Frontend;
 use crate::router::{Health, Member, Router, RouterStats};
 use std::collections::BTreeMap;
@@ -27,6 +28,17 @@ const CACHE_MISSES: Family = Family::counter(
 );
 const CACHE_ENTRIES: Family = Family::gauge("sluice_cache_entries", "query cache entries");
 const CACHE_BYTES: Family = Family::gauge("sluice_cache_bytes", "bytes the query cache holds");
+/// Per cache rule, the rule's name its label.
+const CACHE_FRESHNESS: [Family; 2] = [
+    Family::histogram(
+        "sluice_cache_hit_age_seconds",
+        "age of the entries the query cache served (time since their fill), by rule",
+    ),
+    Family::histogram(
+        "sluice_cache_fill_after_change_seconds",
+        "time from the last change of a table the binlog brought to the fill of an entry reading it, by rule",
+    ),
+];
 
 /// A per-server family's value for a server, given the writers' names; none: no sample.
 type ServerValue = fn(&Member, &[String]) -> Option<f64>;
@@ -232,6 +244,32 @@ fn cache_usage(e: &mut Exposition, fe: &Frontend) {
     let (entries, bytes) = fe.cache.as_ref().map_or((0, 0), |c| c.usage());
     e.only(&CACHE_ENTRIES, entries as f64);
     e.only(&CACHE_BYTES, bytes as f64);
+    let rules = fe.cache.as_ref().map(|c| c.freshness()).unwrap_or_default();
+    for (i, family) in CACHE_FRESHNESS.iter().enumerate() {
+        e.declare(family);
+        for (rule, hits, fills) in &rules {
+            histogram(
+                e,
+                family,
+                &[("rule", rule)],
+                if i == 0 { hits } else { fills },
+            );
+        }
+    }
+}
+
+/// One labelled series of a histogram family: its buckets, sum and count.
+fn histogram(e: &mut Exposition, f: &Family, labels: &[(&str, &str)], ages: &Ages) {
+    let bucket = format!("{}_bucket", f.name);
+    for (le, n) in ages.cumulative() {
+        let le = format!("{le}");
+        let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", &*le)]).collect();
+        e.sample(&bucket, &with_le, n as f64);
+    }
+    let all: Vec<(&str, &str)> = labels.iter().copied().chain([("le", "+Inf")]).collect();
+    e.sample(&bucket, &all, ages.count() as f64);
+    e.sample(&format!("{}_sum", f.name), labels, ages.sum().as_secs_f64());
+    e.sample(&format!("{}_count", f.name), labels, ages.count() as f64);
 }
 
 /// Every shard's servers (the one cluster's without shards): the per-server families,
