@@ -536,6 +536,33 @@ mod tests {
     }
 
     #[test]
+    fn freshness_has_a_table_of_its_own() {
+        let ages = |p50: f64| json!({"count": 3, "avg_ms": p50, "p50_ms": p50, "p99_ms": 9.5, "max_ms": 12.25});
+        let none =
+            json!({"count": 0, "avg_ms": null, "p50_ms": null, "p99_ms": null, "max_ms": null});
+        let stats = json!({
+            "rules": [{"rule": "hot", "hits": 3, "hit_age": ages(1.5), "filled_after_change": none}],
+            "digests": [{"digest": "aa", "hits": 3, "text": "SELECT 1", "hit_age": ages(2.0), "filled_after_change": ages(4.0)}],
+        });
+        let text = format_cache_stats(&stats, 5);
+        let rules = text.find("Freshness of the rules above (ms)").unwrap();
+        let digests = text.find("Freshness of the digests above (ms)").unwrap();
+        assert!(rules < digests, "{text}");
+        assert!(
+            text.contains("  rule  hits  age_p50  age_p99  age_max  after_change_p50"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  hot      3      1.5      9.5    12.25                 -"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  aa         3      2.0      9.5    12.25               4.0"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn unexpected_shapes_still_print() {
         assert_eq!(format_cache_stats(&json!([1, 2]), 5), "[\n  1,\n  2\n]\n");
         let text = format_cache_stats(&json!({"rules": [], "note": null}), 5);

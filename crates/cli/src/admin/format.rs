@@ -304,11 +304,48 @@ pub(super) fn format_cache_stats(stats: &Value, top: usize) -> String {
             }
         }
         section(&mut out, &heading, &table(&rows));
+        if rows.iter().any(|r| r.contains_key("hit_age")) {
+            let id = if key == "digests" { "digest" } else { "rule" };
+            let heading = format!("Freshness of the {key} above (ms)");
+            let (columns, rows) = freshness(&rows, id);
+            let columns: Vec<&String> = columns.iter().collect();
+            let rows: Vec<_> = rows.iter().collect();
+            section(&mut out, &heading, &table_of(&rows, &columns));
+        }
     }
     out
 }
 
-/// An array whose elements are all objects (an empty one too).
+/// A row per rule or digest with the ages of its hits and how long after a change its
+/// entries were filled (the nested figures the tables above leave out), and the
+/// columns in the order they read best.
+fn freshness(
+    rows: &[&serde_json::Map<String, Value>],
+    id: &str,
+) -> (Vec<String>, Vec<serde_json::Map<String, Value>>) {
+    let figures = [("hit_age", "age"), ("filled_after_change", "after_change")];
+    let mut columns = vec![id.to_owned(), "hits".to_owned()];
+    for (_, name) in figures {
+        columns.extend(["p50", "p99", "max"].map(|q| format!("{name}_{q}")));
+    }
+    let rows = rows
+        .iter()
+        .map(|r| {
+            let mut row = serde_json::Map::new();
+            row.insert(id.into(), r.get(id).cloned().unwrap_or(Value::Null));
+            row.insert("hits".into(), r.get("hits").cloned().unwrap_or(Value::Null));
+            for (field, name) in figures {
+                for q in ["p50", "p99", "max"] {
+                    let v = &r.get(field).unwrap_or(&Value::Null)[format!("{q}_ms")];
+                    row.insert(format!("{name}_{q}"), v.clone());
+                }
+            }
+            row
+        })
+        .collect();
+    (columns, rows)
+}
+
 pub(super) fn is_table(value: &Value) -> bool {
     value
         .as_array()
@@ -405,6 +442,11 @@ pub(super) fn table(rows: &[&serde_json::Map<String, Value>]) -> String {
         let lead = LEADING.iter().position(|l| *l == c.as_str());
         (long(c), lead.is_none(), lead, c.as_str())
     });
+    table_of(rows, &columns)
+}
+
+/// `rows` as a table of these columns, in this order.
+fn table_of(rows: &[&serde_json::Map<String, Value>], columns: &[&String]) -> String {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
