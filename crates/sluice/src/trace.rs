@@ -107,13 +107,28 @@ pub enum Value {
 /// The stage that sends the statement to its server and reads the reply.
 pub const SERVER_ROUND_TRIP: &str = "server round trip";
 
-/// One stage of a statement: a child of its span.
+/// One stage of a statement: a child of its span, or of a stage that holds others.
 #[derive(Debug, Clone)]
 pub struct Stage {
     pub name: &'static str,
     pub start: Instant,
     pub end: Instant,
     pub attributes: Vec<(&'static str, Value)>,
+    /// Its span id, when stages under it name it as their parent (an [`Open`] one).
+    pub id: Option<[u8; 8]>,
+    /// The stage it is part of; `None`: the statement itself.
+    pub parent: Option<[u8; 8]>,
+}
+
+/// A stage that holds others (a lease holds its queue wait and its session sync),
+/// opened by [`StatementSpan::open`]: the stages recorded until it is closed are its
+/// children. Opened stages nest; one never closed (its statement ended early) leaves
+/// its children to the statement.
+#[derive(Debug)]
+pub struct Open {
+    id: [u8; 8],
+    outer: Option<[u8; 8]>,
+    start: Instant,
 }
 
 /// The span of a statement in flight, recorded by its session: ids, times and what the
@@ -142,6 +157,8 @@ pub struct StatementSpan {
     pub propagate_at: Option<usize>,
     /// When the cache's lookup after the lease began.
     pub cache_at: Option<Instant>,
+    /// The stage open now, the parent of the stages recorded.
+    open: Option<[u8; 8]>,
     /// The cache's lookups (before the lease, after it, or both), from the first's
     /// start to the last's decision: a stage at the span's end.
     pub cache_lookup: Option<(Instant, Instant)>,
@@ -160,6 +177,36 @@ impl StatementSpan {
             start,
             end: Instant::now(),
             attributes,
+            id: None,
+            parent: self.open,
+        });
+    }
+
+    /// Opens a stage that holds the stages recorded until [`Self::close`].
+    pub fn open(&mut self) -> Open {
+        let id = new_span_id();
+        Open {
+            id,
+            outer: self.open.replace(id),
+            start: Instant::now(),
+        }
+    }
+
+    /// Closes `open` as a stage named `name`, ending now.
+    pub fn close(
+        &mut self,
+        open: Open,
+        name: &'static str,
+        attributes: Vec<(&'static str, Value)>,
+    ) {
+        self.open = open.outer;
+        self.stages.push(Stage {
+            name,
+            start: open.start,
+            end: Instant::now(),
+            attributes,
+            id: Some(open.id),
+            parent: open.outer,
         });
     }
 
@@ -265,6 +312,7 @@ impl Tracer {
             propagate_at: None,
             cache_at: None,
             cache_lookup: None,
+            open: None,
         }))
     }
 
@@ -287,17 +335,21 @@ impl Tracer {
             let since = at.saturating_duration_since(start).as_nanos() as u64;
             start_unix_nanos.saturating_add(since)
         };
+        // A stage whose parent was never closed (its statement ended on the way) is the
+        // statement's.
+        let closed: Vec<[u8; 8]> = stages.iter().filter_map(|s| s.id).collect();
         for stage in stages {
             let round_trip = stage.name == SERVER_ROUND_TRIP;
+            let parent = stage.parent.filter(|p| closed.contains(p));
             self.send(Finished {
                 name: stage.name.to_owned(),
                 trace_id,
-                span_id: if round_trip {
-                    server_span_id
-                } else {
-                    new_span_id()
+                span_id: match (stage.id, round_trip) {
+                    (Some(id), _) => id,
+                    (None, true) => server_span_id,
+                    (None, false) => new_span_id(),
                 },
-                parent: Some(span_id),
+                parent: Some(parent.unwrap_or(span_id)),
                 kind: if round_trip {
                     Kind::Client
                 } else {
@@ -387,6 +439,39 @@ mod tests {
             .filter(|_| sampled(&rand::random::<u128>().to_be_bytes(), t))
             .count();
         assert!((1_500..2_500).contains(&n), "{n} of 20,000 sampled at 0.1");
+    }
+
+    /// Stages opened nest; a stage recorded under one never closed is the statement's.
+    #[test]
+    fn opened_stages_hold_the_stages_recorded_inside_them() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let tracer = Tracer {
+            config: TracingConfig::default(),
+            threshold: u64::MAX,
+            queue: tx,
+            stats: Arc::new(Stats::default()),
+        };
+        let mut span = tracer.start_statement(None).expect("sampled at 1");
+        let shard = span.open();
+        let lease = span.open();
+        span.stage("queue wait", Instant::now(), Vec::new());
+        span.close(lease, "lease", Vec::new());
+        span.close(shard, "shard", Vec::new());
+        let _never_closed = span.open();
+        span.stage("orphan", Instant::now(), Vec::new());
+        let statement = span.span_id;
+        tracer.finish(*span, "SELECT ?".into(), None);
+        let mut by_name = std::collections::HashMap::new();
+        while let Ok(f) = rx.try_recv() {
+            by_name.insert(f.name.clone(), f);
+        }
+        let id = |n: &str| by_name[n].span_id;
+        let parent = |n: &str| by_name[n].parent;
+        assert_eq!(parent("queue wait"), Some(id("lease")));
+        assert_eq!(parent("lease"), Some(id("shard")));
+        assert_eq!(parent("shard"), Some(statement));
+        assert_eq!(parent("orphan"), Some(statement));
+        assert_eq!(parent("SELECT ?"), None);
     }
 
     #[test]

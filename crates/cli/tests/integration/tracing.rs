@@ -12,10 +12,10 @@ use serde_json::Value;
 use sluice_sandbox::jaeger::{span_parent, span_tag, Jaeger};
 use std::time::{Duration, Instant};
 
-const WAIT: Duration = Duration::from_secs(20);
+pub(super) const WAIT: Duration = Duration::from_secs(20);
 
 /// A caller's `traceparent`: trace `n`, span `00f067aa0ba902b7`, sampled or not.
-fn traceparent(n: u8, sampled: bool) -> (String, String) {
+pub(super) fn traceparent(n: u8, sampled: bool) -> (String, String) {
     let trace_id = format!("4bf92f3577b34da6a3ce929d0e0e47{n:02x}");
     let flags = if sampled { "01" } else { "00" };
     (format!("00-{trace_id}-00f067aa0ba902b7-{flags}"), trace_id)
@@ -31,13 +31,13 @@ fn table_t(server: &sluice_sandbox::MariaDb, db: &str) {
         .unwrap();
 }
 
-fn commented(sql: &str, tp: &str) -> String {
+pub(super) fn commented(sql: &str, tp: &str) -> String {
     format!("{sql} /*controller='orders',traceparent='{tp}'*/")
 }
 
 /// The spans of trace `trace_id`: the statement's (no parent in the trace), then its
 /// children, by start.
-fn trace_of<'a>(spans: &'a [Value], trace_id: &str) -> (&'a Value, Vec<&'a Value>) {
+pub(super) fn trace_of<'a>(spans: &'a [Value], trace_id: &str) -> (&'a Value, Vec<&'a Value>) {
     let mut of: Vec<&Value> = spans.iter().filter(|s| s["traceID"] == trace_id).collect();
     of.sort_by_key(|s| s["startTime"].as_u64());
     let root = of
@@ -55,7 +55,7 @@ fn trace_of<'a>(spans: &'a [Value], trace_id: &str) -> (&'a Value, Vec<&'a Value
 
 /// The spans of `service` once `ready` holds of them (bounded by `WAIT`).
 #[track_caller]
-fn spans_once(
+pub(super) fn spans_once(
     jaeger: &Jaeger,
     service: &str,
     sluice: &Sluice,
@@ -71,13 +71,13 @@ fn spans_once(
 }
 
 /// Whether `spans` hold trace `trace_id`'s statement, under the caller's span.
-fn has_root(spans: &[Value], trace_id: &str) -> bool {
+pub(super) fn has_root(spans: &[Value], trace_id: &str) -> bool {
     spans
         .iter()
         .any(|s| s["traceID"] == trace_id && span_parent(s) == Some("00f067aa0ba902b7"))
 }
 
-fn names(children: &[&Value]) -> Vec<String> {
+pub(super) fn names(children: &[&Value]) -> Vec<String> {
     let mut n: Vec<String> = children
         .iter()
         .map(|s| s["operationName"].as_str().unwrap().to_owned())
@@ -86,12 +86,39 @@ fn names(children: &[&Value]) -> Vec<String> {
     n
 }
 
-fn tag<'a>(span: &'a Value, key: &str) -> &'a Value {
+pub(super) fn tag<'a>(span: &'a Value, key: &str) -> &'a Value {
     span_tag(span, key).unwrap_or_else(|| panic!("no {key} on {span:#}"))
 }
 
+/// The spans of `spans` whose parent is `parent`, by start.
+pub(super) fn children_of<'a>(spans: &'a [Value], parent: &Value) -> Vec<&'a Value> {
+    let id = parent["spanID"].as_str().unwrap();
+    let mut of: Vec<&Value> = spans
+        .iter()
+        .filter(|s| s["traceID"] == parent["traceID"] && span_parent(s) == Some(id))
+        .collect();
+    of.sort_by_key(|s| s["startTime"].as_u64());
+    of
+}
+
+/// The one span named `name` among `spans`.
+#[track_caller]
+pub(super) fn named<'a>(spans: &[&'a Value], name: &str) -> &'a Value {
+    let mut found = spans.iter().filter(|s| s["operationName"] == name);
+    let one = found
+        .next()
+        .unwrap_or_else(|| panic!("no {name} in {spans:#?}"));
+    assert!(found.next().is_none(), "more than one {name} in {spans:#?}");
+    one
+}
+
+/// A span's duration, in microseconds.
+pub(super) fn micros(span: &Value) -> u64 {
+    span["duration"].as_u64().unwrap()
+}
+
 /// Each child lies within its parent's time.
-fn within(root: &Value, children: &[&Value]) {
+pub(super) fn within(root: &Value, children: &[&Value]) {
     let start = root["startTime"].as_u64().unwrap();
     let end = start + root["duration"].as_u64().unwrap();
     for c in children {
@@ -161,15 +188,17 @@ fn statements_continue_the_callers_trace_with_their_stages() {
         ["cache lookup", "lease", "server round trip"]
     );
     within(root, &children);
-    let round_trip = children
-        .iter()
-        .find(|s| s["operationName"] == "server round trip")
-        .unwrap();
+    let round_trip = named(&children, "server round trip");
     assert_eq!(
         tag(round_trip, "server.address"),
         &Value::from(server.addr().to_string())
     );
     assert_eq!(tag(round_trip, "span.kind"), "client");
+    // It ends at the response's last byte, after its first.
+    let first_byte = tag(round_trip, "sluice.server.first_byte_us")
+        .as_u64()
+        .unwrap();
+    assert!(first_byte <= micros(round_trip), "{round_trip:#}");
 
     let (root, children) = trace_of(&spans, &hit_id);
     assert_eq!(tag(root, "sluice.cache"), "hit");
@@ -491,10 +520,11 @@ fn a_routed_read_after_a_write_shows_its_gtid_wait() {
     );
     let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &read_id));
     let (root, children) = trace_of(&spans, &read_id);
-    let wait = children
-        .iter()
-        .find(|s| s["operationName"] == "gtid wait")
-        .unwrap_or_else(|| panic!("no gtid wait under {root:#}: {children:#?}"));
+    // Part of the lease: the replica's connection is not the read's until it caught up.
+    let lease = named(&children, "lease");
+    let in_lease = children_of(&spans, lease);
+    let wait = named(&in_lease, "gtid wait");
+    within(lease, &in_lease);
     assert_eq!(tag(wait, "sluice.gtid.caught_up"), true);
     let replicas: Vec<String> = set.replicas.iter().map(|r| r.addr().to_string()).collect();
     let waited_on = tag(wait, "server.address").as_str().unwrap().to_owned();

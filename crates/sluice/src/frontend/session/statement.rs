@@ -442,9 +442,9 @@ impl Session {
         };
         let mut attempt = self.first_attempt(&router, copy);
         let fx = loop {
-            let at = super::traced::mark(&self.stmt);
+            let lease = self.stmt.open_stage();
             let ready = self.mux_prepare(&stmt, &router).await?;
-            self.stmt.stage("lease", at, Vec::new());
+            self.stmt.close_stage(lease, "lease", Vec::new);
             let fx = match ready {
                 mux::Ready::Go(fx) => fx,
                 mux::Ready::Done(going_on) => return Ok(going_on),

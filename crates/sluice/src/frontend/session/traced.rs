@@ -100,6 +100,8 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
             start,
             end,
             attributes: vec![("sluice.cache", outcome)],
+            id: None,
+            parent: None,
         });
     }
     span.set("db.system.name", Value::Static("mariadb"));
@@ -198,6 +200,29 @@ fn log_slow(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl InFlight {
+    /// Opens a stage holding the stages recorded until [`Self::close_stage`], when the
+    /// statement is traced.
+    #[inline]
+    pub(super) fn open_stage(&mut self) -> Option<trace::Open> {
+        self.trace.as_deref_mut().map(trace::StatementSpan::open)
+    }
+
+    /// Closes a stage [`Self::open_stage`] opened; `attributes` are only made when the
+    /// statement is traced.
+    #[inline]
+    pub(super) fn close_stage(
+        &mut self,
+        open: Option<trace::Open>,
+        name: &'static str,
+        attributes: impl FnOnce() -> Vec<(&'static str, Value)>,
+    ) {
+        if let (Some(open), Some(span)) = (open, self.trace.as_deref_mut()) {
+            span.close(open, name, attributes());
+        }
+    }
 }
 
 /// Notes the start of a stage, when the statement is traced.
