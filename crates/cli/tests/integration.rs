@@ -119,6 +119,8 @@ mod sysbench;
 mod tls;
 #[path = "integration/tracing.rs"]
 mod tracing;
+#[path = "integration/tracing_stages.rs"]
+mod tracing_stages;
 #[path = "integration/transparency.rs"]
 mod transparency;
 #[path = "integration/unix_socket.rs"]

@@ -188,6 +188,15 @@ fn statements_continue_the_callers_trace_with_their_stages() {
         ["cache lookup", "lease", "server round trip"]
     );
     within(root, &children);
+    // The lease: the wait for the pool's connection (idle there: no queue to speak of).
+    let lease = named(&children, "lease");
+    let in_lease = children_of(&spans, lease);
+    let queue = named(&in_lease, "queue wait");
+    assert_eq!(
+        tag(queue, "server.address"),
+        &Value::from(server.addr().to_string())
+    );
+    within(lease, &in_lease);
     let round_trip = named(&children, "server round trip");
     assert_eq!(
         tag(round_trip, "server.address"),

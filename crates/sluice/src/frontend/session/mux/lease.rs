@@ -283,14 +283,23 @@ impl Session {
                 in_line(backend, mux, needs_lid),
             )
         };
+        if globals && state {
+            return Ok(());
+        }
+        let at = super::super::traced::mark(&self.stmt);
+        let synced = self.sync_session(globals, needs_lid).await;
+        self.stmt.stage("session sync", at, Vec::new());
+        synced
+    }
+
+    /// The server's globals (when they changed since the connection's login) and the
+    /// session's own state brought onto the connection in hand.
+    async fn sync_session(&mut self, globals: bool, needs_lid: bool) -> Result<(), Failed> {
         if !globals {
             if let Err(e) = self.align_globals().await {
                 self.backing.close_conn();
                 return Err(Failed::Answered(e.to_err_packet()));
             }
-        }
-        if globals && state {
-            return Ok(());
         }
         self.bring_in_line(needs_lid).await
     }
@@ -351,6 +360,7 @@ impl Session {
             let score = |c: &crate::backend::BackendConn| {
                 u32::from(c.schema == m.schema) * 2 + u32::from(c.vars == m.vars && same_globals(c))
             };
+            let at = super::super::traced::mark(&self.stmt);
             let leased = router
                 .lease(
                     &target,
@@ -363,6 +373,10 @@ impl Session {
                 .await;
             let pick = match leased {
                 Ok((conn, pick)) => {
+                    if at.is_some() {
+                        let attributes = queue_wait(&conn);
+                        self.stmt.stage("queue wait", at, attributes);
+                    }
                     Stats::incr(&self.fe.mux_stats.leases);
                     self.backing.hold(conn);
                     pick
@@ -560,6 +574,19 @@ fn bind_here(
         _ => {}
     }
     Ok(())
+}
+
+/// What a statement's `queue wait` says of the connection it waited for: its server,
+/// and whether it was opened for it (the wait then holds the connect and login).
+fn queue_wait(conn: &crate::backend::BackendConn) -> Vec<(&'static str, crate::trace::Value)> {
+    use crate::trace::Value;
+    vec![
+        (
+            "server.address",
+            Value::Str(conn.server.endpoint.to_string()),
+        ),
+        ("sluice.pool.opened", Value::Bool(conn.fresh)),
+    ]
 }
 
 /// Whether the connection already holds the session's schema, variables, user variables

@@ -1,0 +1,93 @@
+//! The stages of a statement's span that only a busy pool brings out, read back from a
+//! real Jaeger: the wait in the pool's queue and the session's sync inside the lease.
+
+use super::tracing::{
+    children_of, commented, has_root, micros, named, names, spans_once, tag, trace_of, traceparent,
+    within,
+};
+use crate::support::wire::RawConn;
+use crate::support::{
+    admin_json, fresh_database, shared_server, wait_until, Config, Sluice, NATIVE_PASSWORD,
+    NATIVE_USER,
+};
+use serde_json::Value;
+use sluice_sandbox::jaeger::Jaeger;
+use std::time::{Duration, Instant};
+
+const TOKEN: &str = "trace-t0ken";
+
+/// One backend connection, held by a transaction: another session's statement waits in
+/// the pool's queue for as long as the transaction goes on, then syncs its schema onto
+/// the connection. Both are children of its lease, the queue wait as long as the wait.
+#[test]
+fn a_statement_behind_a_held_connection_shows_its_queue_wait_and_sync() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    fresh_database(server, "traced_queue_a");
+    fresh_database(server, "traced_queue_b");
+    let service = "sluice-queue-wait";
+    let config = Config::for_server(server)
+        .pool("multiplex", true)
+        .pool("max_connections", 1)
+        .pool("queue_timeout", "10s")
+        .pool("write_hold", "0s")
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 0.0)
+        .admin(TOKEN);
+    let admin = config.admin_address().unwrap();
+    let sluice = Sluice::start(&config);
+    let login = |db: &str| {
+        RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some(db))
+            .unwrap_or_else(|e| panic!("{e:?}\n{}", sluice.log()))
+    };
+    let mut waiter = login("traced_queue_a");
+    let mut holder = login("traced_queue_b");
+    holder.query("BEGIN").unwrap().expect_ok();
+    holder.query_rows("SELECT 1");
+    let pool = || admin_json(&admin, TOKEN, "/v1/pool");
+    assert!(
+        wait_until(Duration::from_secs(10), || pool()["sessions_pinned"] == 1),
+        "{}",
+        pool()
+    );
+
+    let (tp, trace_id) = traceparent(0x61, true);
+    let sent = Instant::now();
+    let waiting = std::thread::spawn(move || {
+        let rows = waiter.query_rows(&commented("SELECT DATABASE()", &tp));
+        (rows, sent.elapsed())
+    });
+    let queued = wait_until(Duration::from_secs(10), || {
+        pool()["servers"][0]["queue"]["waiting"] == 1
+    });
+    assert!(queued, "the statement never queued: {}", pool());
+    // The transaction goes on for 300 ms more, the statement waiting all along.
+    holder.query_rows("SELECT SLEEP(0.3)");
+    holder.query("COMMIT").unwrap().expect_ok();
+    let (rows, took) = waiting.join().unwrap();
+    assert_eq!(rows[0][0].as_deref(), Some("traced_queue_a"));
+
+    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &trace_id));
+    let (root, children) = trace_of(&spans, &trace_id);
+    let lease = named(&children, "lease");
+    let in_lease = children_of(&spans, lease);
+    assert_eq!(names(&in_lease), ["queue wait", "session sync"]);
+    within(lease, &in_lease);
+    let queue = named(&in_lease, "queue wait");
+    let waited = Duration::from_micros(micros(queue));
+    assert!(
+        waited >= Duration::from_millis(300) && waited <= took,
+        "queue wait {waited:?}, the statement took {took:?}: {queue:#}"
+    );
+    assert_eq!(tag(queue, "sluice.pool.opened"), false);
+    assert_eq!(
+        tag(queue, "server.address"),
+        &Value::from(server.addr().to_string())
+    );
+    // The sync follows the wait: the connection comes from the other schema.
+    let sync = named(&in_lease, "session sync");
+    let queue_end = queue["startTime"].as_u64().unwrap() + micros(queue);
+    assert!(sync["startTime"].as_u64().unwrap() >= queue_end, "{sync:#}");
+    within(root, &children);
+}
