@@ -183,10 +183,7 @@ fn statements_continue_the_callers_trace_with_their_stages() {
         span_tag(root, "db.query.text").is_none(),
         "text only when configured"
     );
-    assert_eq!(
-        names(&children),
-        ["cache lookup", "lease", "server round trip"]
-    );
+    assert_eq!(names(&children), ["cache fill", "cache lookup", "lease"]);
     within(root, &children);
     // The lease: the wait for the pool's connection (idle there: no queue to speak of).
     let lease = named(&children, "lease");
@@ -197,7 +194,16 @@ fn statements_continue_the_callers_trace_with_their_stages() {
         &Value::from(server.addr().to_string())
     );
     within(lease, &in_lease);
-    let round_trip = named(&children, "server round trip");
+    // The fill holds the round trip whose response it stored.
+    let fill = named(&children, "cache fill");
+    assert_eq!(tag(fill, "sluice.cache.stored"), true);
+    assert!(
+        tag(fill, "sluice.cache.bytes").as_i64().unwrap() > 0,
+        "{fill:#}"
+    );
+    let in_fill = children_of(&spans, fill);
+    within(fill, &in_fill);
+    let round_trip = named(&in_fill, "server round trip");
     assert_eq!(
         tag(round_trip, "server.address"),
         &Value::from(server.addr().to_string())

@@ -117,17 +117,26 @@ impl Session {
         kind: ResponseKind,
     ) -> Result<Relayed, SessionError> {
         let cache = self.cache_state().cache.clone();
+        let fill = self.stmt.open_stage();
         let mut record = Recording::new(cache.entry_limit());
         let going_on = self.relay_recording(kind, Some(&mut record)).await?;
         ticket.rows = self.stmt.outcome.rows;
-        if going_on == Relayed::Done
+        let stored = going_on == Relayed::Done
             && !record.abandoned
-            && storable(&self.stmt.outcome, self.status())
-        {
+            && storable(&self.stmt.outcome, self.status());
+        let bytes = record.buf.len() as i64;
+        if stored {
             cache.store(ticket, record.buf);
         } else {
             cache.not_stored(ticket);
         }
+        self.stmt.close_stage(fill, "cache fill", || {
+            use crate::trace::Value;
+            vec![
+                ("sluice.cache.stored", Value::Bool(stored)),
+                ("sluice.cache.bytes", Value::Int(bytes)),
+            ]
+        });
         Ok(going_on)
     }
 
