@@ -1,5 +1,6 @@
-//! The stages of a statement's span that only a busy pool brings out, read back from a
-//! real Jaeger: the wait in the pool's queue and the session's sync inside the lease.
+//! The stages of a statement's span that only a busy pool or shards bring out, read
+//! back from a real Jaeger: the wait in the pool's queue and the session's sync inside
+//! the lease, and one child per shard of a scattered read.
 
 use super::tracing::{
     children_of, commented, has_root, micros, named, names, spans_once, tag, trace_of, traceparent,
@@ -90,4 +91,56 @@ fn a_statement_behind_a_held_connection_shows_its_queue_wait_and_sync() {
     let queue_end = queue["startTime"].as_u64().unwrap() + micros(queue);
     assert!(sync["startTime"].as_u64().unwrap() >= queue_end, "{sync:#}");
     within(root, &children);
+}
+
+/// A read no key decides runs on both shards: one `shard` child each, naming the shard,
+/// its server and the rows it sent, with the lease of that shard's connection under it.
+#[test]
+fn a_scattered_read_has_a_child_per_shard() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let service = "sluice-scatter";
+    let endpoint = jaeger.otlp_http_endpoint();
+    let (a, b, sluice, _) = super::sharding::start_adjusted(&[], |c| {
+        c.tracing("endpoint", endpoint)
+            .tracing("service_name", service)
+            .tracing("sample_ratio", 0.0)
+    });
+    let mut c = crate::routing::login(&sluice);
+    for id in 1..=12 {
+        c.query(&format!("INSERT INTO shop.orders VALUES ({id}, 'o{id}')"))
+            .unwrap()
+            .expect_ok();
+    }
+    let on = |s: &sluice_sandbox::MariaDb| super::sharding::ids(s, "orders").len() as i64;
+    let (on_a, on_b) = (on(&a), on(&b));
+    assert!(
+        on_a > 0 && on_b > 0,
+        "both shards hold rows: {on_a}, {on_b}"
+    );
+    let (tp, trace_id) = traceparent(0x71, true);
+    let rows = c.query_rows(&commented("SELECT id, v FROM shop.orders", &tp));
+    assert_eq!(rows.len(), 12);
+
+    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &trace_id));
+    let (root, children) = trace_of(&spans, &trace_id);
+    assert_eq!(names(&children), ["shard", "shard"], "{children:#?}");
+    within(root, &children);
+    let shard = |name: &str| {
+        *children
+            .iter()
+            .find(|s| tag(s, "sluice.shard") == name)
+            .unwrap_or_else(|| panic!("no shard {name}: {children:#?}"))
+    };
+    for (name, server, count) in [("s1", &a, on_a), ("s2", &b, on_b)] {
+        let part = shard(name);
+        assert_eq!(
+            tag(part, "server.address"),
+            &Value::from(server.addr().to_string())
+        );
+        assert_eq!(tag(part, "db.response.returned_rows"), count, "{part:#}");
+        let inside = children_of(&spans, part);
+        named(&inside, "lease");
+        within(part, &inside);
+    }
+    assert_eq!(tag(root, "db.response.returned_rows"), 12);
 }

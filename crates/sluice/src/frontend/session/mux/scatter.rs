@@ -126,17 +126,22 @@ impl Session {
         let mut warnings = 0u16;
         let mut last: Option<Vec<u8>> = None;
         for (n, &shard) in targets.iter().enumerate() {
+            let part = self.stmt.open_stage();
             // A shard that can't be had after others' rows went out ends the result with
             // its error, numbered after those rows.
             let Some(fx) = self
                 .enter_for(shards, shard, n, &request, stmt, (n > 0).then_some(seq))
                 .await?
             else {
+                self.shard_stage(part, shards, shard, None, 0);
                 return Ok(true);
             };
+            let server = self.traced_server(&part);
             // Preparing it on this connection may have rewritten the request.
             let len = Header::parse(&self.client.rbuf).map_or(len, |h| h.len);
-            let outcome = self.scatter_one(len, n == 0, &mut seq).await?;
+            let mut rows = 0;
+            let outcome = self.scatter_one(len, n == 0, &mut seq, &mut rows).await?;
+            self.stmt.outcome.rows += rows;
             let ended = match outcome {
                 ShardPart::Done(terminator) => {
                     warnings =
@@ -154,6 +159,7 @@ impl Session {
                 }
             };
             self.mux_finish(&fx, stmt).await?;
+            self.shard_stage(part, shards, shard, server, rows);
             if ended {
                 return Ok(true);
             }
@@ -201,7 +207,9 @@ impl Session {
         let router = shards.routers[shard].clone();
         // Whatever this stage answers instead continues the rows already sent.
         self.client.continue_at = seq;
+        let lease = self.stmt.open_stage();
         let ready = self.mux_prepare(stmt, &router).await;
+        self.stmt.close_stage(lease, "lease", Vec::new);
         self.client.continue_at = None;
         match ready? {
             Ready::Go(fx) => {
@@ -240,12 +248,15 @@ impl Session {
         payload.extend_from_slice(&gather.sql);
         let mut answers: Vec<Answer> = Vec::new();
         for (n, &shard) in targets.iter().enumerate() {
+            let part = self.stmt.open_stage();
             let Some(fx) = self
                 .enter_for(shards, shard, n, &request, stmt, None)
                 .await?
             else {
+                self.shard_stage(part, shards, shard, None, 0);
                 return Ok(true);
             };
+            let server = self.traced_server(&part);
             self.client.skip_packet().await?;
             let answer = self.read_answer(&payload, gather.keep).await;
             if answer.is_err() {
@@ -261,6 +272,11 @@ impl Session {
                 ..*stmt
             };
             self.mux_finish(&fx, &gathering).await?;
+            let rows = match &answer {
+                Ok(Ok(a)) => a.rows.len() as u64,
+                _ => 0,
+            };
+            self.shard_stage(part, shards, shard, server, rows);
             match answer {
                 Ok(Ok(a)) => answers.push(a),
                 Ok(Err(err)) => {
@@ -306,11 +322,42 @@ impl Session {
         for row in &rows {
             seq = sluice_wire::packet::write_packet(&mut out, seq, row);
         }
+        self.stmt.outcome.rows = rows.len() as u64;
         let last = answers.last().map(|a| a.end.clone()).unwrap_or_default();
         let end = self.terminator(&last, warnings);
         sluice_wire::packet::write_packet(&mut out, seq, &end);
         self.client.write_all(&out).await?;
         Ok(true)
+    }
+
+    /// The server of the connection in hand, for a traced shard's part.
+    fn traced_server(&self, part: &Option<crate::trace::Open>) -> Option<String> {
+        let b = self.backing.conn().filter(|_| part.is_some())?;
+        Some(b.server.endpoint.to_string())
+    }
+
+    /// A shard's part of a scattered read ended: a `shard` stage naming the shard, the
+    /// server it ran on and the rows it sent.
+    fn shard_stage(
+        &mut self,
+        part: Option<crate::trace::Open>,
+        shards: &Shards,
+        shard: usize,
+        server: Option<String>,
+        rows: u64,
+    ) {
+        self.stmt.close_stage(part, "shard", || {
+            use crate::trace::Value;
+            let name = shards.map.names().get(shard).cloned().unwrap_or_default();
+            let mut a = vec![
+                ("sluice.shard", Value::Str(name)),
+                ("db.response.returned_rows", Value::Int(rows as i64)),
+            ];
+            if let Some(server) = server {
+                a.push(("server.address", Value::Str(server)));
+            }
+            a
+        });
     }
 
     /// The last shard's terminator with every shard's warnings.
@@ -384,13 +431,14 @@ impl Session {
     }
 
     /// Sends the request at the front of the client buffer to the connection held and
-    /// forwards its answer: the column definitions only when `first`, the rows always,
-    /// with the client's sequence ids.
+    /// forwards its answer: the column definitions only when `first`, the rows always
+    /// (counted in `rows`), with the client's sequence ids.
     async fn scatter_one(
         &mut self,
         len: usize,
         first: bool,
         seq: &mut u8,
+        rows: &mut u64,
     ) -> Result<ShardPart, SessionError> {
         let request = self.client.rbuf[HEADER_LEN..HEADER_LEN + len].to_vec();
         self.client.skip_packet().await?;
@@ -461,6 +509,7 @@ impl Session {
                 return Ok(ShardPart::Done(p.payload.to_vec()));
             }
             put(&mut out, &p.payload);
+            *rows += 1;
         }
     }
 }
