@@ -1,6 +1,7 @@
-//! The stages of a statement's span that only a busy pool or shards bring out, read
-//! back from a real Jaeger: the wait in the pool's queue and the session's sync inside
-//! the lease, and one child per shard of a scattered read.
+//! The stages of a statement's span that only a busy pool, shards or a failover bring
+//! out, read back from a real Jaeger: the wait in the pool's queue and the session's
+//! sync inside the lease, one child per shard of a scattered read, and the replay of a
+//! transaction on the new writer.
 
 use super::tracing::{
     children_of, commented, has_root, micros, named, names, spans_once, tag, trace_of, traceparent,
@@ -143,4 +144,47 @@ fn a_scattered_read_has_a_child_per_shard() {
         within(part, &inside);
     }
     assert_eq!(tag(root, "db.response.returned_rows"), 12);
+}
+
+/// The writer is killed under an open transaction: the session's next statement runs
+/// the transaction again on the new writer first, a `replay` child naming that server
+/// and what it ran.
+#[test]
+fn a_replayed_transaction_is_a_child_of_the_statement_that_carried_it() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let service = "sluice-replay";
+    let endpoint = jaeger.otlp_http_endpoint();
+    let (set, _config, sluice) = super::replay::start_configured("ROW", "", |c| {
+        c.failover("wrap_autocommit_writes", false)
+            .tracing("endpoint", endpoint)
+            .tracing("service_name", service)
+            .tracing("sample_ratio", 0.0)
+    });
+    let mut kept = crate::routing::login(&sluice);
+    kept.query("BEGIN").unwrap().expect_ok();
+    kept.query("INSERT INTO rp.t VALUES (2, 20)")
+        .unwrap()
+        .expect_ok();
+    set.primary.kill().unwrap();
+    let (tp, trace_id) = traceparent(0x81, true);
+    kept.query(&commented("INSERT INTO rp.t VALUES (3, 30)", &tp))
+        .unwrap_or_else(|e| panic!("{e}\n{}", sluice.log()))
+        .expect_ok();
+    kept.query("COMMIT").unwrap().expect_ok();
+
+    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &trace_id));
+    let (root, children) = trace_of(&spans, &trace_id);
+    within(root, &children);
+    let replay = named(&children, "replay");
+    assert_eq!(tag(replay, "sluice.replay.plan"), "transaction");
+    assert_eq!(tag(replay, "sluice.replay.outcome"), "carried");
+    // BEGIN and the INSERT before the statement.
+    assert_eq!(tag(replay, "sluice.replay.statements"), 2, "{replay:#}");
+    let replicas: Vec<String> = set.replicas.iter().map(|r| r.addr().to_string()).collect();
+    let on = tag(replay, "server.address").as_str().unwrap();
+    assert!(replicas.iter().any(|r| r == on), "{on} is not a replica");
+    // Then the statement itself, on the same server.
+    let round_trip = named(&children, "server round trip");
+    assert_eq!(tag(round_trip, "server.address").as_str(), Some(on));
+    assert!(round_trip["startTime"].as_u64() >= replay["startTime"].as_u64());
 }

@@ -225,6 +225,45 @@ impl InFlight {
     }
 }
 
+impl super::Session {
+    /// A statement lost with its writer was carried over to the new one (`outcome`,
+    /// else why not) by `plan`, begun `at`: a `replay` stage on the new writer, with the
+    /// statements of its transaction logged for it.
+    pub(super) fn replay_stage(
+        &mut self,
+        at: Option<Instant>,
+        plan: &super::mux::replay::OnLoss,
+        logged: usize,
+        outcome: Result<(), &'static str>,
+    ) {
+        use super::mux::replay::OnLoss;
+        if at.is_none() {
+            return;
+        }
+        let server = self.backing.conn().map(|b| b.server.endpoint.to_string());
+        let mut a = vec![
+            (
+                "sluice.replay.plan",
+                Value::Static(match plan {
+                    OnLoss::Replay => "transaction",
+                    OnLoss::Resend => "statement",
+                    OnLoss::IfAbsent { commit: true, .. } => "commit in doubt",
+                    OnLoss::IfAbsent { commit: false, .. } => "write in doubt",
+                }),
+            ),
+            ("sluice.replay.statements", Value::Int(logged as i64)),
+            (
+                "sluice.replay.outcome",
+                Value::Static(outcome.err().unwrap_or("carried")),
+            ),
+        ];
+        if let Some(server) = server {
+            a.push(("server.address", Value::Str(server)));
+        }
+        self.stmt.stage("replay", at, a);
+    }
+}
+
 /// Notes the start of a stage, when the statement is traced.
 #[inline]
 pub(super) fn mark(stmt: &InFlight) -> Option<Instant> {

@@ -531,12 +531,14 @@ impl Session {
         pending: Pending,
     ) -> Result<bool, SessionError> {
         Stats::incr(&router.stats.replays_attempted);
+        let at = super::super::traced::mark(&self.stmt);
         let Pending {
             plan,
             mut err,
             ticket,
             held,
         } = pending;
+        let logged = self.backing.muxed().replay.entries.len();
         let outcome = match &plan {
             OnLoss::Replay => self.replay_transaction().await?,
             OnLoss::Resend => {
@@ -565,6 +567,7 @@ impl Session {
                         drop(ticket);
                         // Acknowledged now: the session's reads must see it.
                         self.note_gtid_pos(router, &gtid);
+                        self.replay_stage(at, &plan, logged, Err("found committed"));
                         match held {
                             Some(ok) => self.answer_held(ok, insert_id).await?,
                             None => self.answer_committed().await?,
@@ -585,6 +588,7 @@ impl Session {
             }
         };
         count_replay(&router.stats, outcome);
+        self.replay_stage(at, &plan, logged, outcome);
         // Carried over (or not): the other writer statements need not wait for it.
         drop(ticket);
         match outcome {
