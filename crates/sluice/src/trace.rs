@@ -159,6 +159,8 @@ pub struct StatementSpan {
     pub cache_at: Option<Instant>,
     /// The stage open now, the parent of the stages recorded.
     open: Option<[u8; 8]>,
+    /// The server's error, when it answered one: its code and SQL state.
+    pub server_error: Option<(u16, [u8; 5])>,
     /// The cache's lookups (before the lease, after it, or both), from the first's
     /// start to the last's decision: a stage at the span's end.
     pub cache_lookup: Option<(Instant, Instant)>,
@@ -313,6 +315,7 @@ impl Tracer {
             cache_at: None,
             cache_lookup: None,
             open: None,
+            server_error: None,
         }))
     }
 

@@ -226,10 +226,22 @@ fn statements_continue_the_callers_trace_with_their_stages() {
     let (root, children) = trace_of(&spans, &write_id);
     assert_eq!(root["operationName"], "INSERT INTO t VALUES (?, ?)");
     assert!(names(&children).contains(&"server round trip".to_owned()));
+    assert!(
+        span_tag(root, "db.response.status_code").is_none(),
+        "{root:#}"
+    );
 
+    // The server's error code and SQL state; its message, which may hold values, not.
     let (root, _) = trace_of(&spans, &failed_id);
     assert_eq!(tag(root, "error"), true);
     assert_eq!(tag(root, "otel.status_code"), "ERROR");
+    assert_eq!(tag(root, "db.response.status_code"), "1146");
+    assert_eq!(tag(root, "error.type"), "1146");
+    assert_eq!(tag(root, "sluice.sql_state"), "42S02");
+    assert_eq!(
+        tag(root, "otel.status_description"),
+        "the server answered error 1146 (42S02)"
+    );
 
     assert!(
         spans.iter().all(|s| s["traceID"] != unsampled_id.as_str()),

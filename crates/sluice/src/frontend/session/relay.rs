@@ -111,6 +111,11 @@ impl Session {
                         t.server_first = Some(std::time::Instant::now());
                     }
                 }
+                if let (Some(Event::Done(_)), Some(t)) = (event, stmt.trace.as_deref_mut()) {
+                    if scanner.outcome().error {
+                        super::traced::server_error(t, &backend.rbuf[..n]);
+                    }
+                }
                 let (before, ok) = backend.rbuf[..n + ok_len].split_at(n);
                 let ok = read.translated.as_deref().unwrap_or(ok);
                 let copies = [record.as_deref_mut(), stmt.replay_record.as_mut()];

@@ -142,9 +142,22 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
             name = Some(s);
         }
     }
-    let error = e
-        .error
-        .then(|| "the statement returned an error".to_owned());
+    let server_error = span.server_error.map(|(code, state)| {
+        (
+            code.to_string(),
+            String::from_utf8_lossy(&state).into_owned(),
+        )
+    });
+    if let Some((code, state)) = &server_error {
+        span.set("db.response.status_code", Value::Str(code.clone()));
+        span.set("error.type", Value::Str(code.clone()));
+        span.set("sluice.sql_state", Value::Str(state.clone()));
+    }
+    // The server's message may hold the statement's values: its code and state only.
+    let error = e.error.then(|| match &server_error {
+        Some((code, state)) => format!("the server answered error {code} ({state})"),
+        None => "the statement returned an error".to_owned(),
+    });
     if slow {
         log_slow(stmt, &e, Some(&span), took.unwrap_or_default());
     }
@@ -223,6 +236,30 @@ impl InFlight {
             span.close(open, name, attributes());
         }
     }
+}
+
+/// The server's error packet that ends `chunk` (the bytes of the response read last),
+/// noted on the statement's span: its code and SQL state. An ERR packet is the last of
+/// its response, and never longer than its fixed part and a 512-byte message; its
+/// start is the one place before the end whose header's length reaches the end
+/// exactly. Not found when the packet straddles two reads.
+pub(super) fn server_error(span: &mut trace::StatementSpan, chunk: &[u8]) {
+    if let Some(err) = err_at_end(chunk) {
+        span.server_error = Some(err);
+    }
+}
+
+fn err_at_end(chunk: &[u8]) -> Option<(u16, [u8; 5])> {
+    use sluice_wire::packet::{Header, HEADER_LEN};
+    let end = chunk.len();
+    let from = end.saturating_sub(HEADER_LEN + 9 + 1024);
+    let payload = (from..end.saturating_sub(HEADER_LEN + 3)).find_map(|at| {
+        let h = Header::parse(&chunk[at..])?;
+        let payload = &chunk[at + HEADER_LEN..];
+        (h.len == payload.len() && payload.first() == Some(&0xff)).then_some(payload)
+    })?;
+    let err = sluice_wire::response::ErrPacket::parse(payload).ok()?;
+    Some((err.code, err.state))
 }
 
 impl super::Session {
@@ -355,5 +392,29 @@ impl SessionTrace {
             a.push(("db.user", Value::Str(user.to_owned())));
         }
         a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::err_at_end;
+    use sluice_wire::packet::write_packet;
+    use sluice_wire::response::ErrPacket;
+
+    /// The error packet ending a chunk is found after rows, whatever its message holds.
+    #[test]
+    fn the_error_ending_a_response_is_read_from_its_last_bytes() {
+        let mut chunk = bytes::BytesMut::new();
+        let seq = write_packet(&mut chunk, 1, b"\x01\x02ab");
+        let err = ErrPacket::new(1146, "42S02", "Table 'x.\u{ff}\x05\x00\x00' doesn't exist");
+        let mut payload = vec![0xff];
+        payload.extend_from_slice(&err.code.to_le_bytes());
+        payload.push(b'#');
+        payload.extend_from_slice(&err.state);
+        payload.extend_from_slice(err.message.as_bytes());
+        write_packet(&mut chunk, seq, &payload);
+        assert_eq!(err_at_end(&chunk), Some((1146, *b"42S02")));
+        assert_eq!(err_at_end(&chunk[..chunk.len() - 1]), None, "cut short");
+        assert_eq!(err_at_end(b""), None);
     }
 }
