@@ -1,6 +1,7 @@
 //! OpenTelemetry traces of what Sluice does with each statement: one span per client
-//! statement, with children for the stages that take time (the cache's lookup, waiting
-//! for and syncing a connection, the server's round trip), exported over OTLP. Beside the
+//! statement, with children for the stages that take time (the cache's lookup and fill,
+//! the lease and what it holds: the pool's queue, a GTID wait, the session's sync; the
+//! server's round trip, each shard's part, a replay), exported over OTLP. Beside the
 //! request path rather than on it: a session records its statement's span as plain
 //! values (`StatementSpan`), and a task of its own ([`export`]) encodes and sends them,
 //! so that a slow or absent receiver costs a statement nothing but a dropped span.
