@@ -94,6 +94,61 @@ fn a_statement_behind_a_held_connection_shows_its_queue_wait_and_sync() {
     within(root, &children);
 }
 
+/// The queue's timeout: Sluice itself answers error 9001, and the span says so with
+/// the code and SQL state the client got, as it does for a server's error.
+#[test]
+fn an_error_sluice_answers_itself_carries_its_code() {
+    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+    let server = shared_server();
+    fresh_database(server, "traced_queue_timeout");
+    let service = "sluice-queue-timeout";
+    let config = Config::for_server(server)
+        .pool("multiplex", true)
+        .pool("max_connections", 1)
+        .pool("queue_timeout", "200ms")
+        .tracing("endpoint", jaeger.otlp_http_endpoint())
+        .tracing("service_name", service)
+        .tracing("sample_ratio", 0.0)
+        .admin(TOKEN);
+    let admin = config.admin_address().unwrap();
+    let sluice = Sluice::start(&config);
+    let login = || {
+        RawConn::login(
+            sluice.addr(),
+            NATIVE_USER,
+            NATIVE_PASSWORD,
+            Some("traced_queue_timeout"),
+        )
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", sluice.log()))
+    };
+    let (mut holder, mut waiter) = (login(), login());
+    holder.query("BEGIN").unwrap().expect_ok();
+    holder.query_rows("SELECT 1");
+    let pool = || admin_json(&admin, TOKEN, "/v1/pool");
+    assert!(
+        wait_until(Duration::from_secs(10), || pool()["sessions_pinned"] == 1),
+        "{}",
+        pool()
+    );
+    let (tp, trace_id) = traceparent(0x62, true);
+    let reply = waiter.query(&commented("SELECT 1", &tp)).unwrap();
+    let err = reply.expect_err();
+    assert_eq!(err.code, 9001, "{}", err.message);
+    let state = err.state.clone();
+
+    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &trace_id));
+    let (root, _) = trace_of(&spans, &trace_id);
+    assert_eq!(tag(root, "otel.status_code"), "ERROR");
+    assert_eq!(tag(root, "db.response.status_code"), "9001");
+    assert_eq!(tag(root, "error.type"), "9001");
+    assert_eq!(tag(root, "sluice.sql_state"), &Value::from(state.clone()));
+    assert_eq!(
+        tag(root, "otel.status_description"),
+        &Value::from(format!("Sluice answered error 9001 ({state})"))
+    );
+    holder.query("COMMIT").unwrap().expect_ok();
+}
+
 /// A read no key decides runs on both shards: one `shard` child each, naming the shard,
 /// its server and the rows it sent, with the lease of that shard's connection under it.
 #[test]

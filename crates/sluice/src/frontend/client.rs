@@ -19,9 +19,10 @@ pub struct ClientConn {
     pub mariadb_caps: u32,
     /// Bytes written to the client so far.
     pub sent: u64,
-    /// Sluice itself answered with an error packet (cleared by the session per
-    /// statement): responses relayed from a server are tracked apart.
-    pub answered_error: bool,
+    /// The code and SQL state of the error packet Sluice itself answered with, if it did
+    /// (cleared by the session per statement): responses relayed from a server are
+    /// tracked apart.
+    pub answered_error: Option<(u16, [u8; 5])>,
     /// The sequence id the answer to the next skipped request must carry instead of the
     /// one after the request's: set while that answer continues a result already begun
     /// (a read over several shards whose later shard cannot be had).
@@ -50,7 +51,7 @@ impl ClientConn {
             caps: CapabilityFlags(0),
             mariadb_caps: 0,
             sent: 0,
-            answered_error: false,
+            answered_error: None,
             continue_at: None,
         }
     }
@@ -212,7 +213,7 @@ impl ClientConn {
     }
 
     pub async fn write_err(&mut self, seq: u8, err: &ErrPacket) -> std::io::Result<()> {
-        self.answered_error = true;
+        self.answered_error = Some((err.code, err.state));
         self.write_packet(seq, &err.payload()).await
     }
 

@@ -254,7 +254,8 @@ impl Session {
             None if self.cache.is_some() => self.forward_cached(&stmt).await?,
             None => self.relay(stmt.kind).await?,
         };
-        let reset = stmt.command == Command::ResetConnection && !self.client.answered_error;
+        let reset =
+            stmt.command == Command::ResetConnection && self.client.answered_error.is_none();
         self.dedicated_closed(closing, reset);
         self.end_statement();
         if !relayed.goes_on() {
@@ -280,7 +281,7 @@ impl Session {
             ..InFlight::default()
         });
         self.text.forget();
-        self.client.answered_error = false;
+        self.client.answered_error = None;
         self.stmt.prior_rows =
             (self.backing.mux_mut()).and_then(|m| m.take_wrapped_rows(stmt.command));
         if self.fe.slow_statement.is_some() {
@@ -361,7 +362,7 @@ impl Session {
             return;
         }
         let mut outcome = self.stmt.outcome;
-        outcome.error |= self.client.answered_error;
+        outcome.error |= self.client.answered_error.is_some();
         let schema = match &self.backing {
             Backing::Multiplexed { mux, .. } => mux.schema.as_deref(),
             Backing::Dedicated(b) => b.schema.as_deref(),
@@ -404,7 +405,8 @@ impl Session {
             user: &self.user.name,
             schema: schema.and_then(|s| std::str::from_utf8(s).ok()),
             digest: current.map(|c| c.digest),
-            error: self.stmt.outcome.error || self.client.answered_error,
+            error: self.stmt.outcome.error || self.client.answered_error.is_some(),
+            answered_error: self.client.answered_error,
             prepared_text: current
                 .and_then(|c| c.prepared.as_deref())
                 .map(|p| &p.text[..]),

@@ -70,6 +70,8 @@ pub(super) struct Ended<'a> {
     pub schema: Option<&'a str>,
     pub digest: Option<u64>,
     pub error: bool,
+    /// The code and SQL state of the error Sluice answered itself, if it did.
+    pub answered_error: Option<(u16, [u8; 5])>,
     /// The prepared statement's text, for an execute's summary.
     pub prepared_text: Option<&'a [u8]>,
     /// The digest's text as analytics knows it: the summary of a traced statement whose
@@ -142,20 +144,26 @@ pub(super) fn end(fe: &super::Frontend, stmt: &mut InFlight, e: Ended<'_>) {
             name = Some(s);
         }
     }
-    let server_error = span.server_error.map(|(code, state)| {
+    // Sluice's own answer (a pool timeout, a refused statement), when it gave one, is
+    // the one the statement ended with.
+    let (who, answered) = match (e.answered_error, span.server_error) {
+        (Some(own), _) => ("Sluice", Some(own)),
+        (None, server) => ("the server", server),
+    };
+    let answered = answered.map(|(code, state)| {
         (
             code.to_string(),
             String::from_utf8_lossy(&state).into_owned(),
         )
     });
-    if let Some((code, state)) = &server_error {
+    if let Some((code, state)) = &answered {
         span.set("db.response.status_code", Value::Str(code.clone()));
         span.set("error.type", Value::Str(code.clone()));
         span.set("sluice.sql_state", Value::Str(state.clone()));
     }
-    // The server's message may hold the statement's values: its code and state only.
-    let error = e.error.then(|| match &server_error {
-        Some((code, state)) => format!("the server answered error {code} ({state})"),
+    // The message may hold the statement's values: its code and state only.
+    let error = e.error.then(|| match &answered {
+        Some((code, state)) => format!("{who} answered error {code} ({state})"),
         None => "the statement returned an error".to_owned(),
     });
     if slow {
