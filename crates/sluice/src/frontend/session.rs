@@ -27,6 +27,7 @@ pub(super) mod cached;
 mod globals;
 mod grants;
 mod identity;
+mod in_flight;
 mod kill;
 pub(crate) use kill::{host_matches, stop_session};
 mod moving;
@@ -38,7 +39,8 @@ mod relay;
 mod route;
 mod statement;
 mod traced;
-use statement::{InFlight, Statement};
+use in_flight::InFlight;
+use statement::Statement;
 mod tracking;
 
 /// Statements up to this size are read whole before they are forwarded: so that the
@@ -74,7 +76,7 @@ struct Session {
     /// the server's, learnt from the first connection it uses.
     idle_default: Option<std::time::Duration>,
     /// The statement in flight, while one is.
-    stmt: statement::InFlightSlot,
+    stmt: in_flight::InFlightSlot,
     /// What the statement in flight's text says, read once for every stage that asks,
     /// and what the session's recent texts said, by shape (kept across statements).
     text: crate::classify::facts::TextFacts,

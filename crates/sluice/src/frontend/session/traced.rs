@@ -3,7 +3,7 @@
 //! digest), its stages added by the pipeline on the way, and finished with what the
 //! statement did. Nothing here runs for a statement that is neither traced nor timed.
 
-use super::statement::InFlight;
+use super::in_flight::InFlight;
 use crate::analytics::CacheUse;
 use crate::trace::{self, Tracer, Value};
 use sluice_wire::command::Command;
