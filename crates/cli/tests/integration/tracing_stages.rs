@@ -18,41 +18,70 @@ use std::time::{Duration, Instant};
 
 const TOKEN: &str = "trace-t0ken";
 
+/// A traced Sluice (every span sampled by its caller only) with one backend connection,
+/// which `holder`, a session of `holder_db`, holds in a transaction, as the pool says;
+/// `waiter` is a session of `waiter_db`, whose next statement must wait for it.
+struct HeldPool {
+    jaeger: Jaeger,
+    sluice: Sluice,
+    admin: String,
+    holder: RawConn,
+    waiter: RawConn,
+}
+
+impl HeldPool {
+    fn start(service: &str, queue_timeout: &str, waiter_db: &str, holder_db: &str) -> HeldPool {
+        let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
+        let server = shared_server();
+        fresh_database(server, waiter_db);
+        if holder_db != waiter_db {
+            fresh_database(server, holder_db);
+        }
+        let config = Config::for_server(server)
+            .pool("multiplex", true)
+            .pool("max_connections", 1)
+            .pool("queue_timeout", queue_timeout)
+            .pool("write_hold", "0s")
+            .tracing("endpoint", jaeger.otlp_http_endpoint())
+            .tracing("service_name", service)
+            .tracing("sample_ratio", 0.0)
+            .admin(TOKEN);
+        let admin = config.admin_address().unwrap();
+        let sluice = Sluice::start(&config);
+        let login = |db: &str| {
+            RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some(db))
+                .unwrap_or_else(|e| panic!("{e:?}\n{}", sluice.log()))
+        };
+        let waiter = login(waiter_db);
+        let mut holder = login(holder_db);
+        holder.query("BEGIN").unwrap().expect_ok();
+        holder.query_rows("SELECT 1");
+        let pool = || admin_json(&admin, TOKEN, "/v1/pool");
+        assert!(
+            wait_until(Duration::from_secs(10), || pool()["sessions_pinned"] == 1),
+            "{}",
+            pool()
+        );
+        HeldPool {
+            jaeger,
+            sluice,
+            admin,
+            holder,
+            waiter,
+        }
+    }
+}
+
 /// One backend connection, held by a transaction: another session's statement waits in
 /// the pool's queue for as long as the transaction goes on, then syncs its schema onto
 /// the connection. Both are children of its lease, the queue wait as long as the wait.
 #[test]
 fn a_statement_behind_a_held_connection_shows_its_queue_wait_and_sync() {
-    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
-    let server = shared_server();
-    fresh_database(server, "traced_queue_a");
-    fresh_database(server, "traced_queue_b");
     let service = "sluice-queue-wait";
-    let config = Config::for_server(server)
-        .pool("multiplex", true)
-        .pool("max_connections", 1)
-        .pool("queue_timeout", "10s")
-        .pool("write_hold", "0s")
-        .tracing("endpoint", jaeger.otlp_http_endpoint())
-        .tracing("service_name", service)
-        .tracing("sample_ratio", 0.0)
-        .admin(TOKEN);
-    let admin = config.admin_address().unwrap();
-    let sluice = Sluice::start(&config);
-    let login = |db: &str| {
-        RawConn::login(sluice.addr(), NATIVE_USER, NATIVE_PASSWORD, Some(db))
-            .unwrap_or_else(|e| panic!("{e:?}\n{}", sluice.log()))
-    };
-    let mut waiter = login("traced_queue_a");
-    let mut holder = login("traced_queue_b");
-    holder.query("BEGIN").unwrap().expect_ok();
-    holder.query_rows("SELECT 1");
-    let pool = || admin_json(&admin, TOKEN, "/v1/pool");
-    assert!(
-        wait_until(Duration::from_secs(10), || pool()["sessions_pinned"] == 1),
-        "{}",
-        pool()
-    );
+    let held = HeldPool::start(service, "10s", "traced_queue_a", "traced_queue_b");
+    let (jaeger, sluice, server) = (&held.jaeger, &held.sluice, shared_server());
+    let (mut holder, mut waiter) = (held.holder, held.waiter);
+    let pool = || admin_json(&held.admin, TOKEN, "/v1/pool");
 
     let (tp, trace_id) = traceparent(0x61, true);
     let sent = Instant::now();
@@ -70,7 +99,7 @@ fn a_statement_behind_a_held_connection_shows_its_queue_wait_and_sync() {
     let (rows, took) = waiting.join().unwrap();
     assert_eq!(rows[0][0].as_deref(), Some("traced_queue_a"));
 
-    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &trace_id));
+    let spans = spans_once(jaeger, service, sluice, |s| has_root(s, &trace_id));
     let (root, children) = trace_of(&spans, &trace_id);
     let lease = named(&children, "lease");
     let in_lease = children_of(&spans, lease);
@@ -98,45 +127,19 @@ fn a_statement_behind_a_held_connection_shows_its_queue_wait_and_sync() {
 /// the code and SQL state the client got, as it does for a server's error.
 #[test]
 fn an_error_sluice_answers_itself_carries_its_code() {
-    let jaeger = Jaeger::start().expect("starting Jaeger (make deps builds it)");
-    let server = shared_server();
-    fresh_database(server, "traced_queue_timeout");
     let service = "sluice-queue-timeout";
-    let config = Config::for_server(server)
-        .pool("multiplex", true)
-        .pool("max_connections", 1)
-        .pool("queue_timeout", "200ms")
-        .tracing("endpoint", jaeger.otlp_http_endpoint())
-        .tracing("service_name", service)
-        .tracing("sample_ratio", 0.0)
-        .admin(TOKEN);
-    let admin = config.admin_address().unwrap();
-    let sluice = Sluice::start(&config);
-    let login = || {
-        RawConn::login(
-            sluice.addr(),
-            NATIVE_USER,
-            NATIVE_PASSWORD,
-            Some("traced_queue_timeout"),
-        )
-        .unwrap_or_else(|e| panic!("{e:?}\n{}", sluice.log()))
-    };
-    let (mut holder, mut waiter) = (login(), login());
-    holder.query("BEGIN").unwrap().expect_ok();
-    holder.query_rows("SELECT 1");
-    let pool = || admin_json(&admin, TOKEN, "/v1/pool");
-    assert!(
-        wait_until(Duration::from_secs(10), || pool()["sessions_pinned"] == 1),
-        "{}",
-        pool()
-    );
+    let db = "traced_queue_timeout";
+    let held = HeldPool::start(service, "200ms", db, db);
+    let (jaeger, sluice) = (&held.jaeger, &held.sluice);
+    let (mut holder, mut waiter) = (held.holder, held.waiter);
+
     let (tp, trace_id) = traceparent(0x62, true);
     let reply = waiter.query(&commented("SELECT 1", &tp)).unwrap();
     let err = reply.expect_err();
     assert_eq!(err.code, 9001, "{}", err.message);
     let state = err.state.clone();
 
-    let spans = spans_once(&jaeger, service, &sluice, |s| has_root(s, &trace_id));
+    let spans = spans_once(jaeger, service, sluice, |s| has_root(s, &trace_id));
     let (root, _) = trace_of(&spans, &trace_id);
     assert_eq!(tag(root, "otel.status_code"), "ERROR");
     assert_eq!(tag(root, "db.response.status_code"), "9001");

@@ -598,15 +598,17 @@ function renderServers() {
     { cls: 'actions', set: serverActions },
   ], 'No servers', (tr, s) => { tr.dataset.server = s.name; });
 }
-// An instance in no fleet answers 404: the section stays hidden.
-async function fetchFleet() {
+// What an instance may not have (a fleet, a cache) answers 404 with a message saying
+// so: null then, and the section stays hidden.
+async function optional(path, missing) {
   try {
-    return await api('/v1/fleet');
+    return await api(path);
   } catch (e) {
-    if (e instanceof ApiError && /no fleet/.test(e.message)) return null;
+    if (e instanceof ApiError && missing.test(e.message)) return null;
     throw e;
   }
 }
+function fetchFleet() { return optional('/v1/fleet', /no fleet/); }
 function renderFleet(d) {
   const section = $('#fleet');
   section.hidden = !d;
@@ -689,15 +691,7 @@ function applyDigests(d) {
 }
 
 // Cache freshness: each rule, then the digests served most, with their entries' ages.
-// Without a query cache the API answers 404 and the section stays hidden.
-async function fetchFreshness() {
-  try {
-    return await api('/v1/cache/stats');
-  } catch (e) {
-    if (e instanceof ApiError && /no cache/.test(e.message)) return null;
-    throw e;
-  }
-}
+function fetchFreshness() { return optional('/v1/cache/stats', /no cache/); }
 function applyFreshness(d) {
   $('#freshness').hidden = !d;
   if (!d) return;
