@@ -7,13 +7,19 @@
 //! scenario (cached_by_table) caches as cached does with row-level invalidation turned
 //! off, so that one interleaved run compares the cache before and after it; and a
 //! pass-through Sluice with multiplexing off (dedicated), a backend connection per
-//! client, which sets what multiplexing costs against what it replaces.
+//! client, which sets what multiplexing costs against what it replaces; and pass-through
+//! Sluices tracing 1% (traced) and every statement (traced_all) to a real receiver, set
+//! against passthrough (tracing off).
 //!
 //! This module turns the flags into a [`Plan`]; [`measure`] runs it, filing every run in
 //! a [`Report`](crate::report::Report) that [`render`](crate::render) presents.
 
+mod available;
+mod cpu;
 mod measure;
 mod progress;
+mod targets;
+mod traced;
 
 pub use measure::run;
 
@@ -26,8 +32,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::report::{InsertSettings, Unavailable};
 use crate::sysbench::{DataSet, PsMode, Workload};
-use crate::topology::{self, SluiceTarget, Target, Topology};
+use crate::topology::{self, Role, SluiceTarget, Target, Topology};
 use crate::{dedup, CommonArgs, Resolved, ServerArgs, Sizes};
+use targets::Targets;
 
 /// Flags of `sluice bench cache` (and of `sluice bench` with no scenario).
 ///
@@ -53,8 +60,11 @@ pub struct CacheArgs {
     /// option. `dedicated` (only when asked for) is passthrough with `multiplex = false` in
     /// `[pool]`, a backend connection per client, the baseline passthrough's CPU per
     /// statement is set against. `haproxy` (only when asked for) relays TCP through HAProxy
-    /// (--haproxy), the baseline Sluice's CPU per statement is set against. A scenario that
-    /// cannot run here is reported as not available.
+    /// (--haproxy), the baseline Sluice's CPU per statement is set against. `traced` and
+    /// `traced_all` (only when asked for) are passthrough with `[tracing]` at
+    /// `sample_ratio` 0.01 and 1.0, exporting to a Jaeger the benchmark starts (or
+    /// --otlp-endpoint), their CPU per statement set against passthrough's. A scenario
+    /// that cannot run here is reported as not available.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub scenarios: Option<Vec<Scenario>>,
 
@@ -156,6 +166,41 @@ pub struct CacheArgs {
     #[arg(long, value_name = "PID")]
     pub haproxy_pid: Option<u32>,
 
+    /// OTLP/HTTP endpoint of an existing trace receiver for the embedded traced
+    /// Sluices ("http://127.0.0.1:4318") [default: a Jaeger the benchmark starts, from
+    /// the workspace's .tools/bin (`make deps`) or $PATH].
+    #[arg(long, value_name = "URL", conflicts_with_all = ["traced_host", "traced_port",
+        "traced_all_host", "traced_all_port"])]
+    pub otlp_endpoint: Option<String>,
+
+    /// Host of an existing pass-through Sluice with `[tracing]` at some sample_ratio
+    /// (1% for the figures of docs/BENCHMARKS.md), for the traced scenario, or the path
+    /// of its Unix socket [default: 127.0.0.1].
+    #[arg(long, value_name = "HOST", conflicts_with = "demo")]
+    pub traced_host: Option<String>,
+
+    /// Port of that Sluice [default: 3306].
+    #[arg(long, value_name = "PORT", conflicts_with = "demo")]
+    pub traced_port: Option<u16>,
+
+    /// Process id of that Sluice, to measure its CPU time per query.
+    #[arg(long, value_name = "PID")]
+    pub traced_pid: Option<u32>,
+
+    /// Host of an existing pass-through Sluice tracing every statement
+    /// (`sample_ratio = 1.0`), for the traced_all scenario, or the path of its Unix
+    /// socket [default: 127.0.0.1].
+    #[arg(long, value_name = "HOST", conflicts_with = "demo")]
+    pub traced_all_host: Option<String>,
+
+    /// Port of that Sluice [default: 3306].
+    #[arg(long, value_name = "PORT", conflicts_with = "demo")]
+    pub traced_all_port: Option<u16>,
+
+    /// Process id of that Sluice, to measure its CPU time per query.
+    #[arg(long, value_name = "PID")]
+    pub traced_all_pid: Option<u32>,
+
     /// Schema the insert series creates, fills and drops: never one that holds data.
     #[arg(long, default_value = "sluice_slap")]
     pub insert_schema: String,
@@ -185,7 +230,8 @@ pub struct CacheArgs {
     #[arg(long, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
         "cached_by_table_host", "cached_by_table_port", "dedicated_host", "dedicated_port",
-        "haproxy_host", "haproxy_port",
+        "haproxy_host", "haproxy_port", "traced_host", "traced_port", "traced_all_host",
+        "traced_all_port",
     ])]
     pub hosts: bool,
 
@@ -200,7 +246,8 @@ pub struct CacheArgs {
     #[arg(long, value_name = "LIST", value_parser = parse_cpus, conflicts_with_all = [
         "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
         "cached_by_table_host", "cached_by_table_port", "dedicated_host", "dedicated_port",
-        "haproxy_host", "haproxy_port",
+        "haproxy_host", "haproxy_port", "traced_host", "traced_port", "traced_all_host",
+        "traced_all_port",
     ])]
     pub server_cpus: Option<CpuList>,
 }
@@ -235,6 +282,13 @@ pub enum Scenario {
     /// Through HAProxy relaying TCP to the same database: the baseline a statement's cost
     /// through Sluice is set against (only when asked for).
     Haproxy,
+    /// As passthrough, tracing 1% of statements (`sample_ratio = 0.01`) to a real
+    /// receiver (only when asked for).
+    Traced,
+    /// As passthrough, tracing every statement (only when asked for).
+    #[value(name = "traced_all", alias = "traced-all")]
+    #[serde(rename = "traced_all")]
+    TracedAll,
 }
 
 impl Scenario {
@@ -242,6 +296,25 @@ impl Scenario {
     /// pass-through's, and it has no part in the insert series (nothing to serve there).
     pub fn caches(self) -> bool {
         matches!(self, Scenario::Cached | Scenario::CachedByTable)
+    }
+
+    /// Whether the scenario's Sluice traces statements: its CPU per statement and its
+    /// throughput are set against pass-through's (tracing off).
+    pub fn traces(self) -> bool {
+        matches!(self, Scenario::Traced | Scenario::TracedAll)
+    }
+
+    /// The embedded Sluice's part, for the scenarios that have one.
+    pub fn role(self) -> Option<Role> {
+        match self {
+            Scenario::Direct | Scenario::Haproxy => None,
+            Scenario::Passthrough => Some(Role::Passthrough),
+            Scenario::Dedicated => Some(Role::Dedicated),
+            Scenario::Cached => Some(Role::Cached),
+            Scenario::CachedByTable => Some(Role::CachedByTable),
+            Scenario::Traced => Some(Role::Traced),
+            Scenario::TracedAll => Some(Role::TracedAll),
+        }
     }
 
     /// Whether the load goes through a Sluice.
@@ -267,6 +340,8 @@ impl Scenario {
             Scenario::Cached => topology.cached.as_ref(),
             Scenario::CachedByTable => topology.cached_by_table.as_ref(),
             Scenario::Haproxy => topology.haproxy.as_ref(),
+            Scenario::Traced => topology.traced.as_ref(),
+            Scenario::TracedAll => topology.traced_all.as_ref(),
         }
     }
 }
@@ -280,6 +355,8 @@ impl fmt::Display for Scenario {
             Scenario::Cached => "cached",
             Scenario::CachedByTable => "cached-by-table",
             Scenario::Haproxy => "haproxy",
+            Scenario::Traced => "traced",
+            Scenario::TracedAll => "traced-all",
         })
     }
 }
@@ -306,6 +383,10 @@ struct Plan {
     cached_by_table: Option<SluiceTarget>,
     dedicated: Option<SluiceTarget>,
     haproxy: Option<SluiceTarget>,
+    traced: Option<SluiceTarget>,
+    traced_all: Option<SluiceTarget>,
+    /// The receiver the embedded traced Sluices export to, when not a Jaeger of our own.
+    otlp_endpoint: Option<String>,
     /// The HAProxy the embedded run starts, once found.
     haproxy_program: Option<crate::topology::haproxy::Program>,
     max_connections: u32,
@@ -407,6 +488,9 @@ impl Plan {
             cached_by_table: targets.cached_by_table,
             dedicated: targets.dedicated,
             haproxy: targets.haproxy,
+            traced: targets.traced,
+            traced_all: targets.traced_all,
+            otlp_endpoint: args.otlp_endpoint.clone(),
             haproxy_program: None,
             max_connections,
             notes,
@@ -420,6 +504,8 @@ impl Plan {
             && self.cached_by_table.is_none()
             && self.dedicated.is_none()
             && self.haproxy.is_none()
+            && self.traced.is_none()
+            && self.traced_all.is_none()
     }
 
     fn runnable(&self, scenario: Scenario) -> bool {
@@ -484,134 +570,6 @@ impl Plan {
             }
         }
         steps
-    }
-}
-
-/// The existing servers the flags name; all `None` for the embedded topology.
-struct Targets {
-    direct: Option<Target>,
-    passthrough: Option<SluiceTarget>,
-    cached: Option<SluiceTarget>,
-    cached_by_table: Option<SluiceTarget>,
-    dedicated: Option<SluiceTarget>,
-    /// A TCP proxy (the haproxy scenario); its pid, when given, is read like a Sluice's.
-    haproxy: Option<SluiceTarget>,
-}
-
-impl Targets {
-    fn from_args(args: &CacheArgs) -> anyhow::Result<Targets> {
-        let target = |host: &Option<String>, port: Option<u16>| {
-            (host.is_some() || port.is_some()).then(|| Target {
-                host: host.clone().unwrap_or_else(|| "127.0.0.1".into()),
-                port: port.unwrap_or(3306),
-            })
-        };
-        let sluice = |host: &Option<String>, port: Option<u16>, pid: Option<u32>| {
-            target(host, port).map(|target| SluiceTarget { target, pid })
-        };
-        let targets = Targets {
-            direct: target(&args.server.mysql_host, args.server.mysql_port),
-            passthrough: sluice(&args.sluice_host, args.sluice_port, args.sluice_pid),
-            cached: sluice(&args.cached_host, args.cached_port, args.cached_pid),
-            cached_by_table: sluice(
-                &args.cached_by_table_host,
-                args.cached_by_table_port,
-                args.cached_by_table_pid,
-            ),
-            dedicated: sluice(
-                &args.dedicated_host,
-                args.dedicated_port,
-                args.dedicated_pid,
-            ),
-            haproxy: sluice(&args.haproxy_host, args.haproxy_port, args.haproxy_pid),
-        };
-        if args.sluice_pid.is_some() && targets.passthrough.is_none() {
-            bail!("--sluice-pid is for an existing Sluice (--sluice-host/--sluice-port)");
-        }
-        if args.cached_pid.is_some() && targets.cached.is_none() {
-            bail!("--cached-pid is for an existing caching Sluice (--cached-host/--cached-port)");
-        }
-        if args.cached_by_table_pid.is_some() && targets.cached_by_table.is_none() {
-            bail!(
-                "--cached-by-table-pid is for an existing Sluice caching by table \
-                 (--cached-by-table-host/--cached-by-table-port)"
-            );
-        }
-        if args.dedicated_pid.is_some() && targets.dedicated.is_none() {
-            bail!(
-                "--dedicated-pid is for an existing Sluice without multiplexing \
-                 (--dedicated-host/--dedicated-port)"
-            );
-        }
-        if args.haproxy_pid.is_some() && targets.haproxy.is_none() {
-            bail!("--haproxy-pid is for an existing proxy (--haproxy-host/--haproxy-port)");
-        }
-        Ok(targets)
-    }
-
-    fn external(&self) -> bool {
-        self.given().iter().any(|(_, given, _)| *given)
-    }
-
-    /// Each scenario, whether its server is named, and the flags that name it.
-    fn given(&self) -> [(Scenario, bool, &'static str); 6] {
-        [
-            (
-                Scenario::Direct,
-                self.direct.is_some(),
-                "--mysql-host/--mysql-port",
-            ),
-            (
-                Scenario::Passthrough,
-                self.passthrough.is_some(),
-                "--sluice-host/--sluice-port",
-            ),
-            (
-                Scenario::Dedicated,
-                self.dedicated.is_some(),
-                "--dedicated-host/--dedicated-port",
-            ),
-            (
-                Scenario::Cached,
-                self.cached.is_some(),
-                "--cached-host/--cached-port",
-            ),
-            (
-                Scenario::CachedByTable,
-                self.cached_by_table.is_some(),
-                "--cached-by-table-host/--cached-by-table-port",
-            ),
-            (
-                Scenario::Haproxy,
-                self.haproxy.is_some(),
-                "--haproxy-host/--haproxy-port",
-            ),
-        ]
-    }
-
-    /// The scenarios `asked` for, else those whose servers are named, else the default
-    /// three. With existing servers, each scenario needs its own named.
-    fn scenarios(&self, asked: Option<&[Scenario]>) -> anyhow::Result<Vec<Scenario>> {
-        let given = self.given();
-        let scenarios = match asked {
-            Some(list) => dedup(list),
-            None if self.external() => given
-                .iter()
-                .filter_map(|(s, given, _)| given.then_some(*s))
-                .collect(),
-            None => vec![Scenario::Direct, Scenario::Passthrough, Scenario::Cached],
-        };
-        if scenarios.is_empty() {
-            bail!("--scenarios needs at least one scenario");
-        }
-        if self.external() {
-            for (scenario, given, flags) in given {
-                if scenarios.contains(&scenario) && !given {
-                    bail!("the {scenario} scenario needs {flags} when targeting existing servers");
-                }
-            }
-        }
-        Ok(scenarios)
     }
 }
 

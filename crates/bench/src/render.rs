@@ -148,9 +148,11 @@ fn metric_table<'r>(
         .collect();
     let has_direct = scenarios.contains(&Scenario::Direct);
     let caching: Vec<Scenario> = match m.vs_passthrough {
-        Some(_) if scenarios.contains(&Scenario::Passthrough) => {
-            scenarios.iter().copied().filter(|s| s.caches()).collect()
-        }
+        Some(_) if scenarios.contains(&Scenario::Passthrough) => scenarios
+            .iter()
+            .copied()
+            .filter(|s| s.caches() || s.traces())
+            .collect(),
         _ => Vec::new(),
     };
     let mut header = vec!["threads".to_string()];
@@ -222,6 +224,18 @@ fn cost_table<'r>(
     if vs_dedicated {
         header.push("multiplexed CPU ÷ dedicated".to_string());
     }
+    // Tracing's cost: each traced Sluice against passthrough, tracing off.
+    let traced: Vec<Scenario> = scenarios.iter().copied().filter(|s| s.traces()).collect();
+    let vs_passthrough = match scenarios.contains(&Scenario::Passthrough) {
+        true => traced.clone(),
+        false => Vec::new(),
+    };
+    header.extend(
+        vs_passthrough
+            .iter()
+            .map(|s| format!("{s} CPU ÷ passthrough")),
+    );
+    header.extend(traced.iter().map(|s| format!("{s}: spans/query (dropped)")));
     header.extend(scenarios.iter().map(|s| format!("{s}: errors")));
     let rows = threads
         .iter()
@@ -244,6 +258,19 @@ fn cost_table<'r>(
                 cells.push(ratio_cell(
                     passthrough.and_then(|r| r.cpu_ratio_vs_dedicated),
                 ));
+            }
+            for &sc in &vs_passthrough {
+                cells.push(ratio_cell(
+                    row(t, sc).and_then(|r| r.cpu_ratio_vs_passthrough),
+                ));
+            }
+            for &sc in &traced {
+                cells.push(cell(row(t, sc), &|r| {
+                    r.qps.map(|_| match (r.spans_per_query, r.spans_dropped) {
+                        (Some(per), Some(dropped)) => format!("{per:.3} ({dropped})"),
+                        _ => "—".to_string(),
+                    })
+                }));
             }
             for &sc in scenarios {
                 cells.push(cell(row(t, sc), &|r| r.errors.map(|e| e.to_string())));
@@ -482,6 +509,15 @@ fn facts(report: &Report) -> Vec<String> {
                 .to_string(),
         );
     }
+    if s.scenarios.iter().any(|sc| sc.traces()) {
+        facts.push(format!(
+            "traced, traced-all: passthrough in a Sluice with `[tracing]` at `sample_ratio` \
+             {} and 1.0, exporting over OTLP/HTTP (statements carry no caller's \
+             traceparent, so the ratio decides); each one's CPU per query over \
+             passthrough's (tracing off) is the cost table's CPU ÷ passthrough.",
+            crate::topology::TRACED_RATIO
+        ));
+    }
     if s.scenarios.contains(&Scenario::Haproxy) {
         facts.push(
             "haproxy: HAProxy relaying TCP to the same database (no look into the protocol: \
@@ -527,8 +563,10 @@ const LEGEND: &str = "queries/s and total reads: as sysbench counts them over th
     Latency: per event as sysbench reports it (an event is 1 query in oltp_point_select, \
     14 in oltp_read_only, 14 reads and a 4-write transaction in oltp_read_write_split), in \
     ms with sysbench's two decimals. ÷ direct: the scenario's value over direct's at the \
-    same step; ÷ passthrough: a caching scenario's queries/s over passthrough's at the \
-    same step. Sluice CPU µs/query: the Sluice process's user+system CPU time during the \
+    same step; ÷ passthrough: a caching or traced scenario's queries/s (or a traced \
+    one's Sluice CPU) over passthrough's at the same step. spans/query: spans the traced \
+    Sluice exported (its sluice_trace_spans_exported_total) over the queries of the step's \
+    runs, dropped spans in parentheses. Sluice CPU µs/query: the Sluice process's user+system CPU time during the \
     run divided by the queries of the run. errors: sysbench's ignored errors. n/a: the \
     scenario cannot run here; FAILED / skipped: no measurement, reason under the table.";
 

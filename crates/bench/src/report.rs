@@ -12,6 +12,7 @@ use crate::cache::Scenario;
 use crate::document::{csv_field, Document};
 use crate::render;
 use crate::sysbench::{DataSet, PsMode, RunStats, Workload};
+use crate::topology::SpanCount;
 
 /// Everything one `sluice bench` run knows; serialized as results.json.
 #[derive(Debug, Serialize)]
@@ -261,6 +262,9 @@ pub struct RunRecord {
     pub command: String,
     /// The tool's output, relative to the output directory.
     pub output_file: Option<String>,
+    /// Spans a traced Sluice exported and dropped during the run (its /metrics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spans: Option<SpanCount>,
     #[serde(flatten)]
     pub outcome: Outcome<RunStats>,
 }
@@ -337,12 +341,20 @@ pub struct SummaryRow {
     /// dedicated's (`multiplex = false`) at the same step: what multiplexing costs
     /// against a backend connection per client.
     pub cpu_ratio_vs_dedicated: Option<f64>,
+    /// A traced scenario's Sluice CPU per query over passthrough's (tracing off) at
+    /// the same step: what tracing costs.
+    pub cpu_ratio_vs_passthrough: Option<f64>,
+    /// Spans the traced Sluice exported and dropped over the step's runs, and exported
+    /// per query.
+    pub spans_exported: Option<u64>,
+    pub spans_dropped: Option<u64>,
+    pub spans_per_query: Option<f64>,
     /// This scenario's qps over direct's at the same step.
     pub qps_ratio_vs_direct: Option<f64>,
     /// This scenario's average latency over direct's at the same step.
     pub avg_latency_ratio_vs_direct: Option<f64>,
     /// A caching scenario's qps over passthrough's at the same step: what the cache
-    /// gains over the same proxy without it.
+    /// gains over the same proxy without it; a traced one's: what tracing costs.
     pub qps_ratio_vs_passthrough: Option<f64>,
     /// Why there is no number, when there is none.
     pub missing: Option<String>,
@@ -384,6 +396,9 @@ impl Report {
                 summarize_runs(key, &runs, self.settings.unavailable(sc))
             })
             .collect();
+        for row in &mut rows {
+            set_spans(row, &self.runs);
+        }
         set_against(
             &mut rows,
             Scenario::Direct,
@@ -396,10 +411,16 @@ impl Report {
         set_against(
             &mut rows,
             Scenario::Passthrough,
-            |r| r.scenario.caches(),
+            |r| r.scenario.caches() || r.scenario.traces(),
             |row, p| row.qps_ratio_vs_passthrough = ratio(row.qps, p.qps),
         );
         let cpu = |r: &SummaryRow| r.sluice_cpu_us_per_query;
+        set_against(
+            &mut rows,
+            Scenario::Passthrough,
+            |r| r.scenario.traces(),
+            |row, p| row.cpu_ratio_vs_passthrough = ratio(cpu(row), cpu(p)),
+        );
         set_against(
             &mut rows,
             Scenario::Haproxy,
@@ -656,8 +677,35 @@ fn summarize_runs(key: Key, runs: &[&Outcome<RunStats>], unavailable: Option<&st
         qps_ratio_vs_passthrough: None,
         cpu_ratio_vs_haproxy: None,
         cpu_ratio_vs_dedicated: None,
+        cpu_ratio_vs_passthrough: None,
+        spans_exported: None,
+        spans_dropped: None,
+        spans_per_query: None,
         missing,
     }
+}
+
+/// Sets `row`'s span figures from the successful `runs` of its step that counted spans.
+fn set_spans(row: &mut SummaryRow, runs: &[RunRecord]) {
+    let counted: Vec<(SpanCount, u64)> = runs
+        .iter()
+        .filter(|r| {
+            (r.workload, r.ps_mode, r.threads, r.scenario)
+                == (row.workload, row.ps_mode, row.threads, row.scenario)
+        })
+        .filter_map(|r| match (&r.outcome, r.spans) {
+            (Outcome::Ok { stats, .. }, Some(spans)) => Some((spans, stats.queries)),
+            _ => None,
+        })
+        .collect();
+    if counted.is_empty() {
+        return;
+    }
+    let exported: u64 = counted.iter().map(|(s, _)| s.exported).sum();
+    let queries: u64 = counted.iter().map(|(_, q)| q).sum();
+    row.spans_exported = Some(exported);
+    row.spans_dropped = Some(counted.iter().map(|(s, _)| s.dropped).sum());
+    row.spans_per_query = (queries > 0).then(|| exported as f64 / queries as f64);
 }
 
 fn summarize_inserts(

@@ -4,18 +4,23 @@
 //! read from `/proc`.
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
+mod config;
 pub mod haproxy;
 mod process;
+mod traced;
 
+pub(crate) use config::toml_string;
+pub use config::{check_support, sluice_config, Role, TRACED_RATIO};
 pub(crate) use process::{SluiceProcess, Successor};
 use sluice_sandbox::link::{relay_cost, DelayLink, LinkSpec, LinkStats};
 use sluice_sandbox::{self as sandbox, MariaDb, MariaDbOptions};
+pub use traced::SpanCount;
 
 /// A host and port sysbench connects to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +61,12 @@ pub struct EmbeddedOptions {
     pub cached_by_table: bool,
     /// Start a pass-through Sluice with `multiplex = false`.
     pub dedicated: bool,
+    /// Start a pass-through Sluice tracing 1% of statements (traced) and one tracing
+    /// every statement (traced_all), exporting to `otlp_endpoint` or, without one, to a
+    /// Jaeger started for the run.
+    pub traced: bool,
+    pub traced_all: bool,
+    pub otlp_endpoint: Option<String>,
     /// HAProxy (the program) relaying TCP to the database, for the haproxy scenario.
     pub haproxy: Option<haproxy::Program>,
     /// Backend connections each Sluice may open: at least one per client thread, since
@@ -73,39 +84,24 @@ pub struct EmbeddedOptions {
     pub server_cpus: Option<Vec<usize>>,
 }
 
-/// What an embedded Sluice does with reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// No cache rules.
-    Passthrough,
-    /// One rule caching every read, invalidated as this Sluice does by default.
-    Cached,
-    /// The same rule with `by_key = false`: any write to a table drops all its entries,
-    /// as before row-level invalidation.
-    CachedByTable,
-    /// No cache rules and `multiplex = false`: each client keeps a backend connection of
-    /// its own for its whole session, what multiplexing is set against.
-    Dedicated,
-}
-
-impl Role {
-    /// As the scenario is named in the report, its files and its hops.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Passthrough => "passthrough",
-            Role::Cached => "cached",
-            Role::CachedByTable => "cached-by-table",
-            Role::Dedicated => "dedicated",
-        }
-    }
-}
-
 /// A Sluice the benchmark talks to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SluiceTarget {
     pub target: Target,
     /// The process whose CPU time is measured, if known.
     pub pid: Option<u32>,
+}
+
+/// The proxies of existing servers a topology is given, each when there is one.
+#[derive(Debug, Clone, Default)]
+pub struct Proxies {
+    pub passthrough: Option<SluiceTarget>,
+    pub cached: Option<SluiceTarget>,
+    pub cached_by_table: Option<SluiceTarget>,
+    pub dedicated: Option<SluiceTarget>,
+    pub haproxy: Option<SluiceTarget>,
+    pub traced: Option<SluiceTarget>,
+    pub traced_all: Option<SluiceTarget>,
 }
 
 fn micros(d: Duration) -> String {
@@ -129,6 +125,9 @@ pub struct Topology {
     pub dedicated: Option<SluiceTarget>,
     /// A TCP proxy in front of the database (its pid read like a Sluice's).
     pub haproxy: Option<SluiceTarget>,
+    /// Pass-through Sluices tracing 1% and every statement.
+    pub traced: Option<SluiceTarget>,
+    pub traced_all: Option<SluiceTarget>,
     /// How each Sluice was started (embedded runs).
     pub sluice_commands: Vec<String>,
     pub mariadb_version: Option<String>,
@@ -138,6 +137,8 @@ pub struct Topology {
     pub notes: Vec<String>,
     sluices: Vec<SluiceProcess>,
     haproxy_process: Option<haproxy::Haproxy>,
+    /// Where the traced Sluices export, and each one's span counters.
+    tracing: traced::Tracing,
     mariadb: Option<MariaDb>,
     /// The hops between simulated hosts, by what they join.
     links: Vec<(String, DelayLink)>,
@@ -223,6 +224,8 @@ impl Topology {
             cached: None,
             cached_by_table: None,
             dedicated: None,
+            traced: None,
+            traced_all: None,
             haproxy: None,
             sluice_commands: Vec::new(),
             mariadb_version: None,
@@ -230,6 +233,7 @@ impl Topology {
             notes: Vec::new(),
             sluices: Vec::new(),
             haproxy_process: None,
+            tracing: traced::Tracing::default(),
             mariadb: None,
             links: Vec::new(),
             cpus_before: pinned.as_ref().map(|p| p.before.clone()),
@@ -298,11 +302,17 @@ impl Topology {
             granted.unwrap_or(opts.max_connections)
         ));
 
+        if opts.traced || opts.traced_all {
+            topology.tracing = traced::Tracing::start(opts.otlp_endpoint.as_deref())?;
+            topology.description.push(topology.tracing.describe());
+        }
         for (wanted, role) in [
             (opts.passthrough, Role::Passthrough),
             (opts.cached, Role::Cached),
             (opts.cached_by_table, Role::CachedByTable),
             (opts.dedicated, Role::Dedicated),
+            (opts.traced, Role::Traced),
+            (opts.traced_all, Role::TracedAll),
         ] {
             if wanted {
                 topology.start_sluice(opts, creds, backend, role)?;
@@ -327,6 +337,12 @@ impl Topology {
         let port = sandbox::free_port();
         let config = opts.dir.join(format!("sluice-{name}.toml"));
         let mut text = sluice_config(port, backend, creds, opts.pool_max, role);
+        let trace = role
+            .sample_ratio()
+            .map(|ratio| (ratio, self.tracing.settings()));
+        if let Some((ratio, trace)) = &trace {
+            text.push_str(&config::tracing_section(*ratio, trace));
+        }
         text.push_str(&opts.extra_config);
         std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
         let log = opts.dir.join(format!("sluice-{name}.log"));
@@ -350,7 +366,12 @@ impl Topology {
             Role::Cached => &mut self.cached,
             Role::CachedByTable => &mut self.cached_by_table,
             Role::Dedicated => &mut self.dedicated,
+            Role::Traced => &mut self.traced,
+            Role::TracedAll => &mut self.traced_all,
         };
+        if let Some((_, trace)) = trace {
+            self.tracing.watch(role, &trace);
+        }
         *slot = Some(target);
         self.sluices.push(sluice);
         Ok(())
@@ -432,19 +453,21 @@ impl Topology {
     }
 
     /// Servers that already run; checks that each accepts TCP connections.
-    pub fn external(
-        direct: Option<Target>,
-        passthrough: Option<SluiceTarget>,
-        cached: Option<SluiceTarget>,
-        cached_by_table: Option<SluiceTarget>,
-        dedicated: Option<SluiceTarget>,
-        haproxy: Option<SluiceTarget>,
-    ) -> anyhow::Result<Topology> {
+    pub fn external(direct: Option<Target>, proxies: Proxies) -> anyhow::Result<Topology> {
         let mut description = Vec::new();
         if let Some(target) = &direct {
             check_reachable(target, "the direct target (--mysql-host/--mysql-port)")?;
             description.push(format!("database: existing server at {target}"));
         }
+        let Proxies {
+            passthrough,
+            cached,
+            cached_by_table,
+            dedicated,
+            haproxy,
+            traced,
+            traced_all,
+        } = proxies;
         for (sluice, name, flags) in [
             (&passthrough, "passthrough", "--sluice-host/--sluice-port"),
             (&cached, "cached", "--cached-host/--cached-port"),
@@ -455,6 +478,12 @@ impl Topology {
             ),
             (&dedicated, "dedicated", "--dedicated-host/--dedicated-port"),
             (&haproxy, "haproxy", "--haproxy-host/--haproxy-port"),
+            (&traced, "traced", "--traced-host/--traced-port"),
+            (
+                &traced_all,
+                "traced-all",
+                "--traced-all-host/--traced-all-port",
+            ),
         ] {
             let Some(sluice) = sluice else { continue };
             let what = match name {
@@ -476,16 +505,25 @@ impl Topology {
             cached_by_table,
             dedicated,
             haproxy,
+            traced,
+            traced_all,
             sluice_commands: Vec::new(),
             mariadb_version: None,
             description,
             notes: Vec::new(),
             sluices: Vec::new(),
             haproxy_process: None,
+            tracing: traced::Tracing::default(),
             mariadb: None,
             links: Vec::new(),
             cpus_before: None,
         })
+    }
+
+    /// The span counters of the traced Sluice of `role` (its `/metrics`), when this
+    /// topology started it; `None` for the others and for existing servers.
+    pub fn spans(&self, role: Role) -> Option<anyhow::Result<SpanCount>> {
+        self.tracing.read(role)
     }
 
     /// Whether the proxy this topology started with `pid` (a Sluice or HAProxy) still
@@ -519,123 +557,6 @@ impl Drop for Topology {
             }
         }
     }
-}
-
-/// The rule of the cached scenario: every SELECT, kept for longer than any run, as in
-/// the published report ("all reads cached, TTL long enough to never expire").
-const CACHE_ALL_SELECTS: &str = "(?i)^\\s*SELECT\\b";
-
-/// Room for sysbench's hot rows and ranges at the published data size, so that the
-/// cached scenario measures hits rather than evictions.
-const CACHE_BUDGET: &str = "2GiB";
-
-/// The configuration of an embedded Sluice in front of `backend`.
-pub fn sluice_config(
-    port: u16,
-    backend: SocketAddr,
-    creds: &Credentials,
-    pool_max: u32,
-    role: Role,
-) -> String {
-    let cached = matches!(role, Role::Cached | Role::CachedByTable);
-    let mut text = format!(
-        "# Written by `sluice bench` for its {} scenario.\n\
-         [log]\nlevel = \"{}\"\n\n\
-         [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
-         [[users]]\nname = {}\npassword = {}\n\n\
-         [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n\
-         [pool]\nmax_connections = {pool_max}\n{}",
-        role.name(),
-        // A caching Sluice logs its hit and miss counts every 10 s.
-        if cached {
-            "warn,sluice::server=info"
-        } else {
-            "warn"
-        },
-        toml_string(&creds.user),
-        toml_string(&creds.password),
-        // Only the dedicated Sluice names `multiplex`: passthrough keeps this Sluice's
-        // default, so that the two set multiplexing against a connection per client.
-        match role {
-            Role::Dedicated => "multiplex = false\n",
-            _ => "",
-        },
-    );
-    if cached {
-        // Only the by-table Sluice names `by_key`: the cached one keeps this Sluice's
-        // default, so that a build from before the option still runs the cached scenario.
-        let by_key = match role {
-            Role::CachedByTable => "by_key = false\n",
-            _ => "",
-        };
-        text.push_str(&format!(
-            "\n[cache]\nmax_bytes = \"{CACHE_BUDGET}\"\nlog_interval = \"10s\"\n{by_key}\n\
-             [[cache.rules]]\nname = \"every-select\"\nmatch = {}\nttl = \"1d\"\n",
-            toml_string(CACHE_ALL_SELECTS)
-        ));
-    }
-    text
-}
-
-/// Whether `sluice_bin` can take the part of `role`: `sluice check-config` on its
-/// configuration (a cache rule; `by_key = false`). The error is the reason to show in
-/// place of the scenario's results.
-pub fn check_cache_support(
-    sluice_bin: &Path,
-    dir: &Path,
-    creds: &Credentials,
-    role: Role,
-) -> Result<(), String> {
-    let config = dir.join(format!("sluice-{}-check.toml", role.name()));
-    let text = sluice_config(1, SocketAddr::from(([127, 0, 0, 1], 1)), creds, 1, role);
-    std::fs::write(&config, text).map_err(|e| format!("writing {}: {e}", config.display()))?;
-    let out = Command::new(sluice_bin)
-        .arg("check-config")
-        .arg(&config)
-        .stdin(Stdio::null())
-        .output();
-    let _ = std::fs::remove_file(&config);
-    let out = out.map_err(|e| format!("running {} check-config: {e}", sluice_bin.display()))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let said = String::from_utf8_lossy(&out.stderr);
-    // The line that says what is wrong, not the one naming the file and position.
-    let lines: Vec<&str> = said
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let why = lines
-        .iter()
-        .find(|l| l.contains("unknown field") || l.starts_with("- "))
-        .or(lines.last())
-        .map_or("", |l| l.split(", expected").next().unwrap_or(l));
-    Err(match role {
-        Role::CachedByTable => format!(
-            "this Sluice has no row-level invalidation to turn off (its configuration check \
-             rejects `by_key = false`: {why})"
-        ),
-        _ => format!(
-            "this Sluice has no query cache yet (its configuration check rejects a cache \
-             rule: {why})"
-        ),
-    })
-}
-
-/// A TOML basic string.
-pub(crate) fn toml_string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn check_reachable(target: &Target, what: &str) -> anyhow::Result<()> {
@@ -728,59 +649,6 @@ mod tests {
         assert!(cpu_ticks(std::process::id()).unwrap() >= ticks);
         assert!(clock_ticks_per_sec() >= 1);
     }
-
-    /// The configuration an embedded Sluice of `role` gets, parsed.
-    fn config(role: Role) -> toml::Table {
-        let creds = Credentials {
-            user: "sbtest".into(),
-            password: "pw".into(),
-            database: "sbtest".into(),
-            insert_schema: "sluice_slap".into(),
-        };
-        let backend = SocketAddr::from(([127, 0, 0, 1], 3306));
-        sluice_config(6033, backend, &creds, 100, role)
-            .parse()
-            .unwrap()
-    }
-
-    #[test]
-    fn only_the_by_table_sluice_turns_row_level_invalidation_off() {
-        let cache = |t: &toml::Table| t.get("cache").and_then(|c| c.as_table()).cloned();
-        assert_eq!(cache(&config(Role::Passthrough)), None);
-        let cached = cache(&config(Role::Cached)).unwrap();
-        assert_eq!(cached.get("by_key"), None);
-        let by_table = cache(&config(Role::CachedByTable)).unwrap();
-        assert_eq!(by_table.get("by_key"), Some(&toml::Value::Boolean(false)));
-        // Otherwise the same cache: the same rule and budget.
-        let without = |mut t: toml::Table| {
-            t.remove("by_key");
-            t
-        };
-        assert_eq!(without(by_table), cached);
-    }
-
-    #[test]
-    fn only_the_dedicated_sluice_turns_multiplexing_off() {
-        let pool = |t: &toml::Table| t["pool"].as_table().cloned().unwrap();
-        let dedicated = config(Role::Dedicated);
-        // One `[pool]` table, its pool size kept beside the setting.
-        assert_eq!(
-            pool(&dedicated).get("multiplex"),
-            Some(&toml::Value::Boolean(false))
-        );
-        assert_eq!(
-            pool(&dedicated).get("max_connections"),
-            Some(&toml::Value::Integer(100))
-        );
-        // A pass-through Sluice otherwise: no cache, and its log as quiet.
-        assert_eq!(dedicated.get("cache"), None);
-        assert_eq!(dedicated["log"], config(Role::Passthrough)["log"]);
-        for role in [Role::Passthrough, Role::Cached, Role::CachedByTable] {
-            assert_eq!(pool(&config(role)).get("multiplex"), None, "{role:?}");
-        }
-        assert_eq!(Role::Dedicated.name(), "dedicated");
-    }
-
     #[test]
     fn sql_quoting() {
         assert_eq!(sql_string("it's"), "'it''s'");

@@ -27,6 +27,8 @@ mod bench_galera;
 mod bench_routing;
 #[path = "integration/bench_shard.rs"]
 mod bench_shard;
+#[path = "integration/bench_traced.rs"]
+mod bench_traced;
 #[path = "integration/bench_zones.rs"]
 mod bench_zones;
 #[path = "integration/binlog.rs"]

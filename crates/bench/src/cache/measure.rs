@@ -9,16 +9,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 
+use super::cpu::{per_unit, CpuClock};
 use super::progress::Progress;
-use super::{CacheArgs, Plan, Scenario, Step};
+use super::traced::{self, SpanClock};
+use super::{available, CacheArgs, Plan, Scenario, Step};
 use crate::document::{self, Document};
 use crate::mysqlslap::{self, InsertSpec, SlapCommand};
 use crate::report::{
     self, Commands, InsertRecord, InsertStats, Machine, Outcome, Report, RunRecord, Settings,
-    Status, Unavailable,
+    Status,
 };
 use crate::sysbench::{self, Endpoint, RunSpec, SysbenchCommand};
-use crate::topology::{self, Credentials, EmbeddedOptions, Role, Target, Topology};
+use crate::topology::{self, Credentials, EmbeddedOptions, Proxies, SpanCount, Target, Topology};
 use crate::Ran;
 
 /// Runs the benchmark; blocks until done. Results are written (and rewritten after
@@ -48,8 +50,9 @@ fn run_into(args: &CacheArgs, document: &mut Option<Document>) -> anyhow::Result
     std::fs::create_dir_all(out.join("raw"))
         .with_context(|| format!("creating the output directory {}", out.display()))?;
     if plan.embedded() {
-        check_cache_support(&mut plan, args)?;
-        check_haproxy(&mut plan, args);
+        available::check_cache_support(&mut plan, args)?;
+        available::check_haproxy(&mut plan, args);
+        available::check_tracing(&mut plan, args)?;
     }
     for u in &plan.unavailable {
         eprintln!(
@@ -156,52 +159,7 @@ fn run_into(args: &CacheArgs, document: &mut Option<Document>) -> anyhow::Result
     Ok(())
 }
 
-/// Marks the caching scenarios the embedded Sluice cannot run as unavailable, with the
-/// reason. Caching by table needs the cache first, then its `by_key` option.
-fn check_cache_support(plan: &mut Plan, args: &CacheArgs) -> anyhow::Result<()> {
-    let wanted: Vec<Scenario> = plan
-        .scenarios
-        .iter()
-        .copied()
-        .filter(|s| s.caches())
-        .collect();
-    if wanted.is_empty() {
-        return Ok(());
-    }
-    let bin = args.common.sluice_bin()?;
-    let creds = credentials(args);
-    let check = |role| topology::check_cache_support(&bin, &plan.out_dir, &creds, role);
-    let no_cache = check(Role::Cached).err();
-    let mut unavailable = Vec::new();
-    for scenario in wanted {
-        let reason = match (&no_cache, scenario) {
-            (Some(reason), _) => Some(reason.clone()),
-            (None, Scenario::CachedByTable) => check(Role::CachedByTable).err(),
-            (None, _) => None,
-        };
-        if let Some(reason) = reason {
-            unavailable.push(Unavailable { scenario, reason });
-        }
-    }
-    plan.unavailable.extend(unavailable);
-    Ok(())
-}
-
-/// Marks the haproxy scenario unavailable when HAProxy is not here, with what to do.
-fn check_haproxy(plan: &mut Plan, args: &CacheArgs) {
-    if !plan.scenarios.contains(&Scenario::Haproxy) {
-        return;
-    }
-    match crate::topology::haproxy::find(&args.haproxy) {
-        Ok(program) => plan.haproxy_program = Some(program),
-        Err(e) => plan.unavailable.push(Unavailable {
-            scenario: Scenario::Haproxy,
-            reason: format!("{e:#}"),
-        }),
-    }
-}
-
-fn credentials(args: &CacheArgs) -> Credentials {
+pub(super) fn credentials(args: &CacheArgs) -> Credentials {
     Credentials {
         user: args.server.mysql_user.clone(),
         password: args.server.mysql_password.clone(),
@@ -289,6 +247,7 @@ impl Bench<'_> {
         }
 
         let result = self.run_steps(steps, &mut topology, &creds);
+        self.span_totals(&topology);
         for (name, s) in topology.link_stats() {
             // How far a busy machine kept the hops from their delay.
             self.report.notes.push(format!(
@@ -322,24 +281,34 @@ impl Bench<'_> {
         result
     }
 
+    /// The span counters of each traced Sluice at the end of the run, as notes.
+    fn span_totals(&mut self, topology: &Topology) {
+        let notes = traced::totals(topology, &self.plan.scenarios);
+        self.report.notes.extend(notes);
+    }
+
     /// The servers of the run: started (embedded), or checked (external).
     fn topology(&self, creds: &Credentials) -> anyhow::Result<Topology> {
         let (args, plan) = (self.args, self.plan);
         if !plan.embedded() {
-            return Topology::external(
-                plan.direct.clone(),
-                plan.passthrough.clone(),
-                plan.cached.clone(),
-                plan.cached_by_table.clone(),
-                plan.dedicated.clone(),
-                plan.haproxy.clone(),
-            );
+            let proxies = Proxies {
+                passthrough: plan.passthrough.clone(),
+                cached: plan.cached.clone(),
+                cached_by_table: plan.cached_by_table.clone(),
+                dedicated: plan.dedicated.clone(),
+                haproxy: plan.haproxy.clone(),
+                traced: plan.traced.clone(),
+                traced_all: plan.traced_all.clone(),
+            };
+            return Topology::external(plan.direct.clone(), proxies);
         }
         let sluices: Vec<String> = [
             Scenario::Passthrough,
             Scenario::Cached,
             Scenario::CachedByTable,
             Scenario::Dedicated,
+            Scenario::Traced,
+            Scenario::TracedAll,
         ]
         .into_iter()
         .filter(|s| plan.runnable(*s))
@@ -361,6 +330,9 @@ impl Bench<'_> {
                 cached: plan.runnable(Scenario::Cached),
                 cached_by_table: plan.runnable(Scenario::CachedByTable),
                 dedicated: plan.runnable(Scenario::Dedicated),
+                traced: plan.runnable(Scenario::Traced),
+                traced_all: plan.runnable(Scenario::TracedAll),
+                otlp_endpoint: plan.otlp_endpoint.clone(),
                 haproxy: plan
                     .haproxy_program
                     .clone()
@@ -418,10 +390,13 @@ impl Bench<'_> {
                 )),
                 Some(_) => None,
             };
+            let mut spans = None;
             let (command, output_file, outcome) = match (skip, target) {
                 (None, Some((target, pid))) => {
+                    let counted = SpanClock::start(topology, step.scenario());
                     let (command, file, outcome) =
                         self.run_one(step, &label, &target, pid, &progress, creds);
+                    spans = counted.since(topology);
                     let outcome = match outcome {
                         Measured::Failed(mut error) if pid.is_some() => {
                             if let Err(ended) = topology.check_proxy(pid) {
@@ -442,7 +417,7 @@ impl Bench<'_> {
                     (String::new(), None, Measured::Skipped(reason))
                 }
             };
-            self.record(step, command, output_file, outcome);
+            self.record(step, command, output_file, outcome, spans);
             self.report.write(self.out)?;
         }
         Ok(())
@@ -635,12 +610,22 @@ impl Bench<'_> {
     }
 
     /// Adds a run to the report and prints its result.
-    fn record(&mut self, step: &Step, command: String, output_file: Option<String>, m: Measured) {
+    fn record(
+        &mut self,
+        step: &Step,
+        command: String,
+        output_file: Option<String>,
+        m: Measured,
+        spans: Option<SpanCount>,
+    ) {
         if !matches!(&m, Measured::Skipped(r) if r.starts_with("interrupted")) {
             eprintln!(
                 "    {}",
                 m.describe(step.scenario().proxy().unwrap_or("Sluice"))
             );
+            if let Some(s) = spans {
+                eprintln!("    {} spans exported, {} dropped", s.exported, s.dropped);
+            }
         }
         match *step {
             Step::Sysbench {
@@ -657,6 +642,7 @@ impl Bench<'_> {
                 repetition,
                 command,
                 output_file,
+                spans,
                 outcome: match m {
                     Measured::Sysbench(stats, cpu) => Outcome::Ok {
                         stats,
@@ -735,31 +721,6 @@ impl Measured {
     }
 }
 
-/// A process's CPU clock read before a run, for the ticks it used during it.
-struct CpuClock {
-    pid: Option<u32>,
-    before: Option<u64>,
-}
-
-impl CpuClock {
-    fn start(pid: Option<u32>) -> CpuClock {
-        CpuClock {
-            pid,
-            before: pid.and_then(|p| topology::cpu_ticks(p).ok()),
-        }
-    }
-
-    fn ticks(&self) -> Option<u64> {
-        let after = topology::cpu_ticks(self.pid?).ok()?;
-        Some(after.saturating_sub(self.before?))
-    }
-}
-
-/// CPU ticks spread over `units` (queries, rows), in µs each.
-fn per_unit(ticks: u64, clk_tck: u64, units: u64) -> Option<f64> {
-    (units > 0).then(|| ticks as f64 * 1e6 / clk_tck as f64 / units as f64)
-}
-
 /// Sets the returned flag on Ctrl-C, so the run stops after the current step and
 /// still writes its report. A second Ctrl-C exits at once.
 fn watch_interrupt() -> Arc<AtomicBool> {
@@ -784,15 +745,4 @@ fn watch_interrupt() -> Arc<AtomicBool> {
         });
     });
     flag
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formatting() {
-        assert_eq!(per_unit(250, 100, 1000), Some(2500.0));
-        assert_eq!(per_unit(250, 100, 0), None);
-    }
 }

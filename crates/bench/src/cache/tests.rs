@@ -555,3 +555,80 @@ fn an_existing_dedicated_sluice_needs_its_flags() {
     assert!(plan(&["--hosts", "--dedicated-port", "6036"]).is_err());
     assert!(plan(&["--server-cpus", "0", "--dedicated-host", "db"]).is_err());
 }
+
+#[test]
+fn tracing_runs_only_when_asked_for_and_takes_its_turn_beside_passthrough() {
+    use Scenario::*;
+    assert!(!plan(&[]).unwrap().scenarios.iter().any(|s| s.traces()));
+    let p = plan(&[
+        "--scenarios",
+        "passthrough,traced,traced_all",
+        "--workloads",
+        "oltp_point_select,oltp_read_write_split",
+        "--threads",
+        "16",
+        "--repeat",
+        "2",
+    ])
+    .unwrap();
+    assert!(p.embedded());
+    assert_eq!(p.otlp_endpoint, None);
+    let turns: Vec<(Workload, Scenario)> = order(&p).into_iter().map(|s| (s.0, s.4)).collect();
+    let round = |w| [(w, Passthrough), (w, Traced), (w, TracedAll)];
+    let point = round(Workload::OltpPointSelect);
+    let split = round(Workload::OltpReadWriteSplit);
+    assert_eq!(turns, [point, point, split, split].concat());
+    assert!(Traced.is_sluice() && !Traced.caches() && Traced.traces());
+    assert!(!Passthrough.traces() && !Cached.traces());
+    assert_eq!(TracedAll.to_string(), "traced-all");
+    assert_eq!(serde_json::to_string(&TracedAll).unwrap(), "\"traced_all\"");
+    assert_eq!(TracedAll.role(), Some(Role::TracedAll));
+    assert_eq!(Role::Traced.sample_ratio(), Some(0.01));
+    assert_eq!(Role::TracedAll.sample_ratio(), Some(1.0));
+    assert_eq!(Role::Passthrough.sample_ratio(), None);
+    // An existing receiver instead of a Jaeger of the benchmark's own.
+    let p = plan(&[
+        "--scenarios",
+        "passthrough,traced",
+        "--otlp-endpoint",
+        "http://127.0.0.1:4318",
+    ])
+    .unwrap();
+    assert!(p.embedded());
+    assert_eq!(p.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+}
+
+#[test]
+fn existing_traced_sluices_need_their_flags() {
+    use Scenario::*;
+    let p = plan(&[
+        "--sluice-port",
+        "6033",
+        "--traced-port",
+        "6037",
+        "--traced-pid",
+        "46",
+        "--traced-all-port",
+        "6038",
+    ])
+    .unwrap();
+    assert!(!p.embedded());
+    assert_eq!(p.scenarios, [Passthrough, Traced, TracedAll]);
+    assert_eq!(
+        p.traced.as_ref().map(|t| (t.target.port, t.pid)),
+        Some((6037, Some(46)))
+    );
+    assert_eq!(p.traced_all.as_ref().map(|t| t.target.port), Some(6038));
+    let err = plan(&["--sluice-port", "6033", "--scenarios", "passthrough,traced"]).unwrap_err();
+    assert!(err.to_string().contains("--traced-host"), "{err}");
+    let err = plan(&["--sluice-port", "6033", "--scenarios", "traced_all"]).unwrap_err();
+    assert!(err.to_string().contains("--traced-all-host"), "{err}");
+    let err = plan(&["--traced-pid", "46"]).unwrap_err();
+    assert!(err.to_string().contains("--traced-host"), "{err}");
+    let err = plan(&["--traced-all-pid", "46"]).unwrap_err();
+    assert!(err.to_string().contains("--traced-all-host"), "{err}");
+    // An existing traced Sluice exports where its own configuration says.
+    assert!(plan(&["--traced-port", "6037", "--otlp-endpoint", "http://x:4318"]).is_err());
+    assert!(plan(&["--demo", "--traced-port", "6037"]).is_err());
+    assert!(plan(&["--hosts", "--traced-all-port", "6038"]).is_err());
+}

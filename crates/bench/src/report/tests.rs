@@ -62,6 +62,7 @@ pub(crate) fn record(
         repetition: rep,
         command: format!("sysbench oltp_read_only --threads={threads} run # {scenario}"),
         output_file: None,
+        spans: None,
         outcome,
     }
 }

@@ -83,6 +83,17 @@ impl AdminApi {
 }
 
 impl AdminApi {
+    /// `GET path`, answered 200 with text (`/metrics`).
+    pub(crate) fn get_text(&self, path: &str) -> anyhow::Result<String> {
+        let (status, body) = self
+            .get(path)
+            .with_context(|| format!("asking Sluice's admin API for {path}"))?;
+        if status != 200 {
+            bail!("{path} answered {status}: {body}");
+        }
+        Ok(body)
+    }
+
     /// `GET path`, answered 200 with JSON.
     pub(crate) fn get_json(&self, path: &str) -> anyhow::Result<Value> {
         let (status, body) = self

@@ -14,7 +14,7 @@ use crate::support::proxy::{User, SLUICE_BIN};
 use crate::support::{dedicated_server, free_port, Config, MariaDbOptions, Sluice};
 
 /// Runs `sluice bench cache ARGS --out DIR`, killing it after `limit`.
-fn bench(args: &[&str], out: &Path, limit: Duration) -> Output {
+pub(crate) fn bench(args: &[&str], out: &Path, limit: Duration) -> Output {
     run_bench(&[&["cache"], args].concat(), out, limit)
 }
 
@@ -54,7 +54,7 @@ fn run_bench(args: &[&str], out: &Path, limit: Duration) -> Output {
     output
 }
 
-fn text(o: &Output) -> String {
+pub(crate) fn text(o: &Output) -> String {
     format!(
         "status {}\n--- stdout\n{}\n--- stderr\n{}",
         o.status,
@@ -63,12 +63,12 @@ fn text(o: &Output) -> String {
     )
 }
 
-fn results(out: &Path) -> Value {
+pub(crate) fn results(out: &Path) -> Value {
     let json = std::fs::read_to_string(out.join("results.json")).expect("results.json written");
     serde_json::from_str(&json).expect("results.json is JSON")
 }
 
-fn rows<'a>(results: &'a Value, key: &str) -> &'a Vec<Value> {
+pub(crate) fn rows<'a>(results: &'a Value, key: &str) -> &'a Vec<Value> {
     results[key].as_array().expect("an array")
 }
 

@@ -1,0 +1,120 @@
+//! `sluice bench cache` beyond its thread ramp: the traced scenarios (pass-through
+//! Sluices tracing 1% and every statement to a real Jaeger the benchmark starts, set
+//! against passthrough with tracing off). Short runs against real servers; the figures
+//! themselves are in docs/BENCHMARKS.md.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::bench::{bench, results, rows, text};
+use crate::support::proxy::SLUICE_BIN;
+
+/// One small step: point selects on one table of 100 rows.
+const SMALL: [&str; 8] = [
+    "--workloads",
+    "oltp_point_select",
+    "--tables",
+    "1",
+    "--table-size",
+    "100",
+    "--sluice-bin",
+    SLUICE_BIN,
+];
+
+/// The summary row of `scenario` (one step in these runs).
+fn summary(r: &Value, scenario: &str) -> Value {
+    rows(r, "summary")
+        .iter()
+        .find(|x| x["scenario"] == scenario)
+        .unwrap_or_else(|| panic!("no {scenario} summary: {r}"))
+        .clone()
+}
+
+/// The traced Sluices take their turn beside passthrough; the one tracing every
+/// statement really exports (its /metrics counts spans the receiver accepted, none
+/// dropped); each one's CPU per query is set against passthrough's; the Jaeger the
+/// benchmark started is gone with it.
+#[test]
+fn traced_scenarios_export_to_a_real_receiver() {
+    sluice_sandbox::jaeger::jaeger_path().expect("Jaeger for the traced scenarios (make deps)");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let args = [
+        &[
+            "--scenarios",
+            "passthrough,traced,traced_all",
+            "--threads",
+            "2",
+            "--duration",
+            "2s",
+        ][..],
+        &SMALL,
+    ]
+    .concat();
+    let output = bench(&args, &out, Duration::from_secs(180));
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{t}");
+    assert_eq!(rows(&r["settings"], "unavailable").len(), 0, "{t}");
+    let order: Vec<&str> = rows(&r, "runs")
+        .iter()
+        .map(|x| x["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(order, ["passthrough", "traced", "traced_all"]);
+
+    let all = summary(&r, "traced_all");
+    assert!(all["qps"].as_f64().is_some_and(|q| q > 0.0), "{all}");
+    assert_eq!(all["errors"], 0, "{all}");
+    // Every statement traced: at least a span for most of them, and none lost.
+    assert!(
+        all["spans_per_query"].as_f64().is_some_and(|s| s > 0.5),
+        "traced_all exported too few spans: {all}\n{t}"
+    );
+    assert_eq!(all["spans_dropped"], 0, "{all}");
+    for scenario in ["traced", "traced_all"] {
+        let row = summary(&r, scenario);
+        assert!(
+            row["cpu_ratio_vs_passthrough"]
+                .as_f64()
+                .is_some_and(|c| c > 0.0),
+            "{row}"
+        );
+        assert!(row["qps_ratio_vs_passthrough"].as_f64().is_some(), "{row}");
+    }
+    let one_percent = summary(&r, "traced");
+    assert!(
+        one_percent["spans_exported"].as_u64().is_some(),
+        "{one_percent}"
+    );
+    let notes = rows(&r, "notes");
+    let end = notes
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.starts_with("traced-all: Sluice's /metrics at the end"))
+        .unwrap_or_else(|| panic!("no span totals among the notes: {t}"));
+    assert!(!end.contains(": 0 spans exported"), "{end}");
+
+    let config = std::fs::read_to_string(out.join("sluice-traced-all.toml")).unwrap();
+    assert!(config.contains("sample_ratio = 1.0"), "{config}");
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("traced-all CPU ÷ passthrough"), "{md}");
+    assert!(md.contains("traced-all: spans/query (dropped)"), "{md}");
+    // The receiver stopped with the benchmark.
+    let line = rows(&r, "topology")
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|l| l.starts_with("Trace receiver: Jaeger"))
+        .unwrap_or_else(|| panic!("no Jaeger in the topology: {t}"));
+    let pid: u32 = line
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "Jaeger ({pid}) still runs after the benchmark"
+    );
+}
