@@ -9,7 +9,8 @@
 //! pass-through Sluice with multiplexing off (dedicated), a backend connection per
 //! client, which sets what multiplexing costs against what it replaces; and pass-through
 //! Sluices tracing 1% (traced) and every statement (traced_all) to a real receiver, set
-//! against passthrough (tracing off).
+//! against passthrough (tracing off). When the cached scenario runs, the report also says
+//! how stale its cache is after a commit made straight on the database ([`staleness`]).
 //!
 //! This module turns the flags into a [`Plan`]; [`measure`] runs it, filing every run in
 //! a [`Report`](crate::report::Report) that [`render`](crate::render) presents.
@@ -18,6 +19,7 @@ mod available;
 mod cpu;
 mod measure;
 mod progress;
+pub mod staleness;
 mod targets;
 mod traced;
 
@@ -200,6 +202,9 @@ pub struct CacheArgs {
     /// Process id of that Sluice, to measure its CPU time per query.
     #[arg(long, value_name = "PID")]
     pub traced_all_pid: Option<u32>,
+
+    #[command(flatten)]
+    pub staleness: staleness::StalenessArgs,
 
     /// Schema the insert series creates, fills and drops: never one that holds data.
     #[arg(long, default_value = "sluice_slap")]
@@ -390,6 +395,8 @@ struct Plan {
     /// The HAProxy the embedded run starts, once found.
     haproxy_program: Option<crate::topology::haproxy::Program>,
     max_connections: u32,
+    /// The staleness measurement, when the cached scenario runs and it is not skipped.
+    staleness: Option<staleness::Settings>,
     notes: Vec<String>,
 }
 
@@ -471,6 +478,7 @@ impl Plan {
             .out
             .clone()
             .unwrap_or_else(|| args.common.out_dir("cache", now));
+        let stale = staleness::Settings::resolve(&args.staleness, demo, &scenarios)?;
         Ok(Plan {
             scenarios,
             unavailable: Vec::new(),
@@ -493,6 +501,7 @@ impl Plan {
             otlp_endpoint: args.otlp_endpoint.clone(),
             haproxy_program: None,
             max_connections,
+            staleness: stale,
             notes,
         })
     }

@@ -22,6 +22,9 @@ pub fn sections(report: &Report) -> Vec<Section> {
     if s.insert.is_some() && s.workloads.contains(&Workload::Insert) {
         out.push(insert_section(report));
     }
+    if let Some(staleness) = &report.staleness {
+        out.push(crate::report::staleness::section(staleness));
+    }
     out
 }
 

@@ -14,6 +14,8 @@ use crate::render;
 use crate::sysbench::{DataSet, PsMode, RunStats, Workload};
 use crate::topology::SpanCount;
 
+pub mod staleness;
+
 /// Everything one `sluice bench` run knows; serialized as results.json.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -36,6 +38,8 @@ pub struct Report {
     pub summary: Vec<SummaryRow>,
     /// Derived from `inserts` when the report is written.
     pub insert_summary: Vec<InsertRow>,
+    /// How stale the cache is after a direct commit, once measured.
+    pub staleness: Option<staleness::Staleness>,
 }
 
 /// How far the benchmark got.
@@ -570,7 +574,14 @@ impl Report {
 
     /// Writes the report's files into `dir` (see [`Document::write`]).
     pub fn write(&mut self, dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
-        self.document().write(dir)
+        let mut paths = self.document().write(dir)?;
+        if let Some(staleness) = &self.staleness {
+            let path = dir.join("staleness.csv");
+            std::fs::write(&path, staleness::csv(staleness))
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+            paths.push(path);
+        }
+        Ok(paths)
     }
 }
 

@@ -67,6 +67,9 @@ pub struct EmbeddedOptions {
     pub traced: bool,
     pub traced_all: bool,
     pub otlp_endpoint: Option<String>,
+    /// The caching Sluices tail the database's binlog (`[cache.binlog]`), so that a
+    /// write straight to the database drops their entries.
+    pub binlog: bool,
     /// HAProxy (the program) relaying TCP to the database, for the haproxy scenario.
     pub haproxy: Option<haproxy::Program>,
     /// Backend connections each Sluice may open: at least one per client thread, since
@@ -265,6 +268,11 @@ impl Topology {
             for db in [&database, &insert_schema] {
                 setup.push(format!("GRANT ALL ON {db}.* TO {user}@'{host}'"));
             }
+            // What a caching Sluice's binlog reader needs (REPLICATION CLIENT is BINLOG
+            // MONITOR from MariaDB 10.5 on, for SHOW MASTER STATUS).
+            setup.push(format!(
+                "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {user}@'{host}'"
+            ));
         }
         for sql in &setup {
             db.execute(sql).with_context(|| {
@@ -337,6 +345,9 @@ impl Topology {
         let port = sandbox::free_port();
         let config = opts.dir.join(format!("sluice-{name}.toml"));
         let mut text = sluice_config(port, backend, creds, opts.pool_max, role);
+        if opts.binlog && role.caches() {
+            text.push_str(&config::binlog_section(creds, role));
+        }
         let trace = role
             .sample_ratio()
             .map(|ratio| (ratio, self.tracing.settings()));

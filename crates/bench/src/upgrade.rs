@@ -291,6 +291,7 @@ fn measure(
             traced: false,
             traced_all: false,
             otlp_endpoint: None,
+            binlog: false,
             haproxy: None,
             pool_max: pool,
             sluice_bin: args.common.sluice_bin()?,

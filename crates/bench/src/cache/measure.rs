@@ -12,7 +12,7 @@ use anyhow::{bail, Context};
 use super::cpu::{per_unit, CpuClock};
 use super::progress::Progress;
 use super::traced::{self, SpanClock};
-use super::{available, CacheArgs, Plan, Scenario, Step};
+use super::{available, staleness, CacheArgs, Plan, Scenario, Step};
 use crate::document::{self, Document};
 use crate::mysqlslap::{self, InsertSpec, SlapCommand};
 use crate::report::{
@@ -106,6 +106,7 @@ fn run_into(args: &CacheArgs, document: &mut Option<Document>) -> anyhow::Result
         inserts: Vec::new(),
         summary: Vec::new(),
         insert_summary: Vec::new(),
+        staleness: None,
     };
     report.write(&out)?;
 
@@ -246,7 +247,10 @@ impl Bench<'_> {
             eprintln!("  prepared in {:.1}s", t.elapsed().as_secs_f64());
         }
 
-        let result = self.run_steps(steps, &mut topology, &creds);
+        let mut result = self.run_steps(steps, &mut topology, &creds);
+        if result.is_ok() && !self.interrupted.load(Ordering::SeqCst) {
+            result = self.staleness(&topology, &creds);
+        }
         self.span_totals(&topology);
         for (name, s) in topology.link_stats() {
             // How far a busy machine kept the hops from their delay.
@@ -279,6 +283,21 @@ impl Bench<'_> {
         }
         drop(topology);
         result
+    }
+
+    /// How stale the caching Sluice is after a direct commit, when the plan asks for it;
+    /// filed in the report, which is written again.
+    fn staleness(&mut self, topology: &Topology, creds: &Credentials) -> anyhow::Result<()> {
+        let Some(settings) = &self.plan.staleness else {
+            return Ok(());
+        };
+        let found = staleness::measure(settings, topology, creds);
+        if let Some(missing) = &found.missing {
+            eprintln!("staleness not measured: {missing}");
+        }
+        self.report.staleness = Some(found);
+        self.report.write(self.out)?;
+        Ok(())
     }
 
     /// The span counters of each traced Sluice at the end of the run, as notes.
@@ -333,6 +352,7 @@ impl Bench<'_> {
                 traced: plan.runnable(Scenario::Traced),
                 traced_all: plan.runnable(Scenario::TracedAll),
                 otlp_endpoint: plan.otlp_endpoint.clone(),
+                binlog: true,
                 haproxy: plan
                     .haproxy_program
                     .clone()

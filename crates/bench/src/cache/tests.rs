@@ -578,6 +578,8 @@ fn tracing_runs_only_when_asked_for_and_takes_its_turn_beside_passthrough() {
     let point = round(Workload::OltpPointSelect);
     let split = round(Workload::OltpReadWriteSplit);
     assert_eq!(turns, [point, point, split, split].concat());
+    // No cached scenario: nothing to measure the staleness of.
+    assert_eq!(p.staleness, None);
     assert!(Traced.is_sluice() && !Traced.caches() && Traced.traces());
     assert!(!Passthrough.traces() && !Cached.traces());
     assert_eq!(TracedAll.to_string(), "traced-all");
@@ -631,4 +633,21 @@ fn existing_traced_sluices_need_their_flags() {
     assert!(plan(&["--traced-port", "6037", "--otlp-endpoint", "http://x:4318"]).is_err());
     assert!(plan(&["--demo", "--traced-port", "6037"]).is_err());
     assert!(plan(&["--hosts", "--traced-all-port", "6038"]).is_err());
+}
+
+#[test]
+fn staleness_is_measured_once_with_the_cached_scenario() {
+    let p = plan(&[]).unwrap();
+    assert_eq!(
+        p.staleness,
+        Some(staleness::Settings {
+            samples: 200,
+            timeout: Duration::from_secs(5)
+        })
+    );
+    assert_eq!(plan(&["--demo"]).unwrap().staleness.unwrap().samples, 50);
+    assert_eq!(plan(&["--skip-staleness"]).unwrap().staleness, None);
+    let p = plan(&["--scenarios", "direct,passthrough"]).unwrap();
+    assert_eq!(p.staleness, None);
+    assert!(plan(&["--staleness-samples", "0"]).is_err());
 }

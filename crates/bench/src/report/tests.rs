@@ -38,6 +38,7 @@ pub(crate) fn report() -> Report {
         inserts: vec![],
         summary: vec![],
         insert_summary: vec![],
+        staleness: None,
     }
 }
 

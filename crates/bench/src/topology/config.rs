@@ -114,6 +114,22 @@ pub fn sluice_config(
     text
 }
 
+/// The `[cache.binlog]` section of a caching Sluice: it tails the database's binlog as
+/// the benchmark user, so that a write straight to the database (not through this
+/// Sluice) drops the entries it changes. Each caching Sluice registers with a replica
+/// server id of its own: the database drops a replica when another takes its id.
+pub fn binlog_section(creds: &Credentials, role: Role) -> String {
+    let server_id: u32 = match role {
+        Role::CachedByTable => 4_026_531_842,
+        _ => 4_026_531_841,
+    };
+    format!(
+        "\n[cache.binlog]\nuser = {}\npassword = {}\nserver_id = {server_id}\n",
+        toml_string(&creds.user),
+        toml_string(&creds.password),
+    )
+}
+
 /// Where a traced Sluice sends its spans and how its span counters are read.
 #[derive(Debug, Clone)]
 pub struct TraceSettings {
@@ -138,7 +154,7 @@ pub fn tracing_section(ratio: f64, trace: &TraceSettings) -> String {
 }
 
 /// Whether `sluice_bin` can take the part of `role`: `sluice check-config` on its
-/// configuration (a cache rule; `by_key = false`; `[tracing]`). The
+/// configuration (a cache rule tailing the binlog; `by_key = false`; `[tracing]`). The
 /// error is the reason to show in place of the scenario's results.
 pub fn check_support(
     sluice_bin: &Path,
@@ -148,6 +164,9 @@ pub fn check_support(
 ) -> Result<(), String> {
     let config = dir.join(format!("sluice-{}-check.toml", role.name()));
     let mut text = sluice_config(1, SocketAddr::from(([127, 0, 0, 1], 1)), creds, 1, role);
+    if role.caches() {
+        text.push_str(&binlog_section(creds, role));
+    }
     if let Some(ratio) = role.sample_ratio() {
         let trace = TraceSettings {
             endpoint: "http://127.0.0.1:4318".into(),
@@ -269,6 +288,25 @@ mod tests {
             assert_eq!(pool(&config(role)).get("multiplex"), None, "{role:?}");
         }
         assert_eq!(Role::Dedicated.name(), "dedicated");
+    }
+
+    #[test]
+    fn each_caching_sluice_tails_the_binlog_under_an_id_of_its_own() {
+        let creds = creds();
+        let id = |role| {
+            let text =
+                sluice_config(6033, backend(), &creds, 100, role) + &binlog_section(&creds, role);
+            let config: toml::Table = text.parse().unwrap();
+            let binlog = config["cache"]["binlog"].as_table().cloned().unwrap();
+            assert_eq!(binlog["user"].as_str(), Some("sbtest"), "{role:?}");
+            assert_eq!(binlog["password"].as_str(), Some("pw"), "{role:?}");
+            // The rule is still there beside it.
+            assert!(config["cache"]["rules"]
+                .as_array()
+                .is_some_and(|r| r.len() == 1));
+            binlog["server_id"].as_integer().unwrap()
+        };
+        assert_ne!(id(Role::Cached), id(Role::CachedByTable));
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! `sluice bench cache` beyond its thread ramp: the traced scenarios (pass-through
 //! Sluices tracing 1% and every statement to a real Jaeger the benchmark starts, set
-//! against passthrough with tracing off). Short runs against real servers; the figures
-//! themselves are in docs/BENCHMARKS.md.
+//! against passthrough with tracing off) and the cache's staleness after a commit made
+//! straight on the database. Short runs against real servers; the figures themselves
+//! are in docs/BENCHMARKS.md.
 
 use std::time::Duration;
 
@@ -117,4 +118,67 @@ fn traced_scenarios_export_to_a_real_receiver() {
         !std::path::Path::new(&format!("/proc/{pid}")).exists(),
         "Jaeger ({pid}) still runs after the benchmark"
     );
+}
+
+/// With the cached scenario, the report says how long a commit made straight on the
+/// database stays unseen through the caching Sluice (its binlog reader invalidates the
+/// entry) and through passthrough: every sample sees the new value before its timeout
+/// (a cache that never invalidated would time out), in every output.
+#[test]
+fn staleness_after_a_direct_commit_is_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let args = [
+        &[
+            "--scenarios",
+            "direct,passthrough,cached",
+            "--threads",
+            "1",
+            "--duration",
+            "1s",
+            "--staleness-samples",
+            "20",
+            "--staleness-timeout",
+            "3s",
+        ][..],
+        &SMALL,
+    ]
+    .concat();
+    let output = bench(&args, &out, Duration::from_secs(180));
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    let staleness = &r["staleness"];
+    assert_eq!(staleness["missing"], Value::Null, "{t}");
+    assert_eq!(staleness["samples"], 20, "{staleness}");
+    let series = rows(staleness, "series");
+    let through: Vec<&str> = series
+        .iter()
+        .map(|s| s["scenario"].as_str().unwrap())
+        .collect();
+    assert_eq!(through, ["cached", "passthrough"], "{staleness}");
+    for s in series {
+        assert_eq!(s["timeouts"], 0, "samples timed out: {s}\n{t}");
+        assert_eq!(s["seen"], 20, "{s}");
+        assert_eq!(s["stopped"], Value::Null, "{s}");
+        let figure = |key: &str| s[key].as_f64().unwrap_or_else(|| panic!("no {key}: {s}"));
+        let (p50, p99, max) = (figure("p50_ms"), figure("p99_ms"), figure("max_ms"));
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{s}");
+        assert!(max < 3000.0, "{s}");
+    }
+    // Through passthrough the first read after the commit sees it.
+    assert_eq!(series[1]["stale_reads_max"], 0, "{staleness}");
+
+    let md = std::fs::read_to_string(out.join("results.md")).unwrap();
+    assert!(md.contains("Cache staleness after a direct commit"), "{md}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("Cache staleness after a direct commit"));
+    let csv = std::fs::read_to_string(out.join("staleness.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(
+        csv.lines().nth(1).unwrap().starts_with("cached,20,0,"),
+        "{csv}"
+    );
+    let config = std::fs::read_to_string(out.join("sluice-cached.toml")).unwrap();
+    assert!(config.contains("[cache.binlog]"), "{config}");
 }
