@@ -43,6 +43,12 @@ pub(super) fn totals(topology: &Topology, scenarios: &[Scenario]) -> Vec<String>
         .filter_map(|&s| {
             let read = topology.spans(s.role()?)?;
             Some(match read {
+                Ok(count) if count.exported == 0 && count.dropped > 0 => format!(
+                    "{s}: **no span reached the receiver**, {} dropped \
+                     (sluice_trace_spans_dropped_total): its CPU figures are those of \
+                     tracing without export; see the receiver and the Sluice's log",
+                    crate::report::thousands(count.dropped)
+                ),
                 Ok(count) => format!(
                     "{s}: Sluice's /metrics at the end of the run: {} spans exported \
                      (sluice_trace_spans_exported_total), {} dropped \
