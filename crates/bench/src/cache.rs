@@ -408,17 +408,7 @@ impl Plan {
         let scenarios = targets.scenarios(args.scenarios.as_deref())?;
 
         let demo = args.common.demo;
-        let default_workloads: &[Workload] = if demo {
-            &[Workload::OltpReadOnly, Workload::OltpPointSelect]
-        } else {
-            &[
-                Workload::OltpReadOnly,
-                Workload::OltpPointSelect,
-                Workload::OltpReadWriteSplit,
-                Workload::Insert,
-            ]
-        };
-        let workloads = dedup(args.workloads.as_deref().unwrap_or(default_workloads));
+        let workloads = dedup(args.workloads.as_deref().unwrap_or(default_workloads(demo)));
         let ps_modes = dedup(args.ps_modes.as_deref().unwrap_or(&[PsMode::Auto]));
         let Resolved {
             threads,
@@ -605,6 +595,19 @@ impl Step {
         match *self {
             Step::Sysbench { scenario, .. } | Step::Insert { scenario, .. } => scenario,
         }
+    }
+}
+
+/// The workloads run when --workloads is not given.
+fn default_workloads(demo: bool) -> &'static [Workload] {
+    match demo {
+        true => &[Workload::OltpReadOnly, Workload::OltpPointSelect],
+        false => &[
+            Workload::OltpReadOnly,
+            Workload::OltpPointSelect,
+            Workload::OltpReadWriteSplit,
+            Workload::Insert,
+        ],
     }
 }
 

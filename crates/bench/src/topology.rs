@@ -254,33 +254,7 @@ impl Topology {
         topology.mariadb = Some(mariadb);
         let db = topology.mariadb.as_ref().expect("just set");
 
-        let user = sql_string(&creds.user);
-        let password = sql_string(&creds.password);
-        let database = sql_ident(&creds.database);
-        let insert_schema = sql_ident(&creds.insert_schema);
-        // '%' alone loses to an anonymous ''@'localhost' account when the server
-        // resolves 127.0.0.1 to localhost; the explicit 'localhost' account wins.
-        let mut setup = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
-        for host in ["%", "localhost"] {
-            setup.push(format!(
-                "CREATE USER IF NOT EXISTS {user}@'{host}' IDENTIFIED BY {password}"
-            ));
-            for db in [&database, &insert_schema] {
-                setup.push(format!("GRANT ALL ON {db}.* TO {user}@'{host}'"));
-            }
-            // What a caching Sluice's binlog reader needs (REPLICATION CLIENT is BINLOG
-            // MONITOR from MariaDB 10.5 on, for SHOW MASTER STATUS).
-            setup.push(format!(
-                "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {user}@'{host}'"
-            ));
-        }
-        for sql in &setup {
-            db.execute(sql).with_context(|| {
-                format!(
-                    "setting up the benchmark user and database on the embedded MariaDB ({sql})"
-                )
-            })?;
-        }
+        create_user(db, creds)?;
         let scalar = |sql: &str| {
             db.execute(sql).ok().and_then(|out| {
                 out.lines()
@@ -310,9 +284,21 @@ impl Topology {
             granted.unwrap_or(opts.max_connections)
         ));
 
+        topology.start_proxies(opts, creds, backend)?;
+        Ok(topology)
+    }
+
+    /// Starts what `opts` asks for in front of `backend`: the trace receiver for the traced
+    /// Sluices, each Sluice, HAProxy.
+    fn start_proxies(
+        &mut self,
+        opts: &EmbeddedOptions,
+        creds: &Credentials,
+        backend: SocketAddr,
+    ) -> anyhow::Result<()> {
         if opts.traced || opts.traced_all {
-            topology.tracing = traced::Tracing::start(opts.otlp_endpoint.as_deref())?;
-            topology.description.push(topology.tracing.describe());
+            self.tracing = traced::Tracing::start(opts.otlp_endpoint.as_deref())?;
+            self.description.push(self.tracing.describe());
         }
         for (wanted, role) in [
             (opts.passthrough, Role::Passthrough),
@@ -323,13 +309,13 @@ impl Topology {
             (opts.traced_all, Role::TracedAll),
         ] {
             if wanted {
-                topology.start_sluice(opts, creds, backend, role)?;
+                self.start_sluice(opts, creds, backend, role)?;
             }
         }
         if let Some(program) = &opts.haproxy {
-            topology.start_haproxy(opts, program, backend)?;
+            self.start_haproxy(opts, program, backend)?;
         }
-        Ok(topology)
+        Ok(())
     }
 
     /// Starts the Sluice of `role` in front of `backend`, behind a delay link of its own
@@ -625,6 +611,36 @@ pub fn clock_ticks_per_sec() -> u64 {
         .unwrap_or(100)
 }
 
+/// Creates the benchmark's database and user on the embedded MariaDB `db`, with what
+/// the benchmark does as that user: everything on its databases, and reading the binlog.
+fn create_user(db: &MariaDb, creds: &Credentials) -> anyhow::Result<()> {
+    let user = sql_string(&creds.user);
+    let password = sql_string(&creds.password);
+    let database = sql_ident(&creds.database);
+    let insert_schema = sql_ident(&creds.insert_schema);
+    // '%' alone loses to an anonymous ''@'localhost' account when the server
+    // resolves 127.0.0.1 to localhost; the explicit 'localhost' account wins.
+    let mut setup = vec![format!("CREATE DATABASE IF NOT EXISTS {database}")];
+    for host in ["%", "localhost"] {
+        setup.push(format!(
+            "CREATE USER IF NOT EXISTS {user}@'{host}' IDENTIFIED BY {password}"
+        ));
+        for db in [&database, &insert_schema] {
+            setup.push(format!("GRANT ALL ON {db}.* TO {user}@'{host}'"));
+        }
+        // What a caching Sluice's binlog reader needs (REPLICATION CLIENT is BINLOG
+        // MONITOR from MariaDB 10.5 on, for SHOW MASTER STATUS).
+        setup.push(format!(
+            "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {user}@'{host}'"
+        ));
+    }
+    for sql in &setup {
+        db.execute(sql).with_context(|| {
+            format!("setting up the benchmark user and database on the embedded MariaDB ({sql})")
+        })?;
+    }
+    Ok(())
+}
 fn sql_string(s: &str) -> String {
     format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
 }

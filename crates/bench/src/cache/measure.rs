@@ -247,11 +247,8 @@ impl Bench<'_> {
             eprintln!("  prepared in {:.1}s", t.elapsed().as_secs_f64());
         }
 
-        let mut result = self.run_steps(steps, &mut topology, &creds);
-        if result.is_ok() && !self.interrupted.load(Ordering::SeqCst) {
-            result = self.staleness(&topology, &creds);
-        }
-        self.span_totals(&topology);
+        let result = self.run_steps(steps, &mut topology, &creds);
+        let result = self.after_steps(result, &topology, &creds);
         for (name, s) in topology.link_stats() {
             // How far a busy machine kept the hops from their delay.
             self.report.notes.push(format!(
@@ -285,12 +282,24 @@ impl Bench<'_> {
         result
     }
 
-    /// How stale the caching Sluice is after a direct commit, when the plan asks for it;
-    /// filed in the report, which is written again.
-    fn staleness(&mut self, topology: &Topology, creds: &Credentials) -> anyhow::Result<()> {
+    /// What follows the steps: the traced Sluices' span counters as notes; when the
+    /// steps went through and the plan asks for it, how stale the caching Sluice is
+    /// after a direct commit, filed in the report, which is written again.
+    fn after_steps(
+        &mut self,
+        steps: anyhow::Result<()>,
+        topology: &Topology,
+        creds: &Credentials,
+    ) -> anyhow::Result<()> {
+        let notes = traced::totals(topology, &self.plan.scenarios);
+        self.report.notes.extend(notes);
+        steps?;
         let Some(settings) = &self.plan.staleness else {
             return Ok(());
         };
+        if self.interrupted.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         let found = staleness::measure(settings, topology, creds);
         if let Some(missing) = &found.missing {
             eprintln!("staleness not measured: {missing}");
@@ -298,12 +307,6 @@ impl Bench<'_> {
         self.report.staleness = Some(found);
         self.report.write(self.out)?;
         Ok(())
-    }
-
-    /// The span counters of each traced Sluice at the end of the run, as notes.
-    fn span_totals(&mut self, topology: &Topology) {
-        let notes = traced::totals(topology, &self.plan.scenarios);
-        self.report.notes.extend(notes);
     }
 
     /// The servers of the run: started (embedded), or checked (external).
