@@ -47,6 +47,8 @@ mod check_config;
 mod commands;
 #[path = "integration/compat.rs"]
 mod compat;
+#[path = "integration/dedicated_schema.rs"]
+mod dedicated_schema;
 #[path = "integration/drivers.rs"]
 mod drivers;
 #[path = "integration/errors.rs"]

@@ -23,6 +23,7 @@ pub use digest::{digest, digest_hash, fnv1a};
 pub use hints::{first_word, hints, strip_hints, Hints};
 pub(crate) use lexer::{code_token, ident_text, is_one_of, Kind, Lexer, Tok};
 pub use shape::{digest_shape, literal_template, Literal, Template};
+pub use statements::use_target;
 
 // Every entry point at once on hostile text, so it sits above the files it spans.
 #[cfg(test)]

@@ -414,12 +414,52 @@ pub(super) fn qualified(ts: &mut Toks, first: Tok, schema: Option<&str>) -> Tabl
     }
 }
 
+/// The schema `USE db` makes the default, when the text is that one statement (a `;`
+/// and comments may follow, nothing else). `None` for anything else, a multi-statement
+/// text included: what runs after the `USE` may change the schema again.
+pub fn use_target(sql: &[u8]) -> Option<Vec<u8>> {
+    let mut ts = Toks::new(sql);
+    if Upper::of(ts.next(), sql).get() != b"USE" {
+        return None;
+    }
+    let name = ts
+        .next()
+        .filter(|t| matches!(t.kind, Kind::Word | Kind::Quoted))?;
+    if ts.next().is_some() {
+        return None;
+    }
+    // Past the statement's `;`, only comments and more `;` may follow.
+    let mut rest = super::lexer::Lexer::new(&sql[name.end..]);
+    let only_ends =
+        std::iter::from_fn(|| super::code_token(&mut rest)).all(|t| t.kind == Kind::Punct(b';'));
+    only_ends.then(|| super::ident_text(sql, name).into_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::classify::sql::analysis::tests::{
         cacheable, contains_all, kind, list, names, written,
     };
-    use crate::classify::sql::{analyze, Analysis, TableRef};
+    use crate::classify::sql::{analyze, use_target, Analysis, TableRef};
+
+    #[test]
+    fn the_schema_a_use_statement_names() {
+        let to = |sql: &str| use_target(sql.as_bytes()).map(|s| String::from_utf8(s).unwrap());
+        assert_eq!(to("USE shop").as_deref(), Some("shop"));
+        assert_eq!(to("  use `my db`;").as_deref(), Some("my db"));
+        assert_eq!(to("USE `a``b` /* note */ ;;").as_deref(), Some("a`b"));
+        assert_eq!(to("/* lead */ USE x -- trailing").as_deref(), Some("x"));
+        assert_eq!(
+            to("USE x; SELECT 1"),
+            None,
+            "a later statement may change it"
+        );
+        assert_eq!(to("USE x y"), None);
+        assert_eq!(to("USE 'x'"), None, "not a name: the server refuses it");
+        assert_eq!(to("USER x"), None);
+        assert_eq!(to("SELECT 1"), None);
+        assert_eq!(to("USE"), None);
+    }
 
     #[test]
     fn names_quoting_and_schemas() {

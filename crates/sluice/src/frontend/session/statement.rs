@@ -89,6 +89,7 @@ impl Session {
             return Ok(true);
         }
         let stmt = stmt.with_len(self.screen_identity(&stmt).await?);
+        let schema = self.schema_it_sets(&stmt);
         let at = super::traced::mark(&self.stmt);
         let answered = self.answer_from_cache(&stmt).await?;
         self.stmt.cache_stage(at);
@@ -97,6 +98,10 @@ impl Session {
             None if self.cache.is_some() => self.forward_cached(&stmt).await?,
             None => self.relay(stmt.kind).await?,
         };
+        let failed = self.stmt.outcome.error || self.client.answered_error.is_some();
+        if let Some((schema, b)) = schema.filter(|_| !failed).zip(self.backing.conn_mut()) {
+            b.schema = Some(schema);
+        }
         let reset =
             stmt.command == Command::ResetConnection && self.client.answered_error.is_none();
         self.dedicated_closed(closing, reset);
@@ -112,6 +117,22 @@ impl Session {
             }
         }
         Ok(true)
+    }
+
+    /// The default schema the statement at the front of the client buffer makes, if it
+    /// is `COM_INIT_DB` or a text `USE`: on a connection of its own, the server's session
+    /// tracking may not reach Sluice (the client may not have asked for it), and analytics
+    /// and traces name the schema a statement ran in.
+    fn schema_it_sets(&self, stmt: &Statement) -> Option<Vec<u8>> {
+        let body = self
+            .client
+            .rbuf
+            .get(HEADER_LEN + 1..HEADER_LEN + stmt.len)?;
+        match stmt.command {
+            Command::InitDb => Some(body.to_vec()),
+            Command::Query => crate::classify::sql::use_target(body),
+            _ => None,
+        }
     }
 
     /// Notes what analytics needs of the command at the front of the client buffer
