@@ -255,6 +255,19 @@ pub struct CacheArgs {
         "traced_all_port",
     ])]
     pub server_cpus: Option<CpuList>,
+
+    /// Replicas behind the embedded MariaDB, replicating from it: every Sluice then splits
+    /// reads over them as configured by default (reads outside transactions to the
+    /// replicas), while direct and haproxy stay on the primary. Embedded servers only,
+    /// without --hosts and --server-cpus.
+    #[arg(long, default_value_t = 0, conflicts_with_all = [
+        "hosts", "server_cpus",
+        "mysql_host", "mysql_port", "sluice_host", "sluice_port", "cached_host", "cached_port",
+        "cached_by_table_host", "cached_by_table_port", "dedicated_host", "dedicated_port",
+        "haproxy_host", "haproxy_port", "traced_host", "traced_port", "traced_all_host",
+        "traced_all_port",
+    ])]
+    pub replicas: usize,
 }
 
 /// A CPU list given on the command line.

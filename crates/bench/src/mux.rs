@@ -217,6 +217,7 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
             extra_config: limits.clone(),
             hop: None,
             server_cpus: None,
+            replicas: 0,
         },
         &creds,
     )?;
@@ -262,6 +263,7 @@ fn run_into(args: &MuxArgs, document: &mut Option<Document>) -> anyhow::Result<(
             extra_config: limits,
             hop: None,
             server_cpus: None,
+            replicas: 0,
         },
         &creds,
     );

@@ -13,11 +13,13 @@ use anyhow::{bail, Context};
 mod config;
 pub mod haproxy;
 mod process;
+mod servers;
 mod traced;
 
 pub(crate) use config::toml_string;
 pub use config::{check_support, sluice_config, Role, TRACED_RATIO};
 pub(crate) use process::{SluiceProcess, Successor};
+use servers::Servers;
 use sluice_sandbox::link::{relay_cost, DelayLink, LinkSpec, LinkStats};
 use sluice_sandbox::{self as sandbox, MariaDb, MariaDbOptions};
 pub use traced::SpanCount;
@@ -85,6 +87,9 @@ pub struct EmbeddedOptions {
     pub hop: Option<LinkSpec>,
     /// The CPUs MariaDB runs on; everything else the benchmark starts gets the others.
     pub server_cpus: Option<Vec<usize>>,
+    /// Replicas behind the database, whose reads every Sluice splits (0: none). Not
+    /// with `hop` or `server_cpus`.
+    pub replicas: usize,
 }
 
 /// A Sluice the benchmark talks to.
@@ -142,7 +147,7 @@ pub struct Topology {
     haproxy_process: Option<haproxy::Haproxy>,
     /// Where the traced Sluices export, and each one's span counters.
     tracing: traced::Tracing,
-    mariadb: Option<MariaDb>,
+    servers: Option<Servers>,
     /// The hops between simulated hosts, by what they join.
     links: Vec<(String, DelayLink)>,
     /// The benchmark's own CPUs before --server-cpus took some for MariaDB, given back
@@ -208,16 +213,19 @@ impl Topology {
             Some(server) => Some(CpuSplit::pin_self(server)?),
             None => None,
         };
-        let mariadb = MariaDb::start(MariaDbOptions {
-            max_connections: opts.max_connections,
-            // sysbench prepares up to 9 statements per table in every thread: 64 tables
-            // at 64 threads already pass the default limit of 16,382 (error 1461).
-            extra_args: vec![format!(
-                "--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"
-            )],
-            ..MariaDbOptions::default()
-        })
-        .context("starting the embedded MariaDB server (sandbox)")?;
+        let servers = Servers::start(
+            MariaDbOptions {
+                max_connections: opts.max_connections,
+                // sysbench prepares up to 9 statements per table in every thread: 64
+                // tables at 64 threads already pass the default limit of 16,382 (1461).
+                extra_args: vec![format!(
+                    "--max-prepared-stmt-count={MAX_PREPARED_STMT_COUNT}"
+                )],
+                ..MariaDbOptions::default()
+            },
+            opts.replicas,
+        )?;
+        let mariadb = servers.primary();
         let mut topology = Topology {
             direct: Some(Target {
                 host: mariadb.addr().ip().to_string(),
@@ -237,7 +245,7 @@ impl Topology {
             sluices: Vec::new(),
             haproxy_process: None,
             tracing: traced::Tracing::default(),
-            mariadb: None,
+            servers: None,
             links: Vec::new(),
             cpus_before: pinned.as_ref().map(|p| p.before.clone()),
         };
@@ -248,13 +256,16 @@ impl Topology {
         }
         let mut backend = mariadb.addr();
         if let Some(hop) = opts.hop {
-            topology.hosts(hop, &mariadb)?;
+            topology.hosts(hop, mariadb.addr())?;
             backend = topology.links[0].1.addr();
         }
-        topology.mariadb = Some(mariadb);
-        let db = topology.mariadb.as_ref().expect("just set");
+        let (described, replicas) = (servers.describe(), servers.replica_addrs());
+        let servers = topology.servers.insert(servers);
+        let db = servers.primary();
 
         create_user(db, creds)?;
+        // The account replicates: the replicas have it before Sluice connects to them.
+        servers.wait_replicas()?;
         let scalar = |sql: &str| {
             db.execute(sql).ok().and_then(|out| {
                 out.lines()
@@ -275,26 +286,26 @@ impl Topology {
             ));
         }
         topology.description.push(format!(
-            "MariaDB {}: embedded sandbox at {}, max_connections={}",
+            "MariaDB {}: {described}, max_connections={}",
             topology
                 .mariadb_version
                 .as_deref()
                 .unwrap_or("(version unknown)"),
-            db.addr(),
             granted.unwrap_or(opts.max_connections)
         ));
 
-        topology.start_proxies(opts, creds, backend)?;
+        topology.start_proxies(opts, creds, backend, &replicas)?;
         Ok(topology)
     }
 
-    /// Starts what `opts` asks for in front of `backend`: the trace receiver for the traced
-    /// Sluices, each Sluice, HAProxy.
+    /// Starts what `opts` asks for in front of `backend` (and each Sluice in front of
+    /// `replicas` too): the trace receiver for the traced Sluices, each Sluice, HAProxy.
     fn start_proxies(
         &mut self,
         opts: &EmbeddedOptions,
         creds: &Credentials,
         backend: SocketAddr,
+        replicas: &[SocketAddr],
     ) -> anyhow::Result<()> {
         if opts.traced || opts.traced_all {
             self.tracing = traced::Tracing::start(opts.otlp_endpoint.as_deref())?;
@@ -309,7 +320,7 @@ impl Topology {
             (opts.traced_all, Role::TracedAll),
         ] {
             if wanted {
-                self.start_sluice(opts, creds, backend, role)?;
+                self.start_sluice(opts, creds, (backend, replicas), role)?;
             }
         }
         if let Some(program) = &opts.haproxy {
@@ -318,19 +329,19 @@ impl Topology {
         Ok(())
     }
 
-    /// Starts the Sluice of `role` in front of `backend`, behind a delay link of its own
-    /// with --hosts.
+    /// Starts the Sluice of `role` in front of `servers` (the database, then any
+    /// replicas), behind a delay link of its own with --hosts.
     fn start_sluice(
         &mut self,
         opts: &EmbeddedOptions,
         creds: &Credentials,
-        backend: SocketAddr,
+        servers: (SocketAddr, &[SocketAddr]),
         role: Role,
     ) -> anyhow::Result<()> {
         let name = role.name();
         let port = sandbox::free_port();
         let config = opts.dir.join(format!("sluice-{name}.toml"));
-        let mut text = sluice_config(port, backend, creds, opts.pool_max, role);
+        let mut text = sluice_config(port, servers, creds, opts.pool_max, role);
         if opts.binlog && role.caches() {
             text.push_str(&config::binlog_section(creds, role));
         }
@@ -402,9 +413,9 @@ impl Topology {
     /// Puts MariaDB on a simulated host of its own: Sluice reaches it through one link
     /// (the first), the client through another; the client-side links to each Sluice
     /// follow as they start.
-    fn hosts(&mut self, hop: LinkSpec, mariadb: &MariaDb) -> anyhow::Result<()> {
-        let to_db = DelayLink::start(mariadb.addr(), hop).context("starting a delay link")?;
-        let direct = DelayLink::start(mariadb.addr(), hop).context("starting a delay link")?;
+    fn hosts(&mut self, hop: LinkSpec, mariadb: SocketAddr) -> anyhow::Result<()> {
+        let to_db = DelayLink::start(mariadb, hop).context("starting a delay link")?;
+        let direct = DelayLink::start(mariadb, hop).context("starting a delay link")?;
         self.direct = Some(Target {
             host: "127.0.0.1".into(),
             port: direct.port(),
@@ -437,12 +448,25 @@ impl Topology {
 
     /// The embedded MariaDB's process id, to read its memory.
     pub fn mariadb_pid(&self) -> Option<u32> {
-        self.mariadb.as_ref().map(MariaDb::pid)
+        self.servers.as_ref().map(|s| s.primary().pid())
     }
 
     /// Runs SQL on the embedded MariaDB as its administrator; the last line of output.
+    /// Returns once the replicas (with --replicas) have what the primary logged so far.
+    pub fn wait_replicas(&self) -> anyhow::Result<()> {
+        self.servers.as_ref().map_or(Ok(()), Servers::wait_replicas)
+    }
+
+    /// With --replicas, each server's `Com_select` count now: where reads went.
+    pub fn reads_by_server(&self) -> Vec<(String, Option<u64>)> {
+        self.servers
+            .as_ref()
+            .map(Servers::reads)
+            .unwrap_or_default()
+    }
+
     pub fn admin_scalar(&self, sql: &str) -> Option<String> {
-        let out = self.mariadb.as_ref()?.execute(sql).ok()?;
+        let out = self.servers.as_ref()?.primary().execute(sql).ok()?;
         out.lines()
             .map(str::trim)
             .rfind(|l| !l.is_empty())
@@ -511,7 +535,7 @@ impl Topology {
             sluices: Vec::new(),
             haproxy_process: None,
             tracing: traced::Tracing::default(),
-            mariadb: None,
+            servers: None,
             links: Vec::new(),
             cpus_before: None,
         })
@@ -545,8 +569,8 @@ impl Drop for Topology {
             sluice.stop();
         }
         drop(self.haproxy_process.take());
-        if let Some(mariadb) = self.mariadb.take() {
-            mariadb.stop();
+        if let Some(servers) = self.servers.take() {
+            servers.stop();
         }
         if let Some(before) = self.cpus_before.take() {
             if let Err(e) = sluice_sandbox::cpus::pin(std::process::id(), &before) {

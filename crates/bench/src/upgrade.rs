@@ -299,6 +299,7 @@ fn measure(
             extra_config: String::new(),
             hop: None,
             server_cpus: None,
+            replicas: 0,
         },
         &creds,
     )?;
@@ -426,7 +427,8 @@ impl<'a> Bench<'a> {
     fn config_text(&self, admin_port: u16) -> String {
         let backend = self.backend.parse().expect("an address we formatted");
         let pool = self.plan.threads + 32;
-        let mut base = topology::sluice_config(self.port, backend, &self.creds, pool, Role::Cached);
+        let mut base =
+            topology::sluice_config(self.port, (backend, &[]), &self.creds, pool, Role::Cached);
         if self.plan.dedicated {
             base = base.replacen("[pool]\n", "[pool]\nmultiplex = false\n", 1);
         }

@@ -246,8 +246,12 @@ impl Bench<'_> {
             )?;
             eprintln!("  prepared in {:.1}s", t.elapsed().as_secs_f64());
         }
+        // Replicas have the data before any read is sent to them.
+        topology.wait_replicas()?;
 
+        let reads_before = topology.reads_by_server();
         let result = self.run_steps(steps, &mut topology, &creds);
+        self.note_reads_by_server(&reads_before, &topology);
         let result = self.after_steps(result, &topology, &creds);
         for (name, s) in topology.link_stats() {
             // How far a busy machine kept the hops from their delay.
@@ -309,6 +313,25 @@ impl Bench<'_> {
         Ok(())
     }
 
+    /// With --replicas, a note of where the steps' reads went: each server's `Com_select`
+    /// over them, every scenario's together (direct and haproxy only on the primary).
+    fn note_reads_by_server(&mut self, before: &[(String, Option<u64>)], topology: &Topology) {
+        let after = topology.reads_by_server();
+        if after.is_empty() {
+            return;
+        }
+        let reads: Vec<String> = (after.iter().zip(before))
+            .map(|((name, a), (_, b))| match a.zip(*b) {
+                Some((a, b)) => format!("{name} {}", a.saturating_sub(b)),
+                None => format!("{name} (unreadable)"),
+            })
+            .collect();
+        self.report.notes.push(format!(
+            "Reads each server ran over the steps (Com_select), every scenario's together: {}",
+            reads.join(", ")
+        ));
+    }
+
     /// The servers of the run: started (embedded), or checked (external).
     fn topology(&self, creds: &Credentials) -> anyhow::Result<Topology> {
         let (args, plan) = (self.args, self.plan);
@@ -368,6 +391,7 @@ impl Bench<'_> {
                     .hosts
                     .then(|| sluice_sandbox::link::LinkSpec::delay(args.hop)),
                 server_cpus: args.server_cpus.as_ref().map(|c| c.0.clone()),
+                replicas: args.replicas,
             },
             creds,
         )

@@ -126,8 +126,9 @@ pub fn section(s: &Staleness) -> Section {
          updated straight on the database (autocommit, not through Sluice), then read \
          again in a loop until a read returns the new value; its staleness runs from the \
          update's OK to that read's reply, at most {} ms (a timeout). The caching \
-         Sluice learns of the write from the database's binlog; the baseline sees it on \
-         its first read. {} samples a target, after one not counted.",
+         Sluice learns of the write from the database's binlog; the baseline sees it as \
+         soon as the server it reads from has it (the database itself, or with --replicas \
+         the replica it sent the read to). {} samples a target, after one not counted.",
         s.timeout_ms, s.samples
     )];
     notes.extend(

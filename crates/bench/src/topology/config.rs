@@ -69,18 +69,27 @@ const CACHE_BUDGET: &str = "2GiB";
 /// The configuration of an embedded Sluice in front of `backend`.
 pub fn sluice_config(
     port: u16,
-    backend: SocketAddr,
+    (backend, replicas): (SocketAddr, &[SocketAddr]),
     creds: &Credentials,
     pool_max: u32,
     role: Role,
 ) -> String {
     let cached = role.caches();
+    // Replicas: the monitor finds the writer, and reads outside transactions go to them.
+    let replicas: String = (replicas.iter().enumerate())
+        .map(|(i, r)| {
+            format!(
+                "[[servers]]\nname = \"replica{}\"\naddress = \"{r}\"\n\n",
+                i + 1
+            )
+        })
+        .collect();
     let mut text = format!(
         "# Written by `sluice bench` for its {} scenario.\n\
          [log]\nlevel = \"{}\"\n\n\
          [[listeners]]\naddress = \"127.0.0.1:{port}\"\n\n\
          [[users]]\nname = {}\npassword = {}\n\n\
-         [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n\
+         [[servers]]\nname = \"bench\"\naddress = \"{backend}\"\n\n{replicas}\
          [pool]\nmax_connections = {pool_max}\n{}",
         role.name(),
         // A caching Sluice logs its hit and miss counts every 10 s.
@@ -163,7 +172,13 @@ pub fn check_support(
     role: Role,
 ) -> Result<(), String> {
     let config = dir.join(format!("sluice-{}-check.toml", role.name()));
-    let mut text = sluice_config(1, SocketAddr::from(([127, 0, 0, 1], 1)), creds, 1, role);
+    let mut text = sluice_config(
+        1,
+        (SocketAddr::from(([127, 0, 0, 1], 1)), &[]),
+        creds,
+        1,
+        role,
+    );
     if role.caches() {
         text.push_str(&binlog_section(creds, role));
     }
@@ -247,7 +262,7 @@ mod tests {
 
     /// The configuration an embedded Sluice of `role` gets, parsed.
     fn config(role: Role) -> toml::Table {
-        sluice_config(6033, backend(), &creds(), 100, role)
+        sluice_config(6033, (backend(), &[]), &creds(), 100, role)
             .parse()
             .unwrap()
     }
@@ -291,11 +306,41 @@ mod tests {
     }
 
     #[test]
+    fn replicas_follow_the_database_in_the_server_list() {
+        let replicas = [
+            SocketAddr::from(([127, 0, 0, 1], 3307)),
+            SocketAddr::from(([127, 0, 0, 1], 3308)),
+        ];
+        let text = sluice_config(6033, (backend(), &replicas), &creds(), 100, Role::Cached);
+        let config: toml::Table = text.parse().unwrap();
+        let servers: Vec<(&str, &str)> = (config["servers"].as_array().unwrap().iter())
+            .map(|s| (s["name"].as_str().unwrap(), s["address"].as_str().unwrap()))
+            .collect();
+        assert_eq!(
+            servers,
+            [
+                ("bench", "127.0.0.1:3306"),
+                ("replica1", "127.0.0.1:3307"),
+                ("replica2", "127.0.0.1:3308")
+            ]
+        );
+        // Nothing else changes: the monitor finds the writer, reads split by default.
+        let mut without = config.clone();
+        without.remove("servers");
+        let mut one: toml::Table =
+            sluice_config(6033, (backend(), &[]), &creds(), 100, Role::Cached)
+                .parse()
+                .unwrap();
+        one.remove("servers");
+        assert_eq!(without, one);
+    }
+
+    #[test]
     fn each_caching_sluice_tails_the_binlog_under_an_id_of_its_own() {
         let creds = creds();
         let id = |role| {
-            let text =
-                sluice_config(6033, backend(), &creds, 100, role) + &binlog_section(&creds, role);
+            let text = sluice_config(6033, (backend(), &[]), &creds, 100, role)
+                + &binlog_section(&creds, role);
             let config: toml::Table = text.parse().unwrap();
             let binlog = config["cache"]["binlog"].as_table().cloned().unwrap();
             assert_eq!(binlog["user"].as_str(), Some("sbtest"), "{role:?}");
@@ -317,7 +362,7 @@ mod tests {
             admin_token: "t0ken".into(),
         };
         for (role, ratio) in [(Role::Traced, 0.01), (Role::TracedAll, 1.0)] {
-            let text = sluice_config(6033, backend(), &creds(), 100, role)
+            let text = sluice_config(6033, (backend(), &[]), &creds(), 100, role)
                 + &tracing_section(role.sample_ratio().unwrap(), &trace);
             let traced: toml::Table = text.parse().unwrap();
             let tracing = traced["tracing"].as_table().unwrap();

@@ -44,7 +44,7 @@ fn defaults_demo_sizes_and_bad_values() {
 fn the_configuration_hands_over_caches_and_answers_the_admin() {
     let base = topology::sluice_config(
         6033,
-        "127.0.0.1:3306".parse().unwrap(),
+        ("127.0.0.1:3306".parse().unwrap(), &[]),
         &Credentials {
             user: USER.into(),
             password: PASSWORD.into(),

@@ -183,3 +183,61 @@ fn staleness_after_a_direct_commit_is_measured() {
     let config = std::fs::read_to_string(out.join("sluice-cached.toml")).unwrap();
     assert!(config.contains("[cache.binlog]"), "{config}");
 }
+
+/// With --replicas, the benchmark's database has replicas and every Sluice lists them:
+/// the reads it splits reach them (their Com_select over the steps), while direct stays
+/// on the primary.
+#[test]
+fn replicas_take_the_reads_sluice_splits() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let args = [
+        &[
+            "--replicas",
+            "1",
+            "--scenarios",
+            "direct,passthrough",
+            "--threads",
+            "2",
+            "--duration",
+            "2s",
+        ][..],
+        &SMALL,
+    ]
+    .concat();
+    let output = bench(&args, &out, Duration::from_secs(180));
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{t}");
+    assert!(
+        rows(&r, "topology")
+            .iter()
+            .filter_map(Value::as_str)
+            .any(|l| l.contains("with 1 replica(s)")),
+        "{t}"
+    );
+    let config = std::fs::read_to_string(out.join("sluice-passthrough.toml")).unwrap();
+    assert!(config.contains("name = \"replica1\""), "{config}");
+    let note = rows(&r, "notes")
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|n| n.starts_with("Reads each server ran"))
+        .unwrap_or_else(|| panic!("no reads by server among the notes: {t}"))
+        .to_owned();
+    let count = |name: &str| -> u64 {
+        let at = note
+            .find(&format!("{name} "))
+            .unwrap_or_else(|| panic!("{note}"));
+        note[at + name.len() + 1..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{note}"))
+    };
+    let passthrough = summary(&r, "passthrough");
+    assert!(passthrough["errors"] == 0, "{passthrough}");
+    // Point selects outside transactions: through Sluice, most go to the replica.
+    assert!(count("replica1") > 100, "{note}");
+    assert!(count("bench") > 0, "{note}");
+}
