@@ -68,6 +68,27 @@ pub(crate) fn results(out: &Path) -> Value {
     serde_json::from_str(&json).expect("results.json is JSON")
 }
 
+/// The process the report's topology line starting with `prefix` names (its `(pid N)`)
+/// is gone: stopped with the benchmark.
+#[track_caller]
+pub(crate) fn stopped_with_the_benchmark(results: &Value, prefix: &str, t: &str) {
+    let line = rows(results, "topology")
+        .iter()
+        .filter_map(Value::as_str)
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no {prefix} in the topology: {t}"));
+    let pid: u32 = line
+        .split("(pid ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "{prefix} ({pid}) still runs after the benchmark"
+    );
+}
+
 pub(crate) fn rows<'a>(results: &'a Value, key: &str) -> &'a Vec<Value> {
     results[key].as_array().expect("an array")
 }
@@ -843,21 +864,7 @@ fn haproxy_takes_its_turn_as_the_baseline() {
     assert!(md.contains("passthrough CPU ÷ haproxy"), "{md}");
     assert!(md.contains("multiplexed CPU ÷ dedicated"), "{md}");
     // Stopped with the benchmark: the pid the report gives is gone.
-    let line = rows(&r, "topology")
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|l| l.starts_with("HAProxy"))
-        .unwrap_or_else(|| panic!("no HAProxy in the topology: {t}"));
-    let pid: u32 = line
-        .split("(pid ")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {line:?}"));
-    assert!(
-        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-        "HAProxy ({pid}) still runs after the benchmark"
-    );
+    stopped_with_the_benchmark(&r, "HAProxy", &t);
 
     let out = dir.path().join("without");
     let output = bench(

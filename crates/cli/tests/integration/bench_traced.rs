@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::bench::{bench, results, rows, text};
+use crate::bench::{bench, results, rows, stopped_with_the_benchmark, text};
 use crate::support::proxy::SLUICE_BIN;
 
 /// One small step: point selects on one table of 100 rows.
@@ -22,6 +22,19 @@ const SMALL: [&str; 8] = [
     "--sluice-bin",
     SLUICE_BIN,
 ];
+
+/// A short run of `flags` and [`SMALL`]'s step, which must finish: its report's
+/// directory (kept with `dir`), its results and its output.
+fn small_run(dir: &tempfile::TempDir, flags: &[&str]) -> (std::path::PathBuf, Value, String) {
+    let out = dir.path().join("report");
+    let args = [flags, &SMALL].concat();
+    let output = bench(&args, &out, Duration::from_secs(180));
+    let t = text(&output);
+    assert!(output.status.success(), "{t}");
+    let r = results(&out);
+    assert_eq!(r["status"]["state"], "finished", "{t}");
+    (out, r, t)
+}
 
 /// The summary row of `scenario` (one step in these runs).
 fn summary(r: &Value, scenario: &str) -> Value {
@@ -40,8 +53,8 @@ fn summary(r: &Value, scenario: &str) -> Value {
 fn traced_scenarios_export_to_a_real_receiver() {
     sluice_sandbox::jaeger::jaeger_path().expect("Jaeger for the traced scenarios (make deps)");
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report");
-    let args = [
+    let (out, r, t) = small_run(
+        &dir,
         &[
             "--scenarios",
             "passthrough,traced,traced_all",
@@ -49,15 +62,8 @@ fn traced_scenarios_export_to_a_real_receiver() {
             "2",
             "--duration",
             "2s",
-        ][..],
-        &SMALL,
-    ]
-    .concat();
-    let output = bench(&args, &out, Duration::from_secs(180));
-    let t = text(&output);
-    assert!(output.status.success(), "{t}");
-    let r = results(&out);
-    assert_eq!(r["status"]["state"], "finished", "{t}");
+        ],
+    );
     assert_eq!(rows(&r["settings"], "unavailable").len(), 0, "{t}");
     let order: Vec<&str> = rows(&r, "runs")
         .iter()
@@ -104,21 +110,7 @@ fn traced_scenarios_export_to_a_real_receiver() {
     assert!(md.contains("traced-all CPU ÷ passthrough"), "{md}");
     assert!(md.contains("traced-all: spans/query (dropped)"), "{md}");
     // The receiver stopped with the benchmark.
-    let line = rows(&r, "topology")
-        .iter()
-        .filter_map(Value::as_str)
-        .find(|l| l.starts_with("Trace receiver: Jaeger"))
-        .unwrap_or_else(|| panic!("no Jaeger in the topology: {t}"));
-    let pid: u32 = line
-        .split("(pid ")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {line:?}"));
-    assert!(
-        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
-        "Jaeger ({pid}) still runs after the benchmark"
-    );
+    stopped_with_the_benchmark(&r, "Trace receiver: Jaeger", &t);
 }
 
 /// With the cached scenario, the report says how long a commit made straight on the
@@ -128,8 +120,8 @@ fn traced_scenarios_export_to_a_real_receiver() {
 #[test]
 fn staleness_after_a_direct_commit_is_measured() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report");
-    let args = [
+    let (out, r, t) = small_run(
+        &dir,
         &[
             "--scenarios",
             "direct,passthrough,cached",
@@ -141,14 +133,8 @@ fn staleness_after_a_direct_commit_is_measured() {
             "20",
             "--staleness-timeout",
             "3s",
-        ][..],
-        &SMALL,
-    ]
-    .concat();
-    let output = bench(&args, &out, Duration::from_secs(180));
-    let t = text(&output);
-    assert!(output.status.success(), "{t}");
-    let r = results(&out);
+        ],
+    );
     let staleness = &r["staleness"];
     assert_eq!(staleness["missing"], Value::Null, "{t}");
     assert_eq!(staleness["samples"], 20, "{staleness}");
@@ -190,8 +176,8 @@ fn staleness_after_a_direct_commit_is_measured() {
 #[test]
 fn replicas_take_the_reads_sluice_splits() {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("report");
-    let args = [
+    let (out, r, t) = small_run(
+        &dir,
         &[
             "--replicas",
             "1",
@@ -201,15 +187,8 @@ fn replicas_take_the_reads_sluice_splits() {
             "2",
             "--duration",
             "2s",
-        ][..],
-        &SMALL,
-    ]
-    .concat();
-    let output = bench(&args, &out, Duration::from_secs(180));
-    let t = text(&output);
-    assert!(output.status.success(), "{t}");
-    let r = results(&out);
-    assert_eq!(r["status"]["state"], "finished", "{t}");
+        ],
+    );
     assert!(
         rows(&r, "topology")
             .iter()
