@@ -391,9 +391,21 @@ impl Tracer {
 
     /// A new trace's id, when a trace with no caller is sampled (at the ratio, by the id).
     pub fn sample_new(&self) -> Option<[u8; 16]> {
-        let id: u128 = rand::random();
-        let id = id.max(1).to_be_bytes();
-        sampled(&id, self.threshold).then_some(id)
+        // The decision reads only the id's low half, so that half is drawn first, from a
+        // cheap per-thread generator: most statements are not sampled and need nothing
+        // more. The high half comes from `rand`'s generator for a sampled one only.
+        let low = fastrand::u64(..);
+        if (low >> 1) >= self.threshold {
+            return None;
+        }
+        let high: u64 = rand::random();
+        let mut id = [0u8; 16];
+        id[..8].copy_from_slice(&high.to_be_bytes());
+        id[8..].copy_from_slice(&low.to_be_bytes());
+        // The all-zero id is invalid (W3C Trace Context).
+        id[15] |= u8::from(id == [0; 16]);
+        debug_assert!(sampled(&id, self.threshold));
+        Some(id)
     }
 }
 
@@ -437,12 +449,25 @@ mod tests {
         high[9] = 1;
         assert!(sampled(&low, half));
         assert!(!sampled(&high, half));
-        // Over many random ids, the share sampled is the ratio.
-        let t = ratio_threshold(0.1);
-        let n = (0..20_000)
-            .filter(|_| sampled(&rand::random::<u128>().to_be_bytes(), t))
-            .count();
+        // Over many new statements, the share sampled is the ratio; each sampled id is
+        // one the ratio samples (a receiver re-deciding by the id agrees), and new.
+        let (tx, _rx) = mpsc::channel(1);
+        let tracer = Tracer {
+            config: TracingConfig::default(),
+            threshold: ratio_threshold(0.1),
+            queue: tx,
+            stats: Arc::new(Stats::default()),
+        };
+        let ids: Vec<[u8; 16]> = (0..20_000).filter_map(|_| tracer.sample_new()).collect();
+        let n = ids.len();
         assert!((1_500..2_500).contains(&n), "{n} of 20,000 sampled at 0.1");
+        assert!(ids.iter().all(|id| sampled(id, tracer.threshold)));
+        let distinct: std::collections::HashSet<_> = ids.iter().collect();
+        assert_eq!(distinct.len(), n);
+        assert!(
+            ids.iter().all(|id| id[..8] != [0; 8]),
+            "the high half is drawn too"
+        );
     }
 
     /// Stages opened nest; a stage recorded under one never closed is the statement's.
