@@ -327,8 +327,7 @@ impl QueryCache {
             return Lookup::Hit(self.count_hit(entry, age));
         }
         entry.rule.stats.stale_hit(age);
-        entry.digest.hits.fetch_add(1, Ordering::Relaxed);
-        entry.digest.hit_age.record(age);
+        entry.digest.served(age);
         Stats::incr(&self.totals.hits);
         let refresh = !entry.refreshing.swap(true, Ordering::AcqRel);
         Lookup::Stale { entry, refresh }
@@ -368,8 +367,7 @@ impl QueryCache {
             entry.read.store(true, Ordering::Relaxed);
         }
         entry.rule.stats.hit(age);
-        entry.digest.hits.fetch_add(1, Ordering::Relaxed);
-        entry.digest.hit_age.record(age);
+        entry.digest.served(age);
         Stats::incr(&self.totals.hits);
         entry
     }

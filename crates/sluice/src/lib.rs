@@ -24,6 +24,7 @@ pub mod backend;
 pub mod binlog;
 pub mod cache;
 pub mod classify;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod fleet;

@@ -105,6 +105,30 @@ impl Exposition {
         self
     }
 
+    /// One series of a histogram family: its cumulative buckets (each upper bound in
+    /// seconds with how many were at most that), `+Inf`, then the count and the sum.
+    pub fn histogram(
+        &mut self,
+        f: &Family,
+        labels: &[(&str, &str)],
+        buckets: impl IntoIterator<Item = (f64, u64)>,
+        count: u64,
+        sum_seconds: f64,
+    ) -> &mut Self {
+        let bucket = format!("{}_bucket", f.name);
+        for (le, n) in buckets {
+            let le = format!("{le}");
+            let mut with_le = labels.to_vec();
+            with_le.push(("le", &le));
+            self.sample(&bucket, &with_le, n as f64);
+        }
+        let mut all = labels.to_vec();
+        all.push(("le", "+Inf"));
+        self.sample(&bucket, &all, count as f64);
+        self.sample(&format!("{}_sum", f.name), labels, sum_seconds);
+        self.sample(&format!("{}_count", f.name), labels, count as f64)
+    }
+
     /// A family with a single unlabelled sample.
     pub fn single(&mut self, name: &str, kind: Type, help: &str, value: f64) -> &mut Self {
         self.family(name, kind, help).sample(name, &[], value)
@@ -216,6 +240,22 @@ mod tests {
              x_total{server=\"a\\\"b\\\\c\\nd\"} 3\n\
              x_total{server=\"b\",state=\"idle\"} 0.5\n\
              # HELP up up\n# TYPE up gauge\nup +Inf\n"
+        );
+    }
+
+    #[test]
+    fn a_histogram_series_has_its_buckets_count_and_sum() {
+        let mut e = Exposition::default();
+        let f = Family::histogram("h_seconds", "ages");
+        e.declare(&f)
+            .histogram(&f, &[("rule", "r")], [(0.5, 1), (1.0, 3)], 4, 2.5);
+        assert_eq!(
+            e.finish(),
+            "# HELP h_seconds ages\n# TYPE h_seconds histogram\n\
+             h_seconds_bucket{rule=\"r\",le=\"0.5\"} 1\n\
+             h_seconds_bucket{rule=\"r\",le=\"1\"} 3\n\
+             h_seconds_bucket{rule=\"r\",le=\"+Inf\"} 4\n\
+             h_seconds_sum{rule=\"r\"} 2.5\nh_seconds_count{rule=\"r\"} 4\n"
         );
     }
 }

@@ -6,7 +6,6 @@
 
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 /// Upper bounds of the buckets, in seconds, as `/metrics` writes them: from a
@@ -142,24 +141,20 @@ fn round_ms(ms: f64) -> f64 {
     (ms * 1000.0).round() / 1000.0
 }
 
-/// The instant times are counted from, so that one can live in an atomic.
-static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
-
-/// When a table last changed, as an atomic: microseconds since [`EPOCH`] plus one, zero
-/// for never.
+/// When a table last changed, as an atomic: [`crate::clock`]'s microseconds plus one,
+/// zero for never.
 #[derive(Default)]
 pub struct ChangedAt(AtomicU64);
 
 impl ChangedAt {
     pub fn now(&self) {
-        let us = EPOCH.elapsed().as_micros() as u64 + 1;
-        self.0.fetch_max(us, Relaxed);
+        self.0.fetch_max(crate::clock::micros() + 1, Relaxed);
     }
 
     pub fn get(&self) -> Option<Instant> {
         match self.0.load(Relaxed) {
             0 => None,
-            us => Some(*EPOCH + Duration::from_micros(us - 1)),
+            us => Some(crate::clock::at(us - 1)),
         }
     }
 }

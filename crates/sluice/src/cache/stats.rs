@@ -139,6 +139,12 @@ pub struct DigestStats {
 }
 
 impl DigestStats {
+    /// An entry of this digest served, `age` after its fill.
+    pub fn served(&self, age: Duration) {
+        inc(&self.hits);
+        self.hit_age.record(age);
+    }
+
     pub fn new(text: String, hash: u64) -> DigestStats {
         DigestStats {
             text,

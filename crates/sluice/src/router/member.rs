@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 /// Latencies under this are noise on any network.
 const MIN_TTFB_US: u64 = 50;
@@ -16,8 +16,7 @@ const MIN_TTFB_US: u64 = 50;
 const STALE_TTFB_MS: u64 = 2_000;
 
 fn since_epoch_ms() -> u64 {
-    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+    crate::clock::micros() / 1000
 }
 
 /// A server as the monitor last saw it.

@@ -4,7 +4,6 @@
 use super::Connections;
 use crate::admin::metrics::{self, Exposition, Family, DURATION_BUCKETS};
 use crate::analytics::{Analytics, Kind, UserTotals};
-use crate::cache::freshness::Ages;
 use crate::frontend::Frontend;
 use crate::router::{Health, Member, Router, RouterStats};
 use std::collections::BTreeMap;
@@ -219,24 +218,14 @@ fn statements(e: &mut Exposition, a: &Analytics) {
 /// The histogram of statement times: how many took up to each bound, then all of them.
 fn durations(e: &mut Exposition, a: &Analytics) {
     let (latencies, sum_us) = a.digests().all_latencies();
-    let bucket = format!("{}_bucket", QUERY_DURATION.name);
-    e.declare(&QUERY_DURATION);
-    for le in DURATION_BUCKETS {
-        let upto = (le * 1e6) as u64;
-        let label = format!("{le}");
-        e.sample(
-            &bucket,
-            &[("le", &label)],
-            latencies.count_between(0, upto) as f64,
-        );
-    }
-    e.sample(&bucket, &[("le", "+Inf")], latencies.len() as f64);
-    let (sum, count) = (
-        format!("{}_sum", QUERY_DURATION.name),
-        format!("{}_count", QUERY_DURATION.name),
+    let buckets = DURATION_BUCKETS.map(|le| (le, latencies.count_between(0, (le * 1e6) as u64)));
+    e.declare(&QUERY_DURATION).histogram(
+        &QUERY_DURATION,
+        &[],
+        buckets,
+        latencies.len(),
+        sum_us as f64 / 1e6,
     );
-    e.sample(&sum, &[], sum_us as f64 / 1e6);
-    e.sample(&count, &[], latencies.len() as f64);
 }
 
 /// What the query cache holds (nothing without one).
@@ -248,28 +237,17 @@ fn cache_usage(e: &mut Exposition, fe: &Frontend) {
     for (i, family) in CACHE_FRESHNESS.iter().enumerate() {
         e.declare(family);
         for (rule, hits, fills) in &rules {
-            histogram(
-                e,
+            let ages = if i == 0 { hits } else { fills };
+            let sum = ages.sum().as_secs_f64();
+            e.histogram(
                 family,
                 &[("rule", rule)],
-                if i == 0 { hits } else { fills },
+                ages.cumulative(),
+                ages.count(),
+                sum,
             );
         }
     }
-}
-
-/// One labelled series of a histogram family: its buckets, sum and count.
-fn histogram(e: &mut Exposition, f: &Family, labels: &[(&str, &str)], ages: &Ages) {
-    let bucket = format!("{}_bucket", f.name);
-    for (le, n) in ages.cumulative() {
-        let le = format!("{le}");
-        let with_le: Vec<(&str, &str)> = labels.iter().copied().chain([("le", &*le)]).collect();
-        e.sample(&bucket, &with_le, n as f64);
-    }
-    let all: Vec<(&str, &str)> = labels.iter().copied().chain([("le", "+Inf")]).collect();
-    e.sample(&bucket, &all, ages.count() as f64);
-    e.sample(&format!("{}_sum", f.name), labels, ages.sum().as_secs_f64());
-    e.sample(&format!("{}_count", f.name), labels, ages.count() as f64);
 }
 
 /// Every shard's servers (the one cluster's without shards): the per-server families,
